@@ -1,0 +1,242 @@
+//! Configuration: YAML in, validated immutable runtime types out.
+//!
+//! Loading runs in two stages. [`raw`] holds serde types that mirror the file
+//! closely (values that need checking, such as durations, addresses and URLs,
+//! stay strings with their source location); [`load`] turns them into the
+//! types in this file, collecting *every* problem with its file, line and key
+//! before failing. Nothing outside this module sees the raw types or the YAML
+//! crate, so either can be replaced in one place.
+//!
+//! The types here are what the rest of the program runs on: every value is
+//! already checked and defaulted.
+
+mod load;
+mod raw;
+
+pub use load::{ConfigError, ConfigErrors, Overrides};
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Default proxy listen address.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
+/// Default admin listen address: loopback, so metrics are not exposed by accident.
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
+
+/// The whole validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Address the proxy accepts client traffic on.
+    pub listen: SocketAddr,
+    /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub admin_listen: SocketAddr,
+    /// Forwarding behaviour shared by all routes.
+    pub proxy: ProxySettings,
+    /// Metric naming, label bounds and histogram buckets.
+    pub metrics: MetricsSettings,
+    /// Routes in match order: the first route whose match accepts a request
+    /// handles it.
+    pub routes: Vec<Route>,
+}
+
+/// Forwarding behaviour shared by all routes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxySettings {
+    /// Largest request body read ahead to learn `model` and `stream`. A larger
+    /// body is forwarded as it streams in, and the request is metered with an
+    /// unknown model.
+    pub max_request_body_bytes: usize,
+    /// Largest non-streamed response body kept (as shared references to the
+    /// forwarded frames, not copies) to read its usage at the end.
+    pub max_response_body_bytes: usize,
+    /// Add `X-Forwarded-For` / `X-Forwarded-Proto` / `X-Forwarded-Host`.
+    pub x_forwarded: bool,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
+    /// before the process exits anyway.
+    pub shutdown_grace: Duration,
+}
+
+/// Metric naming, label bounds and histogram buckets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSettings {
+    /// Prefix of the domain metrics (`llm` gives `llm_time_to_first_token_seconds`).
+    pub namespace: String,
+    /// How `model` label values are bounded.
+    pub models: ModelLabels,
+    /// Histogram bucket upper bounds, per metric.
+    pub buckets: Buckets,
+}
+
+/// How values of the `model` label are bounded, so a client sending random
+/// model names cannot blow up the number of series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelLabels {
+    /// When set, only these names are used as label values; anything else is
+    /// reported as `other`.
+    pub allow: Option<Vec<String>>,
+    /// Without an allow-list: the first this-many distinct names seen are
+    /// used, later new names are reported as `other`.
+    pub max_distinct: usize,
+}
+
+/// Histogram bucket upper bounds. Latencies in seconds, token counts in tokens.
+/// Each list is strictly increasing and finite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Buckets {
+    pub time_to_first_token: Vec<f64>,
+    pub time_to_response_headers: Vec<f64>,
+    pub time_per_output_token: Vec<f64>,
+    pub inter_token_latency: Vec<f64>,
+    pub e2e_request_latency: Vec<f64>,
+    pub output_tokens: Vec<f64>,
+    pub input_tokens: Vec<f64>,
+}
+
+impl Default for Buckets {
+    fn default() -> Self {
+        Self {
+            // 1 ms .. 10 min: fast prefix-cached prompts to long queues.
+            time_to_first_token: vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+                1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+            ],
+            time_to_response_headers: vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                30.0, 60.0, 120.0, 300.0, 600.0,
+            ],
+            // TPOT and ITL: 0.5 ms .. 10 s.
+            time_per_output_token: vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ],
+            inter_token_latency: vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+                0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ],
+            // E2EL: 10 ms .. 1 h.
+            e2e_request_latency: vec![
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0,
+                30.0, 45.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+            ],
+            output_tokens: vec![
+                1.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+                16384.0, 32768.0, 65536.0,
+            ],
+            input_tokens: vec![
+                16.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
+                32768.0, 65536.0, 131072.0, 262144.0, 1048576.0,
+            ],
+        }
+    }
+}
+
+/// One route: which requests it takes and where they go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// Unique name, used as the `route` label.
+    pub name: String,
+    /// Which requests this route accepts.
+    pub matcher: RouteMatch,
+    /// Where requests go.
+    pub upstream: Upstream,
+    /// Which requests are metered, and how their payloads are read.
+    pub protocol: Protocol,
+    /// Upstream timeouts.
+    pub timeouts: Timeouts,
+    /// Forward the client's `Host` header instead of the upstream's authority.
+    pub preserve_host: bool,
+    /// Remove the matched path prefix before appending the path to the
+    /// upstream's base path.
+    pub strip_prefix: bool,
+    /// SLO class name, used as the `slo` label (empty label when unset).
+    pub slo: Option<String>,
+}
+
+/// Which requests a route accepts. All given conditions must hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteMatch {
+    /// The request path starts with this (always starts with `/`).
+    pub path_prefix: String,
+    /// The request's host (without port), compared case-insensitively.
+    pub host: Option<String>,
+    /// Accepted methods; `None` accepts any.
+    pub methods: Option<Vec<http::Method>>,
+}
+
+/// An upstream base URL, split into what the proxy needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upstream {
+    /// `http` or `https`.
+    pub scheme: http::uri::Scheme,
+    /// `host[:port]`.
+    pub authority: http::uri::Authority,
+    /// Base path without a trailing `/` (empty for the root).
+    pub base_path: String,
+}
+
+impl Upstream {
+    /// The upstream as a URL string, for logs and `/config`.
+    pub fn url(&self) -> String {
+        format!("{}://{}{}", self.scheme, self.authority, self.base_path)
+    }
+}
+
+/// Which requests of a route are metered, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Meter requests whose path is a known inference endpoint
+    /// (`.../chat/completions`, `.../completions`); pass others through
+    /// unmetered.
+    Auto,
+    /// Meter every request of the route as OpenAI chat/completions.
+    OpenAi,
+    /// Forward only; meter nothing.
+    None,
+}
+
+/// Upstream timeouts of one route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP (and TLS) connection set-up.
+    pub connect: Duration,
+    /// From sending the request to receiving the response head. Non-streamed
+    /// responses send their head when generation is done, so this is long.
+    pub response_headers: Duration,
+    /// Longest silence between two response body frames, reset on every
+    /// frame, so a long healthy stream never times out but a stalled one does.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            response_headers: Duration::from_secs(600),
+            idle: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Default for ProxySettings {
+    fn default() -> Self {
+        Self {
+            max_request_body_bytes: 4 * 1024 * 1024,
+            max_response_body_bytes: 16 * 1024 * 1024,
+            x_forwarded: true,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        Self {
+            namespace: "llm".to_owned(),
+            models: ModelLabels {
+                allow: None,
+                max_distinct: 100,
+            },
+            buckets: Buckets::default(),
+        }
+    }
+}

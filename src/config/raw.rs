@@ -1,0 +1,1 @@
+//! Stage one of loading: serde types that mirror the YAML file.

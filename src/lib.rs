@@ -1,0 +1,30 @@
+//! tokenmeter: a transparent metering reverse proxy for LLM inference.
+//!
+//! The crate is a library with a thin binary (`src/main.rs`), so that tests
+//! and benchmarks drive the same code the binary runs. Modules follow the
+//! path a request takes; a module may use those listed below it, never one
+//! listed above it:
+//!
+//! - [`app`]: wiring. Binds the sockets, starts the proxy, admin listener and
+//!   simulator, handles signals and graceful shutdown.
+//! - [`admin`]: the admin listener (`/metrics`, `/healthz`, `/readyz`), on its
+//!   own socket, never the proxy's.
+//! - [`proxy`]: forwarding. Routing, hop-by-hop headers, the upstream client,
+//!   timeouts, errors turned into responses, and the response body that is
+//!   forwarded untouched while the meter watches it.
+//! - [`metrics`]: the Prometheus registry, every metric name and help text,
+//!   and the per-request recorder that the meter reports into.
+//! - [`meter`]: incremental SSE framing and protocol classification (one file
+//!   per protocol) turning a byte stream into token events, usage and an
+//!   outcome. Knows nothing of Prometheus, HTTP servers or config files.
+//! - [`config`]: YAML, validated into immutable runtime types.
+//! - [`sim`]: a deterministic OpenAI-compatible upstream used by tests and the
+//!   demo.
+
+pub mod admin;
+pub mod app;
+pub mod config;
+pub mod meter;
+pub mod metrics;
+pub mod proxy;
+pub mod sim;
