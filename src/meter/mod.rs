@@ -1,1 +1,570 @@
-//! meter
+//! Metering: from the bytes of one response to the numbers of METRICS.md.
+//!
+//! [`StreamMeter`] is the state of one request, fed on the forwarding path
+//! with the clock readings of the proxy: the response head, each body frame
+//! as it is read from the upstream, and how the body ended. It frames the
+//! bytes ([`sse`]), asks the protocol module ([`openai`]) what each event is,
+//! stamps token events, and reports through a [`Recorder`].
+//!
+//! It must not know about Prometheus, axum or config files, and it never
+//! sees the forwarded bytes mutably: it reads a shared reference to each
+//! frame, and a problem in the payload is reported as a [`ParseError`] and
+//! degrades this request's numbers, never the stream.
+//!
+//! The rules of which number is observed when (METRICS.md) live here, in
+//! [`StreamMeter::finish`], so that every recorder applies them the same way.
+
+pub mod openai;
+pub mod sse;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+/// How a request ended. Each request ends exactly once with one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// 2xx status and the body ended normally without an error event.
+    Ok,
+    /// Non-2xx status, an error event in the stream, or the upstream body
+    /// failing mid-stream.
+    UpstreamError,
+    /// A configured timeout fired (connect, response headers, idle gap).
+    Timeout,
+    /// The client went away before the end.
+    ClientAbort,
+    /// The upstream could not be reached at all.
+    ProxyError,
+}
+
+impl Outcome {
+    /// Every outcome, for pre-declaring label values.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Ok,
+        Outcome::UpstreamError,
+        Outcome::Timeout,
+        Outcome::ClientAbort,
+        Outcome::ProxyError,
+    ];
+
+    /// The `outcome` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::Timeout => "timeout",
+            Outcome::ClientAbort => "client_abort",
+            Outcome::ProxyError => "proxy_error",
+        }
+    }
+}
+
+/// Where an output token count comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenSource {
+    /// The upstream's own usage report (exact, billable).
+    Usage,
+    /// Counted token events: a lower bound, since one event may carry
+    /// several tokens.
+    Events,
+}
+
+impl TokenSource {
+    /// The `source` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::Events => "events",
+        }
+    }
+}
+
+/// Token usage as reported by the upstream. `None` means "not reported".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    /// Input tokens served from the prefix (KV) cache.
+    pub cached_input: Option<u64>,
+    /// Output tokens spent on reasoning.
+    pub reasoning: Option<u64>,
+}
+
+impl Usage {
+    /// Takes every field `newer` reports. Usage arrives once, twice, or
+    /// cumulatively on every chunk: the last reported value is the total,
+    /// values are never added up.
+    pub fn update(&mut self, newer: Usage) {
+        self.input = newer.input.or(self.input);
+        self.output = newer.output.or(self.output);
+        self.cached_input = newer.cached_input.or(self.cached_input);
+        self.reasoning = newer.reasoning.or(self.reasoning);
+    }
+}
+
+/// What a protocol module found in one event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventInfo {
+    /// The event carries generated output (a token event).
+    pub token: bool,
+    /// Usage reported by this event (fields not reported are `None`).
+    pub usage: Usage,
+    /// The event reports an error.
+    pub error: bool,
+    /// The protocol's end-of-stream marker (`[DONE]`).
+    pub done: bool,
+}
+
+/// A payload problem. Metering of the request degrades; the bytes flow on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("event data is not valid JSON of the expected shape")]
+    InvalidJson,
+    #[error("event larger than the framing limit")]
+    Oversized,
+    #[error("non-streamed body larger than the metering limit")]
+    BodyTooLarge,
+    #[error("compressed body cannot be metered")]
+    Compressed,
+}
+
+impl ParseError {
+    /// Every kind, for pre-declaring label values.
+    pub const ALL: [ParseError; 4] = [
+        ParseError::InvalidJson,
+        ParseError::Oversized,
+        ParseError::BodyTooLarge,
+        ParseError::Compressed,
+    ];
+
+    /// A short, bounded name usable as a metric label.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ParseError::InvalidJson => "invalid_json",
+            ParseError::Oversized => "oversized_event",
+            ParseError::BodyTooLarge => "body_too_large",
+            ParseError::Compressed => "compressed",
+        }
+    }
+}
+
+impl From<sse::FrameError> for ParseError {
+    fn from(e: sse::FrameError) -> Self {
+        match e {
+            sse::FrameError::Oversized => ParseError::Oversized,
+        }
+    }
+}
+
+/// The API family of a metered request. Protocol modules are added here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI chat completions or legacy completions.
+    OpenAi,
+}
+
+impl Api {
+    /// Guesses the API from a request path, for routes with `protocol: auto`.
+    /// Only inference endpoints are metered; `GET /v1/models`, health checks
+    /// and the like pass through unmetered.
+    pub fn detect(path: &str) -> Option<Api> {
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/chat/completions") || path.ends_with("/completions") {
+            Some(Api::OpenAi)
+        } else {
+            None
+        }
+    }
+
+    fn classify(self, name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+        match self {
+            Api::OpenAi => openai::classify(name, data),
+        }
+    }
+}
+
+/// Where the meter's observations go. The metrics module implements it with
+/// Prometheus handles resolved once per request; tests collect into a
+/// [`Trace`].
+pub trait Recorder {
+    /// The response head arrived `elapsed` after the request head.
+    fn response_headers(&mut self, elapsed: Duration);
+    /// The first token event arrived `ttft` after the request head.
+    fn first_token(&mut self, ttft: Duration);
+    /// A token event arrived `gap` after the previous one.
+    fn inter_token(&mut self, gap: Duration);
+    /// A payload problem degraded this request's metering.
+    fn parse_error(&mut self, error: ParseError);
+    /// The request ended; called exactly once, last.
+    fn finish(&mut self, summary: &Summary);
+}
+
+/// Everything known about a request when it ends. `Option` fields are
+/// `Some` exactly when METRICS.md says the number is observed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub outcome: Outcome,
+    /// The HTTP status the client received (`None` when it received none).
+    pub status: Option<u16>,
+    /// The response was a token stream (SSE), not one body.
+    pub streamed: bool,
+    /// `t_first - t0`, when a first token event arrived (any outcome).
+    pub ttft: Option<Duration>,
+    /// `t_end - t0`, for requests that completed with outcome `ok`.
+    pub e2el: Option<Duration>,
+    /// `(t_last - t_first) / (N - 1)`, for completed streams with `N >= 2`.
+    pub tpot: Option<Duration>,
+    /// Output tokens `N` and where the count comes from; `None` when unknown
+    /// (no usage and no countable stream, or metering degraded).
+    pub output_tokens: Option<(u64, TokenSource)>,
+    /// Everything the upstream reported.
+    pub usage: Usage,
+    /// Events dispatched (SSE events, including `[DONE]`).
+    pub events: u64,
+    /// Token events among them.
+    pub token_events: u64,
+    /// 0-based index among `events` of the first token event.
+    pub first_token_event: Option<u64>,
+    /// Payload problems met.
+    pub parse_errors: u32,
+}
+
+/// How the response body is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// Not yet known (before the response head).
+    Pending,
+    /// A token stream of SSE events.
+    Sse,
+    /// One JSON body, read at the end for its usage.
+    Json,
+    /// Not read at all (error statuses, unknown or compressed content).
+    Opaque,
+}
+
+/// Size limits of what the meter keeps while reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest SSE line or event.
+    pub event: usize,
+    /// Largest non-streamed body kept to read its usage.
+    pub body: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            event: sse::DEFAULT_LIMIT,
+            body: 16 << 20,
+        }
+    }
+}
+
+/// The metering state of one request.
+///
+/// Fed from the forwarding path with the proxy's own clock readings. It is
+/// finished exactly once: by [`end`](Self::end), [`fail`](Self::fail), or,
+/// when dropped unfinished (the client went away and the response future or
+/// body was dropped), as [`Outcome::ClientAbort`].
+pub struct StreamMeter<R: Recorder> {
+    /// Everything but the framer, so the framer's callback can borrow it.
+    tally: Tally<R>,
+    framer: sse::SseFramer,
+}
+
+struct Tally<R: Recorder> {
+    /// `None` once finished: the recorder is taken exactly once.
+    recorder: Option<R>,
+    api: Api,
+    limits: Limits,
+    framing: Framing,
+    /// Request head received: the anchor of every latency.
+    t0: Instant,
+    status: Option<u16>,
+    t_first: Option<Instant>,
+    t_last: Option<Instant>,
+    /// When the last body frame arrived; events flushed at end of stream
+    /// (no terminating blank line) are stamped with it, not the end time.
+    t_frame: Option<Instant>,
+    events: u64,
+    token_events: u64,
+    first_token_event: Option<u64>,
+    usage: Usage,
+    error_event: bool,
+    parse_errors: u32,
+    /// Non-streamed body frames, kept as shared references to the forwarded
+    /// bytes (no copy) until the end; `None` once over the limit.
+    body: Option<Vec<Bytes>>,
+    body_len: usize,
+}
+
+impl<R: Recorder> StreamMeter<R> {
+    /// Starts metering a request whose head arrived at `t0`.
+    pub fn new(t0: Instant, api: Api, limits: Limits, recorder: R) -> Self {
+        Self {
+            tally: Tally {
+                recorder: Some(recorder),
+                api,
+                limits,
+                framing: Framing::Pending,
+                t0,
+                status: None,
+                t_first: None,
+                t_last: None,
+                t_frame: None,
+                events: 0,
+                token_events: 0,
+                first_token_event: None,
+                usage: Usage::default(),
+                error_event: false,
+                parse_errors: 0,
+                body: Some(Vec::new()),
+                body_len: 0,
+            },
+            framer: sse::SseFramer::new(limits.event),
+        }
+    }
+
+    /// The response head arrived. `content_type` and `content_encoding` are
+    /// the raw header values, when present.
+    pub fn response_head(
+        &mut self,
+        now: Instant,
+        status: u16,
+        content_type: Option<&[u8]>,
+        content_encoding: Option<&[u8]>,
+    ) {
+        let t = &mut self.tally;
+        t.status = Some(status);
+        if let Some(r) = t.recorder.as_mut() {
+            r.response_headers(now.saturating_duration_since(t.t0));
+        }
+        let ct = content_type.unwrap_or_default();
+        let compressed =
+            content_encoding.is_some_and(|e| !e.trim_ascii().eq_ignore_ascii_case(b"identity"));
+        t.framing = if !(200..300).contains(&status) {
+            Framing::Opaque
+        } else if compressed {
+            t.parse_error(ParseError::Compressed);
+            Framing::Opaque
+        } else if starts_with_ignore_case(ct, b"text/event-stream") {
+            Framing::Sse
+        } else if is_json(ct) {
+            Framing::Json
+        } else {
+            Framing::Opaque
+        };
+    }
+
+    /// A body frame was read from the upstream at `now`.
+    pub fn data(&mut self, now: Instant, frame: &Bytes) {
+        let t = &mut self.tally;
+        if t.recorder.is_none() {
+            return;
+        }
+        t.t_frame = Some(now);
+        match t.framing {
+            Framing::Sse => self.framer.feed(frame, &mut |ev| t.on_event(now, ev)),
+            Framing::Json => {
+                let fits = t.body_len + frame.len() <= t.limits.body;
+                match (&mut t.body, fits) {
+                    (Some(parts), true) => {
+                        t.body_len += frame.len();
+                        parts.push(frame.clone());
+                    }
+                    (Some(_), false) => {
+                        t.body = None;
+                        t.parse_error(ParseError::BodyTooLarge);
+                    }
+                    (None, _) => {}
+                }
+            }
+            Framing::Pending | Framing::Opaque => {}
+        }
+    }
+
+    /// The upstream body ended normally at `now`.
+    pub fn end(&mut self, now: Instant) {
+        let t = &mut self.tally;
+        if t.recorder.is_none() {
+            return;
+        }
+        match t.framing {
+            Framing::Sse => {
+                let at = t.t_frame.unwrap_or(now);
+                self.framer.finish(&mut |ev| t.on_event(at, ev));
+            }
+            Framing::Json => {
+                if let Some(parts) = t.body.take() {
+                    match t.api.classify(b"", &concat(parts)) {
+                        Ok(info) => {
+                            t.usage.update(info.usage);
+                            t.error_event |= info.error;
+                        }
+                        Err(e) => t.parse_error(e),
+                    }
+                }
+            }
+            Framing::Pending | Framing::Opaque => {}
+        }
+        let ok = t.status.is_some_and(|s| (200..300).contains(&s)) && !t.error_event;
+        let outcome = if ok {
+            Outcome::Ok
+        } else {
+            Outcome::UpstreamError
+        };
+        t.finish(now, outcome);
+    }
+
+    /// The request failed at `now` with `outcome` (before or during the body).
+    pub fn fail(&mut self, now: Instant, outcome: Outcome) {
+        self.tally.finish(now, outcome);
+    }
+
+    /// Whether the request has ended.
+    pub fn is_finished(&self) -> bool {
+        self.tally.recorder.is_none()
+    }
+}
+
+impl<R: Recorder> Drop for StreamMeter<R> {
+    fn drop(&mut self) {
+        if !self.is_finished() {
+            self.tally.finish(Instant::now(), Outcome::ClientAbort);
+        }
+    }
+}
+
+impl<R: Recorder> Tally<R> {
+    fn on_event(&mut self, now: Instant, ev: Result<sse::Event<'_>, sse::FrameError>) {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => return self.parse_error(e.into()),
+        };
+        let index = self.events;
+        self.events += 1;
+        let info = match self.api.classify(ev.name, ev.data) {
+            Ok(info) => info,
+            Err(e) => return self.parse_error(e),
+        };
+        self.usage.update(info.usage);
+        self.error_event |= info.error;
+        if !info.token {
+            return;
+        }
+        self.token_events += 1;
+        let Some(r) = self.recorder.as_mut() else {
+            return;
+        };
+        match self.t_last {
+            None => {
+                self.t_first = Some(now);
+                self.first_token_event = Some(index);
+                r.first_token(now.saturating_duration_since(self.t0));
+            }
+            Some(prev) => r.inter_token(now.saturating_duration_since(prev)),
+        }
+        self.t_last = Some(now);
+    }
+
+    fn parse_error(&mut self, e: ParseError) {
+        self.parse_errors += 1;
+        tracing::debug!(error = %e, kind = e.kind(), "metering degraded");
+        if let Some(r) = self.recorder.as_mut() {
+            r.parse_error(e);
+        }
+    }
+
+    fn finish(&mut self, now: Instant, outcome: Outcome) {
+        let Some(mut recorder) = self.recorder.take() else {
+            return;
+        };
+        let streamed = self.framing == Framing::Sse;
+        let output_tokens = match self.usage.output {
+            Some(n) => Some((n, TokenSource::Usage)),
+            None if streamed && self.parse_errors == 0 => {
+                Some((self.token_events, TokenSource::Events))
+            }
+            None => None,
+        };
+        let completed = outcome == Outcome::Ok;
+        let tpot = match (self.t_first, self.t_last, output_tokens) {
+            (Some(first), Some(last), Some((n, _))) if completed && n >= 2 => {
+                Some(last.saturating_duration_since(first) / (n - 1).min(u32::MAX as u64) as u32)
+            }
+            _ => None,
+        };
+        let summary = Summary {
+            outcome,
+            status: self.status,
+            streamed,
+            ttft: self.t_first.map(|t| t.saturating_duration_since(self.t0)),
+            e2el: completed.then(|| now.saturating_duration_since(self.t0)),
+            tpot,
+            output_tokens,
+            usage: self.usage,
+            events: self.events,
+            token_events: self.token_events,
+            first_token_event: self.first_token_event,
+            parse_errors: self.parse_errors,
+        };
+        recorder.finish(&summary);
+    }
+}
+
+fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+/// `application/json`, `application/*+json`, with or without parameters.
+fn is_json(ct: &[u8]) -> bool {
+    let essence = ct
+        .split(|&b| b == b';')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii();
+    essence.eq_ignore_ascii_case(b"application/json")
+        || (starts_with_ignore_case(essence, b"application/")
+            && essence.len() > 5
+            && essence[essence.len() - 5..].eq_ignore_ascii_case(b"+json"))
+}
+
+fn concat(parts: Vec<Bytes>) -> Bytes {
+    match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.into_iter().next().unwrap_or_default(),
+        _ => parts.concat().into(),
+    }
+}
+
+/// A [`Recorder`] that keeps everything, for tests and tools.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Trace {
+    pub response_headers: Option<Duration>,
+    pub first_token: Option<Duration>,
+    pub gaps: Vec<Duration>,
+    pub parse_errors: Vec<ParseError>,
+    pub summary: Option<Summary>,
+    /// How many times `finish` was called (must be exactly one).
+    pub finishes: u32,
+}
+
+impl Recorder for &mut Trace {
+    fn response_headers(&mut self, elapsed: Duration) {
+        self.response_headers = Some(elapsed);
+    }
+    fn first_token(&mut self, ttft: Duration) {
+        self.first_token = Some(ttft);
+    }
+    fn inter_token(&mut self, gap: Duration) {
+        self.gaps.push(gap);
+    }
+    fn parse_error(&mut self, error: ParseError) {
+        self.parse_errors.push(error);
+    }
+    fn finish(&mut self, summary: &Summary) {
+        self.finishes += 1;
+        self.summary = Some(summary.clone());
+    }
+}
