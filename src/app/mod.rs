@@ -1,1 +1,200 @@
-//! app
+//! Wiring: sockets, the accept loop, signals and graceful shutdown.
+//!
+//! [`start`] binds the proxy and admin listeners (port 0 is fine: tests use
+//! it) and returns a [`Running`] handle with the bound addresses. Shutdown
+//! stops accepting, marks the instance not ready, lets in-flight requests
+//! finish for up to the configured grace period, then stops the admin
+//! listener last so the final state can still be scraped while draining.
+//!
+//! Nothing here holds logic worth testing on its own; the integration tests
+//! drive it through real sockets.
+
+pub mod cli;
+mod demo;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{self, AdminState};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::proxy::Proxy;
+
+/// A started proxy and admin listener.
+pub struct Running {
+    /// Where the proxy accepts client traffic.
+    pub proxy_addr: SocketAddr,
+    /// Where the admin endpoints are served.
+    pub admin_addr: SocketAddr,
+    /// The metrics this instance records into.
+    pub metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Starts a graceful shutdown (as SIGTERM does).
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Waits until the instance has stopped.
+    pub async fn wait(self) {
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "server task failed");
+        }
+    }
+
+    /// Shuts down and waits.
+    pub async fn stop(self) {
+        self.shutdown();
+        self.wait().await;
+    }
+}
+
+/// Binds both listeners and starts serving.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let registry = prometheus::Registry::new();
+    let metrics = Arc::new(Metrics::new(&config.metrics, registry).context("registering metrics")?);
+    let proxy = Arc::new(Proxy::new(&config, metrics.clone()).context("setting up upstream TLS")?);
+
+    let proxy_listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding the proxy listener on {}", config.listen))?;
+    let admin_listener = TcpListener::bind(config.admin_listen)
+        .await
+        .with_context(|| format!("binding the admin listener on {}", config.admin_listen))?;
+    let proxy_addr = proxy_listener.local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
+
+    let admin_state = Arc::new(AdminState {
+        metrics: metrics.clone(),
+        ready: true.into(),
+    });
+    let shutdown = CancellationToken::new();
+    let admin_stop = CancellationToken::new();
+    let admin_task = tokio::spawn({
+        let router = admin::router(admin_state.clone());
+        let stop = admin_stop.clone();
+        async move {
+            let serve =
+                axum::serve(admin_listener, router).with_graceful_shutdown(stop.cancelled_owned());
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "admin listener failed");
+            }
+        }
+    });
+    let grace = config.proxy.shutdown_grace;
+    let task = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            serve_proxy(proxy_listener, proxy, shutdown, admin_state, grace).await;
+            admin_stop.cancel();
+            let _ = admin_task.await;
+        }
+    });
+    tracing::info!(%proxy_addr, %admin_addr, routes = config.routes.len(), "tokenmeter started");
+    for r in &config.routes {
+        tracing::info!(route = %r.name, prefix = %r.matcher.path_prefix, upstream = %r.upstream.url(), "route");
+    }
+    Ok(Running {
+        proxy_addr,
+        admin_addr,
+        metrics,
+        shutdown,
+        task,
+    })
+}
+
+/// Accepts connections until `shutdown`, then drains for up to `grace`.
+async fn serve_proxy(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    shutdown: CancellationToken,
+    admin: Arc<AdminState>,
+    grace: Duration,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A timer enables hyper's header read timeout (slow-loris protection).
+    builder.http1().timer(TokioTimer::new());
+    builder.http2().timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, client_addr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+        let proxy = proxy.clone();
+        let service = service_fn(move |req| {
+            let proxy = proxy.clone();
+            async move { Ok::<_, Infallible>(proxy.handle(req, client_addr).await) }
+        });
+        let conn = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%client_addr, error = %e, "client connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    admin.ready.store(false, Ordering::Relaxed);
+    tracing::info!(grace = ?grace, "shutting down: draining in-flight requests");
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("drained"),
+        () = tokio::time::sleep(grace) => tracing::warn!("grace period over; cutting remaining connections"),
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -417,8 +417,13 @@ impl<R: Recorder> StreamMeter<R> {
         t.finish(now, outcome);
     }
 
-    /// The request failed at `now` with `outcome` (before or during the body).
-    pub fn fail(&mut self, now: Instant, outcome: Outcome) {
+    /// The request failed at `now` with `outcome`, before or during the
+    /// body. `status` is what the proxy answered the client itself (502,
+    /// 504) when the failure came before any upstream response head.
+    pub fn fail(&mut self, now: Instant, outcome: Outcome, status: Option<u16>) {
+        if status.is_some() && self.tally.status.is_none() {
+            self.tally.status = status;
+        }
         self.tally.finish(now, outcome);
     }
 

@@ -1,1 +1,429 @@
-//! metrics
+//! Every metric tokenmeter exports: names, help texts, labels and buckets in
+//! one place, registered into a [`Registry`] that the caller owns (never the
+//! global default, so each test and each proxy instance has its own).
+//!
+//! Domain metrics carry the configured namespace (`llm_` by default) and the
+//! labels `route`, `model` and `slo`; the proxy's own health metrics use the
+//! `tokenmeter_` prefix. Label handles are resolved once per request in
+//! [`Metrics::request`]; the per-token path touches only those handles.
+//!
+//! This module decides nothing about *when* a number is observed: the meter's
+//! [`Summary`] says so (METRICS.md), and the recorder here writes what it is
+//! given.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::config::{MetricsSettings, ModelLabels};
+use crate::meter::{ParseError, Recorder, Summary};
+
+/// Label value used when a request names no model.
+pub const UNKNOWN_MODEL: &str = "unknown";
+/// Label value for models past the allow-list or the distinct-name cap.
+pub const OTHER_MODEL: &str = "other";
+
+const LABELS: [&str; 3] = ["route", "model", "slo"];
+
+/// All metric families, registered.
+pub struct Metrics {
+    ttft: HistogramVec,
+    headers: HistogramVec,
+    tpot: HistogramVec,
+    itl: HistogramVec,
+    e2el: HistogramVec,
+    output_tokens: HistogramVec,
+    input_tokens: HistogramVec,
+    requests: IntCounterVec,
+    output_tokens_total: IntCounterVec,
+    input_tokens_total: IntCounterVec,
+    cached_input_tokens_total: IntCounterVec,
+    reasoning_output_tokens_total: IntCounterVec,
+    in_flight: IntGaugeVec,
+    parse_errors: IntCounterVec,
+    unrouted: IntCounter,
+    passthrough: IntCounterVec,
+    model_overflow: IntCounter,
+    models: ModelLabeler,
+    registry: Registry,
+}
+
+impl Metrics {
+    /// Creates and registers every metric family in `registry`.
+    pub fn new(settings: &MetricsSettings, registry: Registry) -> Result<Self, prometheus::Error> {
+        let ns = settings.namespace.as_str();
+        let b = &settings.buckets;
+        let histogram =
+            |name: &str, help: &str, buckets: &[f64]| -> Result<HistogramVec, prometheus::Error> {
+                let h = HistogramVec::new(
+                    HistogramOpts::new(format!("{ns}_{name}"), help).buckets(buckets.to_vec()),
+                    &LABELS,
+                )?;
+                registry.register(Box::new(h.clone()))?;
+                Ok(h)
+            };
+        let counter = |name: String,
+                       help: &str,
+                       labels: &[&str]|
+         -> Result<IntCounterVec, prometheus::Error> {
+            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        let with = |extra: &'static str| [LABELS[0], LABELS[1], LABELS[2], extra];
+
+        let metrics = Metrics {
+            ttft: histogram(
+                "time_to_first_token_seconds",
+                "Time from the request head to the first token event of a streamed response (TTFT).",
+                &b.time_to_first_token,
+            )?,
+            headers: histogram(
+                "time_to_response_headers_seconds",
+                "Time from the request head to the upstream's response head.",
+                &b.time_to_response_headers,
+            )?,
+            tpot: histogram(
+                "time_per_output_token_seconds",
+                "Per request: (last token event - first token event) / (output tokens - 1), for completed streams with at least 2 tokens (TPOT).",
+                &b.time_per_output_token,
+            )?,
+            itl: histogram(
+                "inter_token_latency_seconds",
+                "Each gap between consecutive token events of a stream, one observation per gap (ITL).",
+                &b.inter_token_latency,
+            )?,
+            e2el: histogram(
+                "e2e_request_latency_seconds",
+                "Time from the request head to the end of the response body, for requests completed with outcome ok (E2EL).",
+                &b.e2e_request_latency,
+            )?,
+            output_tokens: histogram(
+                "output_tokens",
+                "Output tokens per completed request (upstream usage when reported, else token events).",
+                &b.output_tokens,
+            )?,
+            input_tokens: histogram(
+                "input_tokens",
+                "Input (prompt) tokens per completed request, as reported by the upstream.",
+                &b.input_tokens,
+            )?,
+            requests: counter(
+                format!("{ns}_requests_total"),
+                "Metered requests by how they ended (outcome) and the HTTP status class the client received.",
+                &[LABELS[0], LABELS[1], LABELS[2], "outcome", "status_class"],
+            )?,
+            output_tokens_total: counter(
+                format!("{ns}_output_tokens_total"),
+                "Output tokens, by where the count comes from (source: usage = upstream report, events = counted token events, a lower bound).",
+                &with("source"),
+            )?,
+            input_tokens_total: counter(
+                format!("{ns}_input_tokens_total"),
+                "Input (prompt) tokens reported by the upstream.",
+                &LABELS,
+            )?,
+            cached_input_tokens_total: counter(
+                format!("{ns}_cached_input_tokens_total"),
+                "Input tokens the upstream reports as served from its prefix (KV) cache.",
+                &LABELS,
+            )?,
+            reasoning_output_tokens_total: counter(
+                format!("{ns}_reasoning_output_tokens_total"),
+                "Output tokens the upstream reports as spent on reasoning.",
+                &LABELS,
+            )?,
+            in_flight: {
+                let g = IntGaugeVec::new(
+                    Opts::new(
+                        format!("{ns}_requests_in_flight"),
+                        "Metered requests currently in progress.",
+                    ),
+                    &LABELS,
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
+            parse_errors: counter(
+                "tokenmeter_stream_parse_errors_total".to_owned(),
+                "Payload problems that degraded metering of a request (the bytes were forwarded unchanged).",
+                &["route", "kind"],
+            )?,
+            unrouted: {
+                let c = IntCounter::new(
+                    "tokenmeter_unrouted_requests_total",
+                    "Requests that matched no route and were answered 404 by the proxy.",
+                )?;
+                registry.register(Box::new(c.clone()))?;
+                c
+            },
+            passthrough: counter(
+                "tokenmeter_passthrough_requests_total".to_owned(),
+                "Requests forwarded without metering (not an inference endpoint, or protocol: none).",
+                &["route"],
+            )?,
+            model_overflow: {
+                let c = IntCounter::new(
+                    "tokenmeter_model_label_overflow_total",
+                    "Requests whose model name was reported as \"other\" (not allow-listed, or past the distinct-name cap).",
+                )?;
+                registry.register(Box::new(c.clone()))?;
+                c
+            },
+            models: ModelLabeler::new(&settings.models),
+            registry,
+        };
+        let info = IntGaugeVec::new(
+            Opts::new("tokenmeter_build_info", "Build information; always 1."),
+            &["version"],
+        )?;
+        metrics.registry.register(Box::new(info.clone()))?;
+        info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        Ok(metrics)
+    }
+
+    /// The registry the metrics live in.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The Prometheus text exposition of the registry.
+    pub fn encode(&self) -> String {
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "encoding metrics failed");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Resolves the label handles of one metered request and counts it in
+    /// flight. `model` is the request's model name, bounded here.
+    pub fn request(&self, route: &str, model: Option<&str>, slo: Option<&str>) -> RequestRecorder {
+        let model = self.models.label(model, &self.model_overflow);
+        let labels = [route, model.as_str(), slo.unwrap_or("")];
+        let in_flight = self.in_flight.with_label_values(&labels);
+        in_flight.inc();
+        RequestRecorder {
+            ttft: self.ttft.with_label_values(&labels),
+            headers: self.headers.with_label_values(&labels),
+            itl: self.itl.with_label_values(&labels),
+            in_flight,
+            families: Families {
+                tpot: self.tpot.clone(),
+                e2el: self.e2el.clone(),
+                output_tokens: self.output_tokens.clone(),
+                input_tokens: self.input_tokens.clone(),
+                requests: self.requests.clone(),
+                output_tokens_total: self.output_tokens_total.clone(),
+                input_tokens_total: self.input_tokens_total.clone(),
+                cached_input_tokens_total: self.cached_input_tokens_total.clone(),
+                reasoning_output_tokens_total: self.reasoning_output_tokens_total.clone(),
+                parse_errors: self.parse_errors.clone(),
+            },
+            route: route.to_owned(),
+            model,
+            slo: slo.unwrap_or("").to_owned(),
+        }
+    }
+
+    /// Counts a request that matched no route.
+    pub fn unrouted(&self) {
+        self.unrouted.inc();
+    }
+
+    /// Counts a request forwarded without metering.
+    pub fn passthrough(&self, route: &str) {
+        self.passthrough.with_label_values(&[route]).inc();
+    }
+}
+
+/// Families touched once, at the end of a request (cheap `Arc` clones).
+struct Families {
+    tpot: HistogramVec,
+    e2el: HistogramVec,
+    output_tokens: HistogramVec,
+    input_tokens: HistogramVec,
+    requests: IntCounterVec,
+    output_tokens_total: IntCounterVec,
+    input_tokens_total: IntCounterVec,
+    cached_input_tokens_total: IntCounterVec,
+    reasoning_output_tokens_total: IntCounterVec,
+    parse_errors: IntCounterVec,
+}
+
+/// The recorder of one request: handles of the series touched while the
+/// stream flows are resolved up front.
+pub struct RequestRecorder {
+    ttft: Histogram,
+    headers: Histogram,
+    itl: Histogram,
+    in_flight: IntGauge,
+    families: Families,
+    route: String,
+    model: String,
+    slo: String,
+}
+
+impl RequestRecorder {
+    fn labels(&self) -> [&str; 3] {
+        [&self.route, &self.model, &self.slo]
+    }
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// `2xx`..`5xx`, or `none` when the client received no status.
+pub fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(100..=199) => "1xx",
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        _ => "none",
+    }
+}
+
+impl Recorder for RequestRecorder {
+    fn response_headers(&mut self, elapsed: Duration) {
+        self.headers.observe(secs(elapsed));
+    }
+
+    fn first_token(&mut self, ttft: Duration) {
+        self.ttft.observe(secs(ttft));
+    }
+
+    fn inter_token(&mut self, gap: Duration) {
+        self.itl.observe(secs(gap));
+    }
+
+    fn parse_error(&mut self, error: ParseError) {
+        self.families
+            .parse_errors
+            .with_label_values(&[self.route.as_str(), error.kind()])
+            .inc();
+    }
+
+    fn finish(&mut self, s: &Summary) {
+        self.in_flight.dec();
+        let labels = self.labels();
+        let f = &self.families;
+        f.requests
+            .with_label_values(&[
+                labels[0],
+                labels[1],
+                labels[2],
+                s.outcome.as_str(),
+                status_class(s.status),
+            ])
+            .inc();
+        if let Some(d) = s.e2el {
+            f.e2el.with_label_values(&labels).observe(secs(d));
+        }
+        if let Some(d) = s.tpot {
+            f.tpot.with_label_values(&labels).observe(secs(d));
+        }
+        if let Some((n, source)) = s.output_tokens {
+            f.output_tokens_total
+                .with_label_values(&[labels[0], labels[1], labels[2], source.as_str()])
+                .inc_by(n);
+            if s.e2el.is_some() {
+                f.output_tokens.with_label_values(&labels).observe(n as f64);
+            }
+        }
+        if let Some(n) = s.usage.input {
+            f.input_tokens_total.with_label_values(&labels).inc_by(n);
+            if s.e2el.is_some() {
+                f.input_tokens.with_label_values(&labels).observe(n as f64);
+            }
+        }
+        if let Some(n) = s.usage.cached_input {
+            f.cached_input_tokens_total
+                .with_label_values(&labels)
+                .inc_by(n);
+        }
+        if let Some(n) = s.usage.reasoning {
+            f.reasoning_output_tokens_total
+                .with_label_values(&labels)
+                .inc_by(n);
+        }
+    }
+}
+
+/// Bounds the values of the `model` label.
+struct ModelLabeler {
+    allow: Option<HashSet<String>>,
+    max_distinct: usize,
+    /// Names admitted so far without an allow-list.
+    seen: Mutex<HashSet<String>>,
+}
+
+impl ModelLabeler {
+    fn new(cfg: &ModelLabels) -> Self {
+        Self {
+            allow: cfg.allow.as_ref().map(|a| a.iter().cloned().collect()),
+            max_distinct: cfg.max_distinct,
+            seen: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn label(&self, model: Option<&str>, overflow: &IntCounter) -> String {
+        let Some(model) = model.filter(|m| !m.is_empty()) else {
+            return UNKNOWN_MODEL.to_owned();
+        };
+        let admitted = match &self.allow {
+            Some(allow) => allow.contains(model),
+            None => {
+                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                if seen.contains(model) {
+                    true
+                } else if seen.len() < self.max_distinct {
+                    seen.insert(model.to_owned());
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if admitted {
+            model.to_owned()
+        } else {
+            overflow.inc();
+            OTHER_MODEL.to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_labels_are_bounded() {
+        let c = IntCounter::new("x", "x").unwrap();
+        let l = ModelLabeler::new(&ModelLabels {
+            allow: None,
+            max_distinct: 2,
+        });
+        assert_eq!(l.label(Some("a"), &c), "a");
+        assert_eq!(l.label(Some("b"), &c), "b");
+        assert_eq!(l.label(Some("c"), &c), OTHER_MODEL);
+        assert_eq!(l.label(Some("a"), &c), "a");
+        assert_eq!(l.label(None, &c), UNKNOWN_MODEL);
+        assert_eq!(l.label(Some(""), &c), UNKNOWN_MODEL);
+        assert_eq!(c.get(), 1);
+        let l = ModelLabeler::new(&ModelLabels {
+            allow: Some(vec!["x".into()]),
+            max_distinct: 100,
+        });
+        assert_eq!(l.label(Some("x"), &c), "x");
+        assert_eq!(l.label(Some("y"), &c), OTHER_MODEL);
+    }
+}

@@ -1,1 +1,533 @@
-//! proxy
+//! Forwarding: routing, the upstream request, timeouts, and errors turned
+//! into responses.
+//!
+//! A request is forwarded as it came (method, path, query, headers, body),
+//! except for hop-by-hop headers (RFC 9110 §7.6.1), `Host` (the upstream's,
+//! unless the route preserves the client's) and the `X-Forwarded-*` headers.
+//! The response comes back with its status, headers and body untouched but
+//! for hop-by-hop headers. This module must not parse protocol payloads: it
+//! hands frames to the meter ([`crate::meter`]) and forwards them.
+//!
+//! The one payload it reads is the request body's `model` field, from a
+//! bounded read-ahead of the body, so the request can be labelled; the
+//! read-ahead frames are forwarded byte for byte.
+
+pub mod body;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio::time::Instant;
+
+use crate::config::{Config, Protocol, Route};
+use crate::meter::{Api, Limits, Outcome, StreamMeter};
+use crate::metrics::{Metrics, RequestRecorder};
+
+pub use body::{BoxError, RequestBody, ResponseBody};
+
+type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+
+/// Why the proxy answered a request itself.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("no route matches this request")]
+    NoRoute,
+    #[error("could not connect to the upstream: {0}")]
+    Connect(String),
+    #[error("timed out connecting to the upstream")]
+    ConnectTimeout,
+    #[error("the upstream sent no response head within {0:?}")]
+    HeadersTimeout(std::time::Duration),
+    #[error("the upstream failed before its response head: {0}")]
+    Upstream(String),
+    #[error("reading the request body failed: {0}")]
+    RequestBody(String),
+}
+
+impl ProxyError {
+    /// A short, bounded name (used in logs and the error body).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProxyError::NoRoute => "no_route",
+            ProxyError::Connect(_) => "upstream_unreachable",
+            ProxyError::ConnectTimeout => "upstream_connect_timeout",
+            ProxyError::HeadersTimeout(_) => "upstream_headers_timeout",
+            ProxyError::Upstream(_) => "upstream_failed",
+            ProxyError::RequestBody(_) => "request_body",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::NoRoute => StatusCode::NOT_FOUND,
+            ProxyError::Connect(_) | ProxyError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            ProxyError::RequestBody(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    fn outcome(&self) -> Outcome {
+        match self {
+            ProxyError::Connect(_) | ProxyError::NoRoute => Outcome::ProxyError,
+            ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => Outcome::Timeout,
+            ProxyError::Upstream(_) => Outcome::UpstreamError,
+            ProxyError::RequestBody(_) => Outcome::ClientAbort,
+        }
+    }
+
+    /// The response sent to the client: an OpenAI-style error object, so
+    /// SDKs show the message.
+    fn response(&self) -> Response<ResponseBody> {
+        let body = serde_json::json!({
+            "error": {
+                "message": self.to_string(),
+                "type": "tokenmeter_error",
+                "code": self.kind(),
+            }
+        });
+        let mut resp = Response::new(ResponseBody::local(body.to_string()));
+        *resp.status_mut() = self.status();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        resp.headers_mut().insert(
+            HeaderName::from_static("x-tokenmeter-error"),
+            HeaderValue::from_static(self.kind()),
+        );
+        resp
+    }
+}
+
+/// A route with its upstream client (one per route, since connect timeouts
+/// are set on the connector).
+struct RouteState {
+    route: Route,
+    client: UpstreamClient,
+}
+
+/// The forwarding service, shared by every connection.
+pub struct Proxy {
+    routes: Vec<RouteState>,
+    metrics: Arc<Metrics>,
+    max_request_body: usize,
+    limits: Limits,
+    x_forwarded: bool,
+}
+
+impl Proxy {
+    /// Builds the routes' upstream clients. Fails only if TLS cannot be set up.
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, rustls::Error> {
+        let routes = config
+            .routes
+            .iter()
+            .map(|route| {
+                Ok(RouteState {
+                    client: upstream_client(route)?,
+                    route: route.clone(),
+                })
+            })
+            .collect::<Result<_, rustls::Error>>()?;
+        Ok(Self {
+            routes,
+            metrics,
+            max_request_body: config.proxy.max_request_body_bytes,
+            limits: Limits {
+                body: config.proxy.max_response_body_bytes,
+                ..Limits::default()
+            },
+            x_forwarded: config.proxy.x_forwarded,
+        })
+    }
+
+    /// Forwards one request. Never fails: problems become responses.
+    pub async fn handle(
+        &self,
+        req: Request<Incoming>,
+        client_addr: SocketAddr,
+    ) -> Response<ResponseBody> {
+        // t0: the request head has been received; nothing is read or sent yet.
+        let t0 = Instant::now();
+        let Some(state) = self.find_route(&req) else {
+            self.metrics.unrouted();
+            return ProxyError::NoRoute.response();
+        };
+        let route = &state.route;
+        let api = match route.protocol {
+            Protocol::None => None,
+            Protocol::OpenAi => Some(Api::OpenAi),
+            Protocol::Auto => Api::detect(req.uri().path()),
+        };
+        let Some(api) = api else {
+            self.metrics.passthrough(&route.name);
+            return match self.forward(state, req, client_addr, None).await {
+                Ok(resp) => resp,
+                Err((e, _)) => e.response(),
+            };
+        };
+
+        let (parts, body) = req.into_parts();
+        let content_length = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let (body, model) = match read_ahead(body, content_length, self.max_request_body).await {
+            Ok(read) => read,
+            Err(e) => {
+                let mut meter = self.meter(t0, api, route, None);
+                let err = ProxyError::RequestBody(e.to_string());
+                meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
+                return err.response();
+            }
+        };
+        let meter = self.meter(t0, api, route, model.as_deref());
+        let req = Request::from_parts(parts, body);
+        match self
+            .forward_body(state, req, client_addr, Some(meter))
+            .await
+        {
+            Ok(resp) => resp,
+            Err((e, meter)) => {
+                if let Some(mut meter) = meter {
+                    meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
+                }
+                tracing::debug!(route = %route.name, error = %e, "request failed before the response head");
+                e.response()
+            }
+        }
+    }
+
+    fn meter(
+        &self,
+        t0: Instant,
+        api: Api,
+        route: &Route,
+        model: Option<&str>,
+    ) -> StreamMeter<RequestRecorder> {
+        let recorder = self
+            .metrics
+            .request(&route.name, model, route.slo.as_deref());
+        StreamMeter::new(t0, api, self.limits, recorder)
+    }
+
+    fn find_route(&self, req: &Request<Incoming>) -> Option<&RouteState> {
+        let path = req.uri().path();
+        let host = request_host(req).map(|h| strip_port(h).to_ascii_lowercase());
+        self.routes.iter().find(|s| {
+            let m = &s.route.matcher;
+            path.starts_with(m.path_prefix.as_str())
+                && m.host
+                    .as_ref()
+                    .is_none_or(|h| host.as_deref() == Some(h.as_str()))
+                && m.methods
+                    .as_ref()
+                    .is_none_or(|ms| ms.contains(req.method()))
+        })
+    }
+
+    /// Forwards an unmetered request with its body streaming through.
+    async fn forward(
+        &self,
+        state: &RouteState,
+        req: Request<Incoming>,
+        client_addr: SocketAddr,
+        meter: Option<StreamMeter<RequestRecorder>>,
+    ) -> Result<Response<ResponseBody>, (ProxyError, Option<StreamMeter<RequestRecorder>>)> {
+        let (parts, body) = req.into_parts();
+        let req = Request::from_parts(parts, RequestBody::Streaming(body));
+        self.forward_body(state, req, client_addr, meter).await
+    }
+
+    async fn forward_body(
+        &self,
+        state: &RouteState,
+        req: Request<RequestBody>,
+        client_addr: SocketAddr,
+        mut meter: Option<StreamMeter<RequestRecorder>>,
+    ) -> Result<Response<ResponseBody>, (ProxyError, Option<StreamMeter<RequestRecorder>>)> {
+        let route = &state.route;
+        let req = match self.upstream_request(route, req, client_addr) {
+            Ok(req) => req,
+            Err(e) => return Err((e, meter)),
+        };
+        let sent =
+            tokio::time::timeout(route.timeouts.response_headers, state.client.request(req)).await;
+        let resp = match sent {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => return Err((classify_client_error(&e), meter)),
+            Err(_) => {
+                return Err((
+                    ProxyError::HeadersTimeout(route.timeouts.response_headers),
+                    meter,
+                ));
+            }
+        };
+        // t_headers: the upstream's response head has been received.
+        let now = Instant::now();
+        let (mut parts, body) = resp.into_parts();
+        if let Some(m) = meter.as_mut() {
+            m.response_head(
+                now,
+                parts.status.as_u16(),
+                parts
+                    .headers
+                    .get(header::CONTENT_TYPE)
+                    .map(HeaderValue::as_bytes),
+                parts
+                    .headers
+                    .get(header::CONTENT_ENCODING)
+                    .map(HeaderValue::as_bytes),
+            );
+        }
+        remove_hop_by_hop(&mut parts.headers);
+        let body = body::UpstreamBody::new(body, meter, route.timeouts.idle, now);
+        Ok(Response::from_parts(
+            parts,
+            ResponseBody::Upstream(Box::new(body)),
+        ))
+    }
+
+    /// Rewrites the client's request into the upstream's.
+    fn upstream_request(
+        &self,
+        route: &Route,
+        req: Request<RequestBody>,
+        client_addr: SocketAddr,
+    ) -> Result<Request<RequestBody>, ProxyError> {
+        let (mut parts, body) = req.into_parts();
+        let original_host = request_host_parts(&parts.uri, &parts.headers).map(str::to_owned);
+        let upstream = &route.upstream;
+        let mut path = parts.uri.path();
+        if route.strip_prefix {
+            let prefix = route.matcher.path_prefix.trim_end_matches('/');
+            path = path.strip_prefix(prefix).unwrap_or(path);
+        }
+        let mut target = String::with_capacity(upstream.base_path.len() + path.len() + 64);
+        target.push_str(&upstream.base_path);
+        if !path.starts_with('/') {
+            target.push('/');
+        }
+        target.push_str(path);
+        if let Some(q) = parts.uri.query() {
+            target.push('?');
+            target.push_str(q);
+        }
+        parts.uri = Uri::builder()
+            .scheme(upstream.scheme.clone())
+            .authority(upstream.authority.clone())
+            .path_and_query(target)
+            .build()
+            .map_err(|e| ProxyError::Upstream(format!("invalid upstream URI: {e}")))?;
+        parts.version = http::Version::HTTP_11;
+
+        let headers = &mut parts.headers;
+        remove_hop_by_hop(headers);
+        if route.preserve_host {
+            if let Some(host) = original_host
+                .as_deref()
+                .and_then(|h| HeaderValue::from_str(h).ok())
+            {
+                headers.insert(header::HOST, host);
+            }
+        } else {
+            // The client sets Host from the URI's authority.
+            headers.remove(header::HOST);
+        }
+        if self.x_forwarded {
+            let ip = client_addr.ip().to_string();
+            let xff = match headers.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+                Some(prev) => format!("{prev}, {ip}"),
+                None => ip,
+            };
+            if let Ok(v) = HeaderValue::from_str(&xff) {
+                headers.insert(X_FORWARDED_FOR, v);
+            }
+            if !headers.contains_key(X_FORWARDED_PROTO) {
+                headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+            }
+            if let Some(host) = original_host
+                .as_deref()
+                .and_then(|h| HeaderValue::from_str(h).ok())
+            {
+                headers.entry(X_FORWARDED_HOST).or_insert(host);
+            }
+        }
+        Ok(Request::from_parts(parts, body))
+    }
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1), plus any the `Connection` header
+/// names, are for one connection only and are never forwarded.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+        header::TE,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+fn request_host(req: &Request<Incoming>) -> Option<&str> {
+    request_host_parts(req.uri(), req.headers())
+}
+
+/// The host the client addressed: the `Host` header (HTTP/1.1) or the
+/// URI's authority (HTTP/2, absolute-form).
+fn request_host_parts<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        // IPv6 literal: "[::1]:8080".
+        return host.split_inclusive(']').next().unwrap_or(host);
+    }
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
+}
+
+/// Reads the request body ahead, up to `max` bytes, to learn its `model`.
+/// Returns the body to forward (the frames read, then the rest) and the
+/// model when the whole body fit and named one.
+async fn read_ahead(
+    mut body: Incoming,
+    content_length: Option<u64>,
+    max: usize,
+) -> Result<(RequestBody, Option<String>), hyper::Error> {
+    if content_length.is_some_and(|n| n > max as u64) {
+        return Ok((RequestBody::Streaming(body), None));
+    }
+    let mut frames = VecDeque::new();
+    let mut len = 0usize;
+    loop {
+        if body.is_end_stream() {
+            break;
+        }
+        match body.frame().await {
+            None => break,
+            Some(frame) => {
+                let frame: Frame<Bytes> = frame?;
+                if let Some(d) = frame.data_ref() {
+                    len += d.len();
+                }
+                frames.push_back(frame);
+                if len > max {
+                    return Ok((
+                        RequestBody::Buffered {
+                            frames,
+                            rest: Some(body),
+                        },
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+    let model = model_of(&frames);
+    Ok((RequestBody::Buffered { frames, rest: None }, model))
+}
+
+/// The `model` field of a JSON request body.
+fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        model: Option<std::borrow::Cow<'a, str>>,
+    }
+    let parts: Vec<&Bytes> = frames.iter().filter_map(Frame::data_ref).collect();
+    let joined;
+    let bytes: &[u8] = match parts.as_slice() {
+        [one] => one,
+        _ => {
+            joined = parts
+                .iter()
+                .flat_map(|b| b.iter().copied())
+                .collect::<Vec<u8>>();
+            &joined
+        }
+    };
+    let head: Head<'_> = serde_json::from_slice(bytes).ok()?;
+    head.model.map(|m| m.chars().take(200).collect())
+}
+
+fn classify_client_error(e: &hyper_util::client::legacy::Error) -> ProxyError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut timed_out = false;
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
+        }
+        source = s.source();
+    }
+    if e.is_connect() {
+        if timed_out {
+            ProxyError::ConnectTimeout
+        } else {
+            ProxyError::Connect(error_chain(e))
+        }
+    } else {
+        ProxyError::Upstream(error_chain(e))
+    }
+}
+
+/// An error and its causes on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+fn upstream_client(route: &Route) -> Result<UpstreamClient, rustls::Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(route.timeouts.connect));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(std::time::Duration::from_secs(90))
+        .build(https))
+}

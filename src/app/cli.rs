@@ -1,0 +1,182 @@
+//! The command line: `serve`, `check`, `sim` and `demo`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{Config, Overrides};
+
+/// A transparent metering reverse proxy for LLM inference.
+#[derive(Debug, Parser)]
+#[command(name = "tokenmeter", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "TOKENMETER_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the proxy and the admin listener.
+    Serve(ServeArgs),
+    /// Validate a config file and print every problem at once.
+    Check {
+        /// The config file.
+        #[arg(long, short, env = "TOKENMETER_CONFIG")]
+        config: PathBuf,
+    },
+    /// Run the built-in OpenAI-compatible upstream simulator.
+    Sim(SimArgs),
+    /// Run the simulator, the proxy in front of it and a small steady load.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The config file. Without one, `--upstream` is required.
+    #[arg(long, short, env = "TOKENMETER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Upstream base URL: without a file, one catch-all route to it; with a
+    /// file, it replaces every route's upstream.
+    #[arg(long, env = "TOKENMETER_UPSTREAM")]
+    upstream: Option<String>,
+    /// Proxy listen address (overrides the file).
+    #[arg(long, env = "TOKENMETER_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Admin listen address (overrides the file).
+    #[arg(long, env = "TOKENMETER_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SimArgs {
+    /// Listen address.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// Time to first token, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    pub ttft_ms: u64,
+    /// Time between tokens, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    pub itl_ms: u64,
+    /// Output tokens per choice.
+    #[arg(long, default_value_t = 50)]
+    pub tokens: u32,
+    /// Model name reported when a request names none.
+    #[arg(long, default_value = "sim-model")]
+    pub model: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Proxy listen address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Admin listen address.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub admin_listen: SocketAddr,
+    /// Simulator listen address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub sim_listen: SocketAddr,
+    /// Requests per second of the built-in load (0 for none).
+    #[arg(long, default_value_t = 2.0)]
+    pub rate: f64,
+}
+
+/// Parses the command line and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(cli.command));
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve(args) => {
+            let overrides = Overrides {
+                listen: args.listen,
+                admin_listen: args.admin_listen,
+                upstream: args.upstream,
+            };
+            let config = match &args.config {
+                Some(path) => Config::load(path, &overrides),
+                None => Config::from_overrides(&overrides),
+            };
+            let config = match config {
+                Ok(c) => c,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            let running = crate::app::start(config).await?;
+            crate::app::shutdown_signal().await;
+            running.stop().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { config } => match Config::load(&config, &Overrides::default()) {
+            Ok(c) => {
+                println!("{}: ok ({} routes)", config.display(), c.routes.len());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(errors) => {
+                println!("{errors}");
+                eprintln!("{}: {} problem(s)", config.display(), errors.0.len());
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        Command::Sim(args) => {
+            super::demo::run_sim(args).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo(args) => {
+            super::demo::run_demo(args).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOKENMETER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

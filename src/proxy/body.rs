@@ -1,0 +1,238 @@
+//! The two bodies the proxy forwards.
+//!
+//! [`ResponseBody`] carries the upstream's response to the client frame for
+//! frame: each frame is stamped and shown to the meter by shared reference,
+//! then returned as it came, never merged, split, copied or held back. It
+//! also enforces the idle timeout (silence between frames), and it ends the
+//! meter exactly once: at the end of the body, on an upstream error or
+//! timeout, or, when the client goes away and hyper drops it, as a client
+//! abort (the meter's own `Drop`). Dropping it drops the upstream body,
+//! which closes the upstream connection, so the upstream sees the abort.
+//!
+//! [`RequestBody`] forwards the client's request body: the frames read ahead
+//! to learn the model, then the rest as it streams in.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
+
+use crate::meter::{Outcome, StreamMeter};
+use crate::metrics::RequestRecorder;
+
+/// Errors a forwarded body can end with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The upstream went silent for longer than the route's idle timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream body idle for longer than {0:?}")]
+pub struct IdleTimeout(pub Duration);
+
+/// The body of every response the proxy sends.
+pub enum ResponseBody {
+    /// A response the proxy wrote itself (errors, 404).
+    Local(Full<Bytes>),
+    /// The upstream's body, forwarded.
+    Upstream(Box<UpstreamBody>),
+}
+
+impl ResponseBody {
+    pub fn local(bytes: impl Into<Bytes>) -> Self {
+        ResponseBody::Local(Full::new(bytes.into()))
+    }
+}
+
+/// The upstream's response body, forwarded and watched.
+pub struct UpstreamBody {
+    inner: Incoming,
+    /// `None` for unmetered requests.
+    meter: Option<StreamMeter<RequestRecorder>>,
+    idle: Duration,
+    /// When the last frame (or the head) arrived. The timer is re-armed
+    /// lazily from it only when it fires, so a frame costs no timer work.
+    last_activity: Instant,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl UpstreamBody {
+    pub fn new(
+        inner: Incoming,
+        mut meter: Option<StreamMeter<RequestRecorder>>,
+        idle: Duration,
+        now: Instant,
+    ) -> Self {
+        // hyper may never poll a body that is empty from the start.
+        if inner.is_end_stream() {
+            if let Some(m) = meter.as_mut() {
+                m.end(now);
+            }
+        }
+        Self {
+            inner,
+            meter,
+            idle,
+            last_activity: now,
+            timer: Box::pin(tokio::time::sleep_until(now + idle)),
+        }
+    }
+
+    fn poll_upstream(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let now = Instant::now();
+                self.last_activity = now;
+                if let Some(m) = self.meter.as_mut() {
+                    if let Some(data) = frame.data_ref() {
+                        m.data(now, data);
+                    }
+                    // hyper stops polling once the body says it has ended,
+                    // so the end is recorded here rather than at `None`.
+                    if self.inner.is_end_stream() {
+                        m.end(now);
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(m) = self.meter.as_mut() {
+                    m.fail(Instant::now(), Outcome::UpstreamError, None);
+                }
+                Poll::Ready(Some(Err(e.into())))
+            }
+            Poll::Ready(None) => {
+                if let Some(m) = self.meter.as_mut() {
+                    m.end(Instant::now());
+                }
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<IdleTimeout> {
+        loop {
+            ready!(self.timer.as_mut().poll(cx));
+            let deadline = self.last_activity + self.idle;
+            let now = Instant::now();
+            if now < deadline {
+                self.timer.as_mut().reset(deadline);
+                continue;
+            }
+            if let Some(m) = self.meter.as_mut() {
+                m.fail(now, Outcome::Timeout, None);
+            }
+            return Poll::Ready(IdleTimeout(self.idle));
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ResponseBody::Local(full) => Pin::new(full)
+                .poll_frame(cx)
+                .map_err(|never| match never {}),
+            ResponseBody::Upstream(up) => {
+                if let Poll::Ready(item) = up.poll_upstream(cx) {
+                    return Poll::Ready(item);
+                }
+                up.poll_idle(cx).map(|timeout| Some(Err(timeout.into())))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Local(full) => full.is_end_stream(),
+            ResponseBody::Upstream(up) => up.inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Local(full) => full.size_hint(),
+            ResponseBody::Upstream(up) => up.inner.size_hint(),
+        }
+    }
+}
+
+/// The request body sent upstream.
+pub enum RequestBody {
+    /// Frames read ahead (the whole body, or its beginning), then, if the
+    /// body was larger than the read-ahead limit, the rest as it arrives.
+    Buffered {
+        frames: VecDeque<Frame<Bytes>>,
+        rest: Option<Incoming>,
+    },
+    /// Forwarded as it streams in, not read ahead.
+    Streaming(Incoming),
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.get_mut() {
+            RequestBody::Buffered { frames, rest } => {
+                if let Some(frame) = frames.pop_front() {
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                match rest {
+                    Some(rest) => Pin::new(rest).poll_frame(cx),
+                    None => Poll::Ready(None),
+                }
+            }
+            RequestBody::Streaming(inner) => Pin::new(inner).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            RequestBody::Buffered { frames, rest } => {
+                frames.is_empty() && rest.as_ref().is_none_or(|r| r.is_end_stream())
+            }
+            RequestBody::Streaming(inner) => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let buffered: u64 = match self {
+            RequestBody::Buffered { frames, .. } => frames
+                .iter()
+                .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+                .sum(),
+            RequestBody::Streaming(_) => 0,
+        };
+        let rest = match self {
+            RequestBody::Buffered { rest: None, .. } => SizeHint::with_exact(0),
+            RequestBody::Buffered { rest: Some(r), .. } | RequestBody::Streaming(r) => {
+                r.size_hint()
+            }
+        };
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower() + buffered);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + buffered);
+        }
+        hint
+    }
+}

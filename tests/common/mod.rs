@@ -1,0 +1,415 @@
+//! Shared test rig: a scriptable upstream, a raw HTTP/1.1 client that sees
+//! chunk boundaries on the wire, a tokenmeter instance on ephemeral ports,
+//! and a Prometheus text parser.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokenmeter::app::Running;
+use tokenmeter::config::{
+    Config, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, Timeouts, Upstream,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/streams")
+}
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(fixture_dir().join(name)).unwrap()
+}
+
+/// Every fixture file name.
+pub fn fixture_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(fixture_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".sse") || n.ends_with(".ndjson"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Splits `bytes` at `cuts` (sorted offsets), dropping empty pieces.
+pub fn split_at(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for &c in cuts.iter().chain(std::iter::once(&bytes.len())) {
+        if c > start {
+            out.push(bytes[start..c].to_vec());
+            start = c;
+        }
+    }
+    out
+}
+
+/// A scriptable upstream. Each request says what to answer with headers:
+/// - `x-fixture: NAME` and `x-cuts: 3,10,...`: a 200 `text/event-stream`
+///   (or `application/x-ndjson`) whose body is the fixture cut into one
+///   frame per piece;
+/// - `x-echo: 1`: a JSON description of the request as received
+///   (method, URI, headers, body in hex), to check request transparency;
+/// - `x-status: N`: that status with a small JSON body.
+///
+/// Responses carry `x-upstream: yes` and a `connection` header that names a
+/// custom hop-by-hop header, to check that those are removed.
+pub async fn scripted_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(scripted);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+type ScriptBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infallible> {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    if let Some(name) = header("x-fixture") {
+        let bytes = fixture(&name);
+        let cuts: Vec<usize> = header("x-cuts")
+            .filter(|s| !s.is_empty())
+            .map(|s| s.split(',').map(|c| c.parse().unwrap()).collect())
+            .unwrap_or_default();
+        let frames = split_at(&bytes, &cuts);
+        let stream = futures_iter(frames);
+        let ct = if name.ends_with(".ndjson") {
+            "application/x-ndjson"
+        } else {
+            "text/event-stream"
+        };
+        return Ok(Response::builder()
+            .header("content-type", ct)
+            .header("x-upstream", "yes")
+            .header("cache-control", "no-cache")
+            .header("connection", "x-hop")
+            .header("x-hop", "must not be forwarded")
+            .header("x-multi", "a")
+            .header("x-multi", "b")
+            .body(BodyExt::boxed(StreamBody::new(stream)))
+            .unwrap());
+    }
+    if header("x-echo").is_some() {
+        let method = req.method().to_string();
+        let uri = req.uri().to_string();
+        let headers: Vec<(String, String)> = req
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let body = req.into_body().collect().await.unwrap().to_bytes();
+        let hex: String = body.iter().map(|b| format!("{b:02x}")).collect();
+        let json =
+            serde_json::json!({"method": method, "uri": uri, "headers": headers, "body_hex": hex});
+        return Ok(Response::builder()
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(json.to_string())).boxed())
+            .unwrap());
+    }
+    let status: u16 = header("x-status")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    Ok(Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(br#"{"error":{"message":"scripted"}}"#)).boxed())
+        .unwrap())
+}
+
+fn futures_iter(
+    frames: Vec<Vec<u8>>,
+) -> impl futures_core::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync + 'static {
+    IterStream(frames.into_iter())
+}
+
+struct IterStream(std::vec::IntoIter<Vec<u8>>);
+
+impl futures_core::Stream for IterStream {
+    type Item = Result<Frame<Bytes>, Infallible>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::task::Poll::Ready(self.0.next().map(|f| Ok(Frame::data(Bytes::from(f)))))
+    }
+}
+
+/// A response as seen on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawResponse {
+    pub status: u16,
+    /// Header names lowercased, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body as the chunks of the chunked encoding (one element for a
+    /// content-length body).
+    pub chunks: Vec<Vec<u8>>,
+    /// The connection ended before the body was complete.
+    pub truncated: bool,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn body(&self) -> Vec<u8> {
+        self.chunks.concat()
+    }
+}
+
+/// Sends `head` (and `body`) on a new connection and reads the response
+/// until the server closes it. Add `connection: close` to `head`.
+pub async fn raw_exchange(addr: SocketAddr, head: &str, body: &[u8]) -> RawResponse {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut buf)).await;
+    match read {
+        Ok(Ok(_)) => {}
+        // A reset after (part of) the response: parse what arrived.
+        Ok(Err(e)) => assert!(!buf.is_empty(), "no response: {e}"),
+        Err(_) => panic!("no response within 30 s"),
+    }
+    parse_response(&buf)
+}
+
+pub fn parse_response(buf: &[u8]) -> RawResponse {
+    let end = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("complete head");
+    let head = std::str::from_utf8(&buf[..end]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (k, v) = l.split_once(':').unwrap();
+            (k.trim().to_ascii_lowercase(), v.trim().to_owned())
+        })
+        .collect();
+    let mut rest = &buf[end + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let mut chunks = Vec::new();
+    let mut truncated = false;
+    if chunked {
+        loop {
+            let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
+                truncated = true;
+                break;
+            };
+            let size_text = std::str::from_utf8(&rest[..eol]).unwrap();
+            let size =
+                usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+            rest = &rest[eol + 2..];
+            if size == 0 {
+                break;
+            }
+            if rest.len() < size + 2 {
+                truncated = true;
+                break;
+            }
+            chunks.push(rest[..size].to_vec());
+            rest = &rest[size + 2..];
+        }
+    } else if !rest.is_empty() {
+        if let Some(len) = headers.iter().find(|(k, _)| k == "content-length") {
+            truncated = rest.len() < len.1.parse::<usize>().unwrap();
+        }
+        chunks.push(rest.to_vec());
+    }
+    RawResponse {
+        status,
+        headers,
+        chunks,
+        truncated,
+    }
+}
+
+/// A one-route config on ephemeral loopback ports.
+pub fn config_for(upstream: SocketAddr) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        proxy: ProxySettings::default(),
+        metrics: MetricsSettings::default(),
+        routes: vec![Route {
+            name: "test".into(),
+            matcher: RouteMatch {
+                path_prefix: "/".into(),
+                host: None,
+                methods: None,
+            },
+            upstream: Upstream {
+                scheme: http::uri::Scheme::HTTP,
+                authority: upstream.to_string().parse().unwrap(),
+                base_path: String::new(),
+            },
+            protocol: Protocol::Auto,
+            timeouts: Timeouts::default(),
+            preserve_host: false,
+            strip_prefix: false,
+            slo: Some("chat".into()),
+        }],
+    }
+}
+
+pub async fn start(config: Config) -> Running {
+    tokenmeter::app::start(config).await.unwrap()
+}
+
+/// One sample of the Prometheus text format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+pub async fn scrape(admin: SocketAddr) -> (String, Vec<Sample>) {
+    let resp = raw_exchange(
+        admin,
+        "GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(resp.status, 200);
+    let text = String::from_utf8(resp.body()).unwrap();
+    let samples = parse_metrics(&text);
+    (text, samples)
+}
+
+pub fn parse_metrics(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap(),
+        };
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_owned(), BTreeMap::new()),
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').unwrap();
+                let mut labels = BTreeMap::new();
+                let mut chars = body.chars().peekable();
+                while chars.peek().is_some() {
+                    let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+                    assert_eq!(chars.next(), Some('"'));
+                    let mut val = String::new();
+                    while let Some(c) = chars.next() {
+                        match c {
+                            '\\' => val.push(chars.next().unwrap()),
+                            '"' => break,
+                            c => val.push(c),
+                        }
+                    }
+                    if chars.peek() == Some(&',') {
+                        chars.next();
+                    }
+                    labels.insert(key.trim().to_owned(), val);
+                }
+                (name.to_owned(), labels)
+            }
+        };
+        out.push(Sample {
+            name,
+            labels,
+            value,
+        });
+    }
+    out
+}
+
+/// The value of the one sample named `name` whose labels include `labels`;
+/// 0 when there is none.
+pub fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let matching: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect();
+    assert!(
+        matching.len() <= 1,
+        "{name} {labels:?} matches {} series",
+        matching.len()
+    );
+    matching.first().map_or(0.0, |s| s.value)
+}
+
+/// Sums every sample named `name` whose labels include `labels`.
+pub fn sum(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.value)
+        .sum()
+}
+
+/// Polls the admin endpoint until `done(samples)` or a 10 s deadline: the
+/// meter finishes a request when the body ends, which races the client
+/// reading the last byte.
+pub async fn scrape_until(admin: SocketAddr, done: impl Fn(&[Sample]) -> bool) -> Vec<Sample> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, samples) = scrape(admin).await;
+        if done(&samples) || tokio::time::Instant::now() > deadline {
+            return samples;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
