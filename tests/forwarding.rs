@@ -1,0 +1,117 @@
+//! Requests reach the upstream as the client sent them, but for the
+//! headers a proxy must change; routing and local errors behave.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn header<'a>(echo: &'a Value, name: &str) -> Vec<&'a str> {
+    echo["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h[0] == name)
+        .map(|h| h[1].as_str().unwrap())
+        .collect()
+}
+
+async fn echo(proxy: std::net::SocketAddr, head: &str, body: &[u8]) -> Value {
+    let resp = raw_exchange(proxy, head, body).await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body()));
+    serde_json::from_slice(&resp.body()).unwrap()
+}
+
+#[tokio::test]
+async fn request_is_forwarded_unchanged_but_for_hop_by_hop_host_and_forwarded_headers() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let body = br#"{"model":"m1","stream":false,"messages":[{"role":"user","content":"h\u00e9"}]}"#;
+    let head = format!(
+        "POST /v1/chat/completions?a=1&b=%20x HTTP/1.1\r\nhost: public.example\r\nconnection: close, x-conn-only\r\n\
+         x-conn-only: 1\r\nkeep-alive: timeout=5\r\nte: trailers\r\nx-echo: 1\r\nx-custom: one\r\nx-custom: two\r\n\
+         authorization: Bearer k\r\nx-forwarded-for: 10.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let e = echo(proxy.proxy_addr, &head, body).await;
+    assert_eq!(e["method"], "POST");
+    assert_eq!(e["uri"], "/v1/chat/completions?a=1&b=%20x");
+    assert_eq!(e["body_hex"], hex(body));
+    assert_eq!(header(&e, "x-custom"), ["one", "two"]);
+    assert_eq!(header(&e, "authorization"), ["Bearer k"]);
+    assert_eq!(header(&e, "host"), [upstream.to_string().as_str()]);
+    assert_eq!(header(&e, "x-forwarded-for"), ["10.0.0.1, 127.0.0.1"]);
+    assert_eq!(header(&e, "x-forwarded-proto"), ["http"]);
+    assert_eq!(header(&e, "x-forwarded-host"), ["public.example"]);
+    for hop in ["x-conn-only", "keep-alive", "te"] {
+        assert!(header(&e, hop).is_empty(), "{hop} forwarded");
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn preserve_host_and_strip_prefix_and_base_path() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    let route = &mut config.routes[0];
+    route.preserve_host = true;
+    route.strip_prefix = true;
+    route.matcher.path_prefix = "/team-a/".into();
+    route.upstream.base_path = "/base".into();
+    config.proxy.x_forwarded = false;
+    let proxy = start(config).await;
+    let head = "GET /team-a/v1/models HTTP/1.1\r\nhost: public.example:8443\r\nx-echo: 1\r\nconnection: close\r\n\r\n";
+    let e = echo(proxy.proxy_addr, head, b"").await;
+    assert_eq!(e["uri"], "/base/v1/models");
+    assert_eq!(header(&e, "host"), ["public.example:8443"]);
+    assert!(header(&e, "x-forwarded-for").is_empty());
+    let resp = raw_exchange(proxy.proxy_addr, "GET /other HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n", b"").await;
+    assert_eq!(resp.status, 404);
+    assert_eq!(resp.header("x-tokenmeter-error"), Some("no_route"));
+    let err: Value = serde_json::from_slice(&resp.body()).unwrap();
+    assert_eq!(err["error"]["code"], "no_route");
+    let (_, samples) = scrape(proxy.admin_addr).await;
+    assert_eq!(value(&samples, "tokenmeter_unrouted_requests_total", &[]), 1.0);
+    assert_eq!(value(&samples, "tokenmeter_passthrough_requests_total", &[("route", "test")]), 1.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn bodies_larger_than_the_read_ahead_stream_through_unchanged() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_request_body_bytes = 1024;
+    let proxy = start(config).await;
+    let body: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+
+    // Announced as too large by content-length.
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let e = echo(proxy.proxy_addr, &head, &body).await;
+    assert_eq!(e["body_hex"], hex(&body));
+
+    // Chunked, found too large while reading ahead.
+    let mut chunked = Vec::new();
+    for piece in body.chunks(3000) {
+        chunked.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        chunked.extend_from_slice(piece);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n";
+    let e = echo(proxy.proxy_addr, head, &chunked).await;
+    assert_eq!(e["body_hex"], hex(&body));
+
+    // Small chunked: read ahead whole, forwarded unchanged.
+    let small = br#"{"model":"m"}"#;
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n";
+    let e = echo(proxy.proxy_addr, head, format!("3\r\n{{\"m\r\na\r\nodel\":\"m\"}}\r\n0\r\n\r\n").as_bytes()).await;
+    assert_eq!(e["body_hex"], hex(small));
+    proxy.stop().await;
+}
