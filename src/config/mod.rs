@@ -13,7 +13,7 @@
 mod load;
 mod raw;
 
-pub use load::{ConfigError, ConfigErrors, Overrides};
+pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -83,12 +83,19 @@ pub struct ModelLabels {
 /// Each list is strictly increasing and finite.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Buckets {
+    /// Time to first token, seconds.
     pub time_to_first_token: Vec<f64>,
+    /// Time until the upstream's response head arrives, seconds.
     pub time_to_response_headers: Vec<f64>,
+    /// Time per output token after the first, seconds.
     pub time_per_output_token: Vec<f64>,
+    /// Time between consecutive token events, seconds.
     pub inter_token_latency: Vec<f64>,
+    /// End-to-end request latency, seconds.
     pub e2e_request_latency: Vec<f64>,
+    /// Output (completion) tokens per request.
     pub output_tokens: Vec<f64>,
+    /// Input (prompt) tokens per request.
     pub input_tokens: Vec<f64>,
 }
 
@@ -101,8 +108,8 @@ impl Default for Buckets {
                 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
             ],
             time_to_response_headers: vec![
-                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                30.0, 60.0, 120.0, 300.0, 600.0,
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                60.0, 120.0, 300.0, 600.0,
             ],
             // TPOT and ITL: 0.5 ms .. 10 s.
             time_per_output_token: vec![
@@ -115,16 +122,16 @@ impl Default for Buckets {
             ],
             // E2EL: 10 ms .. 1 h.
             e2e_request_latency: vec![
-                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0,
-                30.0, 45.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0,
+                45.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
             ],
             output_tokens: vec![
                 1.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
                 16384.0, 32768.0, 65536.0,
             ],
             input_tokens: vec![
-                16.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
-                32768.0, 65536.0, 131072.0, 262144.0, 1048576.0,
+                16.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0,
+                65536.0, 131072.0, 262144.0, 1048576.0,
             ],
         }
     }
