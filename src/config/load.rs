@@ -1,19 +1,38 @@
 //! Stage two of loading: raw values checked and turned into runtime types,
-//! every problem collected with its location. (Skeleton: filled in next.)
+//! every problem collected with its file, line, column and key.
+//!
+//! Checking never stops at the first problem: each value is checked on its
+//! own, a bad one is recorded and replaced by its default so the rest can
+//! still be checked, and only when nothing was recorded is a [`Config`]
+//! returned. Command-line overrides are applied here too, after the file, and
+//! checked like any other value (their errors name the file `<flags>`).
+//!
+//! This module must not read YAML itself (that is [`super::raw`]'s job) and
+//! must not hand raw types to anyone.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::time::Duration;
 
-use super::Config;
+use super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
+use super::{
+    Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, MetricsSettings, ModelLabels, Protocol,
+    ProxySettings, Route, RouteMatch, Timeouts, Upstream,
+};
+
+/// File name used in errors about command-line values.
+pub const FLAGS_FILE: &str = "<flags>";
 
 /// One problem found in a config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// File the problem is in (as given by the user), or `<flags>`.
     pub file: String,
-    /// 1-based line and column, when known.
+    /// 1-based line, when known.
     pub line: Option<u64>,
+    /// 1-based column (in characters), when known.
     pub column: Option<u64>,
     /// Dotted key path, e.g. `routes[1].timeouts.idle`.
     pub key: String,
@@ -58,7 +77,9 @@ impl fmt::Display for ConfigErrors {
 /// take precedence over the file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
+    /// Replaces `listen` (`--listen`).
     pub listen: Option<SocketAddr>,
+    /// Replaces `admin.listen` (`--admin-listen`).
     pub admin_listen: Option<SocketAddr>,
     /// Upstream base URL. Without a file: one catch-all route to it. With a
     /// file: replaces the upstream of every route.
@@ -68,20 +89,1181 @@ pub struct Overrides {
 impl Config {
     /// Reads and validates a config file, then applies `overrides`.
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Config, ConfigErrors> {
-        let _ = (path, overrides);
-        Err(ConfigErrors(Vec::new()))
+        let file = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, &file, overrides),
+            Err(error) => Err(ConfigErrors(vec![ConfigError {
+                file,
+                line: None,
+                column: None,
+                key: String::new(),
+                message: format!("cannot read the file: {error}"),
+            }])),
+        }
     }
 
     /// Validates config text; `file` names it in errors.
     pub fn parse(text: &str, file: &str, overrides: &Overrides) -> Result<Config, ConfigErrors> {
-        let _ = (text, file, overrides);
-        Err(ConfigErrors(Vec::new()))
+        let document = match raw::read(text) {
+            Ok(document) => document,
+            Err(error) => {
+                return Err(ConfigErrors(vec![ConfigError {
+                    file: file.to_owned(),
+                    line: error.pos.map(|pos| pos.line),
+                    column: error.pos.map(|pos| pos.column),
+                    key: error.key,
+                    message: error.message,
+                }]));
+            }
+        };
+        let mut checker = Checker::new(file);
+        for unknown in &document.unknown {
+            checker.at(
+                unknown.pos,
+                raw::dotted(&unknown.path),
+                unknown_key_message(unknown),
+            );
+        }
+        let config = checker.config(&document.config, overrides);
+        checker.finish(config)
     }
 
     /// A config with no file: one catch-all route to `overrides.upstream`
     /// (required) and defaults for everything else.
     pub fn from_overrides(overrides: &Overrides) -> Result<Config, ConfigErrors> {
-        let _ = overrides;
-        Err(ConfigErrors(Vec::new()))
+        let mut checker = Checker::new(FLAGS_FILE);
+        let upstream = match &overrides.upstream {
+            Some(url) => checker.upstream_override(url),
+            None => {
+                checker.flag(
+                    "--upstream",
+                    "required when no config file is given (an upstream base URL such as http://127.0.0.1:8000)",
+                );
+                None
+            }
+        };
+        let listen = overrides.listen.unwrap_or_else(default_listen);
+        let admin_listen = overrides.admin_listen.unwrap_or_else(default_admin_listen);
+        if listen == admin_listen {
+            let flag = if overrides.admin_listen.is_some() {
+                "--admin-listen"
+            } else {
+                "--listen"
+            };
+            checker.flag(
+                flag,
+                format!("the proxy and the admin listener cannot share the address {listen}"),
+            );
+        }
+        let config = upstream.map(|upstream| Config {
+            listen,
+            admin_listen,
+            proxy: ProxySettings::default(),
+            metrics: MetricsSettings::default(),
+            routes: vec![Route {
+                name: "default".to_owned(),
+                matcher: RouteMatch {
+                    path_prefix: "/".to_owned(),
+                    host: None,
+                    methods: None,
+                },
+                upstream,
+                protocol: Protocol::Auto,
+                timeouts: Timeouts::default(),
+                preserve_host: false,
+                strip_prefix: false,
+                slo: None,
+            }],
+        });
+        match config {
+            Some(config) => checker.finish(config),
+            None => Err(checker.into_errors()),
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    DEFAULT_LISTEN
+        .parse()
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8080)))
+}
+
+fn default_admin_listen() -> SocketAddr {
+    DEFAULT_ADMIN_LISTEN
+        .parse()
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
+}
+
+fn unknown_key_message(unknown: &raw::UnknownKey) -> String {
+    let Some(raw::Segment::Key(key)) = unknown.path.last() else {
+        return "unknown key".to_owned();
+    };
+    if let Some(near) = unknown
+        .expected
+        .iter()
+        .filter(|known| edit_distance(key, known) <= 2 || key.eq_ignore_ascii_case(known))
+        .min_by_key(|known| edit_distance(key, known))
+    {
+        return format!("unknown key `{key}`; did you mean `{near}`?");
+    }
+    if unknown.expected.is_empty() {
+        format!("unknown key `{key}`")
+    } else {
+        format!(
+            "unknown key `{key}`; expected one of: {}",
+            unknown.expected.join(", ")
+        )
+    }
+}
+
+/// Levenshtein distance, for "did you mean" hints on short key names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// Collects errors while building the runtime config.
+struct Checker<'a> {
+    file: &'a str,
+    errors: Vec<ConfigError>,
+}
+
+/// A route's checked match, and where to report it as shadowed.
+struct MatchSite {
+    matcher: RouteMatch,
+    pos: Option<Pos>,
+    key: String,
+}
+
+/// Where a value in the final config came from, to point an error at it.
+#[derive(Clone, Copy)]
+enum Origin<'k> {
+    File(Option<Pos>, &'k str),
+    Flag(&'static str),
+    Default,
+}
+
+impl<'a> Checker<'a> {
+    fn new(file: &'a str) -> Self {
+        Self {
+            file,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Records a problem in the file.
+    fn at(&mut self, pos: Option<Pos>, key: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            file: self.file.to_owned(),
+            line: pos.map(|pos| pos.line),
+            column: pos.map(|pos| pos.column),
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Records a problem with a command-line value.
+    fn flag(&mut self, flag: &str, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            file: FLAGS_FILE.to_owned(),
+            line: None,
+            column: None,
+            key: flag.to_owned(),
+            message: message.into(),
+        });
+    }
+
+    fn report(&mut self, origin: Origin<'_>, message: String) {
+        match origin {
+            Origin::File(pos, key) => self.at(pos, key, message),
+            Origin::Flag(flag) => self.flag(flag, message),
+            Origin::Default => self.at(None, "", message),
+        }
+    }
+
+    /// Errors in file order; those without a position (missing top-level
+    /// keys, flags) last.
+    fn into_errors(mut self) -> ConfigErrors {
+        self.errors
+            .sort_by_key(|e| (e.file == FLAGS_FILE, e.line.is_none(), e.line, e.column));
+        ConfigErrors(self.errors)
+    }
+
+    fn finish(self, config: Config) -> Result<Config, ConfigErrors> {
+        if self.errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(self.into_errors())
+        }
+    }
+
+    /// Checks one optional value: `None` when it is absent or bad (bad values
+    /// are recorded).
+    fn value<T>(
+        &mut self,
+        field: Option<&Spanned<String>>,
+        key: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let field = field?;
+        match parse(&field.value) {
+            Ok(value) => Some(value),
+            Err(message) => {
+                self.at(raw::pos(field), key, message);
+                None
+            }
+        }
+    }
+
+    fn upstream_override(&mut self, url: &str) -> Option<Upstream> {
+        match parse_upstream(url) {
+            Ok(upstream) => Some(upstream),
+            Err(message) => {
+                self.flag("--upstream", message);
+                None
+            }
+        }
+    }
+
+    fn config(&mut self, raw: &RawConfig, overrides: &Overrides) -> Config {
+        let listen_field = raw.listen.as_ref();
+        let admin_field = raw.admin.as_ref().and_then(|admin| admin.listen.as_ref());
+        let listen_file = self.value(listen_field, "listen", parse_addr);
+        let admin_file = self.value(admin_field, "admin.listen", parse_addr);
+
+        let (listen, listen_origin) = match (overrides.listen, listen_file) {
+            (Some(addr), _) => (addr, Origin::Flag("--listen")),
+            (None, Some(addr)) => (
+                addr,
+                Origin::File(listen_field.and_then(raw::pos), "listen"),
+            ),
+            (None, None) => (default_listen(), Origin::Default),
+        };
+        let (admin_listen, admin_origin) = match (overrides.admin_listen, admin_file) {
+            (Some(addr), _) => (addr, Origin::Flag("--admin-listen")),
+            (None, Some(addr)) => (
+                addr,
+                Origin::File(admin_field.and_then(raw::pos), "admin.listen"),
+            ),
+            (None, None) => (default_admin_listen(), Origin::Default),
+        };
+        if listen == admin_listen {
+            // Point at the admin address if one was given (file or flag),
+            // else at the proxy address, which then collides with the default.
+            let origin = match admin_origin {
+                Origin::Default => listen_origin,
+                given => given,
+            };
+            self.report(
+                origin,
+                format!("the proxy and the admin listener cannot share the address {listen}"),
+            );
+        }
+
+        let upstream_override = overrides
+            .upstream
+            .as_deref()
+            .and_then(|url| self.upstream_override(url));
+
+        Config {
+            listen,
+            admin_listen,
+            proxy: self.proxy(raw),
+            metrics: self.metrics(raw),
+            routes: self.routes(raw, overrides.upstream.is_some(), upstream_override),
+        }
+    }
+
+    fn proxy(&mut self, raw: &RawConfig) -> ProxySettings {
+        let defaults = ProxySettings::default();
+        let Some(proxy) = &raw.proxy else {
+            return defaults;
+        };
+        ProxySettings {
+            max_request_body_bytes: self
+                .value(
+                    proxy.max_request_body.as_ref(),
+                    "proxy.max_request_body",
+                    parse_size,
+                )
+                .unwrap_or(defaults.max_request_body_bytes),
+            max_response_body_bytes: self
+                .value(
+                    proxy.max_response_body.as_ref(),
+                    "proxy.max_response_body",
+                    parse_size,
+                )
+                .unwrap_or(defaults.max_response_body_bytes),
+            x_forwarded: self
+                .value(proxy.x_forwarded.as_ref(), "proxy.x_forwarded", parse_bool)
+                .unwrap_or(defaults.x_forwarded),
+            shutdown_grace: self
+                .value(
+                    proxy.shutdown_grace.as_ref(),
+                    "proxy.shutdown_grace",
+                    parse_duration,
+                )
+                .unwrap_or(defaults.shutdown_grace),
+        }
+    }
+
+    fn metrics(&mut self, raw: &RawConfig) -> MetricsSettings {
+        let defaults = MetricsSettings::default();
+        let Some(metrics) = &raw.metrics else {
+            return defaults;
+        };
+        let namespace = self
+            .value(metrics.namespace.as_ref(), "metrics.namespace", |text| {
+                if is_metric_namespace(text) {
+                    Ok(text.to_owned())
+                } else {
+                    Err(format!(
+                        "invalid namespace `{text}`: must match [a-zA-Z_][a-zA-Z0-9_]*"
+                    ))
+                }
+            })
+            .unwrap_or(defaults.namespace);
+
+        let mut models = defaults.models;
+        if let Some(raw_models) = &metrics.models {
+            models = ModelLabels {
+                allow: raw_models
+                    .allow
+                    .as_ref()
+                    .and_then(|list| self.model_allow_list(list)),
+                max_distinct: self
+                    .value(
+                        raw_models.max_distinct.as_ref(),
+                        "metrics.models.max_distinct",
+                        |text| match text.trim().parse::<usize>() {
+                            Ok(n) if n >= 1 => Ok(n),
+                            _ => Err(format!(
+                                "invalid count `{text}`: expected a whole number, at least 1"
+                            )),
+                        },
+                    )
+                    .unwrap_or(models.max_distinct),
+            };
+        }
+
+        let mut buckets = defaults.buckets;
+        if let Some(raw_buckets) = &metrics.buckets {
+            let lists: [(&str, &Option<raw::List>, &mut Vec<f64>); 7] = [
+                (
+                    "time_to_first_token",
+                    &raw_buckets.time_to_first_token,
+                    &mut buckets.time_to_first_token,
+                ),
+                (
+                    "time_to_response_headers",
+                    &raw_buckets.time_to_response_headers,
+                    &mut buckets.time_to_response_headers,
+                ),
+                (
+                    "time_per_output_token",
+                    &raw_buckets.time_per_output_token,
+                    &mut buckets.time_per_output_token,
+                ),
+                (
+                    "inter_token_latency",
+                    &raw_buckets.inter_token_latency,
+                    &mut buckets.inter_token_latency,
+                ),
+                (
+                    "e2e_request_latency",
+                    &raw_buckets.e2e_request_latency,
+                    &mut buckets.e2e_request_latency,
+                ),
+                (
+                    "output_tokens",
+                    &raw_buckets.output_tokens,
+                    &mut buckets.output_tokens,
+                ),
+                (
+                    "input_tokens",
+                    &raw_buckets.input_tokens,
+                    &mut buckets.input_tokens,
+                ),
+            ];
+            for (name, raw_list, target) in lists {
+                if let Some(list) = raw_list {
+                    if let Some(bounds) = self.bucket_list(&format!("metrics.buckets.{name}"), list)
+                    {
+                        *target = bounds;
+                    }
+                }
+            }
+        }
+
+        MetricsSettings {
+            namespace,
+            models,
+            buckets,
+        }
+    }
+
+    fn model_allow_list(&mut self, list: &raw::List) -> Option<Vec<String>> {
+        const KEY: &str = "metrics.models.allow";
+        if list.value.is_empty() {
+            self.at(
+                raw::pos(list),
+                KEY,
+                "must not be empty (leave `allow` out to bound models by max_distinct instead)",
+            );
+            return None;
+        }
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut names = Vec::with_capacity(list.value.len());
+        let mut ok = true;
+        for (i, name) in list.value.iter().enumerate() {
+            let key = format!("{KEY}[{i}]");
+            if name.value.is_empty() {
+                self.at(raw::pos(name), key, "model name must not be empty");
+                ok = false;
+            } else if let Some(first) = seen.insert(&name.value, i) {
+                self.at(
+                    raw::pos(name),
+                    key,
+                    format!(
+                        "duplicate model name `{}` (also {KEY}[{first}])",
+                        name.value
+                    ),
+                );
+                ok = false;
+            } else {
+                names.push(name.value.clone());
+            }
+        }
+        ok.then_some(names)
+    }
+
+    fn bucket_list(&mut self, key: &str, list: &raw::List) -> Option<Vec<f64>> {
+        if list.value.is_empty() {
+            self.at(raw::pos(list), key, "must list at least one bucket bound");
+            return None;
+        }
+        let mut bounds = Vec::with_capacity(list.value.len());
+        let mut ok = true;
+        let mut previous: Option<f64> = None;
+        for (i, item) in list.value.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            match parse_bound(&item.value) {
+                Err(message) => {
+                    self.at(raw::pos(item), item_key, message);
+                    ok = false;
+                }
+                Ok(bound) => {
+                    if let Some(before) = previous.filter(|before| bound <= *before) {
+                        self.at(
+                            raw::pos(item),
+                            item_key,
+                            format!(
+                                "bucket bounds must be strictly increasing: {} is not greater than the previous bound {}",
+                                item.value.trim(),
+                                before
+                            ),
+                        );
+                        ok = false;
+                    }
+                    previous = Some(bound);
+                    bounds.push(bound);
+                }
+            }
+        }
+        ok.then_some(bounds)
+    }
+
+    fn routes(
+        &mut self,
+        raw: &RawConfig,
+        upstream_overridden: bool,
+        upstream_override: Option<Upstream>,
+    ) -> Vec<Route> {
+        let Some(raw_routes) = &raw.routes else {
+            self.at(
+                None,
+                "routes",
+                "required key is missing: list at least one route",
+            );
+            return Vec::new();
+        };
+        if raw_routes.value.is_empty() {
+            self.at(
+                raw::pos(raw_routes),
+                "routes",
+                "must list at least one route",
+            );
+            return Vec::new();
+        }
+
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        // Match of each route that checked out, for the shadowing check.
+        let mut matches: Vec<Option<MatchSite>> = Vec::new();
+        let mut routes = Vec::with_capacity(raw_routes.value.len());
+        for (i, raw_route) in raw_routes.value.iter().enumerate() {
+            let prefix = format!("routes[{i}]");
+            let route_pos = raw::pos(raw_route);
+            let route = &raw_route.value;
+
+            if let Some(name) = &route.name {
+                if let Some(first) = names.insert(&name.value, i) {
+                    self.at(
+                        raw::pos(name),
+                        format!("{prefix}.name"),
+                        format!(
+                            "duplicate route name `{}` (also routes[{first}])",
+                            name.value
+                        ),
+                    );
+                }
+            }
+            let (built, matcher) = self.route(
+                &prefix,
+                route_pos,
+                route,
+                upstream_overridden,
+                &upstream_override,
+            );
+            if let Some(route) = built {
+                routes.push(route);
+            }
+            matches.push(matcher);
+        }
+
+        for (j, later) in matches.iter().enumerate() {
+            let Some(later) = later else {
+                continue;
+            };
+            let shadowing = matches[..j].iter().enumerate().find_map(|(i, earlier)| {
+                earlier
+                    .as_ref()
+                    .filter(|earlier| covers(&earlier.matcher, &later.matcher))
+                    .map(|_| i)
+            });
+            if let Some(i) = shadowing {
+                self.at(
+                    later.pos,
+                    later.key.clone(),
+                    format!(
+                        "route can never match: shadowed by routes[{i}], which accepts every request this one does (put the more specific route first)"
+                    ),
+                );
+            }
+        }
+        routes
+    }
+
+    /// Builds one route; also returns its match (with where to report
+    /// shadowing) when the match itself checked out.
+    fn route(
+        &mut self,
+        prefix: &str,
+        route_pos: Option<Pos>,
+        route: &RawRoute,
+        upstream_overridden: bool,
+        upstream_override: &Option<Upstream>,
+    ) -> (Option<Route>, Option<MatchSite>) {
+        let name = match &route.name {
+            None => {
+                self.at(
+                    route_pos,
+                    format!("{prefix}.name"),
+                    "required key is missing",
+                );
+                None
+            }
+            Some(name) => self.value(Some(name), &format!("{prefix}.name"), |text| {
+                if is_label_value(text) {
+                    Ok(text.to_owned())
+                } else {
+                    Err(format!(
+                        "invalid route name `{text}`: must match [a-zA-Z0-9_.:-]+"
+                    ))
+                }
+            }),
+        };
+
+        let matcher = self.route_match(prefix, route);
+        let matcher_report = matcher.clone().map(|matcher| match &route.matcher {
+            Some(raw_match) => MatchSite {
+                matcher,
+                pos: raw::pos(raw_match),
+                key: format!("{prefix}.match"),
+            },
+            None => MatchSite {
+                matcher,
+                pos: route_pos,
+                key: prefix.to_owned(),
+            },
+        });
+
+        let upstream_key = format!("{prefix}.upstream");
+        let own_upstream = match &route.upstream {
+            None if !upstream_overridden => {
+                self.at(route_pos, upstream_key, "required key is missing");
+                None
+            }
+            None => None,
+            Some(url) => self.value(Some(url), &upstream_key, parse_upstream),
+        };
+        // A file upstream is checked even when overridden: the file should be
+        // valid on its own.
+        let upstream = upstream_override.clone().or(own_upstream);
+
+        let protocol = self
+            .value(
+                route.protocol.as_ref(),
+                &format!("{prefix}.protocol"),
+                parse_protocol,
+            )
+            .unwrap_or(Protocol::Auto);
+
+        let defaults = Timeouts::default();
+        let timeouts = match &route.timeouts {
+            None => defaults,
+            Some(raw) => Timeouts {
+                connect: self
+                    .value(
+                        raw.connect.as_ref(),
+                        &format!("{prefix}.timeouts.connect"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.connect),
+                response_headers: self
+                    .value(
+                        raw.response_headers.as_ref(),
+                        &format!("{prefix}.timeouts.response_headers"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.response_headers),
+                idle: self
+                    .value(
+                        raw.idle.as_ref(),
+                        &format!("{prefix}.timeouts.idle"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.idle),
+            },
+        };
+
+        let preserve_host = self
+            .value(
+                route.preserve_host.as_ref(),
+                &format!("{prefix}.preserve_host"),
+                parse_bool,
+            )
+            .unwrap_or(false);
+        let strip_prefix = self
+            .value(
+                route.strip_prefix.as_ref(),
+                &format!("{prefix}.strip_prefix"),
+                parse_bool,
+            )
+            .unwrap_or(false);
+        let slo = self.value(route.slo.as_ref(), &format!("{prefix}.slo"), |text| {
+            if is_label_value(text) {
+                Ok(text.to_owned())
+            } else {
+                Err(format!(
+                    "invalid SLO class `{text}`: must match [a-zA-Z0-9_.:-]+"
+                ))
+            }
+        });
+
+        let built = match (name, matcher, upstream) {
+            (Some(name), Some(matcher), Some(upstream)) => Some(Route {
+                name,
+                matcher,
+                upstream,
+                protocol,
+                timeouts,
+                preserve_host,
+                strip_prefix,
+                slo,
+            }),
+            _ => None,
+        };
+        (built, matcher_report)
+    }
+
+    fn route_match(&mut self, prefix: &str, route: &RawRoute) -> Option<RouteMatch> {
+        let Some(raw_match) = &route.matcher else {
+            return Some(RouteMatch {
+                path_prefix: "/".to_owned(),
+                host: None,
+                methods: None,
+            });
+        };
+        let raw_match = &raw_match.value;
+        let mut ok = true;
+
+        let path_key = format!("{prefix}.match.path_prefix");
+        let path_prefix = match &raw_match.path_prefix {
+            None => Some("/".to_owned()),
+            Some(field) => self.value(Some(field), &path_key, parse_path_prefix),
+        };
+        ok &= path_prefix.is_some();
+
+        let host = match &raw_match.host {
+            None => None,
+            Some(field) => {
+                let host = self.value(Some(field), &format!("{prefix}.match.host"), parse_host);
+                ok &= host.is_some();
+                host
+            }
+        };
+
+        let methods = match &raw_match.methods {
+            None => None,
+            Some(list) => {
+                let key = format!("{prefix}.match.methods");
+                let methods = self.methods(&key, list);
+                ok &= methods.is_some();
+                methods
+            }
+        };
+
+        match path_prefix {
+            Some(path_prefix) if ok => Some(RouteMatch {
+                path_prefix,
+                host,
+                methods,
+            }),
+            _ => None,
+        }
+    }
+
+    fn methods(&mut self, key: &str, list: &raw::List) -> Option<Vec<http::Method>> {
+        if list.value.is_empty() {
+            self.at(
+                raw::pos(list),
+                key,
+                "must not be empty (leave `methods` out to accept any method)",
+            );
+            return None;
+        }
+        let mut methods: Vec<http::Method> = Vec::with_capacity(list.value.len());
+        let mut ok = true;
+        for (i, item) in list.value.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            match parse_method(&item.value) {
+                Err(message) => {
+                    self.at(raw::pos(item), item_key, message);
+                    ok = false;
+                }
+                Ok(method) if methods.contains(&method) => {
+                    self.at(
+                        raw::pos(item),
+                        item_key,
+                        format!("method {method} is listed twice"),
+                    );
+                    ok = false;
+                }
+                Ok(method) => methods.push(method),
+            }
+        }
+        ok.then_some(methods)
+    }
+}
+
+/// Whether every request `later` accepts is also accepted by `earlier`, so
+/// that `later`, listed after it, can never be chosen.
+fn covers(earlier: &RouteMatch, later: &RouteMatch) -> bool {
+    let prefix = later.path_prefix.starts_with(&earlier.path_prefix);
+    let host = match (&earlier.host, &later.host) {
+        (None, _) => true,
+        (Some(a), Some(b)) => a == b,
+        (Some(_), None) => false,
+    };
+    let methods = match (&earlier.methods, &later.methods) {
+        (None, _) => true,
+        (Some(a), Some(b)) => b.iter().all(|method| a.contains(method)),
+        (Some(_), None) => false,
+    };
+    prefix && host && methods
+}
+
+/// `IP:port`.
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!("invalid address `{text}`: expected IP:port, such as 0.0.0.0:8080 or [::1]:8080")
+    })
+}
+
+/// Bytes, as a whole number with an optional unit: `B`, decimal `kB`/`KB`,
+/// `MB`, `GB`, `TB` (powers of 1000) or binary `KiB`, `MiB`, `GiB`, `TiB`
+/// (powers of 1024). Greater than zero.
+pub(super) fn parse_size(text: &str) -> Result<usize, String> {
+    let trimmed = text.trim();
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(digits_end);
+    let bad = || {
+        format!(
+            "invalid size `{text}`: expected a whole number of bytes, optionally with a unit (B, kB, MB, GB, KiB, MiB, GiB), such as 4MiB"
+        )
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let multiplier: u64 = match unit.trim_start() {
+        "" | "B" => 1,
+        "kB" | "KB" => 1000,
+        "MB" => 1000 * 1000,
+        "GB" => 1000 * 1000 * 1000,
+        "TB" => 1000 * 1000 * 1000 * 1000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    let too_large = || format!("invalid size `{text}`: too large");
+    let count: u64 = digits.parse().map_err(|_| too_large())?;
+    let bytes = count.checked_mul(multiplier).ok_or_else(too_large)?;
+    let bytes = usize::try_from(bytes).map_err(|_| too_large())?;
+    if bytes == 0 {
+        return Err(format!("invalid size `{text}`: must be greater than zero"));
+    }
+    Ok(bytes)
+}
+
+/// A humantime duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero.
+pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text.trim()) {
+        Ok(duration) if duration.is_zero() => Err(format!(
+            "invalid duration `{text}`: must be greater than zero"
+        )),
+        Ok(duration) => Ok(duration),
+        Err(_) => Err(format!(
+            "invalid duration `{text}`: expected a number with a unit, such as 500ms, 30s, 10m or 1h"
+        )),
+    }
+}
+
+/// YAML 1.2 core booleans.
+fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "true" | "True" | "TRUE" => Ok(true),
+        "false" | "False" | "FALSE" => Ok(false),
+        _ => Err(format!("invalid boolean `{text}`: expected true or false")),
+    }
+}
+
+fn parse_protocol(text: &str) -> Result<Protocol, String> {
+    match text.trim() {
+        "auto" => Ok(Protocol::Auto),
+        "openai" => Ok(Protocol::OpenAi),
+        "none" => Ok(Protocol::None),
+        _ => Err(format!(
+            "invalid protocol `{text}`: expected auto, openai or none"
+        )),
+    }
+}
+
+/// A bucket bound: a finite number greater than zero.
+fn parse_bound(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    if matches!(
+        lower.trim_start_matches(['+', '-']),
+        ".inf" | "inf" | "infinity" | ".nan" | "nan"
+    ) {
+        return Err(format!("invalid bucket bound `{text}`: must be finite"));
+    }
+    match trimmed.parse::<f64>() {
+        Ok(bound) if !bound.is_finite() => {
+            Err(format!("invalid bucket bound `{text}`: must be finite"))
+        }
+        Ok(bound) if bound <= 0.0 => Err(format!(
+            "invalid bucket bound `{text}`: must be greater than zero"
+        )),
+        Ok(bound) => Ok(bound),
+        Err(_) => Err(format!("invalid bucket bound `{text}`: expected a number")),
+    }
+}
+
+fn parse_path_prefix(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') {
+        return Err(format!("invalid path prefix `{text}`: must start with `/`"));
+    }
+    if text.contains(['?', '#']) || text.contains(char::is_whitespace) {
+        return Err(format!(
+            "invalid path prefix `{text}`: must be a plain path, without query, fragment or spaces"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A host name or IP address without port, stored lowercase.
+fn parse_host(text: &str) -> Result<String, String> {
+    let host = text.trim();
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner
+            .parse::<Ipv6Addr>()
+            .map(|_| host.to_ascii_lowercase())
+            .map_err(|_| format!("invalid host `{text}`: not an IPv6 address"));
+    }
+    if host.contains(':') {
+        return Err(format!(
+            "invalid host `{text}`: give the host without a port (IPv6 addresses in brackets)"
+        ));
+    }
+    let valid = !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+    if valid {
+        Ok(host.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "invalid host `{text}`: expected a host name such as api.example.com"
+        ))
+    }
+}
+
+fn parse_method(text: &str) -> Result<http::Method, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    if upper.is_empty() {
+        return Err("method must not be empty".to_owned());
+    }
+    http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
+}
+
+/// An upstream base URL: `http`/`https`, a host, no user info, query or
+/// fragment; the path is kept without its trailing `/`.
+pub(super) fn parse_upstream(text: &str) -> Result<Upstream, String> {
+    let uri: http::Uri = text
+        .parse()
+        .map_err(|error| format!("invalid URL `{text}`: {error}"))?;
+    let scheme = match uri.scheme() {
+        Some(s) if *s == http::uri::Scheme::HTTP => http::uri::Scheme::HTTP,
+        Some(s) if *s == http::uri::Scheme::HTTPS => http::uri::Scheme::HTTPS,
+        Some(s) => {
+            return Err(format!(
+                "invalid URL `{text}`: scheme `{s}` is not supported, use http or https"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "invalid URL `{text}`: expected an absolute URL such as http://127.0.0.1:8000"
+            ));
+        }
+    };
+    let Some(authority) = uri.authority().cloned() else {
+        return Err(format!("invalid URL `{text}`: missing host"));
+    };
+    if authority.as_str().contains('@') {
+        return Err(format!(
+            "invalid URL `{text}`: must not contain user info; send credentials as headers"
+        ));
+    }
+    let host = authority.host();
+    if host.is_empty() {
+        return Err(format!("invalid URL `{text}`: missing host"));
+    }
+    let after_host = authority.as_str().get(host.len()..).unwrap_or("");
+    if !after_host.is_empty() && !matches!(authority.port_u16(), Some(port) if port > 0) {
+        return Err(format!("invalid URL `{text}`: invalid port"));
+    }
+    if uri.query().is_some() || text.contains('#') {
+        return Err(format!(
+            "invalid URL `{text}`: must not have a query or fragment"
+        ));
+    }
+    Ok(Upstream {
+        scheme,
+        authority,
+        base_path: uri.path().trim_end_matches('/').to_owned(),
+    })
+}
+
+/// Prometheus-safe metric name prefix.
+fn is_metric_namespace(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Route names and SLO classes: bounded, readable label values.
+fn is_label_value(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_addresses_parse() {
+        assert_eq!(
+            DEFAULT_LISTEN.parse::<SocketAddr>().ok(),
+            Some(default_listen())
+        );
+        assert_eq!(
+            DEFAULT_ADMIN_LISTEN.parse::<SocketAddr>().ok(),
+            Some(default_admin_listen())
+        );
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4194304"), Ok(4 << 20));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4MB"), Ok(4_000_000));
+        assert_eq!(parse_size("100kB"), Ok(100_000));
+        assert_eq!(parse_size("100KB"), Ok(100_000));
+        assert_eq!(parse_size("16 MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("7B"), Ok(7));
+        for bad in [
+            "",
+            "MiB",
+            "0",
+            "0MiB",
+            "1.5MiB",
+            "4mb",
+            "4 M",
+            "-1",
+            "99999999999999999999",
+            "20000000TiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "30", "0s", "-5s", "soon"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn upstreams() {
+        let up = parse_upstream("http://127.0.0.1:8000").expect("valid");
+        assert_eq!(up.url(), "http://127.0.0.1:8000");
+        assert_eq!(up.base_path, "");
+        let up = parse_upstream("HTTPS://Example.com/v1/").expect("valid");
+        assert_eq!(up.scheme, http::uri::Scheme::HTTPS);
+        assert_eq!(up.base_path, "/v1");
+        let up = parse_upstream("http://[::1]:8080/a/b").expect("valid");
+        assert_eq!(up.authority.as_str(), "[::1]:8080");
+        assert_eq!(up.base_path, "/a/b");
+        for bad in [
+            "127.0.0.1:8000",
+            "ftp://h/",
+            "http://u:p@h/",
+            "http://h/?x=1",
+            "http://h/?",
+            "http://h/#frag",
+            "http://:80/",
+            "http://h:99999/",
+            "http://h:0/",
+            "http://h:/",
+            "http://h/a b",
+            "",
+        ] {
+            assert!(parse_upstream(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hosts_methods_bounds() {
+        assert_eq!(
+            parse_host("API.Example.com"),
+            Ok("api.example.com".to_owned())
+        );
+        assert_eq!(parse_host("[::1]"), Ok("[::1]".to_owned()));
+        assert!(parse_host("example.com:80").is_err());
+        assert!(parse_host("a..b").is_err());
+        assert!(parse_host("").is_err());
+        assert_eq!(parse_method("post"), Ok(http::Method::POST));
+        assert!(parse_method("PO ST").is_err());
+        assert_eq!(parse_bound("1e-3"), Ok(0.001));
+        for bad in [".inf", "-.Inf", ".nan", "NaN", "0", "-1", "x"] {
+            assert!(parse_bound(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_metric_namespace("llm"));
+        assert!(is_metric_namespace("_x9"));
+        assert!(!is_metric_namespace("9x"));
+        assert!(!is_metric_namespace("a-b"));
+        assert!(!is_metric_namespace(""));
+        assert!(is_label_value("chat-v1.2:a_b"));
+        assert!(!is_label_value("a b"));
+        assert!(!is_label_value(""));
+    }
+
+    #[test]
+    fn shadowing() {
+        let m = |prefix: &str, host: Option<&str>, methods: Option<Vec<http::Method>>| RouteMatch {
+            path_prefix: prefix.to_owned(),
+            host: host.map(str::to_owned),
+            methods,
+        };
+        assert!(covers(&m("/", None, None), &m("/v1/", Some("h"), None)));
+        assert!(covers(&m("/v1/", None, None), &m("/v1/", None, None)));
+        assert!(!covers(&m("/v1/", None, None), &m("/v2/", None, None)));
+        assert!(!covers(&m("/", Some("a"), None), &m("/", None, None)));
+        assert!(!covers(
+            &m("/", None, Some(vec![http::Method::POST])),
+            &m("/", None, None)
+        ));
+        assert!(covers(
+            &m("/", None, Some(vec![http::Method::POST, http::Method::GET])),
+            &m("/x", None, Some(vec![http::Method::GET]))
+        ));
+    }
+
+    #[test]
+    fn did_you_mean() {
+        assert_eq!(edit_distance("idel", "idle"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        let unknown = raw::UnknownKey {
+            path: vec![raw::Segment::Key("idel".into())],
+            pos: None,
+            expected: &["connect", "response_headers", "idle"],
+        };
+        assert_eq!(
+            unknown_key_message(&unknown),
+            "unknown key `idel`; did you mean `idle`?"
+        );
+        let unknown = raw::UnknownKey {
+            path: vec![raw::Segment::Key("zzz".into())],
+            pos: None,
+            expected: &["a", "b"],
+        };
+        assert_eq!(
+            unknown_key_message(&unknown),
+            "unknown key `zzz`; expected one of: a, b"
+        );
     }
 }

@@ -13,7 +13,7 @@
 mod load;
 mod raw;
 
-pub use load::{ConfigError, ConfigErrors, Overrides};
+pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -83,12 +83,19 @@ pub struct ModelLabels {
 /// Each list is strictly increasing and finite.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Buckets {
+    /// Time to first token, seconds.
     pub time_to_first_token: Vec<f64>,
+    /// Time until the upstream's response head arrives, seconds.
     pub time_to_response_headers: Vec<f64>,
+    /// Time per output token after the first, seconds.
     pub time_per_output_token: Vec<f64>,
+    /// Time between consecutive token events, seconds.
     pub inter_token_latency: Vec<f64>,
+    /// End-to-end request latency, seconds.
     pub e2e_request_latency: Vec<f64>,
+    /// Output (completion) tokens per request.
     pub output_tokens: Vec<f64>,
+    /// Input (prompt) tokens per request.
     pub input_tokens: Vec<f64>,
 }
 

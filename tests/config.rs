@@ -1,0 +1,631 @@
+//! Config loading at the library boundary: the shipped example configs load,
+//! and bad configs report every problem at once with file, line and key.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokenmeter::config::{
+    Buckets, Config, ConfigError, ConfigErrors, Overrides, Protocol, ProxySettings, Timeouts,
+};
+
+const CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config");
+
+fn parse(text: &str) -> Result<Config, ConfigErrors> {
+    Config::parse(text, "test.yaml", &Overrides::default())
+}
+
+fn errors_of(text: &str) -> Vec<ConfigError> {
+    match parse(text) {
+        Ok(config) => panic!("expected errors, got {config:#?}"),
+        Err(ConfigErrors(errors)) => errors,
+    }
+}
+
+/// `(line, key)` of each error, in order.
+fn lines_and_keys(errors: &[ConfigError]) -> Vec<(Option<u64>, &str)> {
+    errors.iter().map(|e| (e.line, e.key.as_str())).collect()
+}
+
+fn addr(text: &str) -> SocketAddr {
+    text.parse().expect("test address")
+}
+
+fn example_configs() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(CONFIG_DIR)
+        .expect("config/ exists")
+        .map(|entry| entry.expect("readable entry").path())
+        .filter(|path| path.is_file() && path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn every_example_config_validates() {
+    let paths = example_configs();
+    assert!(
+        paths.len() >= 3,
+        "expected the example configs, found {paths:?}"
+    );
+    for path in paths {
+        if let Err(errors) = Config::load(&path, &Overrides::default()) {
+            panic!("{} does not validate:\n{errors}", path.display());
+        }
+    }
+}
+
+#[test]
+fn reference_config_holds_the_defaults() {
+    let path = PathBuf::from(CONFIG_DIR).join("tokenmeter.yaml");
+    let config = Config::load(&path, &Overrides::default()).expect("valid");
+    assert_eq!(config.listen, addr(tokenmeter::config::DEFAULT_LISTEN));
+    assert_eq!(
+        config.admin_listen,
+        addr(tokenmeter::config::DEFAULT_ADMIN_LISTEN)
+    );
+    assert_eq!(config.proxy, ProxySettings::default());
+    assert_eq!(config.metrics.buckets, Buckets::default());
+    assert_eq!(config.metrics.namespace, "llm");
+    assert_eq!(config.metrics.models.allow, None);
+    assert_eq!(config.metrics.models.max_distinct, 100);
+    assert_eq!(config.routes[0].timeouts, Timeouts::default());
+    assert_eq!(config.routes[0].protocol, Protocol::Auto);
+}
+
+#[test]
+fn minimal_config_gets_defaults() {
+    let config =
+        parse("routes:\n  - name: default\n    upstream: http://127.0.0.1:8000/\n").expect("valid");
+    assert_eq!(config.listen, addr("0.0.0.0:8080"));
+    assert_eq!(config.admin_listen, addr("127.0.0.1:9464"));
+    assert_eq!(config.proxy, ProxySettings::default());
+    let route = &config.routes[0];
+    assert_eq!(route.name, "default");
+    assert_eq!(route.matcher.path_prefix, "/");
+    assert_eq!(route.matcher.host, None);
+    assert_eq!(route.matcher.methods, None);
+    assert_eq!(route.upstream.url(), "http://127.0.0.1:8000");
+    assert_eq!(route.upstream.base_path, "");
+    assert_eq!(route.protocol, Protocol::Auto);
+    assert_eq!(route.timeouts, Timeouts::default());
+    assert!(!route.preserve_host && !route.strip_prefix);
+    assert_eq!(route.slo, None);
+}
+
+#[test]
+fn full_route_is_built() {
+    let text = "\
+routes:
+  - name: chat
+    match:
+      path_prefix: /v1/
+      host: API.Example.com
+      methods: [post, GET]
+    upstream: https://gpu-1.internal:8443/base/
+    protocol: openai
+    timeouts: {connect: 250ms, response_headers: 1h, idle: 90s}
+    preserve_host: true
+    strip_prefix: true
+    slo: gold
+";
+    let config = parse(text).expect("valid");
+    let route = &config.routes[0];
+    assert_eq!(route.matcher.host.as_deref(), Some("api.example.com"));
+    assert_eq!(
+        route.matcher.methods,
+        Some(vec![http::Method::POST, http::Method::GET])
+    );
+    assert_eq!(route.upstream.scheme, http::uri::Scheme::HTTPS);
+    assert_eq!(route.upstream.authority.as_str(), "gpu-1.internal:8443");
+    assert_eq!(route.upstream.base_path, "/base");
+    assert_eq!(route.protocol, Protocol::OpenAi);
+    assert_eq!(
+        route.timeouts,
+        Timeouts {
+            connect: Duration::from_millis(250),
+            response_headers: Duration::from_secs(3600),
+            idle: Duration::from_secs(90),
+        }
+    );
+    assert!(route.preserve_host && route.strip_prefix);
+    assert_eq!(route.slo.as_deref(), Some("gold"));
+}
+
+#[test]
+fn sizes_and_durations_parse_both_forms() {
+    let text = "\
+proxy:
+  max_request_body: 1048576
+  max_response_body: 100kB
+  shutdown_grace: 1500ms
+routes:
+  - name: a
+    upstream: http://127.0.0.1:1
+";
+    let proxy = parse(text).expect("valid").proxy;
+    assert_eq!(proxy.max_request_body_bytes, 1 << 20);
+    assert_eq!(proxy.max_response_body_bytes, 100_000);
+    assert_eq!(proxy.shutdown_grace, Duration::from_millis(1500));
+
+    let text = "\
+proxy:
+  max_request_body: 512KiB
+  max_response_body: 1GiB
+  shutdown_grace: 2m
+routes:
+  - name: a
+    upstream: http://127.0.0.1:1
+";
+    let proxy = parse(text).expect("valid").proxy;
+    assert_eq!(proxy.max_request_body_bytes, 512 * 1024);
+    assert_eq!(proxy.max_response_body_bytes, 1 << 30);
+    assert_eq!(proxy.shutdown_grace, Duration::from_secs(120));
+}
+
+/// One config with many different problems: all of them come back from one
+/// call, in file order, each at the right line with the right key.
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = "\
+listen: 0.0.0.0:8080
+admin:
+  listen: 127.0.0.1:9464
+  port: 9000
+proxy:
+  shutdown_grace: 30
+metrics:
+  buckets:
+    output_tokens: [1, 4, 4, 16]
+routes:
+  - name: chat
+    match:
+      path_prefix: /v1/
+    upstream: http://127.0.0.1:8000
+    timeouts:
+      idel: 5m
+  - name: chat
+    match:
+      path_prefix: /v2/
+    upstream: ftp://127.0.0.1
+  - match:
+      path_prefix: /v3/
+    upstream: http://127.0.0.1:8002
+";
+    let errors = errors_of(text);
+    assert_eq!(
+        lines_and_keys(&errors),
+        vec![
+            (Some(4), "admin.port"),
+            (Some(6), "proxy.shutdown_grace"),
+            (Some(9), "metrics.buckets.output_tokens[2]"),
+            (Some(16), "routes[0].timeouts.idel"),
+            (Some(17), "routes[1].name"),
+            (Some(20), "routes[1].upstream"),
+            (Some(21), "routes[2].name"),
+        ],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+    let message = |key: &str| {
+        errors
+            .iter()
+            .find(|e| e.key == key)
+            .map(|e| e.message.as_str())
+            .unwrap_or_default()
+    };
+    assert!(message("admin.port").contains("unknown key `port`"));
+    assert!(message("routes[0].timeouts.idel").contains("did you mean `idle`"));
+    assert!(message("proxy.shutdown_grace").contains("invalid duration `30`"));
+    assert!(message("metrics.buckets.output_tokens[2]").contains("strictly increasing"));
+    assert!(message("routes[1].name").contains("duplicate route name `chat`"));
+    assert!(message("routes[1].upstream").contains("ftp"));
+    assert!(message("routes[2].name").contains("required"));
+
+    // Columns point at the value (or key) itself.
+    let at = |key: &str| {
+        errors
+            .iter()
+            .find(|e| e.key == key)
+            .map(|e| (e.line, e.column))
+    };
+    assert_eq!(at("admin.port"), Some((Some(4), Some(3))));
+    assert_eq!(at("proxy.shutdown_grace"), Some((Some(6), Some(19))));
+    assert_eq!(
+        at("metrics.buckets.output_tokens[2]"),
+        Some((Some(9), Some(27)))
+    );
+    assert_eq!(at("routes[0].timeouts.idel"), Some((Some(16), Some(7))));
+
+    // The display format is `file:line:col: key: message`.
+    assert!(
+        errors[0]
+            .to_string()
+            .starts_with("test.yaml:4:3: admin.port: unknown key `port`"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[test]
+fn missing_routes_is_reported_without_a_line() {
+    let errors = errors_of("listen: 0.0.0.0:8080\n");
+    assert_eq!(lines_and_keys(&errors), vec![(None, "routes")]);
+    assert_eq!(
+        errors[0].to_string(),
+        "test.yaml: routes: required key is missing: list at least one route"
+    );
+    let errors = errors_of("");
+    assert_eq!(lines_and_keys(&errors), vec![(None, "routes")]);
+    let errors = errors_of("routes: []\n");
+    assert_eq!(lines_and_keys(&errors), vec![(Some(1), "routes")]);
+}
+
+#[test]
+fn many_value_errors_in_one_route() {
+    let text = "\
+routes:
+  - name: 'bad name'
+    match:
+      path_prefix: v1/
+      host: example.com:80
+      methods: [POST, 'B@D', post]
+    upstream: http://user:pw@example.com/
+    protocol: grpc
+    timeouts: {connect: 0s, response_headers: soon, idle: -1s}
+    preserve_host: yes
+    strip_prefix: 1
+    slo: 'a b'
+";
+    let errors = errors_of(text);
+    assert_eq!(
+        lines_and_keys(&errors),
+        vec![
+            (Some(2), "routes[0].name"),
+            (Some(4), "routes[0].match.path_prefix"),
+            (Some(5), "routes[0].match.host"),
+            (Some(6), "routes[0].match.methods[1]"),
+            (Some(6), "routes[0].match.methods[2]"),
+            (Some(7), "routes[0].upstream"),
+            (Some(8), "routes[0].protocol"),
+            (Some(9), "routes[0].timeouts.connect"),
+            (Some(9), "routes[0].timeouts.response_headers"),
+            (Some(9), "routes[0].timeouts.idle"),
+            (Some(10), "routes[0].preserve_host"),
+            (Some(11), "routes[0].strip_prefix"),
+            (Some(12), "routes[0].slo"),
+        ],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+}
+
+#[test]
+fn metrics_and_proxy_values_are_checked() {
+    let text = "\
+proxy:
+  max_request_body: 0
+  max_response_body: 4mb
+  x_forwarded: maybe
+metrics:
+  namespace: 9llm
+  models:
+    allow: [a, '', a]
+    max_distinct: 0
+  buckets:
+    time_to_first_token: []
+    inter_token_latency: [0.1, .inf, -1, x]
+routes:
+  - name: a
+    upstream: http://127.0.0.1:1
+";
+    let errors = errors_of(text);
+    assert_eq!(
+        lines_and_keys(&errors),
+        vec![
+            (Some(2), "proxy.max_request_body"),
+            (Some(3), "proxy.max_response_body"),
+            (Some(4), "proxy.x_forwarded"),
+            (Some(6), "metrics.namespace"),
+            (Some(8), "metrics.models.allow[1]"),
+            (Some(8), "metrics.models.allow[2]"),
+            (Some(9), "metrics.models.max_distinct"),
+            (Some(11), "metrics.buckets.time_to_first_token"),
+            (Some(12), "metrics.buckets.inter_token_latency[1]"),
+            (Some(12), "metrics.buckets.inter_token_latency[2]"),
+            (Some(12), "metrics.buckets.inter_token_latency[3]"),
+        ],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+}
+
+#[test]
+fn shadowed_routes_are_errors() {
+    let text = "\
+routes:
+  - name: everything
+    upstream: http://127.0.0.1:1
+  - name: chat
+    match:
+      path_prefix: /v1/chat/
+    upstream: http://127.0.0.1:2
+";
+    let errors = errors_of(text);
+    assert_eq!(lines_and_keys(&errors), vec![(Some(6), "routes[1].match")]);
+    assert!(errors[0].message.contains("shadowed by routes[0]"));
+
+    let text = "\
+routes:
+  - name: a
+    match: {path_prefix: /v1/, methods: [POST]}
+    upstream: http://127.0.0.1:1
+  - name: b
+    match: {path_prefix: /v1/, methods: [POST]}
+    upstream: http://127.0.0.1:2
+";
+    let errors = errors_of(text);
+    assert_eq!(lines_and_keys(&errors), vec![(Some(6), "routes[1].match")]);
+
+    // Different host, methods or a longer prefix first: all reachable.
+    let text = "\
+routes:
+  - name: a
+    match: {path_prefix: /v1/chat/}
+    upstream: http://127.0.0.1:1
+  - name: b
+    match: {path_prefix: /v1/, host: a.example}
+    upstream: http://127.0.0.1:2
+  - name: c
+    match: {path_prefix: /v1/, methods: [GET]}
+    upstream: http://127.0.0.1:2
+  - name: d
+    upstream: http://127.0.0.1:3
+";
+    assert_eq!(parse(text).map(|c| c.routes.len()), Ok(4));
+}
+
+#[test]
+fn listen_addresses_must_differ() {
+    let text = "\
+listen: 127.0.0.1:9000
+admin:
+  listen: 127.0.0.1:9000
+routes:
+  - name: a
+    upstream: http://127.0.0.1:1
+";
+    let errors = errors_of(text);
+    assert_eq!(lines_and_keys(&errors), vec![(Some(3), "admin.listen")]);
+
+    let errors = errors_of(
+        "listen: 127.0.0.1:9464\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:1\n",
+    );
+    assert_eq!(lines_and_keys(&errors), vec![(Some(1), "listen")]);
+
+    let errors = errors_of(
+        "listen: localhost:80\nadmin: {listen: '9464'}\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:1\n",
+    );
+    assert_eq!(
+        lines_and_keys(&errors),
+        vec![(Some(1), "listen"), (Some(2), "admin.listen")]
+    );
+}
+
+#[test]
+fn syntax_error_is_reported_with_its_line() {
+    let text = "routes:\n  - name: a\n    upstream: [http://x\n";
+    let errors = errors_of(text);
+    assert_eq!(errors.len(), 1, "{}", ConfigErrors(errors.clone()));
+    assert!(errors[0].line.is_some_and(|line| line >= 3));
+    assert!(!errors[0].message.is_empty());
+    assert!(errors[0].to_string().starts_with("test.yaml:"));
+
+    let errors = errors_of("listen: a\nlisten: b\n");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].line, Some(2));
+    assert!(errors[0].message.contains("duplicate"), "{}", errors[0]);
+}
+
+#[test]
+fn wrong_shape_is_reported_with_its_line_and_key() {
+    let text = "routes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    timeouts: 5s\n";
+    let errors = errors_of(text);
+    assert_eq!(
+        lines_and_keys(&errors),
+        vec![(Some(4), "routes[0].timeouts")],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+}
+
+#[test]
+fn unreadable_file_is_an_error_without_a_line() {
+    let path = PathBuf::from(CONFIG_DIR).join("does-not-exist.yaml");
+    let errors = Config::load(&path, &Overrides::default()).expect_err("missing file");
+    assert_eq!(errors.0.len(), 1);
+    assert_eq!(errors.0[0].file, path.display().to_string());
+    assert_eq!(errors.0[0].line, None);
+    assert!(errors.0[0].message.contains("cannot read"));
+}
+
+#[test]
+fn load_names_the_file_in_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, "routes:\n  - name: a\n    upstrem: http://x\n").expect("write");
+    let errors = Config::load(&path, &Overrides::default()).expect_err("bad");
+    let file = path.display().to_string();
+    assert!(errors.0.iter().all(|e| e.file == file));
+    assert_eq!(
+        lines_and_keys(&errors.0),
+        vec![
+            (Some(2), "routes[0].upstream"),
+            (Some(3), "routes[0].upstrem")
+        ]
+    );
+}
+
+#[test]
+fn overrides_win_over_the_file() {
+    let text = "\
+listen: 0.0.0.0:1000
+admin: {listen: 127.0.0.1:1001}
+routes:
+  - name: a
+    match: {path_prefix: /a/}
+    upstream: http://127.0.0.1:1/base
+  - name: b
+    upstream: http://127.0.0.1:2
+";
+    let overrides = Overrides {
+        listen: Some(addr("127.0.0.1:2000")),
+        admin_listen: Some(addr("127.0.0.1:2001")),
+        upstream: Some("https://upstream.example:8443/v1/".to_owned()),
+    };
+    let config = Config::parse(text, "test.yaml", &overrides).expect("valid");
+    assert_eq!(config.listen, addr("127.0.0.1:2000"));
+    assert_eq!(config.admin_listen, addr("127.0.0.1:2001"));
+    assert_eq!(config.routes.len(), 2);
+    for route in &config.routes {
+        assert_eq!(route.upstream.url(), "https://upstream.example:8443/v1");
+    }
+    // Route matches are untouched.
+    assert_eq!(config.routes[0].matcher.path_prefix, "/a/");
+
+    // Without overrides the file's values stand.
+    let config = Config::parse(text, "test.yaml", &Overrides::default()).expect("valid");
+    assert_eq!(config.listen, addr("0.0.0.0:1000"));
+    assert_eq!(config.routes[0].upstream.url(), "http://127.0.0.1:1/base");
+}
+
+#[test]
+fn upstream_override_makes_file_upstreams_optional() {
+    let text = "routes:\n  - name: a\n";
+    assert!(parse(text).is_err());
+    let overrides = Overrides {
+        upstream: Some("http://127.0.0.1:9".to_owned()),
+        ..Overrides::default()
+    };
+    let config = Config::parse(text, "test.yaml", &overrides).expect("valid");
+    assert_eq!(config.routes[0].upstream.url(), "http://127.0.0.1:9");
+}
+
+#[test]
+fn invalid_override_is_an_error_like_any_other() {
+    let text = "routes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    protocol: grpc\n";
+    let overrides = Overrides {
+        upstream: Some("not a url".to_owned()),
+        ..Overrides::default()
+    };
+    let errors = Config::parse(text, "test.yaml", &overrides).expect_err("bad");
+    let found: Vec<(&str, &str)> = errors
+        .0
+        .iter()
+        .map(|e| (e.file.as_str(), e.key.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            ("test.yaml", "routes[0].protocol"),
+            ("<flags>", "--upstream")
+        ]
+    );
+
+    // An override that collides with the file's admin address.
+    let overrides = Overrides {
+        listen: Some(addr("127.0.0.1:9464")),
+        ..Overrides::default()
+    };
+    let text = "routes:\n  - name: a\n    upstream: http://127.0.0.1:1\n";
+    let errors = Config::parse(text, "test.yaml", &overrides).expect_err("bad");
+    assert_eq!(errors.0.len(), 1);
+    assert_eq!(errors.0[0].file, "<flags>");
+    assert_eq!(errors.0[0].key, "--listen");
+}
+
+#[test]
+fn from_overrides_with_upstream() {
+    let overrides = Overrides {
+        listen: Some(addr("127.0.0.1:7000")),
+        admin_listen: None,
+        upstream: Some("http://127.0.0.1:8000/".to_owned()),
+    };
+    let config = Config::from_overrides(&overrides).expect("valid");
+    assert_eq!(config.listen, addr("127.0.0.1:7000"));
+    assert_eq!(config.admin_listen, addr("127.0.0.1:9464"));
+    assert_eq!(config.proxy, ProxySettings::default());
+    assert_eq!(config.metrics.buckets, Buckets::default());
+    assert_eq!(config.routes.len(), 1);
+    let route = &config.routes[0];
+    assert_eq!(route.name, "default");
+    assert_eq!(route.matcher.path_prefix, "/");
+    assert_eq!(route.matcher.host, None);
+    assert_eq!(route.matcher.methods, None);
+    assert_eq!(route.protocol, Protocol::Auto);
+    assert_eq!(route.upstream.url(), "http://127.0.0.1:8000");
+    assert_eq!(route.timeouts, Timeouts::default());
+}
+
+#[test]
+fn from_overrides_without_or_with_a_bad_upstream() {
+    let errors = Config::from_overrides(&Overrides::default()).expect_err("no upstream");
+    assert_eq!(errors.0.len(), 1);
+    assert_eq!(errors.0[0].file, "<flags>");
+    assert_eq!(errors.0[0].key, "--upstream");
+    assert_eq!(errors.0[0].line, None);
+    assert!(
+        errors.0[0]
+            .to_string()
+            .starts_with("<flags>: --upstream: required")
+    );
+
+    for bad in ["127.0.0.1:8000", "ftp://h/", "http://h/?q=1", "http://u@h/"] {
+        let overrides = Overrides {
+            upstream: Some(bad.to_owned()),
+            ..Overrides::default()
+        };
+        let errors = Config::from_overrides(&overrides).expect_err(bad);
+        assert_eq!(errors.0.len(), 1, "{bad}");
+        assert_eq!(errors.0[0].key, "--upstream");
+        assert_eq!(errors.0[0].file, "<flags>");
+    }
+}
+
+#[test]
+fn unknown_keys_at_every_level() {
+    let text = "\
+lisen: 0.0.0.0:1
+proxy: {max_body: 1}
+metrics:
+  models: {allowed: [a]}
+  buckets: {ttft: [1]}
+routes:
+  - name: a
+    upstream: http://127.0.0.1:1
+    match: {prefix: /}
+    retries: 3
+";
+    let errors = errors_of(text);
+    assert_eq!(
+        lines_and_keys(&errors),
+        vec![
+            (Some(1), "lisen"),
+            (Some(2), "proxy.max_body"),
+            (Some(4), "metrics.models.allowed"),
+            (Some(5), "metrics.buckets.ttft"),
+            (Some(9), "routes[0].match.prefix"),
+            (Some(10), "routes[0].retries"),
+        ],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+    assert!(errors[0].message.contains("did you mean `listen`"));
+    assert!(
+        errors[5]
+            .message
+            .contains("expected one of: name, match, upstream")
+    );
+}
