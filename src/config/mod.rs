@@ -1,8 +1,8 @@
 //! Configuration: YAML in, validated immutable runtime types out.
 //!
-//! Loading runs in two stages. [`raw`] holds serde types that mirror the file
+//! Loading runs in two stages. `raw` holds serde types that mirror the file
 //! closely (values that need checking, such as durations, addresses and URLs,
-//! stay strings with their source location); [`load`] turns them into the
+//! stay strings with their source location); `load` turns them into the
 //! types in this file, collecting *every* problem with its file, line and key
 //! before failing. Nothing outside this module sees the raw types or the YAML
 //! crate, so either can be replaced in one place.

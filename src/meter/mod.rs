@@ -12,7 +12,7 @@
 //! degrades this request's numbers, never the stream.
 //!
 //! The rules of which number is observed when (METRICS.md) live here, in
-//! [`StreamMeter::finish`], so that every recorder applies them the same way.
+//! `Tally::finish`, so that every recorder applies them the same way.
 
 pub mod openai;
 pub mod sse;
