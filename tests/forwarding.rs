@@ -22,7 +22,12 @@ fn header<'a>(echo: &'a Value, name: &str) -> Vec<&'a str> {
 
 async fn echo(proxy: std::net::SocketAddr, head: &str, body: &[u8]) -> Value {
     let resp = raw_exchange(proxy, head, body).await;
-    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body()));
+    assert_eq!(
+        resp.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&resp.body())
+    );
     serde_json::from_slice(&resp.body()).unwrap()
 }
 
@@ -69,14 +74,29 @@ async fn preserve_host_and_strip_prefix_and_base_path() {
     assert_eq!(e["uri"], "/base/v1/models");
     assert_eq!(header(&e, "host"), ["public.example:8443"]);
     assert!(header(&e, "x-forwarded-for").is_empty());
-    let resp = raw_exchange(proxy.proxy_addr, "GET /other HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n", b"").await;
+    let resp = raw_exchange(
+        proxy.proxy_addr,
+        "GET /other HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
     assert_eq!(resp.status, 404);
     assert_eq!(resp.header("x-tokenmeter-error"), Some("no_route"));
     let err: Value = serde_json::from_slice(&resp.body()).unwrap();
     assert_eq!(err["error"]["code"], "no_route");
     let (_, samples) = scrape(proxy.admin_addr).await;
-    assert_eq!(value(&samples, "tokenmeter_unrouted_requests_total", &[]), 1.0);
-    assert_eq!(value(&samples, "tokenmeter_passthrough_requests_total", &[("route", "test")]), 1.0);
+    assert_eq!(
+        value(&samples, "tokenmeter_unrouted_requests_total", &[]),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "tokenmeter_passthrough_requests_total",
+            &[("route", "test")]
+        ),
+        1.0
+    );
     proxy.stop().await;
 }
 
@@ -111,7 +131,12 @@ async fn bodies_larger_than_the_read_ahead_stream_through_unchanged() {
     // Small chunked: read ahead whole, forwarded unchanged.
     let small = br#"{"model":"m"}"#;
     let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n";
-    let e = echo(proxy.proxy_addr, head, format!("3\r\n{{\"m\r\na\r\nodel\":\"m\"}}\r\n0\r\n\r\n").as_bytes()).await;
+    let e = echo(
+        proxy.proxy_addr,
+        head,
+        format!("3\r\n{{\"m\r\na\r\nodel\":\"m\"}}\r\n0\r\n\r\n").as_bytes(),
+    )
+    .await;
     assert_eq!(e["body_hex"], hex(small));
     proxy.stop().await;
 }

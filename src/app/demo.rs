@@ -1,13 +1,93 @@
-//! `tokenmeter sim` and `tokenmeter demo`. (Filled in once the simulator lands.)
+//! `tokenmeter sim` and `tokenmeter demo`: the simulator on its own, and the
+//! embedded default that works out of the box (simulator, proxy in front of
+//! it, a small steady load).
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use super::cli::{DemoArgs, SimArgs};
+use crate::config::{Config, Overrides};
+use crate::sim::{self, SimConfig};
 
-pub(crate) async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("not yet")
+fn sim_config(args: &SimArgs) -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(args.ttft_ms),
+        itl: Duration::from_millis(args.itl_ms),
+        tokens: args.tokens,
+        model: args.model.clone(),
+        ..SimConfig::default()
+    }
 }
 
+/// Runs the simulator until SIGINT/SIGTERM.
+pub(crate) async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding the simulator on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, ttft_ms = args.ttft_ms, itl_ms = args.itl_ms, tokens = args.tokens, "simulator listening");
+    sim::serve(listener, sim_config(&args), super::shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Starts the simulator, the proxy in front of it and a steady load, prints
+/// where to look, and runs until SIGINT/SIGTERM.
 pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("not yet")
+    let stop = CancellationToken::new();
+    let sim_listener = TcpListener::bind(args.sim_listen)
+        .await
+        .with_context(|| format!("binding the simulator on {}", args.sim_listen))?;
+    let sim_addr = sim_listener.local_addr()?;
+    let sim_task = tokio::spawn(sim::serve(
+        sim_listener,
+        SimConfig::default(),
+        stop.clone().cancelled_owned(),
+    ));
+
+    let overrides = Overrides {
+        listen: Some(args.listen),
+        admin_listen: Some(args.admin_listen),
+        upstream: Some(format!("http://{sim_addr}")),
+    };
+    let config = Config::from_overrides(&overrides).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let running = super::start(config).await?;
+    let proxy = running.proxy_addr;
+    let admin = running.admin_addr;
+
+    println!(
+        "tokenmeter demo: simulator on http://{sim_addr}, proxy on http://{proxy}, admin on http://{admin}"
+    );
+    println!(
+        "  try:     curl -N http://{proxy}/v1/chat/completions -H 'content-type: application/json' \\"
+    );
+    println!(
+        "             -d '{{\"model\":\"demo\",\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"
+    );
+    println!("  metrics: curl -s http://{admin}/metrics | grep '^llm_'");
+    println!(
+        "  a steady load of {} request(s)/s is running; Ctrl-C stops.",
+        args.rate
+    );
+
+    let load = tokio::spawn(sim::load::run_load(
+        format!("http://{proxy}"),
+        args.rate,
+        stop.clone().cancelled_owned(),
+    ));
+    super::shutdown_signal().await;
+    stop.cancel();
+    let summary = load.await.unwrap_or_default();
+    println!(
+        "load: {} sent, {} ok, {} failed (some failures are simulated on purpose)",
+        summary.sent, summary.ok, summary.failed
+    );
+    running.stop().await;
+    match sim_task.await {
+        Ok(result) => result.context("simulator")?,
+        Err(e) => tracing::error!(error = %e, "simulator task failed"),
+    }
+    Ok(())
 }
