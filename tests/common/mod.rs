@@ -413,3 +413,45 @@ pub async fn scrape_until(admin: SocketAddr, done: impl Fn(&[Sample]) -> bool) -
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Starts the simulator on an ephemeral port; it stops with the test's runtime.
+pub async fn start_sim(config: tokenmeter::sim::SimConfig) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(tokenmeter::sim::serve(listener, config, std::future::pending()));
+    addr
+}
+
+/// A chat completion request head and body for the simulator.
+pub fn chat_request(model: &str, stream: bool, extra_headers: &[(&str, &str)]) -> (String, Vec<u8>) {
+    let body = serde_json::json!({
+        "model": model,
+        "stream": stream,
+        "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "one two three"}],
+    })
+    .to_string()
+    .into_bytes();
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in extra_headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    (head, body)
+}
+
+/// The simulator's `/sim/stats` counters.
+pub async fn sim_stats(sim: SocketAddr) -> serde_json::Value {
+    let resp = raw_exchange(sim, "GET /sim/stats HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n", b"").await;
+    serde_json::from_slice(&resp.body()).unwrap()
+}
+
+/// Histogram `_sum` / `_count` for one series.
+pub fn mean(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> (f64, f64) {
+    let count = value(samples, &format!("{name}_count"), labels);
+    let sum = value(samples, &format!("{name}_sum"), labels);
+    (count, if count > 0.0 { sum / count } else { f64::NAN })
+}

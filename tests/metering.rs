@@ -1,0 +1,218 @@
+//! Through the proxy, against the simulator's known schedule, the scraped
+//! metrics give the numbers METRICS.md defines; the exposition is valid for
+//! Prometheus' own tools and declares every series with its labels.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use tokenmeter::sim::SimConfig;
+
+const ROUTE: [(&str, &str); 3] = [("route", "test"), ("model", "m1"), ("slo", "chat")];
+
+fn sim_schedule() -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(200),
+        itl: Duration::from_millis(20),
+        tokens: 50,
+        ..SimConfig::default()
+    }
+}
+
+fn near(got: f64, want: f64, slack: f64, what: &str) {
+    assert!(
+        got >= want - 0.001 && got <= want + slack,
+        "{what}: got {got:.4}s, want {want:.4}s (+{slack}s)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_timings_match_the_upstream_schedule() {
+    let sim = start_sim(sim_schedule()).await;
+    let proxy = start(config_for(sim)).await;
+    let n = 4;
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let (head, body) = chat_request("m1", true, &[]);
+        let addr = proxy.proxy_addr;
+        tasks.push(tokio::spawn(async move { raw_exchange(addr, &head, &body).await }));
+    }
+    for t in tasks {
+        let resp = t.await.unwrap();
+        assert_eq!(resp.status, 200);
+        // role chunk, 50 tokens, finish, usage, [DONE]: one frame each.
+        assert_eq!(resp.chunks.len(), 54);
+    }
+    let s = scrape_until(proxy.admin_addr, |s| {
+        value(s, "llm_requests_total", &[("outcome", "ok")]) == n as f64
+    })
+    .await;
+    assert_eq!(
+        value(&s, "llm_requests_total", &[ROUTE[0], ROUTE[1], ROUTE[2], ("outcome", "ok"), ("status_class", "2xx")]),
+        n as f64
+    );
+
+    // The role-only chunk is sent at once; counting it would make TTFT ~0.
+    let (count, ttft) = mean(&s, "llm_time_to_first_token_seconds", &ROUTE);
+    assert_eq!(count, n as f64);
+    near(ttft, 0.200, 0.060, "TTFT");
+    // One ITL per gap: 49 per request, the usage chunk adds none.
+    let (count, itl) = mean(&s, "llm_inter_token_latency_seconds", &ROUTE);
+    assert_eq!(count, (n * 49) as f64);
+    near(itl, 0.020, 0.006, "ITL");
+    let (count, tpot) = mean(&s, "llm_time_per_output_token_seconds", &ROUTE);
+    assert_eq!(count, n as f64);
+    near(tpot, 0.020, 0.006, "TPOT");
+    let (count, e2el) = mean(&s, "llm_e2e_request_latency_seconds", &ROUTE);
+    assert_eq!(count, n as f64);
+    near(e2el, 0.200 + 49.0 * 0.020, 0.150, "E2EL");
+    let (count, headers) = mean(&s, "llm_time_to_response_headers_seconds", &ROUTE);
+    assert_eq!(count, n as f64);
+    near(headers, 0.0, 0.050, "time to headers");
+    // Seed identity: E2EL ≈ TTFT + TPOT × (N − 1) plus the tail.
+    assert!((e2el - (ttft + tpot * 49.0)).abs() < 0.050);
+
+    assert_eq!(
+        value(&s, "llm_output_tokens_total", &[ROUTE[0], ROUTE[1], ROUTE[2], ("source", "usage")]),
+        (n * 50) as f64
+    );
+    assert_eq!(value(&s, "llm_input_tokens_total", &ROUTE), (n * 3) as f64);
+    let (count, tokens) = mean(&s, "llm_output_tokens", &ROUTE);
+    assert_eq!((count, tokens), (n as f64, 50.0));
+    assert_eq!(value(&s, "llm_requests_in_flight", &ROUTE), 0.0);
+    assert_eq!(sum(&s, "tokenmeter_stream_parse_errors_total", &[]), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn histogram_buckets_count_each_observation_once() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(5),
+        tokens: 5,
+        ..SimConfig::default()
+    })
+    .await;
+    let proxy = start(config_for(sim)).await;
+    let (head, body) = chat_request("m1", true, &[]);
+    raw_exchange(proxy.proxy_addr, &head, &body).await;
+    let s = scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    // 30 ms TTFT: not in the 25 ms bucket, in the 50 ms one.
+    let bucket = |le: &str| {
+        value(
+            &s,
+            "llm_time_to_first_token_seconds_bucket",
+            &[ROUTE[0], ROUTE[1], ROUTE[2], ("le", le)],
+        )
+    };
+    assert_eq!(bucket("0.025"), 0.0);
+    assert_eq!(bucket("0.05"), 1.0);
+    assert_eq!(bucket("+Inf"), 1.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn non_streamed_responses_observe_latency_and_tokens_but_no_token_timings() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(50),
+        itl: Duration::from_millis(5),
+        tokens: 10,
+        ..SimConfig::default()
+    })
+    .await;
+    let proxy = start(config_for(sim)).await;
+    let (head, body) = chat_request("m1", false, &[]);
+    let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+    assert_eq!(resp.status, 200);
+    let s = scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    let (count, e2el) = mean(&s, "llm_e2e_request_latency_seconds", &ROUTE);
+    assert_eq!(count, 1.0);
+    near(e2el, 0.050 + 9.0 * 0.005, 0.100, "E2EL");
+    assert_eq!(mean(&s, "llm_time_to_response_headers_seconds", &ROUTE).0, 1.0);
+    for h in [
+        "llm_time_to_first_token_seconds",
+        "llm_inter_token_latency_seconds",
+        "llm_time_per_output_token_seconds",
+    ] {
+        assert_eq!(mean(&s, h, &ROUTE).0, 0.0, "{h} observed for a non-streamed response");
+    }
+    assert_eq!(
+        value(&s, "llm_output_tokens_total", &[ROUTE[0], ROUTE[1], ROUTE[2], ("source", "usage")]),
+        10.0
+    );
+    assert_eq!(value(&s, "llm_input_tokens_total", &ROUTE), 3.0);
+    proxy.stop().await;
+}
+
+/// Every metric the proxy declares, with the labels each must carry.
+const DECLARED: &[(&str, &[&str])] = &[
+    ("llm_time_to_first_token_seconds_bucket", &["route", "model", "slo", "le"]),
+    ("llm_time_to_response_headers_seconds_bucket", &["route", "model", "slo", "le"]),
+    ("llm_time_per_output_token_seconds_bucket", &["route", "model", "slo", "le"]),
+    ("llm_inter_token_latency_seconds_bucket", &["route", "model", "slo", "le"]),
+    ("llm_e2e_request_latency_seconds_bucket", &["route", "model", "slo", "le"]),
+    ("llm_output_tokens_bucket", &["route", "model", "slo", "le"]),
+    ("llm_input_tokens_bucket", &["route", "model", "slo", "le"]),
+    ("llm_requests_total", &["route", "model", "slo", "outcome", "status_class"]),
+    ("llm_output_tokens_total", &["route", "model", "slo", "source"]),
+    ("llm_input_tokens_total", &["route", "model", "slo"]),
+    ("llm_requests_in_flight", &["route", "model", "slo"]),
+    ("tokenmeter_unrouted_requests_total", &[]),
+    ("tokenmeter_model_label_overflow_total", &[]),
+    ("tokenmeter_build_info", &["version"]),
+];
+
+#[tokio::test]
+async fn exposition_declares_every_series_and_passes_promtool() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        tokens: 5,
+        ..SimConfig::default()
+    })
+    .await;
+    let proxy = start(config_for(sim)).await;
+    let (head, body) = chat_request("m1", true, &[]);
+    raw_exchange(proxy.proxy_addr, &head, &body).await;
+    scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    let (text, samples) = scrape(proxy.admin_addr).await;
+    for (name, labels) in DECLARED {
+        let series: Vec<_> = samples.iter().filter(|s| s.name == *name).collect();
+        assert!(!series.is_empty(), "{name} missing from /metrics");
+        for s in series {
+            let got: Vec<&str> = s.labels.keys().map(String::as_str).collect();
+            let mut want = labels.to_vec();
+            want.sort_unstable();
+            assert_eq!(got, want, "{name} labels");
+        }
+    }
+    for (name, _) in DECLARED {
+        let family = name.trim_end_matches("_bucket");
+        assert!(text.contains(&format!("# HELP {family} ")), "{family} has no help text");
+    }
+    let (ok, out) = promtool_check_metrics(&text);
+    assert!(ok, "promtool check metrics failed:\n{out}");
+    proxy.stop().await;
+}
+
+/// Runs `promtool check metrics` (Debian's `prometheus` package) on `text`.
+fn promtool_check_metrics(text: &str) -> (bool, String) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool not found: install Debian's `prometheus` package (see README)");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let msg = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), msg)
+}
