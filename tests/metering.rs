@@ -36,7 +36,9 @@ async fn streamed_timings_match_the_upstream_schedule() {
     for _ in 0..n {
         let (head, body) = chat_request("m1", true, &[]);
         let addr = proxy.proxy_addr;
-        tasks.push(tokio::spawn(async move { raw_exchange(addr, &head, &body).await }));
+        tasks.push(tokio::spawn(async move {
+            raw_exchange(addr, &head, &body).await
+        }));
     }
     for t in tasks {
         let resp = t.await.unwrap();
@@ -49,7 +51,17 @@ async fn streamed_timings_match_the_upstream_schedule() {
     })
     .await;
     assert_eq!(
-        value(&s, "llm_requests_total", &[ROUTE[0], ROUTE[1], ROUTE[2], ("outcome", "ok"), ("status_class", "2xx")]),
+        value(
+            &s,
+            "llm_requests_total",
+            &[
+                ROUTE[0],
+                ROUTE[1],
+                ROUTE[2],
+                ("outcome", "ok"),
+                ("status_class", "2xx")
+            ]
+        ),
         n as f64
     );
 
@@ -74,7 +86,11 @@ async fn streamed_timings_match_the_upstream_schedule() {
     assert!((e2el - (ttft + tpot * 49.0)).abs() < 0.050);
 
     assert_eq!(
-        value(&s, "llm_output_tokens_total", &[ROUTE[0], ROUTE[1], ROUTE[2], ("source", "usage")]),
+        value(
+            &s,
+            "llm_output_tokens_total",
+            &[ROUTE[0], ROUTE[1], ROUTE[2], ("source", "usage")]
+        ),
         (n * 50) as f64
     );
     assert_eq!(value(&s, "llm_input_tokens_total", &ROUTE), (n * 3) as f64);
@@ -97,7 +113,10 @@ async fn histogram_buckets_count_each_observation_once() {
     let proxy = start(config_for(sim)).await;
     let (head, body) = chat_request("m1", true, &[]);
     raw_exchange(proxy.proxy_addr, &head, &body).await;
-    let s = scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) == 1.0
+    })
+    .await;
     // 30 ms TTFT: not in the 25 ms bucket, in the 50 ms one.
     let bucket = |le: &str| {
         value(
@@ -125,20 +144,34 @@ async fn non_streamed_responses_observe_latency_and_tokens_but_no_token_timings(
     let (head, body) = chat_request("m1", false, &[]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 200);
-    let s = scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) == 1.0
+    })
+    .await;
     let (count, e2el) = mean(&s, "llm_e2e_request_latency_seconds", &ROUTE);
     assert_eq!(count, 1.0);
     near(e2el, 0.050 + 9.0 * 0.005, 0.100, "E2EL");
-    assert_eq!(mean(&s, "llm_time_to_response_headers_seconds", &ROUTE).0, 1.0);
+    assert_eq!(
+        mean(&s, "llm_time_to_response_headers_seconds", &ROUTE).0,
+        1.0
+    );
     for h in [
         "llm_time_to_first_token_seconds",
         "llm_inter_token_latency_seconds",
         "llm_time_per_output_token_seconds",
     ] {
-        assert_eq!(mean(&s, h, &ROUTE).0, 0.0, "{h} observed for a non-streamed response");
+        assert_eq!(
+            mean(&s, h, &ROUTE).0,
+            0.0,
+            "{h} observed for a non-streamed response"
+        );
     }
     assert_eq!(
-        value(&s, "llm_output_tokens_total", &[ROUTE[0], ROUTE[1], ROUTE[2], ("source", "usage")]),
+        value(
+            &s,
+            "llm_output_tokens_total",
+            &[ROUTE[0], ROUTE[1], ROUTE[2], ("source", "usage")]
+        ),
         10.0
     );
     assert_eq!(value(&s, "llm_input_tokens_total", &ROUTE), 3.0);
@@ -147,15 +180,36 @@ async fn non_streamed_responses_observe_latency_and_tokens_but_no_token_timings(
 
 /// Every metric the proxy declares, with the labels each must carry.
 const DECLARED: &[(&str, &[&str])] = &[
-    ("llm_time_to_first_token_seconds_bucket", &["route", "model", "slo", "le"]),
-    ("llm_time_to_response_headers_seconds_bucket", &["route", "model", "slo", "le"]),
-    ("llm_time_per_output_token_seconds_bucket", &["route", "model", "slo", "le"]),
-    ("llm_inter_token_latency_seconds_bucket", &["route", "model", "slo", "le"]),
-    ("llm_e2e_request_latency_seconds_bucket", &["route", "model", "slo", "le"]),
+    (
+        "llm_time_to_first_token_seconds_bucket",
+        &["route", "model", "slo", "le"],
+    ),
+    (
+        "llm_time_to_response_headers_seconds_bucket",
+        &["route", "model", "slo", "le"],
+    ),
+    (
+        "llm_time_per_output_token_seconds_bucket",
+        &["route", "model", "slo", "le"],
+    ),
+    (
+        "llm_inter_token_latency_seconds_bucket",
+        &["route", "model", "slo", "le"],
+    ),
+    (
+        "llm_e2e_request_latency_seconds_bucket",
+        &["route", "model", "slo", "le"],
+    ),
     ("llm_output_tokens_bucket", &["route", "model", "slo", "le"]),
     ("llm_input_tokens_bucket", &["route", "model", "slo", "le"]),
-    ("llm_requests_total", &["route", "model", "slo", "outcome", "status_class"]),
-    ("llm_output_tokens_total", &["route", "model", "slo", "source"]),
+    (
+        "llm_requests_total",
+        &["route", "model", "slo", "outcome", "status_class"],
+    ),
+    (
+        "llm_output_tokens_total",
+        &["route", "model", "slo", "source"],
+    ),
     ("llm_input_tokens_total", &["route", "model", "slo"]),
     ("llm_requests_in_flight", &["route", "model", "slo"]),
     ("tokenmeter_unrouted_requests_total", &[]),
@@ -175,7 +229,10 @@ async fn exposition_declares_every_series_and_passes_promtool() {
     let proxy = start(config_for(sim)).await;
     let (head, body) = chat_request("m1", true, &[]);
     raw_exchange(proxy.proxy_addr, &head, &body).await;
-    scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) == 1.0
+    })
+    .await;
     let (text, samples) = scrape(proxy.admin_addr).await;
     for (name, labels) in DECLARED {
         let series: Vec<_> = samples.iter().filter(|s| s.name == *name).collect();
@@ -189,7 +246,10 @@ async fn exposition_declares_every_series_and_passes_promtool() {
     }
     for (name, _) in DECLARED {
         let family = name.trim_end_matches("_bucket");
-        assert!(text.contains(&format!("# HELP {family} ")), "{family} has no help text");
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family} has no help text"
+        );
     }
     let (ok, out) = promtool_check_metrics(&text);
     assert!(ok, "promtool check metrics failed:\n{out}");
@@ -207,7 +267,12 @@ fn promtool_check_metrics(text: &str) -> (bool, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("promtool not found: install Debian's `prometheus` package (see README)");
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let msg = format!(
         "{}{}",

@@ -24,14 +24,21 @@ fn fast_sim() -> SimConfig {
 
 /// Requests of `outcome` with `status_class`, over every route/model/slo.
 fn outcomes(s: &[Sample], outcome: &str, class: &str) -> f64 {
-    sum(s, "llm_requests_total", &[("outcome", outcome), ("status_class", class)])
+    sum(
+        s,
+        "llm_requests_total",
+        &[("outcome", outcome), ("status_class", class)],
+    )
 }
 
 async fn settle(admin: SocketAddr, total: f64) -> Vec<Sample> {
     scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) >= total).await
 }
 
-fn with_timeouts(upstream: SocketAddr, f: impl FnOnce(&mut tokenmeter::config::Timeouts)) -> Config {
+fn with_timeouts(
+    upstream: SocketAddr,
+    f: impl FnOnce(&mut tokenmeter::config::Timeouts),
+) -> Config {
     let mut config = config_for(upstream);
     f(&mut config.routes[0].timeouts);
     config
@@ -47,7 +54,10 @@ async fn unreachable_upstream_is_a_502_proxy_error() {
     let (head, body) = chat_request("m1", true, &[]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 502);
-    assert_eq!(resp.header("x-tokenmeter-error"), Some("upstream_unreachable"));
+    assert_eq!(
+        resp.header("x-tokenmeter-error"),
+        Some("upstream_unreachable")
+    );
     let err: serde_json::Value = serde_json::from_slice(&resp.body()).unwrap();
     assert_eq!(err["error"]["type"], "tokenmeter_error");
     let s = settle(proxy.admin_addr, 1.0).await;
@@ -64,7 +74,10 @@ async fn upstream_reset_mid_stream_is_an_upstream_error() {
     let (head, body) = chat_request("m1", true, &[("x-sim-abort-after", "3")]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 200);
-    assert!(resp.truncated, "the client must see the stream break, not a clean end");
+    assert!(
+        resp.truncated,
+        "the client must see the stream break, not a clean end"
+    );
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(outcomes(&s, "upstream_error", "2xx"), 1.0);
     // TTFT is observed whatever the outcome; E2EL and TPOT only for ok.
@@ -73,7 +86,10 @@ async fn upstream_reset_mid_stream_is_an_upstream_error() {
     assert_eq!(sum(&s, "llm_e2e_request_latency_seconds_count", &[]), 0.0);
     assert_eq!(sum(&s, "llm_time_per_output_token_seconds_count", &[]), 0.0);
     // No usage arrived: the tokens seen are counted, as a lower bound.
-    assert_eq!(sum(&s, "llm_output_tokens_total", &[("source", "events")]), 3.0);
+    assert_eq!(
+        sum(&s, "llm_output_tokens_total", &[("source", "events")]),
+        3.0
+    );
     proxy.stop().await;
 }
 
@@ -93,26 +109,38 @@ async fn error_status_and_error_event_are_upstream_errors_passed_through() {
     let s = settle(proxy.admin_addr, 2.0).await;
     assert_eq!(outcomes(&s, "upstream_error", "5xx"), 1.0);
     assert_eq!(outcomes(&s, "upstream_error", "2xx"), 1.0);
-    assert_eq!(sum(&s, "llm_time_to_response_headers_seconds_count", &[]), 2.0);
+    assert_eq!(
+        sum(&s, "llm_time_to_response_headers_seconds_count", &[]),
+        2.0
+    );
     proxy.stop().await;
 }
 
 #[tokio::test]
 async fn slow_response_head_is_a_504_timeout() {
     let sim = start_sim(fast_sim()).await;
-    let proxy = start(with_timeouts(sim, |t| t.response_headers = Duration::from_millis(200))).await;
+    let proxy = start(with_timeouts(sim, |t| {
+        t.response_headers = Duration::from_millis(200)
+    }))
+    .await;
     let (head, body) = chat_request("m1", true, &[("x-sim-headers-delay-ms", "5000")]);
     let started = tokio::time::Instant::now();
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 504);
-    assert_eq!(resp.header("x-tokenmeter-error"), Some("upstream_headers_timeout"));
+    assert_eq!(
+        resp.header("x-tokenmeter-error"),
+        Some("upstream_headers_timeout")
+    );
     assert!(started.elapsed() < Duration::from_secs(3));
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(outcomes(&s, "timeout", "5xx"), 1.0);
     // The abandoned upstream request is cancelled.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while sim_stats(sim).await["aborted"] != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "upstream never saw the cancel");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "upstream never saw the cancel"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     proxy.stop().await;
@@ -127,13 +155,20 @@ async fn silent_stream_hits_the_idle_timeout() {
     assert_eq!(resp.status, 200);
     assert!(resp.truncated);
     let text = String::from_utf8(resp.body()).unwrap();
-    assert_eq!(text.matches(" tok").count(), 4, "the tokens before the stall arrive");
+    assert_eq!(
+        text.matches(" tok").count(),
+        4,
+        "the tokens before the stall arrive"
+    );
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(outcomes(&s, "timeout", "2xx"), 1.0);
     assert_eq!(sum(&s, "llm_time_to_first_token_seconds_count", &[]), 1.0);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while sim_stats(sim).await["aborted"] != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "upstream never saw the cancel");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "upstream never saw the cancel"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     proxy.stop().await;
@@ -168,15 +203,28 @@ async fn connect_timeout_is_a_504() {
     let _listener = socket.listen(1).unwrap();
     let mut fillers = Vec::new();
     for _ in 0..8 {
-        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(100), TcpStream::connect(addr)).await {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(100), TcpStream::connect(addr)).await
+        {
             fillers.push(s);
         }
     }
-    let proxy = start(with_timeouts(addr, |t| t.connect = Duration::from_millis(200))).await;
+    let proxy = start(with_timeouts(addr, |t| {
+        t.connect = Duration::from_millis(200)
+    }))
+    .await;
     let (head, body) = chat_request("m1", true, &[]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
-    assert_eq!(resp.status, 504, "{}", String::from_utf8_lossy(&resp.body()));
-    assert_eq!(resp.header("x-tokenmeter-error"), Some("upstream_connect_timeout"));
+    assert_eq!(
+        resp.status,
+        504,
+        "{}",
+        String::from_utf8_lossy(&resp.body())
+    );
+    assert_eq!(
+        resp.header("x-tokenmeter-error"),
+        Some("upstream_connect_timeout")
+    );
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(outcomes(&s, "timeout", "5xx"), 1.0);
     proxy.stop().await;
@@ -221,7 +269,10 @@ async fn client_abort_mid_stream_is_counted_and_reaches_the_upstream() {
     assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 0.0);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while sim_stats(sim).await["aborted"] != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "upstream never saw the abort");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "upstream never saw the abort"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     proxy.stop().await;
@@ -236,7 +287,10 @@ async fn client_abort_before_the_response_head_is_counted() {
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(&body).await.unwrap();
     // Wait until the request is in flight, then go away.
-    scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_in_flight", &[]) == 1.0).await;
+    scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_in_flight", &[]) == 1.0
+    })
+    .await;
     drop(stream);
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(outcomes(&s, "client_abort", "none"), 1.0);
@@ -259,14 +313,22 @@ async fn shutdown_drains_in_flight_streams_and_reports_not_ready() {
     // Draining: not ready, no new connections, the open stream goes on.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let r = raw_exchange(admin, "GET /readyz HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n", b"").await;
+        let r = raw_exchange(
+            admin,
+            "GET /readyz HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+            b"",
+        )
+        .await;
         if r.status == 503 {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert!(TcpStream::connect(addr).await.is_err(), "still accepting while draining");
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "still accepting while draining"
+    );
     let mut rest = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest))
         .await

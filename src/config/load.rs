@@ -144,7 +144,8 @@ impl Config {
         };
         let listen = overrides.listen.unwrap_or_else(default_listen);
         let admin_listen = overrides.admin_listen.unwrap_or_else(default_admin_listen);
-        if listen == admin_listen {
+        // Port 0 asks the OS for a free port each, so it can be shared.
+        if listen == admin_listen && listen.port() != 0 {
             let flag = if overrides.admin_listen.is_some() {
                 "--admin-listen"
             } else {
@@ -356,7 +357,7 @@ impl<'a> Checker<'a> {
             ),
             (None, None) => (default_admin_listen(), Origin::Default),
         };
-        if listen == admin_listen {
+        if listen == admin_listen && listen.port() != 0 {
             // Point at the admin address if one was given (file or flag),
             // else at the proxy address, which then collides with the default.
             let origin = match admin_origin {

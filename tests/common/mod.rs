@@ -418,12 +418,20 @@ pub async fn scrape_until(admin: SocketAddr, done: impl Fn(&[Sample]) -> bool) -
 pub async fn start_sim(config: tokenmeter::sim::SimConfig) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(tokenmeter::sim::serve(listener, config, std::future::pending()));
+    tokio::spawn(tokenmeter::sim::serve(
+        listener,
+        config,
+        std::future::pending(),
+    ));
     addr
 }
 
 /// A chat completion request head and body for the simulator.
-pub fn chat_request(model: &str, stream: bool, extra_headers: &[(&str, &str)]) -> (String, Vec<u8>) {
+pub fn chat_request(
+    model: &str,
+    stream: bool,
+    extra_headers: &[(&str, &str)],
+) -> (String, Vec<u8>) {
     let body = serde_json::json!({
         "model": model,
         "stream": stream,
@@ -445,7 +453,12 @@ pub fn chat_request(model: &str, stream: bool, extra_headers: &[(&str, &str)]) -
 
 /// The simulator's `/sim/stats` counters.
 pub async fn sim_stats(sim: SocketAddr) -> serde_json::Value {
-    let resp = raw_exchange(sim, "GET /sim/stats HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n", b"").await;
+    let resp = raw_exchange(
+        sim,
+        "GET /sim/stats HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
     serde_json::from_slice(&resp.body()).unwrap()
 }
 

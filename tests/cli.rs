@@ -1,0 +1,161 @@
+//! The binary as a user runs it: `check` reports every problem with its
+//! location, `serve` runs from flags alone and stops cleanly on SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tokenmeter");
+
+#[test]
+fn check_accepts_every_shipped_config() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let out = Command::new(BIN)
+                .arg("check")
+                .arg("--config")
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+}
+
+#[test]
+fn check_reports_every_problem_with_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "listen: 0.0.0.0:80800\n\
+         admin:\n  listn: 127.0.0.1:9464\n\
+         routes:\n\
+         \x20 - name: a\n    upstream: ftp://x\n    timeouts: {idle: 5 parsecs}\n\
+         \x20 - name: a\n    match: {path_prefix: v1}\n    upstream: http://127.0.0.1:8000\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg("check")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let file = path.display().to_string();
+    for (line, key) in [
+        (1, "listen"),
+        (3, "admin.listn"),
+        (6, "routes[0].upstream"),
+        (7, "routes[0].timeouts.idle"),
+        (8, "routes[1].name"),
+        (9, "routes[1].match.path_prefix"),
+    ] {
+        let prefix = format!("{file}:{line}:");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&prefix) && l.contains(&format!(": {key}: "))),
+            "no error for {key} at line {line} in:\n{stdout}"
+        );
+    }
+    assert_eq!(stdout.lines().count(), 6, "{stdout}");
+}
+
+#[test]
+fn serve_without_a_file_needs_an_upstream() {
+    let out = Command::new(BIN)
+        .arg("serve")
+        .env_remove("TOKENMETER_UPSTREAM")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--upstream"));
+}
+
+#[tokio::test]
+async fn serve_from_flags_proxies_and_stops_on_sigterm() {
+    let sim = start_sim(tokenmeter::sim::SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        tokens: 5,
+        ..Default::default()
+    })
+    .await;
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .arg("--upstream")
+        .arg(format!("http://{sim}"))
+        .env("TOKENMETER_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let started: serde_json::Value = loop {
+        let line = lines.next().expect("serve exited before starting").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
+        if v["fields"]["message"] == "tokenmeter started" {
+            break v;
+        }
+    };
+    let proxy: std::net::SocketAddr = started["fields"]["proxy_addr"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let admin: std::net::SocketAddr = started["fields"]["admin_addr"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (head, body) = chat_request("m1", true, &[]);
+    let resp = raw_exchange(proxy, &head, &body).await;
+    assert_eq!(resp.status, 200);
+    let s = scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    assert_eq!(
+        sum(
+            &s,
+            "llm_requests_total",
+            &[("route", "default"), ("outcome", "ok")]
+        ),
+        1.0
+    );
+    let health = raw_exchange(
+        admin,
+        "GET /healthz HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(health.status, 200);
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+}
