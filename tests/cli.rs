@@ -1,6 +1,8 @@
 //! The binary as a user runs it: `check` reports every problem with its
 //! location, `serve` runs from flags alone and stops cleanly on SIGTERM.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

@@ -1,6 +1,8 @@
 //! Requests reach the upstream as the client sent them, but for the
 //! headers a proxy must change; routing and local errors behave.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;
@@ -134,7 +136,7 @@ async fn bodies_larger_than_the_read_ahead_stream_through_unchanged() {
     let e = echo(
         proxy.proxy_addr,
         head,
-        format!("3\r\n{{\"m\r\na\r\nodel\":\"m\"}}\r\n0\r\n\r\n").as_bytes(),
+        b"3\r\n{\"m\r\na\r\nodel\":\"m\"}\r\n0\r\n\r\n",
     )
     .await;
     assert_eq!(e["body_hex"], hex(small));

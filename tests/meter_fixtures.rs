@@ -2,6 +2,8 @@
 //! `expected.yaml` says, whole, cut at every byte offset, one byte at a
 //! time, and cut at random: framing must never change the result.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -2,6 +2,8 @@
 //! metrics give the numbers METRICS.md defines; the exposition is valid for
 //! Prometheus' own tools and declares every series with its labels.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

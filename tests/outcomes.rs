@@ -2,6 +2,8 @@
 //! the right outcome: upstream down, reset mid-stream, error status, error
 //! event, each timeout, a client that goes away, and a graceful shutdown.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::SocketAddr;
