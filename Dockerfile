@@ -1,0 +1,35 @@
+# syntax=docker/dockerfile:1
+#
+# tokenmeter: multi-stage build. The first stage compiles the dependencies
+# alone (cached until Cargo.toml/Cargo.lock change), then the crate; the
+# runtime image is distroless (no shell, no package manager), non-root.
+#
+#   docker build -t tokenmeter .
+#   docker run --rm -p 8080:8080 -p 9464:9464 tokenmeter serve --upstream http://my-llm:8000
+#   docker run --rm -p 8080:8080 -p 9464:9464 -v $PWD/config:/etc/tokenmeter:ro tokenmeter
+
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+# Dependencies first, against a stub crate, so this layer is reused when
+# only the sources change.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir -p src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+ && cargo build --release --locked \
+ && rm -rf src
+COPY src ./src
+# Make the real sources newer than the stub's build artefacts.
+RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin tokenmeter
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/tokenmeter /usr/local/bin/tokenmeter
+COPY config/ /etc/tokenmeter/
+# Inside a container both listeners must be reachable from outside it.
+ENV TOKENMETER_LISTEN=0.0.0.0:8080 \
+    TOKENMETER_ADMIN_LISTEN=0.0.0.0:9464
+EXPOSE 8080 9464
+USER nonroot
+# Probes: GET :9464/healthz (liveness) and GET :9464/readyz (readiness, 503
+# while draining). Distroless has no shell or curl for a HEALTHCHECK command;
+# use the orchestrator's HTTP probes (see README).
+ENTRYPOINT ["/usr/local/bin/tokenmeter"]
+CMD ["serve", "--config", "/etc/tokenmeter/tokenmeter.yaml"]
