@@ -142,3 +142,42 @@ async fn bodies_larger_than_the_read_ahead_stream_through_unchanged() {
     assert_eq!(e["body_hex"], hex(small));
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn http2_clients_with_prior_knowledge_are_served() {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    let sim = start_sim(tokenmeter::sim::SimConfig {
+        ttft: std::time::Duration::from_millis(5),
+        itl: std::time::Duration::from_millis(1),
+        tokens: 5,
+        ..Default::default()
+    })
+    .await;
+    let proxy = start(config_for(sim)).await;
+    let client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let (_, body) = chat_request("m1", true, &[]);
+    let req = hyper::Request::post(format!("http://{}/v1/chat/completions", proxy.proxy_addr))
+        .header("content-type", "application/json")
+        .body(Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert_eq!(resp.version(), hyper::Version::HTTP_2);
+    assert_eq!(resp.status(), 200);
+    let text = resp.into_body().collect().await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&text).contains("data: [DONE]"));
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) == 1.0
+    })
+    .await;
+    assert_eq!(sum(&s, "llm_requests_total", &[("outcome", "ok")]), 1.0);
+    assert_eq!(
+        sum(&s, "llm_output_tokens_total", &[("source", "usage")]),
+        5.0
+    );
+    proxy.stop().await;
+}
