@@ -283,3 +283,42 @@ fn promtool_check_metrics(text: &str) -> (bool, String) {
     );
     (out.status.success(), msg)
 }
+
+#[tokio::test]
+async fn malformed_streams_degrade_metering_but_pass_unchanged() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let body: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n\
+        data: {not json\n\n\
+        data: \xff\xfe\x00 binary\n\n\
+        : comment\n\
+        data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n\
+        data: [DONE]\n\n";
+    let hex: String = body.iter().map(|b| format!("{b:02x}")).collect();
+    let (head, req) = chat_request(
+        "m1",
+        true,
+        &[("x-body-hex", &hex), ("x-cuts", "7,40,41,90")],
+    );
+    let resp = raw_exchange(proxy.proxy_addr, &head, &req).await;
+    assert_eq!(resp.body(), body);
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) == 1.0
+    })
+    .await;
+    assert_eq!(
+        value(
+            &s,
+            "tokenmeter_stream_parse_errors_total",
+            &[("route", "test"), ("kind", "invalid_json")]
+        ),
+        2.0
+    );
+    // The stream itself completed; its token count is unknown (no usage,
+    // and counting events is unreliable once some could not be read).
+    assert_eq!(sum(&s, "llm_requests_total", &[("outcome", "ok")]), 1.0);
+    assert_eq!(sum(&s, "llm_output_tokens_total", &[]), 0.0);
+    assert_eq!(sum(&s, "llm_time_to_first_token_seconds_count", &[]), 1.0);
+    assert_eq!(sum(&s, "llm_inter_token_latency_seconds_count", &[]), 1.0);
+    proxy.stop().await;
+}

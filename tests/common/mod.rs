@@ -56,7 +56,7 @@ pub fn split_at(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 /// A scriptable upstream. Each request says what to answer with headers:
 /// - `x-fixture: NAME` and `x-cuts: 3,10,...`: a 200 `text/event-stream`
 ///   (or `application/x-ndjson`) whose body is the fixture cut into one
-///   frame per piece;
+///   frame per piece; `x-body-hex: HEX` serves those bytes instead;
 /// - `x-echo: 1`: a JSON description of the request as received
 ///   (method, URI, headers, body in hex), to check request transparency;
 /// - `x-status: N`: that status with a small JSON body.
@@ -91,8 +91,14 @@ async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infall
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    if let Some(name) = header("x-fixture") {
-        let bytes = fixture(&name);
+    let inline = header("x-body-hex").map(|hex| {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    });
+    if let Some(name) = header("x-fixture").or(inline.as_ref().map(|_| "inline.sse".to_owned())) {
+        let bytes = inline.unwrap_or_else(|| fixture(&name));
         let cuts: Vec<usize> = header("x-cuts")
             .filter(|s| !s.is_empty())
             .map(|s| s.split(',').map(|c| c.parse().unwrap()).collect())
