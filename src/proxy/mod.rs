@@ -469,14 +469,15 @@ fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
         model: Option<std::borrow::Cow<'a, str>>,
     }
     let parts: Vec<&Bytes> = frames.iter().filter_map(Frame::data_ref).collect();
-    let joined;
+    let joined: Vec<u8>;
     let bytes: &[u8] = match parts.as_slice() {
         [one] => one,
         _ => {
-            joined = parts
-                .iter()
-                .flat_map(|b| b.iter().copied())
-                .collect::<Vec<u8>>();
+            let mut all = Vec::with_capacity(parts.iter().map(|b| b.len()).sum());
+            for part in &parts {
+                all.extend_from_slice(part);
+            }
+            joined = all;
             &joined
         }
     };
