@@ -24,6 +24,7 @@
 pub mod admin;
 pub mod app;
 pub mod config;
+pub mod dashboard;
 pub mod meter;
 pub mod metrics;
 pub mod proxy;
