@@ -724,8 +724,9 @@ pub fn prom_duration(d: Duration) -> String {
     format!("{s}s")
 }
 
-/// Every PromQL expression in a rendered dashboard, including the
-/// template-variable queries, for checking against a real Prometheus.
+/// Every panel's PromQL expression in a rendered dashboard, for checking
+/// against a real Prometheus (template variables use Grafana's
+/// `label_values`, which is not PromQL, and are not included).
 pub fn expressions(dashboard: &Value) -> Vec<String> {
     fn walk(v: &Value, out: &mut Vec<String>) {
         match v {
