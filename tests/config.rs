@@ -629,3 +629,34 @@ routes:
             .contains("expected one of: name, match, upstream")
     );
 }
+
+#[test]
+fn every_protocol_name_is_accepted() {
+    for (name, protocol) in [
+        ("auto", Protocol::Auto),
+        ("openai", Protocol::OpenAi),
+        ("responses", Protocol::Responses),
+        ("anthropic", Protocol::Anthropic),
+        ("tgi", Protocol::Tgi),
+        ("ollama", Protocol::Ollama),
+        ("llamacpp", Protocol::LlamaCpp),
+        ("gemini", Protocol::Gemini),
+        ("sglang", Protocol::Sglang),
+        ("triton", Protocol::Triton),
+        ("none", Protocol::None),
+    ] {
+        let text = format!(
+            "routes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    protocol: {name}\n"
+        );
+        let config = parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(config.routes[0].protocol, protocol, "{name}");
+    }
+    let errors = errors_of(
+        "routes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    protocol: OpenAI-ish\n",
+    );
+    let message = errors[0].to_string();
+    assert!(
+        message.contains("anthropic") && message.contains("triton"),
+        "{message}"
+    );
+}

@@ -1,6 +1,10 @@
 //! Every captured stream in `tests/data/streams` yields what
 //! `expected.yaml` says, whole, cut at every byte offset, one byte at a
-//! time, and cut at random: framing must never change the result.
+//! time, and cut at random: framing must never change the result. Each
+//! fixture is served with the content type its file name implies
+//! (`.sse`: `text/event-stream`, `.ndjson`: `application/x-ndjson`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,8 +23,15 @@ struct Expect {
     events: u64,
     token_events: u64,
     first_token_event: Option<u64>,
+    first_visible_event: Option<u64>,
     input: Option<u64>,
     output: Option<u64>,
+    #[serde(default)]
+    cached_input: Option<u64>,
+    #[serde(default)]
+    cache_creation_input: Option<u64>,
+    #[serde(default)]
+    reasoning: Option<u64>,
     output_source: Option<String>,
     outcome: String,
 }
@@ -37,21 +48,34 @@ fn expectations() -> BTreeMap<String, Expect> {
 fn api(name: &str) -> Api {
     match name {
         "openai" => Api::OpenAi,
+        "responses" => Api::Responses,
+        "anthropic" => Api::Anthropic,
+        "tgi" => Api::Tgi,
+        "ollama" => Api::Ollama,
+        "llamacpp" => Api::LlamaCpp,
+        "gemini" => Api::Gemini,
+        "sglang" => Api::Sglang,
+        "triton" => Api::Triton,
+        "generate" => Api::Generate,
         other => panic!("unknown api {other}"),
     }
 }
 
-/// Meters `pieces` as the frames of one 200 `text/event-stream` response.
-fn meter(api: Api, pieces: &[&[u8]]) -> Trace {
+/// The content type a fixture is served with.
+fn content_type(file: &str) -> &'static [u8] {
+    if file.ends_with(".ndjson") {
+        b"application/x-ndjson"
+    } else {
+        b"text/event-stream; charset=utf-8"
+    }
+}
+
+/// Meters `pieces` as the frames of one 200 response of type `ct`.
+fn meter(api: Api, ct: &[u8], pieces: &[&[u8]]) -> Trace {
     let mut trace = Trace::default();
     {
         let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut trace);
-        m.response_head(
-            Instant::now(),
-            200,
-            Some(b"text/event-stream; charset=utf-8"),
-            None,
-        );
+        m.response_head(Instant::now(), 200, Some(ct), None);
         for p in pieces {
             m.data(Instant::now(), &Bytes::copy_from_slice(p));
         }
@@ -76,8 +100,22 @@ fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
         s.first_token_event, expect.first_token_event,
         "{ctx}: first token event"
     );
+    assert_eq!(
+        s.first_visible_event, expect.first_visible_event,
+        "{ctx}: first visible event"
+    );
+    assert!(s.streamed, "{ctx}: streamed");
     assert_eq!(s.usage.input, expect.input, "{ctx}: input tokens");
     assert_eq!(s.usage.output, expect.output, "{ctx}: output usage");
+    assert_eq!(
+        s.usage.cached_input, expect.cached_input,
+        "{ctx}: cached input"
+    );
+    assert_eq!(
+        s.usage.cache_creation_input, expect.cache_creation_input,
+        "{ctx}: cache creation input"
+    );
+    assert_eq!(s.usage.reasoning, expect.reasoning, "{ctx}: reasoning");
     let source = s.output_tokens.map(|(_, src)| match src {
         TokenSource::Usage => "usage",
         TokenSource::Events => "events",
@@ -101,6 +139,19 @@ fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
         expect.token_events > 0,
         "{ctx}: TTFT observed"
     );
+    assert_eq!(
+        trace.first_visible_token.is_some(),
+        expect.first_visible_event.is_some(),
+        "{ctx}: visible TTFT observed"
+    );
+    assert_eq!(
+        s.ttft_visible.is_some(),
+        expect.first_visible_event.is_some(),
+        "{ctx}: visible TTFT in summary"
+    );
+    if let Some((n, TokenSource::Events)) = s.output_tokens {
+        assert_eq!(n, expect.token_events, "{ctx}: N from events");
+    }
     assert_eq!(
         trace.gaps.len() as u64,
         expect.token_events.saturating_sub(1),
@@ -126,13 +177,24 @@ fn every_fixture_yields_its_expectations_however_it_is_cut() {
     for (file, expect) in &all {
         let bytes = std::fs::read(data_dir().join(file)).unwrap();
         let api = api(&expect.api);
-        check(file, "whole", expect, &meter(api, &[&bytes]));
+        let ct = content_type(file);
+        check(file, "whole", expect, &meter(api, ct, &[&bytes]));
         for cut in 0..=bytes.len() {
             let (a, b) = bytes.split_at(cut);
-            check(file, &format!("cut at {cut}"), expect, &meter(api, &[a, b]));
+            check(
+                file,
+                &format!("cut at {cut}"),
+                expect,
+                &meter(api, ct, &[a, b]),
+            );
         }
         let singles: Vec<&[u8]> = bytes.chunks(1).collect();
-        check(file, "one byte at a time", expect, &meter(api, &singles));
+        check(
+            file,
+            "one byte at a time",
+            expect,
+            &meter(api, ct, &singles),
+        );
         let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ bytes.len() as u64);
         for round in 0..200 {
             let mut pieces = Vec::new();
@@ -147,7 +209,7 @@ fn every_fixture_yields_its_expectations_however_it_is_cut() {
                 file,
                 &format!("random round {round}"),
                 expect,
-                &meter(api, &pieces),
+                &meter(api, ct, &pieces),
             );
         }
     }
@@ -155,20 +217,9 @@ fn every_fixture_yields_its_expectations_however_it_is_cut() {
 
 #[test]
 fn every_fixture_file_has_an_expectation_or_is_listed_as_pending() {
-    // Protocols other than OpenAI's are metered by later work; until then
-    // their fixtures are named here, so a new fixture cannot go unchecked.
-    let pending = [
-        "anthropic-messages-text.sse",
-        "anthropic-messages-thinking-refusal.sse",
-        "anthropic-messages-tools.sse",
-        "gemini-stream-text.sse",
-        "llamacpp-completion.sse",
-        "ollama-chat.ndjson",
-        "ollama-generate.ndjson",
-        "openai-responses-error.sse",
-        "openai-responses-text.sse",
-        "tgi-generate-stream.sse",
-    ];
+    // A fixture whose protocol is not metered yet would be named here, so a
+    // new fixture cannot go unchecked. Every protocol is metered now.
+    let pending: [&str; 0] = [];
     let all = expectations();
     for entry in std::fs::read_dir(data_dir()).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();

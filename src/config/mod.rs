@@ -191,12 +191,28 @@ impl Upstream {
 /// Which requests of a route are metered, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
-    /// Meter requests whose path is a known inference endpoint
-    /// (`.../chat/completions`, `.../completions`); pass others through
+    /// Meter `POST` requests whose path is a known inference endpoint of any
+    /// supported API (the protocol is told by the path); pass others through
     /// unmetered.
     Auto,
     /// Meter every request of the route as OpenAI chat/completions.
     OpenAi,
+    /// Meter every request as OpenAI Responses.
+    Responses,
+    /// Meter every request as Anthropic Messages.
+    Anthropic,
+    /// Meter every request as Hugging Face TGI native.
+    Tgi,
+    /// Meter every request as Ollama native (NDJSON).
+    Ollama,
+    /// Meter every request as llama.cpp server native (`/completion`).
+    LlamaCpp,
+    /// Meter every request as Google Gemini.
+    Gemini,
+    /// Meter every request as SGLang native (`/generate`).
+    Sglang,
+    /// Meter every request as Triton's generate extension.
+    Triton,
     /// Forward only; meter nothing.
     None,
 }

@@ -3,8 +3,15 @@
 //! [`StreamMeter`] is the state of one request, fed on the forwarding path
 //! with the clock readings of the proxy: the response head, each body frame
 //! as it is read from the upstream, and how the body ended. It frames the
-//! bytes ([`sse`]), asks the protocol module ([`openai`]) what each event is,
-//! stamps token events, and reports through a [`Recorder`].
+//! bytes ([`sse`], [`ndjson`] or [`jsonarray`], chosen by the response's
+//! content type), asks the protocol module of the request's [`Api`] what
+//! each event is, stamps token events, and reports through a [`Recorder`].
+//!
+//! Every protocol module (`openai`, `responses`, `anthropic`, `tgi`,
+//! `ollama`, `llamacpp`, `gemini`, `sglang`, `triton`) has the same shape: a
+//! `classify(name, data)` that reads one framed event (or a whole
+//! non-streamed body) into an [`EventInfo`], with borrowed typed serde and
+//! the shared visitors of [`json`], never a JSON tree.
 //!
 //! It must not know about Prometheus, axum or config files, and it never
 //! sees the forwarded bytes mutably: it reads a shared reference to each
@@ -14,8 +21,19 @@
 //! The rules of which number is observed when (METRICS.md) live here, in
 //! `Tally::finish`, so that every recorder applies them the same way.
 
+pub mod anthropic;
+pub mod gemini;
+pub mod json;
+pub mod jsonarray;
+pub mod llamacpp;
+pub mod ndjson;
+pub mod ollama;
 pub mod openai;
+pub mod responses;
+pub mod sglang;
 pub mod sse;
+pub mod tgi;
+pub mod triton;
 
 use std::time::Duration;
 
@@ -81,13 +99,25 @@ impl TokenSource {
 }
 
 /// Token usage as reported by the upstream. `None` means "not reported".
+///
+/// The fields mean the same for every API, whatever the API's own split:
+/// `input` is the whole prompt (cached parts included), `output` every
+/// generated token (reasoning included). Where an API reports the parts
+/// separately (Anthropic's cache reads and writes, Gemini's thoughts), its
+/// module adds them up *within one usage report*; reports are never added
+/// to each other.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Prompt tokens, cached ones included.
     pub input: Option<u64>,
+    /// Generated tokens, reasoning included.
     pub output: Option<u64>,
-    /// Input tokens served from the prefix (KV) cache.
+    /// Input tokens served from the prefix (KV) cache (part of `input`).
     pub cached_input: Option<u64>,
-    /// Output tokens spent on reasoning.
+    /// Input tokens written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; part of `input`).
+    pub cache_creation_input: Option<u64>,
+    /// Output tokens spent on reasoning (part of `output`).
     pub reasoning: Option<u64>,
 }
 
@@ -99,6 +129,7 @@ impl Usage {
         self.input = newer.input.or(self.input);
         self.output = newer.output.or(self.output);
         self.cached_input = newer.cached_input.or(self.cached_input);
+        self.cache_creation_input = newer.cache_creation_input.or(self.cache_creation_input);
         self.reasoning = newer.reasoning.or(self.reasoning);
     }
 }
@@ -108,6 +139,9 @@ impl Usage {
 pub struct EventInfo {
     /// The event carries generated output (a token event).
     pub token: bool,
+    /// The output is visible: text, refusal or a tool call, not reasoning.
+    /// Only meaningful with `token`.
+    pub visible: bool,
     /// Usage reported by this event (fields not reported are `None`).
     pub usage: Usage,
     /// The event reports an error.
@@ -157,29 +191,115 @@ impl From<sse::FrameError> for ParseError {
     }
 }
 
-/// The API family of a metered request. Protocol modules are added here.
+/// The API family of a metered request: which protocol module reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
     /// OpenAI chat completions or legacy completions.
     OpenAi,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
+    /// Hugging Face TGI native (`/generate_stream`, `/generate`).
+    Tgi,
+    /// Ollama native (`/api/generate`, `/api/chat`), NDJSON.
+    Ollama,
+    /// llama.cpp server native (`/completion`).
+    LlamaCpp,
+    /// Google Gemini (`:streamGenerateContent`, `:generateContent`).
+    Gemini,
+    /// SGLang native (`/generate`).
+    Sglang,
+    /// Triton generate extension (`/v2/models/{model}/generate[_stream]`).
+    Triton,
+    /// `POST /generate`, served by both TGI and SGLang: resolved to one of
+    /// them by the first payload that tells (SGLang's have `text` /
+    /// `meta_info`, TGI's `token` / `generated_text` / `details`).
+    Generate,
 }
 
 impl Api {
-    /// Guesses the API from a request path, for routes with `protocol: auto`.
-    /// Only inference endpoints are metered; `GET /v1/models`, health checks
-    /// and the like pass through unmetered.
-    pub fn detect(path: &str) -> Option<Api> {
+    /// Guesses the API from a request, for routes with `protocol: auto`.
+    /// Only `POST` requests to inference endpoints are metered; `GET
+    /// /v1/models`, health checks, OpenAI's `GET /v1/chat/completions`
+    /// (stored completions) and the like pass through unmetered.
+    ///
+    /// Paths are matched by their end, so any prefix (`/v1`, `/openai/v1`,
+    /// a gateway's `/team-a`) works. `/completions` stays OpenAI's (llama.cpp
+    /// also serves its native API there; set the route's protocol for that).
+    pub fn detect(method: &http::Method, path: &str) -> Option<Api> {
+        if method != http::Method::POST {
+            return None;
+        }
         let path = path.trim_end_matches('/');
-        if path.ends_with("/chat/completions") || path.ends_with("/completions") {
+        let last = path.rsplit('/').next().unwrap_or_default();
+        if last.contains(":streamGenerateContent") || last.contains(":generateContent") {
+            return Some(Api::Gemini);
+        }
+        if path.contains("/v2/models/") && (last == "generate" || last == "generate_stream") {
+            return Some(Api::Triton);
+        }
+        let ends = |suffix: &str| path.ends_with(suffix);
+        if ends("/chat/completions") || ends("/completions") {
             Some(Api::OpenAi)
+        } else if ends("/responses") {
+            Some(Api::Responses)
+        } else if ends("/messages") {
+            Some(Api::Anthropic)
+        } else if ends("/api/generate") || ends("/api/chat") {
+            Some(Api::Ollama)
+        } else if ends("/generate_stream") {
+            Some(Api::Tgi)
+        } else if ends("/generate") {
+            Some(Api::Generate)
+        } else if ends("/completion") {
+            Some(Api::LlamaCpp)
         } else {
             None
         }
     }
 
-    fn classify(self, name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+    /// Reads one event (or a whole non-streamed body) on its own, without
+    /// the state a stream keeps between events (see [`sglang::Cumulative`]).
+    pub fn classify(self, name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         match self {
             Api::OpenAi => openai::classify(name, data),
+            Api::Responses => responses::classify(name, data),
+            Api::Anthropic => anthropic::classify(name, data),
+            Api::Tgi => tgi::classify(name, data),
+            Api::Ollama => ollama::classify(name, data),
+            Api::LlamaCpp => llamacpp::classify(name, data),
+            Api::Gemini => gemini::classify(name, data),
+            Api::Sglang => sglang::classify(name, data),
+            Api::Triton => triton::classify(name, data),
+            Api::Generate => match sglang::sniff(data) {
+                Some(false) => tgi::classify(name, data),
+                _ => sglang::classify(name, data),
+            },
+        }
+    }
+}
+
+/// The protocol side of one request: the API, and what it must remember
+/// between events.
+struct Decoder {
+    api: Api,
+    /// SGLang's cumulative-text tracking (empty, so free, for other APIs).
+    sglang: sglang::Cumulative,
+}
+
+impl Decoder {
+    fn classify(&mut self, name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+        if self.api == Api::Generate {
+            match sglang::sniff(data) {
+                Some(true) => self.api = Api::Sglang,
+                Some(false) => self.api = Api::Tgi,
+                None => {}
+            }
+        }
+        match self.api {
+            Api::Sglang => self.sglang.classify(name, data),
+            api => api.classify(name, data),
         }
     }
 }
@@ -192,6 +312,12 @@ pub trait Recorder {
     fn response_headers(&mut self, elapsed: Duration);
     /// The first token event arrived `ttft` after the request head.
     fn first_token(&mut self, ttft: Duration);
+    /// The first *visible* token event (text, refusal or tool call, not
+    /// reasoning) arrived `ttft` after the request head. Called at most once,
+    /// after `first_token` (or with it, when the first token is visible).
+    fn first_visible_token(&mut self, ttft: Duration) {
+        let _ = ttft;
+    }
     /// A token event arrived `gap` after the previous one.
     fn inter_token(&mut self, gap: Duration);
     /// A payload problem degraded this request's metering.
@@ -207,10 +333,15 @@ pub struct Summary {
     pub outcome: Outcome,
     /// The HTTP status the client received (`None` when it received none).
     pub status: Option<u16>,
-    /// The response was a token stream (SSE), not one body.
+    /// The response was a token stream (SSE, NDJSON or a streamed JSON
+    /// array), not one body.
     pub streamed: bool,
     /// `t_first - t0`, when a first token event arrived (any outcome).
     pub ttft: Option<Duration>,
+    /// Time from `t0` to the first *visible* token event (text, refusal or
+    /// tool call, not reasoning), when one arrived (any outcome). Equal to
+    /// `ttft` for models that do not stream reasoning.
+    pub ttft_visible: Option<Duration>,
     /// `t_end - t0`, for requests that completed with outcome `ok`.
     pub e2el: Option<Duration>,
     /// `(t_last - t_first) / (N - 1)`, for completed streams with `N >= 2`.
@@ -220,12 +351,15 @@ pub struct Summary {
     pub output_tokens: Option<(u64, TokenSource)>,
     /// Everything the upstream reported.
     pub usage: Usage,
-    /// Events dispatched (SSE events, including `[DONE]`).
+    /// Events dispatched (SSE events including `[DONE]`, NDJSON lines, or
+    /// array elements).
     pub events: u64,
     /// Token events among them.
     pub token_events: u64,
     /// 0-based index among `events` of the first token event.
     pub first_token_event: Option<u64>,
+    /// 0-based index among `events` of the first visible token event.
+    pub first_visible_event: Option<u64>,
     /// Payload problems met.
     pub parse_errors: u32,
 }
@@ -237,6 +371,14 @@ enum Framing {
     Pending,
     /// A token stream of SSE events.
     Sse,
+    /// A token stream of JSON lines.
+    Ndjson,
+    /// A token stream of the elements of one JSON array.
+    JsonArray,
+    /// A JSON response of an API that may stream it as an array (Gemini):
+    /// the first non-blank byte decides between `JsonArray` (`[`) and
+    /// `Json`.
+    JsonOrArray,
     /// One JSON body, read at the end for its usage.
     Json,
     /// Not read at all (error statuses, unknown or compressed content).
@@ -246,7 +388,7 @@ enum Framing {
 /// Size limits of what the meter keeps while reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest SSE line or event.
+    /// Largest SSE line or event, NDJSON line or array element.
     pub event: usize,
     /// Largest non-streamed body kept to read its usage.
     pub body: usize,
@@ -270,19 +412,51 @@ impl Default for Limits {
 pub struct StreamMeter<R: Recorder> {
     /// Everything but the framer, so the framer's callback can borrow it.
     tally: Tally<R>,
-    framer: sse::SseFramer,
+    framer: Framer,
 }
+
+/// The framer of the response body, chosen with the response head.
+enum Framer {
+    None,
+    Sse(sse::SseFramer),
+    Ndjson(ndjson::NdjsonFramer),
+    JsonArray(jsonarray::JsonArrayFramer),
+}
+
+impl Framer {
+    fn feed(&mut self, chunk: &[u8], on: &mut impl FnMut(FrameResult<'_>)) {
+        match self {
+            Framer::None => {}
+            Framer::Sse(f) => f.feed(chunk, on),
+            Framer::Ndjson(f) => f.feed(chunk, on),
+            Framer::JsonArray(f) => f.feed(chunk, on),
+        }
+    }
+
+    fn finish(&mut self, on: &mut impl FnMut(FrameResult<'_>)) {
+        match self {
+            Framer::None => {}
+            Framer::Sse(f) => f.finish(on),
+            Framer::Ndjson(f) => f.finish(on),
+            Framer::JsonArray(f) => f.finish(on),
+        }
+    }
+}
+
+type FrameResult<'a> = Result<sse::Event<'a>, sse::FrameError>;
 
 struct Tally<R: Recorder> {
     /// `None` once finished: the recorder is taken exactly once.
     recorder: Option<R>,
-    api: Api,
+    decoder: Decoder,
     limits: Limits,
     framing: Framing,
     /// Request head received: the anchor of every latency.
     t0: Instant,
     status: Option<u16>,
     t_first: Option<Instant>,
+    /// The first visible token event (TTFT excluding reasoning).
+    t_first_visible: Option<Instant>,
     t_last: Option<Instant>,
     /// When the last body frame arrived; events flushed at end of stream
     /// (no terminating blank line) are stamped with it, not the end time.
@@ -290,6 +464,7 @@ struct Tally<R: Recorder> {
     events: u64,
     token_events: u64,
     first_token_event: Option<u64>,
+    first_visible_event: Option<u64>,
     usage: Usage,
     error_event: bool,
     parse_errors: u32,
@@ -305,29 +480,42 @@ impl<R: Recorder> StreamMeter<R> {
         Self {
             tally: Tally {
                 recorder: Some(recorder),
-                api,
+                decoder: Decoder {
+                    api,
+                    sglang: sglang::Cumulative::default(),
+                },
                 limits,
                 framing: Framing::Pending,
                 t0,
                 status: None,
                 t_first: None,
+                t_first_visible: None,
                 t_last: None,
                 t_frame: None,
                 events: 0,
                 token_events: 0,
                 first_token_event: None,
+                first_visible_event: None,
                 usage: Usage::default(),
                 error_event: false,
                 parse_errors: 0,
                 body: Some(Vec::new()),
                 body_len: 0,
             },
-            framer: sse::SseFramer::new(limits.event),
+            framer: Framer::None,
         }
     }
 
     /// The response head arrived. `content_type` and `content_encoding` are
     /// the raw header values, when present.
+    ///
+    /// The content type decides how the body is read: `text/event-stream`
+    /// is SSE; `application/x-ndjson` (and `application/ndjson`, `jsonl`,
+    /// `jsonlines`) is NDJSON; JSON is one body, except for Gemini, whose
+    /// streamed JSON array is framed element by element; anything else is
+    /// not read, except for Ollama, which is read as NDJSON whatever the
+    /// type (its streams are NDJSON, and some servers and proxies in front
+    /// of it label them `text/plain` or not at all).
     pub fn response_head(
         &mut self,
         now: Instant,
@@ -343,6 +531,7 @@ impl<R: Recorder> StreamMeter<R> {
         let ct = content_type.unwrap_or_default();
         let compressed =
             content_encoding.is_some_and(|e| !e.trim_ascii().eq_ignore_ascii_case(b"identity"));
+        let api = t.decoder.api;
         t.framing = if !(200..300).contains(&status) {
             Framing::Opaque
         } else if compressed {
@@ -350,10 +539,23 @@ impl<R: Recorder> StreamMeter<R> {
             Framing::Opaque
         } else if starts_with_ignore_case(ct, b"text/event-stream") {
             Framing::Sse
+        } else if is_ndjson(ct) {
+            Framing::Ndjson
         } else if is_json(ct) {
-            Framing::Json
+            if api == Api::Gemini {
+                Framing::JsonOrArray
+            } else {
+                Framing::Json
+            }
+        } else if api == Api::Ollama {
+            Framing::Ndjson
         } else {
             Framing::Opaque
+        };
+        self.framer = match t.framing {
+            Framing::Sse => Framer::Sse(sse::SseFramer::new(t.limits.event)),
+            Framing::Ndjson => Framer::Ndjson(ndjson::NdjsonFramer::new(t.limits.event)),
+            _ => Framer::None,
         };
     }
 
@@ -364,23 +566,23 @@ impl<R: Recorder> StreamMeter<R> {
             return;
         }
         t.t_frame = Some(now);
-        match t.framing {
-            Framing::Sse => self.framer.feed(frame, &mut |ev| t.on_event(now, ev)),
-            Framing::Json => {
-                let fits = t.body_len + frame.len() <= t.limits.body;
-                match (&mut t.body, fits) {
-                    (Some(parts), true) => {
-                        t.body_len += frame.len();
-                        parts.push(frame.clone());
-                    }
-                    (Some(_), false) => {
-                        t.body = None;
-                        t.parse_error(ParseError::BodyTooLarge);
-                    }
-                    (None, _) => {}
+        if t.framing == Framing::JsonOrArray {
+            match frame.iter().find(|b| !b.is_ascii_whitespace()) {
+                None => return,
+                Some(b'[') => {
+                    t.framing = Framing::JsonArray;
+                    self.framer =
+                        Framer::JsonArray(jsonarray::JsonArrayFramer::new(t.limits.event));
                 }
+                Some(_) => t.framing = Framing::Json,
             }
-            Framing::Pending | Framing::Opaque => {}
+        }
+        match t.framing {
+            Framing::Sse | Framing::Ndjson | Framing::JsonArray => {
+                self.framer.feed(frame, &mut |ev| t.on_event(now, ev))
+            }
+            Framing::Json => t.keep_body(frame),
+            Framing::Pending | Framing::JsonOrArray | Framing::Opaque => {}
         }
     }
 
@@ -391,13 +593,13 @@ impl<R: Recorder> StreamMeter<R> {
             return;
         }
         match t.framing {
-            Framing::Sse => {
+            Framing::Sse | Framing::Ndjson | Framing::JsonArray => {
                 let at = t.t_frame.unwrap_or(now);
                 self.framer.finish(&mut |ev| t.on_event(at, ev));
             }
-            Framing::Json => {
+            Framing::Json | Framing::JsonOrArray => {
                 if let Some(parts) = t.body.take() {
-                    match t.api.classify(b"", &concat(parts)) {
+                    match t.decoder.classify(b"", &concat(parts)) {
                         Ok(info) => {
                             t.usage.update(info.usage);
                             t.error_event |= info.error;
@@ -442,14 +644,14 @@ impl<R: Recorder> Drop for StreamMeter<R> {
 }
 
 impl<R: Recorder> Tally<R> {
-    fn on_event(&mut self, now: Instant, ev: Result<sse::Event<'_>, sse::FrameError>) {
+    fn on_event(&mut self, now: Instant, ev: FrameResult<'_>) {
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => return self.parse_error(e.into()),
         };
         let index = self.events;
         self.events += 1;
-        let info = match self.api.classify(ev.name, ev.data) {
+        let info = match self.decoder.classify(ev.name, ev.data) {
             Ok(info) => info,
             Err(e) => return self.parse_error(e),
         };
@@ -470,7 +672,28 @@ impl<R: Recorder> Tally<R> {
             }
             Some(prev) => r.inter_token(now.saturating_duration_since(prev)),
         }
+        if info.visible && self.t_first_visible.is_none() {
+            self.t_first_visible = Some(now);
+            self.first_visible_event = Some(index);
+            r.first_visible_token(now.saturating_duration_since(self.t0));
+        }
         self.t_last = Some(now);
+    }
+
+    /// Keeps a frame of a non-streamed body, within the limit.
+    fn keep_body(&mut self, frame: &Bytes) {
+        let fits = self.body_len + frame.len() <= self.limits.body;
+        match (&mut self.body, fits) {
+            (Some(parts), true) => {
+                self.body_len += frame.len();
+                parts.push(frame.clone());
+            }
+            (Some(_), false) => {
+                self.body = None;
+                self.parse_error(ParseError::BodyTooLarge);
+            }
+            (None, _) => {}
+        }
     }
 
     fn parse_error(&mut self, e: ParseError) {
@@ -485,7 +708,10 @@ impl<R: Recorder> Tally<R> {
         let Some(mut recorder) = self.recorder.take() else {
             return;
         };
-        let streamed = self.framing == Framing::Sse;
+        let streamed = matches!(
+            self.framing,
+            Framing::Sse | Framing::Ndjson | Framing::JsonArray
+        );
         let output_tokens = match self.usage.output {
             Some(n) => Some((n, TokenSource::Usage)),
             None if streamed && self.parse_errors == 0 => {
@@ -505,6 +731,9 @@ impl<R: Recorder> Tally<R> {
             status: self.status,
             streamed,
             ttft: self.t_first.map(|t| t.saturating_duration_since(self.t0)),
+            ttft_visible: self
+                .t_first_visible
+                .map(|t| t.saturating_duration_since(self.t0)),
             e2el: completed.then(|| now.saturating_duration_since(self.t0)),
             tpot,
             output_tokens,
@@ -512,6 +741,7 @@ impl<R: Recorder> Tally<R> {
             events: self.events,
             token_events: self.token_events,
             first_token_event: self.first_token_event,
+            first_visible_event: self.first_visible_event,
             parse_errors: self.parse_errors,
         };
         recorder.finish(&summary);
@@ -522,13 +752,31 @@ fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
     s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
 }
 
-/// `application/json`, `application/*+json`, with or without parameters.
-fn is_json(ct: &[u8]) -> bool {
-    let essence = ct
-        .split(|&b| b == b';')
+/// The media type without parameters.
+fn essence(ct: &[u8]) -> &[u8] {
+    ct.split(|&b| b == b';')
         .next()
         .unwrap_or_default()
-        .trim_ascii();
+        .trim_ascii()
+}
+
+/// NDJSON under any of its names (`application/x-ndjson` is Ollama's).
+fn is_ndjson(ct: &[u8]) -> bool {
+    let e = essence(ct);
+    [
+        &b"application/x-ndjson"[..],
+        b"application/ndjson",
+        b"application/jsonl",
+        b"application/x-jsonlines",
+        b"application/jsonlines",
+    ]
+    .iter()
+    .any(|t| e.eq_ignore_ascii_case(t))
+}
+
+/// `application/json`, `application/*+json`, with or without parameters.
+fn is_json(ct: &[u8]) -> bool {
+    let essence = essence(ct);
     essence.eq_ignore_ascii_case(b"application/json")
         || (starts_with_ignore_case(essence, b"application/")
             && essence.len() > 5
@@ -548,6 +796,7 @@ fn concat(parts: Vec<Bytes>) -> Bytes {
 pub struct Trace {
     pub response_headers: Option<Duration>,
     pub first_token: Option<Duration>,
+    pub first_visible_token: Option<Duration>,
     pub gaps: Vec<Duration>,
     pub parse_errors: Vec<ParseError>,
     pub summary: Option<Summary>,
@@ -561,6 +810,9 @@ impl Recorder for &mut Trace {
     }
     fn first_token(&mut self, ttft: Duration) {
         self.first_token = Some(ttft);
+    }
+    fn first_visible_token(&mut self, ttft: Duration) {
+        self.first_visible_token = Some(ttft);
     }
     fn inter_token(&mut self, gap: Duration) {
         self.gaps.push(gap);

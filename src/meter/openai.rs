@@ -13,8 +13,9 @@
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+use super::json::{self, Count, Fold, HasOutput, IsError, NonEmpty, Output, nonempty};
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
@@ -26,9 +27,11 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
             ..EventInfo::default()
         });
     }
-    let chunk: Chunk = serde_json::from_slice(trimmed).map_err(|_| ParseError::InvalidJson)?;
+    let chunk: Chunk = json::parse(trimmed)?;
+    let out = chunk.choices.0;
     Ok(EventInfo {
-        token: chunk.choices.0,
+        token: out.token,
+        visible: out.visible,
         usage: chunk.usage.map(Usage::from).unwrap_or_default(),
         error: chunk.error.is_some() || chunk.object.is_some_and(|o| o.0) || name == b"error",
         done: false,
@@ -40,7 +43,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 #[derive(Deserialize)]
 struct Chunk {
     #[serde(default)]
-    choices: AnyToken,
+    choices: Fold<Element>,
     usage: Option<WireUsage>,
     /// `{"error": {...}}` sent in-stream by OpenAI and vLLM.
     error: Option<IgnoredAny>,
@@ -50,29 +53,34 @@ struct Chunk {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
+    prompt_tokens: Option<Count>,
+    completion_tokens: Option<Count>,
     prompt_tokens_details: Option<PromptDetails>,
     completion_tokens_details: Option<CompletionDetails>,
 }
 
 #[derive(Deserialize)]
 struct PromptDetails {
-    cached_tokens: Option<u64>,
+    cached_tokens: Option<Count>,
 }
 
 #[derive(Deserialize)]
 struct CompletionDetails {
-    reasoning_tokens: Option<u64>,
+    reasoning_tokens: Option<Count>,
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
         Usage {
-            input: u.prompt_tokens,
-            output: u.completion_tokens,
-            cached_input: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
-            reasoning: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+            input: json::count(u.prompt_tokens),
+            output: json::count(u.completion_tokens),
+            cached_input: u
+                .prompt_tokens_details
+                .and_then(|d| json::count(d.cached_tokens)),
+            reasoning: u
+                .completion_tokens_details
+                .and_then(|d| json::count(d.reasoning_tokens)),
+            ..Usage::default()
         }
     }
 }
@@ -92,7 +100,7 @@ struct Delta {
     reasoning_content: Option<NonEmpty>,
     /// OpenRouter, Ollama's `/v1` and newer vLLM.
     reasoning: Option<NonEmpty>,
-    tool_calls: Option<AnyToken>,
+    tool_calls: Option<Fold<Element>>,
     /// The deprecated single `function_call`.
     function_call: Option<Function>,
 }
@@ -107,24 +115,24 @@ struct Function {
     arguments: Option<NonEmpty>,
 }
 
-fn nonempty(v: &Option<NonEmpty>) -> bool {
-    matches!(v, Some(NonEmpty(true)))
-}
-
 impl Choice {
-    fn is_token(&self) -> bool {
-        nonempty(&self.text) || self.delta.as_ref().is_some_and(Delta::is_token)
+    fn output(&self) -> Output {
+        Output::visible(nonempty(&self.text))
+            .or(self.delta.as_ref().map_or(Output::NONE, Delta::output))
     }
 }
 
 impl Delta {
-    fn is_token(&self) -> bool {
-        nonempty(&self.content)
-            || nonempty(&self.refusal)
-            || nonempty(&self.reasoning_content)
-            || nonempty(&self.reasoning)
-            || matches!(self.tool_calls, Some(AnyToken(true)))
-            || self.function_call.as_ref().is_some_and(Function::is_token)
+    fn output(&self) -> Output {
+        Output::visible(
+            nonempty(&self.content)
+                || nonempty(&self.refusal)
+                || self.function_call.as_ref().is_some_and(Function::is_token),
+        )
+        .or(Output::reasoning(
+            nonempty(&self.reasoning_content) || nonempty(&self.reasoning),
+        ))
+        .or(self.tool_calls.as_ref().map_or(Output::NONE, |t| t.0))
     }
 }
 
@@ -135,50 +143,23 @@ impl Function {
 }
 
 impl ToolCall {
-    fn is_token(&self) -> bool {
-        self.function.as_ref().is_some_and(Function::is_token)
+    fn output(&self) -> Output {
+        Output::visible(self.function.as_ref().is_some_and(Function::is_token))
     }
 }
 
-/// Whether any element of a list (`choices`, `tool_calls`) carries a token.
-/// Visits the elements one by one instead of collecting them into a `Vec`.
-/// `null` or a missing list counts as no token.
-#[derive(Default)]
-struct AnyToken(bool);
-
-impl<'de> Deserialize<'de> for AnyToken {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // `choices` and `tool_calls` hold different element types, but their
-        // fields do not overlap, so one element reader serves both lists.
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = AnyToken;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a list or null")
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<AnyToken, E> {
-                Ok(AnyToken(false))
-            }
-            fn visit_none<E: de::Error>(self) -> Result<AnyToken, E> {
-                Ok(AnyToken(false))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnyToken, A::Error> {
-                let mut any = false;
-                while let Some(e) = seq.next_element::<Element>()? {
-                    any |= e.choice.is_token() || e.tool_call.is_token();
-                }
-                Ok(AnyToken(any))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// A list element read as both a choice and a tool call at once (their
-/// fields do not overlap: `delta`/`text` versus `function`).
+/// A list element (of `choices` or `tool_calls`) read as both a choice and a
+/// tool call at once: their fields do not overlap (`delta`/`text` versus
+/// `function`), so one element reader serves both lists.
 struct Element {
     choice: Choice,
     tool_call: ToolCall,
+}
+
+impl HasOutput for Element {
+    fn output(&self) -> Output {
+        self.choice.output().or(self.tool_call.output())
+    }
 }
 
 impl<'de> Deserialize<'de> for Element {
@@ -241,77 +222,6 @@ impl<'de> Deserialize<'de> for Key {
             }
         }
         d.deserialize_identifier(V)
-    }
-}
-
-/// Whether a value is a non-empty string (or a non-empty list of content
-/// parts). `null`, `""`, numbers and objects are "empty".
-struct NonEmpty(bool);
-
-impl<'de> Deserialize<'de> for NonEmpty {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(Probe {
-            on_str: |s| !s.is_empty(),
-            nonempty_list: true,
-        })
-        .map(NonEmpty)
-    }
-}
-
-/// Whether a value is the string `"error"`.
-struct IsError(bool);
-
-impl<'de> Deserialize<'de> for IsError {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(Probe {
-            on_str: |s| s == "error",
-            nonempty_list: false,
-        })
-        .map(IsError)
-    }
-}
-
-/// Asks one yes/no question of a value of any JSON type without allocating:
-/// strings go to `on_str`, a list answers `nonempty_list` when it has
-/// elements, everything else answers no.
-struct Probe {
-    on_str: fn(&str) -> bool,
-    nonempty_list: bool,
-}
-
-impl<'de> Visitor<'de> for Probe {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
-        Ok((self.on_str)(v))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        let mut any = false;
-        while seq.next_element::<IgnoredAny>()?.is_some() {
-            any = true;
-        }
-        Ok(any && self.nonempty_list)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(false)
     }
 }
 
@@ -384,7 +294,8 @@ mod tests {
                 input: Some(14),
                 output: Some(30),
                 cached_input: Some(3),
-                reasoning: Some(7)
+                reasoning: Some(7),
+                ..Usage::default()
             }
         );
         assert!(

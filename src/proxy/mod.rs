@@ -169,7 +169,15 @@ impl Proxy {
         let api = match route.protocol {
             Protocol::None => None,
             Protocol::OpenAi => Some(Api::OpenAi),
-            Protocol::Auto => Api::detect(req.uri().path()),
+            Protocol::Responses => Some(Api::Responses),
+            Protocol::Anthropic => Some(Api::Anthropic),
+            Protocol::Tgi => Some(Api::Tgi),
+            Protocol::Ollama => Some(Api::Ollama),
+            Protocol::LlamaCpp => Some(Api::LlamaCpp),
+            Protocol::Gemini => Some(Api::Gemini),
+            Protocol::Sglang => Some(Api::Sglang),
+            Protocol::Triton => Some(Api::Triton),
+            Protocol::Auto => Api::detect(req.method(), req.uri().path()),
         };
         let Some(api) = api else {
             self.metrics.passthrough(&route.name);

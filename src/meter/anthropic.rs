@@ -1,0 +1,220 @@
+//! Anthropic Messages API (`POST /v1/messages`): named SSE events.
+//!
+//! The event type is the data's `type` field, or the SSE `event:` name when
+//! the data has none. A *token event* is a `content_block_delta` whose delta
+//! carries non-empty `text` (text_delta), `partial_json` (input_json_delta,
+//! a tool call's arguments) or `thinking` (thinking_delta). Thinking is not
+//! *visible*; text and tool input are. Empty deltas, `signature_delta`,
+//! `citations_delta`, `ping`, `message_start`, `content_block_start/stop`,
+//! `message_delta` and `message_stop` are not token events.
+//!
+//! Usage is provisional in `message_start` (`message.usage`) and cumulative
+//! in `message_delta` (`usage`); the last reported value wins. A
+//! non-streamed message has `usage` at the top level. Anthropic reports the
+//! uncached input (`input_tokens`) separately from cache reads and cache
+//! writes; [`Usage::input`] is the whole prompt, so it is their sum within
+//! the one usage object that reports `input_tokens` (never a sum across
+//! events). `output_tokens_details.thinking_tokens` is the reasoning count;
+//! `iterations[]` is skipped (it repeats the totals). An `error` event (sent
+//! on a 200 when the API is overloaded mid-stream) is an error.
+//!
+//! Like every protocol module, it borrows from the event and builds no JSON
+//! tree.
+
+use serde::Deserialize;
+
+use super::json::{self, Count, NonEmpty, Output, nonempty};
+use super::{EventInfo, ParseError, Usage};
+
+/// Classifies one SSE event's data (or a whole non-streamed body).
+pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+    let ev: Wire = json::parse(data)?;
+    let kind = match ev.kind {
+        Some(k) => k,
+        None => Kind::from_name(name),
+    };
+    let out = match (kind, &ev.delta) {
+        (Kind::ContentBlockDelta, Some(d)) => {
+            Output::visible(nonempty(&d.text) || nonempty(&d.partial_json))
+                .or(Output::reasoning(nonempty(&d.thinking)))
+        }
+        _ => Output::NONE,
+    };
+    let usage = match (ev.message.and_then(|m| m.usage), ev.usage) {
+        (_, Some(u)) => Usage::from(u),
+        (Some(u), None) => Usage::from(u),
+        (None, None) => Usage::default(),
+    };
+    Ok(EventInfo {
+        token: out.token,
+        visible: out.visible,
+        usage,
+        error: kind == Kind::Error,
+        done: false,
+    })
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(rename = "type")]
+    kind: Option<Kind>,
+    delta: Option<Delta>,
+    /// The message of `message_start`.
+    message: Option<Message>,
+    /// `message_delta`'s usage, or a non-streamed message's.
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    text: Option<NonEmpty>,
+    partial_json: Option<NonEmpty>,
+    thinking: Option<NonEmpty>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    input_tokens: Option<Count>,
+    output_tokens: Option<Count>,
+    cache_read_input_tokens: Option<Count>,
+    cache_creation_input_tokens: Option<Count>,
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize)]
+struct OutputDetails {
+    thinking_tokens: Option<Count>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        let read = json::count(u.cache_read_input_tokens);
+        let creation = json::count(u.cache_creation_input_tokens);
+        Usage {
+            input: json::count(u.input_tokens).map(|n| {
+                n.saturating_add(read.unwrap_or(0))
+                    .saturating_add(creation.unwrap_or(0))
+            }),
+            output: json::count(u.output_tokens),
+            cached_input: read,
+            cache_creation_input: creation,
+            reasoning: u
+                .output_tokens_details
+                .and_then(|d| json::count(d.thinking_tokens)),
+        }
+    }
+}
+
+/// What an event type means for metering. Unknown types are `Other`.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    ContentBlockDelta,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+impl Kind {
+    fn from_name(name: &[u8]) -> Kind {
+        match name {
+            b"content_block_delta" => Kind::ContentBlockDelta,
+            b"error" => Kind::Error,
+            _ => Kind::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, data: &str) -> EventInfo {
+        classify(name.as_bytes(), data.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn token_and_visible_rules() {
+        let d = |delta: &str| {
+            info(
+                "",
+                &format!(r#"{{"type":"content_block_delta","index":0,"delta":{delta}   }}"#),
+            )
+        };
+        let i = d(r#"{"type":"text_delta","text":"Hi"}"#);
+        assert!(i.token && i.visible);
+        let i = d(r#"{"type":"input_json_delta","partial_json":"{\"a"}"#);
+        assert!(i.token && i.visible);
+        assert!(!d(r#"{"type":"input_json_delta","partial_json":""}"#).token);
+        let i = d(r#"{"type":"thinking_delta","thinking":"hmm"}"#);
+        assert!(i.token && !i.visible);
+        assert!(!d(r#"{"type":"thinking_delta","thinking":""}"#).token);
+        assert!(!d(r#"{"type":"signature_delta","signature":"abc"}"#).token);
+        assert!(!d(r#"{"type":"citations_delta","citation":{"cited_text":"x"}}"#).token);
+        assert!(!info("", r#"{"type": "ping"}"#).token);
+        assert!(
+            !info(
+                "",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"x"}}"#
+            )
+            .token
+        );
+        // The type from the event name when the data has none.
+        assert!(info("content_block_delta", r#"{"delta":{"text":"x"}}"#).token);
+    }
+
+    #[test]
+    fn usage_and_errors() {
+        let i = info(
+            "",
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":18,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":2}}}"#,
+        );
+        assert_eq!(
+            i.usage,
+            Usage {
+                input: Some(1118),
+                output: Some(2),
+                cached_input: Some(1000),
+                cache_creation_input: Some(100),
+                reasoning: None,
+            }
+        );
+        let i = info(
+            "",
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":65}}"#,
+        );
+        assert_eq!(
+            i.usage,
+            Usage {
+                output: Some(65),
+                ..Usage::default()
+            }
+        );
+        assert!(!i.token);
+        let i = info(
+            "",
+            r#"{"type":"message_delta","usage":{"input_tokens":28,"output_tokens":106,"output_tokens_details":{"thinking_tokens":67},"iterations":[{"input_tokens":28,"output_tokens":106}]}}"#,
+        );
+        assert_eq!(i.usage.output, Some(106));
+        assert_eq!(i.usage.reasoning, Some(67));
+        assert!(
+            info(
+                "error",
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            )
+            .error
+        );
+        // A non-streamed message.
+        let i = info(
+            "",
+            r#"{"id":"m","type":"message","content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":5,"output_tokens":7}}"#,
+        );
+        assert!(!i.token && !i.error);
+        assert_eq!(i.usage.output, Some(7));
+    }
+}

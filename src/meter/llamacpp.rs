@@ -1,0 +1,76 @@
+//! llama.cpp server native API (`POST /completion`): SSE, no `[DONE]`.
+//!
+//! A *token event* is a chunk with non-empty `content` (visible). Chunks
+//! with `content: ""` are tokens the server held back because they partly
+//! matched a stop word: they are not token events, but they are still
+//! counted in `tokens_predicted`. The final chunk has `stop: true`,
+//! `tokens_predicted` (output), `tokens_evaluated` (the prompt) and
+//! `timings` (`cache_n`, where reported, is the cached part of the prompt).
+//! Newer builds send `tokens_predicted` cumulatively on every chunk; the
+//! last value wins. A chunk with an `error` field is an error. A
+//! non-streamed body has the final chunk's shape.
+//!
+//! Like every protocol module, it borrows from the event and builds no JSON
+//! tree.
+
+use serde::Deserialize;
+
+use super::json::{self, Count, NonEmpty, Present, nonempty, present};
+use super::{EventInfo, ParseError, Usage};
+
+/// Classifies one SSE event's data (or a whole non-streamed body).
+pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+    let ev: Wire = json::parse(data)?;
+    let token = nonempty(&ev.content);
+    Ok(EventInfo {
+        token,
+        visible: token,
+        usage: Usage {
+            input: json::count(ev.tokens_evaluated),
+            output: json::count(ev.tokens_predicted),
+            cached_input: ev.timings.and_then(|t| json::count(t.cache_n)),
+            ..Usage::default()
+        },
+        error: present(&ev.error),
+        done: false,
+    })
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    content: Option<NonEmpty>,
+    tokens_predicted: Option<Count>,
+    tokens_evaluated: Option<Count>,
+    timings: Option<Timings>,
+    error: Option<Present>,
+}
+
+#[derive(Deserialize)]
+struct Timings {
+    cache_n: Option<Count>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(data: &str) -> EventInfo {
+        classify(b"", data.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn tokens_usage_and_errors() {
+        assert!(
+            info(r#"{"content":" Hello","stop":false,"id_slot":0,"multimodal":false}"#).visible
+        );
+        assert!(!info(r#"{"content":"","stop":false}"#).token);
+        let i = info(
+            r#"{"content":"","stop":true,"tokens_predicted":12,"tokens_evaluated":47,"timings":{"prompt_n":1,"predicted_n":12,"cache_n":46}}"#,
+        );
+        assert!(!i.token);
+        assert_eq!(i.usage.output, Some(12));
+        assert_eq!(i.usage.input, Some(47));
+        assert_eq!(i.usage.cached_input, Some(46));
+        assert!(info(r#"{"error":{"code":500,"message":"boom","type":"server_error"}}"#).error);
+    }
+}

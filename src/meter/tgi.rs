@@ -1,0 +1,83 @@
+//! Hugging Face TGI native API (`POST /generate_stream`, and the
+//! non-streamed `POST /generate`).
+//!
+//! TGI streams one SSE event per generated token (`data:` without a space
+//! after the colon, no `[DONE]`): every event with a `token` object is a
+//! *token event*, special tokens included (they were generated and cost a
+//! decoding step), and all of them are visible (TGI does not separate
+//! reasoning). The last event may carry `details` (only with
+//! `details: true`), whose `generated_tokens` is the output count and
+//! `input_length` the prompt length; without it the count is the number of
+//! token events. A non-streamed body has the same `details`. An event or
+//! body with an `error` field is an error.
+//!
+//! Like every protocol module, it borrows from the event and builds no JSON
+//! tree.
+
+use serde::Deserialize;
+
+use super::json::{self, Count, Present, present};
+use super::{EventInfo, ParseError, Usage};
+
+/// Classifies one SSE event's data (or a whole non-streamed body).
+pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+    let ev: Wire = json::parse(data)?;
+    let token = present(&ev.token);
+    Ok(EventInfo {
+        token,
+        visible: token,
+        usage: ev
+            .details
+            .map(|d| Usage {
+                input: json::count(d.input_length),
+                output: json::count(d.generated_tokens),
+                ..Usage::default()
+            })
+            .unwrap_or_default(),
+        error: present(&ev.error),
+        done: false,
+    })
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    token: Option<Present>,
+    details: Option<Details>,
+    error: Option<Present>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    generated_tokens: Option<Count>,
+    input_length: Option<Count>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(data: &str) -> EventInfo {
+        classify(b"", data.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn tokens_usage_and_errors() {
+        let i = info(
+            r#"{"index":1,"token":{"id":13,"text":"\n","logprob":-0.5,"special":false},"generated_text":null,"details":null}"#,
+        );
+        assert!(i.token && i.visible);
+        assert_eq!(i.usage, Usage::default());
+        // Special tokens are generated tokens too.
+        let i = info(
+            r#"{"index":9,"token":{"id":2,"text":"","logprob":0.0,"special":true},"generated_text":"x","details":{"finish_reason":"eos_token","generated_tokens":9,"input_length":4,"seed":null}}"#,
+        );
+        assert!(i.token);
+        assert_eq!(i.usage.output, Some(9));
+        assert_eq!(i.usage.input, Some(4));
+        let i = info(r#"{"error":"Input validation error","error_type":"validation"}"#);
+        assert!(i.error && !i.token);
+        let i = info(r#"{"generated_text":"hi","details":{"generated_tokens":2,"prefill":[]}}"#);
+        assert!(!i.token);
+        assert_eq!(i.usage.output, Some(2));
+    }
+}

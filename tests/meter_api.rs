@@ -1,0 +1,271 @@
+//! How a request's API is told from its path, how the response's content
+//! type decides the framing, and what non-streamed bodies of every API
+//! yield (token counts, no TTFT).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
+
+use bytes::Bytes;
+use http::Method;
+use tokenmeter::meter::{Api, Limits, Outcome, StreamMeter, Summary, TokenSource, Trace};
+use tokio::time::Instant;
+
+fn meter(api: Api, ct: Option<&[u8]>, pieces: &[&[u8]]) -> Trace {
+    let mut trace = Trace::default();
+    {
+        let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut trace);
+        m.response_head(Instant::now(), 200, ct, None);
+        for p in pieces {
+            m.data(Instant::now(), &Bytes::copy_from_slice(p));
+        }
+        m.end(Instant::now());
+    }
+    trace
+}
+
+fn summary(t: &Trace) -> &Summary {
+    assert_eq!(t.finishes, 1);
+    t.summary.as_ref().unwrap()
+}
+
+#[test]
+fn api_is_detected_from_method_and_path() {
+    let post = Method::POST;
+    for (path, api) in [
+        ("/v1/chat/completions", Some(Api::OpenAi)),
+        ("/team/v1/completions/", Some(Api::OpenAi)),
+        ("/v1/responses", Some(Api::Responses)),
+        ("/v1/responses/resp_123", None),
+        ("/v1/messages", Some(Api::Anthropic)),
+        ("/v1/messages/count_tokens", None),
+        ("/generate_stream", Some(Api::Tgi)),
+        ("/generate", Some(Api::Generate)),
+        ("/api/generate", Some(Api::Ollama)),
+        ("/api/chat", Some(Api::Ollama)),
+        ("/completion", Some(Api::LlamaCpp)),
+        (
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            Some(Api::Gemini),
+        ),
+        (
+            "/v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:generateContent",
+            Some(Api::Gemini),
+        ),
+        ("/v2/models/ensemble/generate_stream", Some(Api::Triton)),
+        ("/v2/models/ensemble/versions/3/generate", Some(Api::Triton)),
+        ("/v1/models", None),
+        ("/health", None),
+        ("/", None),
+    ] {
+        assert_eq!(Api::detect(&post, path), api, "{path}");
+    }
+    // Only POST is inference: OpenAI's GET /v1/chat/completions lists stored
+    // completions.
+    assert_eq!(Api::detect(&Method::GET, "/v1/chat/completions"), None);
+    assert_eq!(Api::detect(&Method::GET, "/api/chat"), None);
+}
+
+#[test]
+fn content_type_decides_the_framing() {
+    let line = b"{\"response\":\"A\",\"done\":false}\n{\"response\":\"\",\"done\":true,\"eval_count\":3}\n";
+    // Ollama's NDJSON is read whatever it is labelled, but JSON is one body.
+    for ct in [
+        Some(&b"application/x-ndjson"[..]),
+        Some(b"text/plain; charset=utf-8"),
+        None,
+    ] {
+        let t = meter(Api::Ollama, ct, &[line]);
+        let s = summary(&t);
+        assert!(s.streamed, "{ct:?}");
+        assert_eq!(s.events, 2);
+        assert_eq!(s.token_events, 1);
+        assert_eq!(s.output_tokens, Some((3, TokenSource::Usage)));
+    }
+    // NDJSON is NDJSON for any API.
+    let t = meter(
+        Api::LlamaCpp,
+        Some(b"application/jsonl"),
+        &[b"{\"content\":\"x\"}\n"],
+    );
+    assert_eq!(summary(&t).token_events, 1);
+    // Other APIs do not read unknown types.
+    let t = meter(Api::OpenAi, Some(b"text/plain"), &[b"data: {}\n\n"]);
+    assert!(!summary(&t).streamed);
+    assert_eq!(summary(&t).events, 0);
+}
+
+#[test]
+fn non_streamed_bodies_yield_token_counts_and_no_ttft() {
+    let cases: [(Api, &str, Option<u64>, Option<u64>); 10] = [
+        (
+            Api::OpenAi,
+            r#"{"object":"chat.completion","choices":[{"message":{"content":"Hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#,
+            Some(5),
+            Some(2),
+        ),
+        (
+            Api::Responses,
+            r#"{"object":"response","status":"completed","error":null,"output":[{"type":"message","content":[{"type":"output_text","text":"Hi"}]}],"usage":{"input_tokens":9,"output_tokens":4,"output_tokens_details":{"reasoning_tokens":1}}}"#,
+            Some(9),
+            Some(4),
+        ),
+        (
+            Api::Anthropic,
+            r#"{"type":"message","content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":10,"cache_read_input_tokens":90,"output_tokens":6}}"#,
+            Some(100),
+            Some(6),
+        ),
+        (
+            Api::Tgi,
+            r#"{"generated_text":"Hi","details":{"finish_reason":"length","generated_tokens":7,"seed":null,"prefill":[],"tokens":[]}}"#,
+            None,
+            Some(7),
+        ),
+        (
+            Api::Ollama,
+            r#"{"model":"m","response":"Hi","done":true,"prompt_eval_count":11,"eval_count":8}"#,
+            Some(11),
+            Some(8),
+        ),
+        (
+            Api::LlamaCpp,
+            r#"{"content":"Hi","stop":true,"tokens_predicted":3,"tokens_evaluated":12}"#,
+            Some(12),
+            Some(3),
+        ),
+        (
+            Api::Gemini,
+            r#"{"candidates":[{"content":{"parts":[{"text":"Hi"}]}}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":2,"thoughtsTokenCount":5}}"#,
+            Some(4),
+            Some(7),
+        ),
+        (
+            Api::Sglang,
+            r#"{"text":"Hi","meta_info":{"prompt_tokens":6,"completion_tokens":2,"cached_tokens":1}}"#,
+            Some(6),
+            Some(2),
+        ),
+        (
+            Api::Generate,
+            r#"{"text":"Hi","meta_info":{"prompt_tokens":6,"completion_tokens":2}}"#,
+            Some(6),
+            Some(2),
+        ),
+        (
+            Api::Generate,
+            r#"{"generated_text":"Hi","details":{"generated_tokens":7}}"#,
+            None,
+            Some(7),
+        ),
+    ];
+    for (api, body, input, output) in cases {
+        let bytes = body.as_bytes();
+        let (a, b) = bytes.split_at(bytes.len() / 2);
+        let t = meter(api, Some(b"application/json"), &[a, b]);
+        let s = summary(&t);
+        assert_eq!(s.outcome, Outcome::Ok, "{api:?}");
+        assert!(!s.streamed, "{api:?}");
+        assert_eq!(s.parse_errors, 0, "{api:?}");
+        assert_eq!((s.usage.input, s.usage.output), (input, output), "{api:?}");
+        assert_eq!(s.output_tokens.map(|(n, _)| n), output, "{api:?}");
+        assert_eq!((s.ttft, s.ttft_visible, s.tpot), (None, None, None));
+        assert!(t.first_token.is_none() && t.gaps.is_empty());
+    }
+    // Triton reports no counts: unknown for a body.
+    let t = meter(
+        Api::Triton,
+        Some(b"application/json"),
+        &[br#"{"model_name":"m","text_output":"Hi"}"#],
+    );
+    assert_eq!(summary(&t).output_tokens, None);
+    // A failed Responses body is an upstream error even on a 200.
+    let t = meter(
+        Api::Responses,
+        Some(b"application/json"),
+        &[br#"{"object":"response","status":"failed","error":{"code":"server_error"},"usage":null}"#],
+    );
+    assert_eq!(summary(&t).outcome, Outcome::UpstreamError);
+}
+
+#[test]
+fn gemini_streamed_json_array_is_framed_element_by_element() {
+    let body = concat!(
+        "[{\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Let me think\", \"thought\": true}],\"role\": \"model\"}}],",
+        "\"usageMetadata\": {\"promptTokenCount\": 8,\"thoughtsTokenCount\": 3}}\r\n,\r\n",
+        "{\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"The [answer] is {42}\"}],\"role\": \"model\"},\"finishReason\": \"STOP\"}],",
+        "\"usageMetadata\": {\"promptTokenCount\": 8,\"candidatesTokenCount\": 6,\"thoughtsTokenCount\": 3}}\r\n]"
+    )
+    .as_bytes();
+    let whole = meter(
+        Api::Gemini,
+        Some(b"application/json; charset=UTF-8"),
+        &[body],
+    );
+    let s = summary(&whole).clone();
+    assert!(s.streamed);
+    assert_eq!(s.events, 2);
+    assert_eq!(s.token_events, 2);
+    assert_eq!(s.first_token_event, Some(0));
+    assert_eq!(s.first_visible_event, Some(1));
+    assert_eq!(s.usage.output, Some(9));
+    assert_eq!(s.usage.reasoning, Some(3));
+    assert!(s.ttft.is_some() && s.ttft_visible.is_some());
+    // Whitespace first, then every cut.
+    for cut in 0..=body.len() {
+        let (a, b) = body.split_at(cut);
+        let t = meter(Api::Gemini, Some(b"application/json"), &[b"  \r\n", a, b]);
+        let c = summary(&t);
+        assert_eq!(
+            (c.events, c.token_events, c.first_visible_event, c.usage),
+            (s.events, s.token_events, s.first_visible_event, s.usage),
+            "cut {cut}"
+        );
+    }
+}
+
+#[test]
+fn generate_is_resolved_by_the_first_payload() {
+    // SGLang: cumulative text, ends with [DONE].
+    let sglang = b"data: {\"text\":\"He\",\"meta_info\":{\"completion_tokens\":1}}\n\n\
+data: {\"text\":\"Hello\",\"meta_info\":{\"completion_tokens\":2}}\n\n\
+data: {\"text\":\"Hello\",\"meta_info\":{\"completion_tokens\":3}}\n\n\
+data: [DONE]\n\n";
+    let t = meter(Api::Generate, Some(b"text/event-stream"), &[sglang]);
+    let s = summary(&t);
+    assert_eq!((s.events, s.token_events), (4, 2));
+    assert_eq!(s.output_tokens, Some((3, TokenSource::Usage)));
+    // TGI: one event per token.
+    let tgi = b"data:{\"index\":1,\"token\":{\"id\":1,\"text\":\"a\",\"special\":false}}\n\n\
+data:{\"index\":2,\"token\":{\"id\":2,\"text\":\"\",\"special\":true},\"generated_text\":\"a\"}\n\n";
+    let t = meter(Api::Generate, Some(b"text/event-stream"), &[tgi]);
+    let s = summary(&t);
+    assert_eq!((s.events, s.token_events), (2, 2));
+    assert_eq!(s.output_tokens, Some((2, TokenSource::Events)));
+}
+
+#[test]
+fn reasoning_delays_the_visible_first_token() {
+    use std::time::Duration;
+    let events: [&[u8]; 3] = [
+        b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n",
+        b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm\"}}\n\n",
+        b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+    ];
+    let mut trace = Trace::default();
+    let t0 = Instant::now();
+    {
+        let mut m = StreamMeter::new(t0, Api::Anthropic, Limits::default(), &mut trace);
+        m.response_head(t0, 200, Some(b"text/event-stream"), None);
+        for (ms, ev) in [10, 20, 50].into_iter().zip(events) {
+            m.data(t0 + Duration::from_millis(ms), &Bytes::copy_from_slice(ev));
+        }
+        m.end(t0 + Duration::from_millis(60));
+    }
+    let s = trace.summary.as_ref().unwrap();
+    assert_eq!(s.first_token_event, Some(1));
+    assert_eq!(s.first_visible_event, Some(2));
+    assert_eq!(s.ttft, Some(Duration::from_millis(20)));
+    assert_eq!(s.ttft_visible, Some(Duration::from_millis(50)));
+    assert_eq!(trace.first_token, s.ttft);
+    assert_eq!(trace.first_visible_token, s.ttft_visible);
+    assert_eq!(trace.gaps, [Duration::from_millis(30)]);
+}
