@@ -31,7 +31,10 @@ impl Drop for Prometheus {
 }
 
 fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
@@ -45,28 +48,43 @@ async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
     let addr = free_port();
     let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!(
+            "--config.file={}",
+            dir.path().join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
         .arg(format!("--web.listen-address={addr}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("prometheus not found: install Debian's `prometheus` package (see README)");
-    let p = Prometheus { child, addr, _dir: dir };
+    let p = Prometheus {
+        child,
+        addr,
+        _dir: dir,
+    };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(Ok(mut s)) =
             tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr)).await
         {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            s.write_all(b"GET /-/ready HTTP/1.1\r\nhost: p\r\nconnection: close\r\n\r\n").await.unwrap();
+            s.write_all(b"GET /-/ready HTTP/1.1\r\nhost: p\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
             let mut buf = Vec::new();
             let _ = s.read_to_end(&mut buf).await;
             if buf.starts_with(b"HTTP/1.1 200") {
                 return p;
             }
         }
-        assert!(tokio::time::Instant::now() < deadline, "prometheus did not become ready");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "prometheus did not become ready"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -74,7 +92,9 @@ async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
 fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -105,7 +125,10 @@ async fn eventually(p: &Prometheus, expr: &str, want: f64) {
         if got == Some(want) {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "{expr}: got {got:?}, want {want}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{expr}: got {got:?}, want {want}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -138,16 +161,38 @@ async fn two_replicas_aggregate_in_prometheus() {
     eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 2.0).await;
     // Histograms add up across replicas, bucket by bucket.
     eventually(&p, "sum(llm_time_to_first_token_seconds_count)", 10.0).await;
-    eventually(&p, "sum(llm_time_to_first_token_seconds_bucket{le=\"0.1\"})", 6.0).await;
-    eventually(&p, "sum(llm_time_to_first_token_seconds_bucket{le=\"0.3\"})", 6.0).await;
+    eventually(
+        &p,
+        "sum(llm_time_to_first_token_seconds_bucket{le=\"0.1\"})",
+        6.0,
+    )
+    .await;
+    eventually(
+        &p,
+        "sum(llm_time_to_first_token_seconds_bucket{le=\"0.3\"})",
+        6.0,
+    )
+    .await;
     eventually(&p, "sum(llm_output_tokens_total)", 100.0).await;
     // The median of the pooled distribution lies in the fast bucket, the
     // p90 in the slow one: a quantile of the sum, not a mean of quantiles.
-    let p50 = scalar(&query(&p, "histogram_quantile(0.5, sum by (le) (llm_time_to_first_token_seconds_bucket))").await)
-        .unwrap();
+    let p50 = scalar(
+        &query(
+            &p,
+            "histogram_quantile(0.5, sum by (le) (llm_time_to_first_token_seconds_bucket))",
+        )
+        .await,
+    )
+    .unwrap();
     assert!(p50 > 0.025 && p50 <= 0.05, "p50 {p50}");
-    let p90 = scalar(&query(&p, "histogram_quantile(0.9, sum by (le) (llm_time_to_first_token_seconds_bucket))").await)
-        .unwrap();
+    let p90 = scalar(
+        &query(
+            &p,
+            "histogram_quantile(0.9, sum by (le) (llm_time_to_first_token_seconds_bucket))",
+        )
+        .await,
+    )
+    .unwrap();
     assert!(p90 > 0.3 && p90 <= 0.5, "p90 {p90}");
 
     // Every dashboard query is valid PromQL for this server.
