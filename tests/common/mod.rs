@@ -57,6 +57,8 @@ pub fn split_at(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 /// - `x-fixture: NAME` and `x-cuts: 3,10,...`: a 200 `text/event-stream`
 ///   (or `application/x-ndjson`) whose body is the fixture cut into one
 ///   frame per piece; `x-body-hex: HEX` serves those bytes instead;
+///   `x-pace-ms: D` sends one event per frame instead, event k at
+///   `(k + 1) × D` after the request (a known schedule);
 /// - `x-echo: 1`: a JSON description of the request as received
 ///   (method, URI, headers, body in hex), to check request transparency;
 /// - `x-status: N`: that status with a small JSON body.
@@ -83,6 +85,73 @@ pub async fn scripted_upstream() -> SocketAddr {
 }
 
 type ScriptBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+type ScriptStream = std::pin::Pin<
+    Box<dyn futures_core::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync>,
+>;
+
+/// Splits a stream body after each event: after every blank line (any line
+/// ending) for SSE, after every line for NDJSON. A tail without its
+/// terminator is the last piece.
+pub fn split_events(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let ndjson = !bytes.windows(5).any(|w| w == b"data:");
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut line_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\n' || b == b'\r' {
+            let mut end = i + 1;
+            if b == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+                end += 1;
+            }
+            let blank = i == line_start;
+            if ndjson || (blank && i > start) {
+                pieces.push(bytes[start..end].to_vec());
+                start = end;
+            }
+            line_start = end;
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    if start < bytes.len() {
+        pieces.push(bytes[start..].to_vec());
+    }
+    pieces
+}
+
+/// Sends piece k at `(k + 1) × every` after the request, on absolute
+/// deadlines.
+fn paced(
+    pieces: Vec<Vec<u8>>,
+    every: Duration,
+) -> impl futures_core::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let start = tokio::time::Instant::now();
+    tokio::spawn(async move {
+        for (k, piece) in pieces.into_iter().enumerate() {
+            tokio::time::sleep_until(start + every * (k as u32 + 1)).await;
+            if tx.send(Ok(Frame::data(Bytes::from(piece)))).await.is_err() {
+                return;
+            }
+        }
+    });
+    ChannelStream(rx)
+}
+
+struct ChannelStream(tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Infallible>>);
+
+impl futures_core::Stream for ChannelStream {
+    type Item = Result<Frame<Bytes>, Infallible>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
 
 async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infallible> {
     let header = |name: &str| {
@@ -103,8 +172,11 @@ async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infall
             .filter(|s| !s.is_empty())
             .map(|s| s.split(',').map(|c| c.parse().unwrap()).collect())
             .unwrap_or_default();
-        let frames = split_at(&bytes, &cuts);
-        let stream = futures_iter(frames);
+        let pace: Option<u64> = header("x-pace-ms").map(|s| s.parse().unwrap());
+        let stream: ScriptStream = match pace {
+            None => Box::pin(futures_iter(split_at(&bytes, &cuts))),
+            Some(ms) => Box::pin(paced(split_events(&bytes), Duration::from_millis(ms))),
+        };
         let ct = if name.ends_with(".ndjson") {
             "application/x-ndjson"
         } else {

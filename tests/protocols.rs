@@ -1,0 +1,127 @@
+//! Every protocol end to end: each captured stream is served on its API's
+//! own path by an upstream that sends one event every 25 ms (a known
+//! schedule), through the proxy with `protocol: auto`; the scraped TTFT,
+//! ITL, E2EL and token counts match the schedule and `expected.yaml`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use serde::Deserialize;
+
+const PACE_MS: u64 = 25;
+
+#[derive(Debug, Deserialize)]
+struct Expect {
+    token_events: u64,
+    first_token_event: Option<u64>,
+    output: Option<u64>,
+    output_source: Option<String>,
+    outcome: String,
+    #[serde(flatten)]
+    _rest: BTreeMap<String, serde_json::Value>,
+}
+
+/// The path each API is served on by default.
+fn path_for(file: &str) -> &'static str {
+    match file.split('-').next().unwrap() {
+        "anthropic" => "/v1/messages",
+        "gemini" => "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        "llamacpp" => "/completion",
+        "tgi" => "/generate_stream",
+        "ollama" if file.contains("chat") => "/api/chat",
+        "ollama" => "/api/generate",
+        "openai" if file.contains("responses") => "/v1/responses",
+        _ => "/v1/chat/completions",
+    }
+}
+
+/// Index among the paced pieces of the piece holding event `event` (pieces
+/// that hold only comments are not events).
+fn piece_of_event(pieces: &[Vec<u8>], event: u64) -> usize {
+    pieces
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            let text = String::from_utf8_lossy(p);
+            !text.trim_start().starts_with(':') || text.contains("\ndata")
+        })
+        .nth(event as usize)
+        .unwrap()
+        .0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_protocol_is_timed_against_a_paced_upstream() {
+    let text = std::fs::read_to_string(fixture_dir().join("expected.yaml")).unwrap();
+    let all: BTreeMap<String, Expect> = serde_saphyr::from_str(&text).unwrap();
+    let upstream = scripted_upstream().await;
+    let mut tasks = Vec::new();
+    for (file, expect) in all {
+        tasks.push(tokio::spawn(async move {
+            let proxy = start(config_for(upstream)).await;
+            let bytes = fixture(&file);
+            let pieces = split_events(&bytes);
+            let head = format!(
+                "POST {} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\n\
+                 content-length: 14\r\nx-fixture: {file}\r\nx-pace-ms: {PACE_MS}\r\n\r\n",
+                path_for(&file)
+            );
+            let resp = raw_exchange(proxy.proxy_addr, &head, br#"{"model":"m1"}"#).await;
+            assert_eq!(resp.body(), bytes, "{file}: bytes");
+            assert_eq!(resp.chunks.len(), pieces.len(), "{file}: one frame per paced event");
+            let s = scrape_until(proxy.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+            let route = [("route", "test")];
+            assert_eq!(
+                sum(&s, "llm_requests_total", &[("outcome", expect.outcome.as_str())]),
+                1.0,
+                "{file}: outcome"
+            );
+            let pace = PACE_MS as f64 / 1000.0;
+            let (n, ttft) = mean(&s, "llm_time_to_first_token_seconds", &route);
+            match expect.first_token_event {
+                Some(first) => {
+                    let want = pace * (piece_of_event(&pieces, first) + 1) as f64;
+                    assert_eq!(n, 1.0, "{file}: TTFT observed once");
+                    assert!(ttft >= want - 0.002 && ttft < want + 0.040, "{file}: TTFT {ttft} want {want}");
+                }
+                None => assert_eq!(n, 0.0, "{file}: no token, no TTFT"),
+            }
+            let (gaps, _) = mean(&s, "llm_inter_token_latency_seconds", &route);
+            assert_eq!(gaps, expect.token_events.saturating_sub(1) as f64, "{file}: one ITL per gap");
+            if expect.outcome == "ok" {
+                let (n, e2el) = mean(&s, "llm_e2e_request_latency_seconds", &route);
+                let want = pace * pieces.len() as f64;
+                assert_eq!(n, 1.0);
+                assert!(e2el >= want - 0.002 && e2el < want + 0.060, "{file}: E2EL {e2el} want {want}");
+            }
+            let source = expect.output_source.as_deref().unwrap_or("usage");
+            let want_tokens = match source {
+                "usage" => expect.output.unwrap() as f64,
+                _ => expect.token_events as f64,
+            };
+            assert_eq!(
+                sum(&s, "llm_output_tokens_total", &[("source", source)]),
+                want_tokens,
+                "{file}: output tokens"
+            );
+            assert_eq!(sum(&s, "tokenmeter_stream_parse_errors_total", &[]), 0.0, "{file}: parse errors");
+            proxy.stop().await;
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[test]
+fn split_events_keeps_every_byte() {
+    for name in fixture_names() {
+        let bytes = fixture(&name);
+        assert_eq!(split_events(&bytes).concat(), bytes, "{name}");
+        assert!(split_events(&bytes).len() > 1, "{name}");
+    }
+}
