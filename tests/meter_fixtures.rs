@@ -70,10 +70,14 @@ fn content_type(file: &str) -> &'static [u8] {
 
 /// Meters `pieces` as the frames of one 200 response of type `ct`.
 fn meter(api: Api, ct: &[u8], pieces: &[&[u8]]) -> Trace {
+    meter_encoded(api, ct, None, pieces)
+}
+
+fn meter_encoded(api: Api, ct: &[u8], encoding: Option<&[u8]>, pieces: &[&[u8]]) -> Trace {
     let mut trace = Trace::default();
     {
         let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut trace);
-        m.response_head(Instant::now(), 200, Some(ct), None);
+        m.response_head(Instant::now(), 200, Some(ct), encoding);
         for p in pieces {
             m.data(Instant::now(), &Bytes::copy_from_slice(p));
         }
@@ -226,6 +230,68 @@ fn every_fixture_file_has_an_expectation_or_is_listed_as_pending() {
                 all.contains_key(&name) || pending.contains(&name.as_str()),
                 "{name} has no expectation"
             );
+        }
+    }
+}
+
+/// The fixture compressed as one stream: cuts then fall anywhere in it, so
+/// the decoded text arrives in arbitrary pieces too.
+fn compress(encoding: &str, bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    match encoding {
+        "gzip" => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap()
+        }
+        "deflate" => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap()
+        }
+        "br" => {
+            let mut out = Vec::new();
+            {
+                let mut e = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+                e.write_all(bytes).unwrap();
+            }
+            out
+        }
+        "zstd" => zstd::encode_all(bytes, 3).unwrap(),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn compressed_fixtures_yield_the_same_however_they_are_cut() {
+    for (file, expect) in &expectations() {
+        let bytes = std::fs::read(data_dir().join(file)).unwrap();
+        let api = api(&expect.api);
+        for encoding in ["gzip", "deflate", "br", "zstd"] {
+            let packed = compress(encoding, &bytes);
+            let how = format!("{encoding}, whole");
+            let trace = meter_encoded(
+                api,
+                content_type(file),
+                Some(encoding.as_bytes()),
+                &[&packed],
+            );
+            check(file, &how, expect, &trace);
+            let mut rng = XorShift(0xA076_1D64_78BD_642F ^ packed.len() as u64);
+            for round in 0..20 {
+                let mut pieces = Vec::new();
+                let mut rest = &packed[..];
+                while !rest.is_empty() {
+                    let n = 1 + rng.next(rest.len().min(40));
+                    let (a, b) = rest.split_at(n);
+                    pieces.push(a);
+                    rest = b;
+                }
+                let how = format!("{encoding}, random round {round}");
+                let trace =
+                    meter_encoded(api, content_type(file), Some(encoding.as_bytes()), &pieces);
+                check(file, &how, expect, &trace);
+            }
         }
     }
 }

@@ -322,3 +322,44 @@ async fn malformed_streams_degrade_metering_but_pass_unchanged() {
     assert_eq!(sum(&s, "llm_inter_token_latency_seconds_count", &[]), 1.0);
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn compressed_streams_pass_untouched_and_are_metered_from_a_decoded_copy() {
+    use std::io::Write;
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let plain = fixture("openai-chat-basic-usage.sse");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&plain).unwrap();
+    let packed = gz.finish().unwrap();
+    let hex: String = packed.iter().map(|b| format!("{b:02x}")).collect();
+    let cuts = format!("{},{}", packed.len() / 3, packed.len() / 2);
+    let (head, req) = chat_request(
+        "m1",
+        true,
+        &[
+            ("x-body-hex", &hex),
+            ("x-cuts", &cuts),
+            ("x-content-encoding", "gzip"),
+        ],
+    );
+    let resp = raw_exchange(proxy.proxy_addr, &head, &req).await;
+    assert_eq!(resp.header("content-encoding"), Some("gzip"));
+    assert_eq!(
+        resp.body(),
+        packed,
+        "the client gets the compressed bytes as sent"
+    );
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) == 1.0
+    })
+    .await;
+    assert_eq!(
+        sum(&s, "llm_output_tokens_total", &[("source", "usage")]),
+        30.0
+    );
+    assert_eq!(sum(&s, "llm_input_tokens_total", &[]), 14.0);
+    assert_eq!(sum(&s, "llm_inter_token_latency_seconds_count", &[]), 29.0);
+    assert_eq!(sum(&s, "tokenmeter_stream_parse_errors_total", &[]), 0.0);
+    proxy.stop().await;
+}

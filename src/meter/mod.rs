@@ -22,6 +22,7 @@
 //! `Tally::finish`, so that every recorder applies them the same way.
 
 pub mod anthropic;
+pub mod decompress;
 pub mod gemini;
 pub mod json;
 pub mod jsonarray;
@@ -159,7 +160,7 @@ pub enum ParseError {
     Oversized,
     #[error("non-streamed body larger than the metering limit")]
     BodyTooLarge,
-    #[error("compressed body cannot be metered")]
+    #[error("compressed body in an unknown coding, or one that failed to decode")]
     Compressed,
 }
 
@@ -413,6 +414,8 @@ pub struct StreamMeter<R: Recorder> {
     /// Everything but the framer, so the framer's callback can borrow it.
     tally: Tally<R>,
     framer: Framer,
+    /// Decodes a copy of a compressed body (`content-encoding`).
+    codec: Option<decompress::Decompressor>,
 }
 
 /// The framer of the response body, chosen with the response head.
@@ -503,6 +506,7 @@ impl<R: Recorder> StreamMeter<R> {
                 body_len: 0,
             },
             framer: Framer::None,
+            codec: None,
         }
     }
 
@@ -529,13 +533,29 @@ impl<R: Recorder> StreamMeter<R> {
             r.response_headers(now.saturating_duration_since(t.t0));
         }
         let ct = content_type.unwrap_or_default();
-        let compressed =
-            content_encoding.is_some_and(|e| !e.trim_ascii().eq_ignore_ascii_case(b"identity"));
         let api = t.decoder.api;
-        t.framing = if !(200..300).contains(&status) {
-            Framing::Opaque
-        } else if compressed {
-            t.parse_error(ParseError::Compressed);
+        // Error bodies are not read; a compressed body is read through a
+        // decoder, or not at all when its coding is unknown.
+        self.codec = None;
+        let readable = (200..300).contains(&status)
+            && match decompress::Encoding::parse(content_encoding) {
+                Ok(None) => true,
+                Ok(Some(enc)) => match decompress::Decompressor::new(enc, t.limits.body) {
+                    Ok(d) => {
+                        self.codec = Some(d);
+                        true
+                    }
+                    Err(e) => {
+                        t.parse_error(e);
+                        false
+                    }
+                },
+                Err(e) => {
+                    t.parse_error(e);
+                    false
+                }
+            };
+        t.framing = if !readable {
             Framing::Opaque
         } else if starts_with_ignore_case(ct, b"text/event-stream") {
             Framing::Sse
@@ -566,8 +586,23 @@ impl<R: Recorder> StreamMeter<R> {
             return;
         }
         t.t_frame = Some(now);
+        if matches!(t.framing, Framing::Pending | Framing::Opaque) {
+            return;
+        }
+        let decoded = match self.codec.as_mut().map(|c| c.decode(frame)) {
+            None => None,
+            Some(Ok(text)) => Some(text),
+            Some(Err(e)) => {
+                // Undecodable from here on: stop reading, keep forwarding.
+                self.codec = None;
+                t.framing = Framing::Opaque;
+                t.body = None;
+                return t.parse_error(e);
+            }
+        };
+        let bytes: &[u8] = decoded.unwrap_or(frame);
         if t.framing == Framing::JsonOrArray {
-            match frame.iter().find(|b| !b.is_ascii_whitespace()) {
+            match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
                 None => return,
                 Some(b'[') => {
                     t.framing = Framing::JsonArray;
@@ -579,9 +614,13 @@ impl<R: Recorder> StreamMeter<R> {
         }
         match t.framing {
             Framing::Sse | Framing::Ndjson | Framing::JsonArray => {
-                self.framer.feed(frame, &mut |ev| t.on_event(now, ev))
+                self.framer.feed(bytes, &mut |ev| t.on_event(now, ev))
             }
-            Framing::Json => t.keep_body(frame),
+            // A decoded copy is owned; a plain frame is kept by reference.
+            Framing::Json => t.keep_body(match decoded {
+                Some(text) => Bytes::copy_from_slice(text),
+                None => frame.clone(),
+            }),
             Framing::Pending | Framing::JsonOrArray | Framing::Opaque => {}
         }
     }
@@ -681,12 +720,12 @@ impl<R: Recorder> Tally<R> {
     }
 
     /// Keeps a frame of a non-streamed body, within the limit.
-    fn keep_body(&mut self, frame: &Bytes) {
+    fn keep_body(&mut self, frame: Bytes) {
         let fits = self.body_len + frame.len() <= self.limits.body;
         match (&mut self.body, fits) {
             (Some(parts), true) => {
                 self.body_len += frame.len();
-                parts.push(frame.clone());
+                parts.push(frame);
             }
             (Some(_), false) => {
                 self.body = None;

@@ -59,6 +59,7 @@ pub fn split_at(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 ///   frame per piece; `x-body-hex: HEX` serves those bytes instead;
 ///   `x-pace-ms: D` sends one event per frame instead, event k at
 ///   `(k + 1) × D` after the request (a known schedule);
+///   `x-content-encoding: E` labels the body with that coding;
 /// - `x-echo: 1`: a JSON description of the request as received
 ///   (method, URI, headers, body in hex), to check request transparency;
 /// - `x-status: N`: that status with a small JSON body.
@@ -182,7 +183,11 @@ async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infall
         } else {
             "text/event-stream"
         };
-        return Ok(Response::builder()
+        let mut builder = Response::builder();
+        if let Some(encoding) = header("x-content-encoding") {
+            builder = builder.header("content-encoding", encoding);
+        }
+        return Ok(builder
             .header("content-type", ct)
             .header("x-upstream", "yes")
             .header("cache-control", "no-cache")
