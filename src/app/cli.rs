@@ -45,6 +45,18 @@ enum Command {
     Sim(SimArgs),
     /// Run the simulator, the proxy in front of it and a small steady load.
     Demo(DemoArgs),
+    /// Send a small steady load of streamed chat requests (demos, compose).
+    Load(LoadArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LoadArgs {
+    /// Base URL of the proxy (or any OpenAI-compatible server).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub target: String,
+    /// Requests per second.
+    #[arg(long, default_value_t = 2.0)]
+    pub rate: f64,
 }
 
 #[derive(Debug, Args)]
@@ -164,6 +176,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Demo(args) => {
             super::demo::run_demo(args).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Load(args) => {
+            let summary =
+                crate::sim::load::run_load(args.target, args.rate, super::shutdown_signal()).await;
+            println!(
+                "load: {} sent, {} ok, {} failed",
+                summary.sent, summary.ok, summary.failed
+            );
             Ok(ExitCode::SUCCESS)
         }
     }
