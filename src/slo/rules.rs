@@ -167,7 +167,12 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
                         "sum by (slo) (rate({}[{window}]))\n/\nsum by (slo) (rate({judged}[{window}]))",
                         sli.errors
                     ),
-                    labels: BTreeMap::from([("objective".to_owned(), sli.objective.to_owned())]),
+                    // `slo` is also set by `sum by (slo)`; written out so
+                    // each rule is distinct for `promtool check rules`.
+                    labels: BTreeMap::from([
+                        ("objective".to_owned(), sli.objective.to_owned()),
+                        ("slo".to_owned(), slo.clone()),
+                    ]),
                     annotations: BTreeMap::new(),
                 });
             }
@@ -233,7 +238,11 @@ fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> R
         record: None,
         alert: Some(severity.alert.to_owned()),
         expr: conditions.join("\nor\n"),
-        labels: BTreeMap::from([("severity".to_owned(), severity.severity.to_owned())]),
+        labels: BTreeMap::from([
+            ("objective".to_owned(), sli.objective.to_owned()),
+            ("severity".to_owned(), severity.severity.to_owned()),
+            ("slo".to_owned(), slo.clone()),
+        ]),
         annotations: BTreeMap::from([
             (
                 "summary".to_owned(),
