@@ -14,6 +14,8 @@
 //!   forwarded untouched while the meter watches it.
 //! - [`metrics`]: the Prometheus registry, every metric name and help text,
 //!   and the per-request recorder that the meter reports into.
+//! - [`slo`]: judging one finished request against its SLO class (good, bad
+//!   or not counted, and which objectives it violated). Pure, no I/O.
 //! - [`meter`]: incremental SSE framing and protocol classification (one file
 //!   per protocol) turning a byte stream into token events, usage and an
 //!   outcome. Knows nothing of Prometheus, HTTP servers or config files.
@@ -29,3 +31,4 @@ pub mod meter;
 pub mod metrics;
 pub mod proxy;
 pub mod sim;
+pub mod slo;

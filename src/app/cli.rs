@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check`, `sim` and `demo`.
+//! The command line: `serve`, `check`, `rules`, `sim` and `demo`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +40,16 @@ enum Command {
         /// The config file.
         #[arg(long, short, env = "TOKENMETER_CONFIG")]
         config: PathBuf,
+    },
+    /// Write Prometheus recording and alerting rules for the config's SLO
+    /// classes (burn-rate alerts as in the Google SRE workbook).
+    Rules {
+        /// The config file (its `slo_files` define the classes).
+        #[arg(long, short, env = "TOKENMETER_CONFIG")]
+        config: PathBuf,
+        /// Where to write the rules; standard output by default.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
     },
     /// Run the built-in OpenAI-compatible upstream simulator.
     Sim(SimArgs),
@@ -170,6 +180,31 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::FAILURE)
             }
         },
+        Command::Rules { config, out } => {
+            let loaded = match Config::load(&config, &Overrides::default()) {
+                Ok(c) => c,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            if loaded.slo_classes.is_empty() {
+                eprintln!(
+                    "{}: no SLO classes: list SLO files under `slo_files`",
+                    config.display()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            let file = crate::slo::rules::rules(&loaded.slo_classes, &loaded.metrics.namespace);
+            let yaml = crate::slo::rules::to_yaml(&file)
+                .map_err(|e| anyhow::anyhow!("writing the rules as YAML: {e}"))?;
+            match out {
+                Some(path) => std::fs::write(&path, yaml)
+                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?,
+                None => print!("{yaml}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Sim(args) => {
             super::demo::run_sim(args).await?;
             Ok(ExitCode::SUCCESS)

@@ -67,7 +67,10 @@ impl Running {
 /// Binds both listeners and starts serving.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     let registry = prometheus::Registry::new();
-    let metrics = Arc::new(Metrics::new(&config.metrics, registry).context("registering metrics")?);
+    let metrics = Arc::new(
+        Metrics::new(&config.metrics, &config.slo_classes, registry)
+            .context("registering metrics")?,
+    );
     let proxy = Arc::new(Proxy::new(&config, metrics.clone()).context("setting up upstream TLS")?);
 
     let proxy_listener = TcpListener::bind(config.listen)

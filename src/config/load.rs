@@ -124,7 +124,9 @@ impl Config {
                 unknown_key_message(unknown),
             );
         }
-        let config = checker.config(&document.config, overrides);
+        // SLO files are named relative to the directory of this file.
+        let base = Path::new(file).parent().unwrap_or(Path::new(""));
+        let config = checker.config(&document.config, overrides, base);
         checker.finish(config)
     }
 
@@ -174,7 +176,10 @@ impl Config {
                 preserve_host: false,
                 strip_prefix: false,
                 slo: None,
+                slo_by_model: Vec::new(),
+                slo_header: None,
             }],
+            slo_classes: Vec::new(),
         });
         match config {
             Some(config) => checker.finish(config),
@@ -195,7 +200,7 @@ fn default_admin_listen() -> SocketAddr {
         .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
 }
 
-fn unknown_key_message(unknown: &raw::UnknownKey) -> String {
+pub(super) fn unknown_key_message(unknown: &raw::UnknownKey) -> String {
     let Some(raw::Segment::Key(key)) = unknown.path.last() else {
         return "unknown key".to_owned();
     };
@@ -233,9 +238,12 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Collects errors while building the runtime config.
-struct Checker<'a> {
+pub(super) struct Checker<'a> {
     file: &'a str,
-    errors: Vec<ConfigError>,
+    pub(super) errors: Vec<ConfigError>,
+    /// Names of the defined SLO classes, once `slo_files` were read; `None`
+    /// without `slo_files`.
+    slo_names: Option<Vec<String>>,
 }
 
 /// A route's checked match, and where to report it as shadowed.
@@ -254,15 +262,21 @@ enum Origin<'k> {
 }
 
 impl<'a> Checker<'a> {
-    fn new(file: &'a str) -> Self {
+    pub(super) fn new(file: &'a str) -> Self {
         Self {
             file,
             errors: Vec::new(),
+            slo_names: None,
         }
     }
 
     /// Records a problem in the file.
-    fn at(&mut self, pos: Option<Pos>, key: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn at(
+        &mut self,
+        pos: Option<Pos>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) {
         self.errors.push(ConfigError {
             file: self.file.to_owned(),
             line: pos.map(|pos| pos.line),
@@ -291,11 +305,24 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Errors in file order; those without a position (missing top-level
-    /// keys, flags) last.
+    /// Errors in file order: this file first, then the SLO files by name,
+    /// then flags; within a file, those without a position (missing
+    /// top-level keys) last.
     fn into_errors(mut self) -> ConfigErrors {
-        self.errors
-            .sort_by_key(|e| (e.file == FLAGS_FILE, e.line.is_none(), e.line, e.column));
+        let main = self.file;
+        self.errors.sort_by(|a, b| {
+            let key = |e: &ConfigError| {
+                (
+                    e.file == FLAGS_FILE,
+                    e.file != main,
+                    e.file.clone(),
+                    e.line.is_none(),
+                    e.line,
+                    e.column,
+                )
+            };
+            key(a).cmp(&key(b))
+        });
         ConfigErrors(self.errors)
     }
 
@@ -309,7 +336,7 @@ impl<'a> Checker<'a> {
 
     /// Checks one optional value: `None` when it is absent or bad (bad values
     /// are recorded).
-    fn value<T>(
+    pub(super) fn value<T>(
         &mut self,
         field: Option<&Spanned<String>>,
         key: &str,
@@ -335,7 +362,15 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn config(&mut self, raw: &RawConfig, overrides: &Overrides) -> Config {
+    fn config(&mut self, raw: &RawConfig, overrides: &Overrides, base: &Path) -> Config {
+        let slo_classes = match &raw.slo_files {
+            Some(list) => {
+                let classes = self.slo_classes(list, base);
+                self.slo_names = Some(classes.iter().map(|c| c.name.clone()).collect());
+                classes
+            }
+            None => Vec::new(),
+        };
         let listen_field = raw.listen.as_ref();
         let admin_field = raw.admin.as_ref().and_then(|admin| admin.listen.as_ref());
         let listen_file = self.value(listen_field, "listen", parse_addr);
@@ -381,6 +416,7 @@ impl<'a> Checker<'a> {
             proxy: self.proxy(raw),
             metrics: self.metrics(raw),
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override),
+            slo_classes,
         }
     }
 
@@ -770,14 +806,29 @@ impl<'a> Checker<'a> {
                 parse_bool,
             )
             .unwrap_or(false);
+        let names = self.slo_names.clone();
+        let names = names.as_deref();
         let slo = self.value(route.slo.as_ref(), &format!("{prefix}.slo"), |text| {
-            if is_label_value(text) {
-                Ok(text.to_owned())
-            } else {
-                Err(format!(
-                    "invalid SLO class `{text}`: must match [a-zA-Z0-9_.:-]+"
-                ))
+            check_class(names, text)
+        });
+        let slo_by_model = match &route.slo_by_model {
+            None => Vec::new(),
+            Some(entries) => self.slo_by_model(&format!("{prefix}.slo_by_model"), entries, names),
+        };
+        let slo_header = route.slo_header.as_ref().and_then(|field| {
+            let key = format!("{prefix}.slo_header");
+            if names.is_none() {
+                self.at(
+                    raw::pos(field),
+                    key,
+                    "needs `slo_files`: a client may only declare a class defined there",
+                );
+                return None;
             }
+            self.value(Some(field), &key, |text| {
+                http::HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+                    .map_err(|_| format!("invalid header name `{text}`"))
+            })
         });
 
         let built = match (name, matcher, upstream) {
@@ -790,6 +841,8 @@ impl<'a> Checker<'a> {
                 preserve_host,
                 strip_prefix,
                 slo,
+                slo_by_model,
+                slo_header,
             }),
             _ => None,
         };
@@ -841,6 +894,36 @@ impl<'a> Checker<'a> {
             }),
             _ => None,
         }
+    }
+
+    fn slo_by_model(
+        &mut self,
+        key: &str,
+        entries: &Spanned<raw::Entries>,
+        names: Option<&[String]>,
+    ) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::with_capacity(entries.value.0.len());
+        for (model, class) in &entries.value.0 {
+            let entry_key = format!("{key}.{model}");
+            if model.is_empty() {
+                self.at(raw::pos(class), entry_key, "model name must not be empty");
+                continue;
+            }
+            if out.iter().any(|(m, _)| m == model) {
+                self.at(
+                    raw::pos(class),
+                    entry_key,
+                    format!("model `{model}` is listed twice"),
+                );
+                continue;
+            }
+            if let Some(class) =
+                self.value(Some(class), &entry_key, |text| check_class(names, text))
+            {
+                out.push((model.clone(), class));
+            }
+        }
+        out
     }
 
     fn methods(&mut self, key: &str, list: &raw::List) -> Option<Vec<http::Method>> {
@@ -1125,8 +1208,29 @@ fn is_metric_namespace(text: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// An SLO class named by a route: a label value, and a defined class when
+/// SLO files are configured (`names`).
+fn check_class(names: Option<&[String]>, text: &str) -> Result<String, String> {
+    if !is_label_value(text) {
+        return Err(format!(
+            "invalid SLO class `{text}`: must match [a-zA-Z0-9_.:-]+"
+        ));
+    }
+    match names {
+        Some(names) if !names.iter().any(|n| n == text) => Err(if names.is_empty() {
+            format!("unknown SLO class `{text}`: the slo_files define no class")
+        } else {
+            format!(
+                "unknown SLO class `{text}`: not defined in slo_files (defined: {})",
+                names.join(", ")
+            )
+        }),
+        _ => Ok(text.to_owned()),
+    }
+}
+
 /// Route names and SLO classes: bounded, readable label values.
-fn is_label_value(text: &str) -> bool {
+pub(super) fn is_label_value(text: &str) -> bool {
     !text.is_empty()
         && text
             .chars()

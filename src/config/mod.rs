@@ -12,8 +12,10 @@
 
 mod load;
 mod raw;
+mod slo;
 
 pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides};
+pub use slo::DEFAULT_WINDOW;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -37,6 +39,83 @@ pub struct Config {
     /// Routes in match order: the first route whose match accepts a request
     /// handles it.
     pub routes: Vec<Route>,
+    /// SLO classes from the `slo_files`, in file order. Empty when none are
+    /// configured; then a route's `slo` is only a label value.
+    pub slo_classes: Vec<SloClass>,
+}
+
+/// One SLO class: per-request thresholds with target ratios, and what makes a
+/// request good.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloClass {
+    /// Unique name, the `slo` label value.
+    pub name: String,
+    /// What the class is for (alert annotations); may be empty.
+    pub description: String,
+    /// Compliance window the targets are meant over (the error budget period).
+    pub window: Duration,
+    /// Thresholds, at most one per kind, in the order `ttft`, `tpot`, `e2el`.
+    pub objectives: Vec<Objective>,
+    /// Which objectives a request must meet to be good, and the target share.
+    pub goodput: Goodput,
+}
+
+impl SloClass {
+    /// The objective of `kind`, when the class has one.
+    pub fn objective(&self, kind: ObjectiveKind) -> Option<&Objective> {
+        self.objectives.iter().find(|o| o.kind == kind)
+    }
+}
+
+/// "At least `target` of requests have `kind` at or below `threshold`":
+/// `ttft: {p95: 500ms}` is `threshold` 500 ms, `target` 0.95.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Objective {
+    pub kind: ObjectiveKind,
+    /// Per-request bound, inclusive (a value equal to it holds).
+    pub threshold: Duration,
+    /// Share of requests that must hold, in (0, 1).
+    pub target: f64,
+}
+
+/// The per-request numbers an SLO can bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectiveKind {
+    /// Time to first token (streamed responses).
+    Ttft,
+    /// Time per output token after the first (streamed responses).
+    Tpot,
+    /// End-to-end request latency.
+    E2el,
+}
+
+impl ObjectiveKind {
+    /// Every kind, in config and label order.
+    pub const ALL: [ObjectiveKind; 3] = [
+        ObjectiveKind::Ttft,
+        ObjectiveKind::Tpot,
+        ObjectiveKind::E2el,
+    ];
+
+    /// The config key and `objective` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectiveKind::Ttft => "ttft",
+            ObjectiveKind::Tpot => "tpot",
+            ObjectiveKind::E2el => "e2el",
+        }
+    }
+}
+
+/// What makes a request of a class good.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Goodput {
+    /// Objectives a good request meets, all of them. Empty only for a class
+    /// without objectives, where a request is good when its outcome is `ok`.
+    pub require: Vec<ObjectiveKind>,
+    /// Target share of good requests among judged ones, in (0, 1); `None`
+    /// when not set (counted, but no alerts).
+    pub target: Option<f64>,
 }
 
 /// Forwarding behaviour shared by all routes.
@@ -155,8 +234,15 @@ pub struct Route {
     /// Remove the matched path prefix before appending the path to the
     /// upstream's base path.
     pub strip_prefix: bool,
-    /// SLO class name, used as the `slo` label (empty label when unset).
+    /// The route's SLO class, the `slo` label (empty label when unset). With
+    /// SLO classes configured it names one of them.
     pub slo: Option<String>,
+    /// SLO class by the request's model name (as sent, before the label is
+    /// bounded), taking precedence over `slo`.
+    pub slo_by_model: Vec<(String, String)>,
+    /// Header by which a client may declare its class; it takes precedence
+    /// over `slo_by_model` and `slo` when it names a defined class.
+    pub slo_header: Option<http::HeaderName>,
 }
 
 /// Which requests a route accepts. All given conditions must hold.

@@ -44,6 +44,11 @@ pub(super) struct RawConfig {
     /// Routes, in match order: the first route whose `match` accepts a request
     /// handles it. Required, at least one.
     pub routes: Option<Spanned<Vec<Spanned<RawRoute>>>>,
+    /// Files defining SLO classes: paths or glob patterns (`slo/*.yaml`),
+    /// relative to this file's directory. Each path must exist and each
+    /// pattern must match at least one file. Default: none, and then a
+    /// route's `slo` is only a label value.
+    pub slo_files: Option<List>,
 }
 
 /// `admin`: the admin listener.
@@ -150,9 +155,102 @@ pub(super) struct RawRoute {
     /// Remove the matched `path_prefix` before appending the request path to
     /// the upstream's base path. Default `false`.
     pub strip_prefix: Option<Spanned<String>>,
-    /// SLO class name, used as the `slo` label value (empty when unset).
-    /// Matches `[a-zA-Z0-9_.:-]+`.
+    /// The route's SLO class, used as the `slo` label value (empty when
+    /// unset). With `slo_files`, it must name a class defined there; without,
+    /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.
     pub slo: Option<Spanned<String>>,
+    /// SLO class per model name (the request body's `model`, as sent), which
+    /// takes precedence over `slo`: `{llama-3-8b: chat, codestral: code}`.
+    pub slo_by_model: Option<Spanned<Entries>>,
+    /// Request header a client may use to declare its SLO class
+    /// (`x-slo-class`). It takes precedence over `slo_by_model` and `slo`;
+    /// values that name no defined class are ignored (the route's class
+    /// applies), so the label stays bounded. Requires `slo_files`.
+    pub slo_header: Option<Spanned<String>>,
+}
+
+/// An SLO file: `classes`, a list of SLO classes.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawSloFile {
+    /// The classes this file defines. Required, at least one.
+    pub classes: Option<Spanned<Vec<Spanned<RawSloClass>>>>,
+}
+
+/// `classes[i]`: one SLO class.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawSloClass {
+    /// Class name, the `slo` label value. Required; matches
+    /// `[a-zA-Z0-9_.:-]+`; unique across all SLO files.
+    pub name: Option<Spanned<String>>,
+    /// What the class is for, shown in alert annotations. Default: empty.
+    pub description: Option<Spanned<String>>,
+    /// Compliance window of the targets (error budget period). A duration,
+    /// default `28d`.
+    pub window: Option<Spanned<String>>,
+    /// Per-request thresholds and their targets, by metric (`ttft`, `tpot`,
+    /// `e2el`). Each is either `{pNN: duration}` ("pNN below the duration",
+    /// target NN/100, p50 to p99.99) or `{threshold: duration, target:
+    /// ratio}`; `ttft: {p95: 500ms}` and `ttft: {threshold: 500ms, target:
+    /// 0.95}` mean the same.
+    pub objectives: Option<Spanned<RawObjectives>>,
+    /// Which thresholds a request must all meet to be good, and the target
+    /// share of good requests.
+    pub goodput: Option<Spanned<RawGoodput>>,
+}
+
+/// `classes[i].objectives`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawObjectives {
+    /// Time to first token (streamed responses).
+    pub ttft: Option<Spanned<Entries>>,
+    /// Time per output token after the first (streamed responses).
+    pub tpot: Option<Spanned<Entries>>,
+    /// End-to-end request latency.
+    pub e2el: Option<Spanned<Entries>>,
+}
+
+/// `classes[i].goodput`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawGoodput {
+    /// The objectives a request must all meet to be good. Default: every
+    /// objective of the class.
+    pub require: Option<List>,
+    /// Target share of good requests among judged ones, a ratio in (0, 1)
+    /// (`0.9`). Default: none (goodput is counted but has no alerts).
+    /// Required for a class without objectives.
+    pub target: Option<Spanned<String>>,
+}
+
+/// A mapping whose keys the user chooses (model names, `p95`), in file
+/// order, each value kept as text with its location. Stage two decides which
+/// keys are allowed, and points at the value's location for a bad key (the
+/// same line): keys are plain strings because a located key cannot pass
+/// through `serde_ignored`, which reads every key as text itself.
+#[derive(Debug, Default)]
+pub(super) struct Entries(pub Vec<(String, Spanned<String>)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor;
+
+        impl<'de> Visitor<'de> for EntriesVisitor {
+            type Value = Entries;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of keys to values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key()? {
+                    let value = map.next_value()?;
+                    entries.push((key, value));
+                }
+                Ok(Entries(entries))
+            }
+        }
+
+        deserializer.deserialize_map(EntriesVisitor)
+    }
 }
 
 /// `routes[i].match`: which requests a route accepts.
@@ -243,10 +341,10 @@ pub(super) struct UnknownKey {
     pub expected: &'static [&'static str],
 }
 
-/// The file after stage one.
+/// A file after stage one.
 #[derive(Debug)]
-pub(super) struct Document {
-    pub config: RawConfig,
+pub(super) struct Document<T> {
+    pub config: T,
     /// In file order.
     pub unknown: Vec<UnknownKey>,
 }
@@ -260,10 +358,22 @@ pub(super) struct SyntaxError {
     pub message: String,
 }
 
-/// Reads `text` into raw types, collecting every unknown key.
-pub(super) fn read(text: &str) -> Result<Document, SyntaxError> {
+/// Reads a main config file into raw types, collecting every unknown key.
+pub(super) fn read(text: &str) -> Result<Document<RawConfig>, SyntaxError> {
+    read_as(text, known_keys)
+}
+
+/// Reads an SLO file into raw types, collecting every unknown key.
+pub(super) fn read_slo(text: &str) -> Result<Document<RawSloFile>, SyntaxError> {
+    read_as(text, known_slo_keys)
+}
+
+fn read_as<T: de::DeserializeOwned>(
+    text: &str,
+    known_keys: fn(&[Segment]) -> &'static [&'static str],
+) -> Result<Document<T>, SyntaxError> {
     let mut ignored: Vec<Vec<Segment>> = Vec::new();
-    let result: Result<RawConfig, serde_saphyr::Error> =
+    let result: Result<T, serde_saphyr::Error> =
         serde_saphyr::with_deserializer_from_str(text, |deserializer| {
             serde_ignored::deserialize(deserializer, |path| {
                 if let Some(path) = key_path(&path) {
@@ -344,17 +454,31 @@ fn key_path(path: &serde_ignored::Path<'_>) -> Option<Vec<Segment>> {
     Some(segments)
 }
 
-/// The keys allowed in the mapping at `parent`, read from the serde derive
-/// itself so the list cannot drift from the types.
-fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
-    let keys: Vec<&str> = parent
-        .iter()
+/// The keys of `path`, without list indices.
+fn keys_of(path: &[Segment]) -> Vec<&str> {
+    path.iter()
         .filter_map(|segment| match segment {
             Segment::Key(key) => Some(key.as_str()),
             Segment::Index(_) => None,
         })
-        .collect();
-    match keys.as_slice() {
+        .collect()
+}
+
+/// The keys allowed in the mapping at `parent` of an SLO file.
+fn known_slo_keys(parent: &[Segment]) -> &'static [&'static str] {
+    match keys_of(parent).as_slice() {
+        [] => fields_of::<RawSloFile>(),
+        ["classes"] => fields_of::<RawSloClass>(),
+        ["classes", "objectives"] => fields_of::<RawObjectives>(),
+        ["classes", "goodput"] => fields_of::<RawGoodput>(),
+        _ => &[],
+    }
+}
+
+/// The keys allowed in the mapping at `parent`, read from the serde derive
+/// itself so the list cannot drift from the types.
+fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
+    match keys_of(parent).as_slice() {
         [] => fields_of::<RawConfig>(),
         ["admin"] => fields_of::<RawAdmin>(),
         ["proxy"] => fields_of::<RawProxy>(),

@@ -345,6 +345,10 @@ pub struct Summary {
     pub ttft_visible: Option<Duration>,
     /// `t_end - t0`, for requests that completed with outcome `ok`.
     pub e2el: Option<Duration>,
+    /// `t_end - t0` whatever the outcome (for a failed or aborted request,
+    /// how long it had lasted): SLO judging needs it to tell whether a
+    /// threshold had passed before the request ended.
+    pub elapsed: Duration,
     /// `(t_last - t_first) / (N - 1)`, for completed streams with `N >= 2`.
     pub tpot: Option<Duration>,
     /// Output tokens `N` and where the count comes from; `None` when unknown
@@ -765,6 +769,7 @@ impl<R: Recorder> Tally<R> {
             }
             _ => None,
         };
+        let elapsed = now.saturating_duration_since(self.t0);
         let summary = Summary {
             outcome,
             status: self.status,
@@ -773,7 +778,8 @@ impl<R: Recorder> Tally<R> {
             ttft_visible: self
                 .t_first_visible
                 .map(|t| t.saturating_duration_since(self.t0)),
-            e2el: completed.then(|| now.saturating_duration_since(self.t0)),
+            e2el: completed.then_some(elapsed),
+            elapsed,
             tpot,
             output_tokens,
             usage: self.usage,

@@ -9,10 +9,12 @@
 //!
 //! This module decides nothing about *when* a number is observed: the meter's
 //! [`Summary`] says so (METRICS.md), and the recorder here writes what it is
-//! given.
+//! given. Likewise it does not judge SLOs: [`crate::slo::judge`] does, and
+//! the recorder counts its verdict. It does make every SLO threshold an exact
+//! bucket boundary of its histogram, so `le="<threshold>"` reads compliance.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus::{
@@ -20,8 +22,9 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::config::{MetricsSettings, ModelLabels};
+use crate::config::{MetricsSettings, ModelLabels, ObjectiveKind, SloClass};
 use crate::meter::{ParseError, Recorder, Summary};
+use crate::slo::{self, Verdict};
 
 /// Label value used when a request names no model.
 pub const UNKNOWN_MODEL: &str = "unknown";
@@ -49,15 +52,43 @@ pub struct Metrics {
     unrouted: IntCounter,
     passthrough: IntCounterVec,
     model_overflow: IntCounter,
+    slo_requests: IntCounterVec,
+    slo_violations: IntCounterVec,
+    slo_good_output_tokens: IntCounterVec,
+    /// SLO classes by name; requests of other `slo` values are not judged.
+    classes: HashMap<String, Arc<SloClass>>,
     models: ModelLabeler,
     registry: Registry,
 }
 
+/// `configured` with every threshold of `kind` from `classes` added as an
+/// exact bound (sorted, without duplicates), so `le="0.5"` is a series.
+pub fn merged_buckets(configured: &[f64], classes: &[SloClass], kind: ObjectiveKind) -> Vec<f64> {
+    let mut bounds: Vec<f64> = configured.to_vec();
+    bounds.extend(
+        classes
+            .iter()
+            .filter_map(|class| class.objective(kind))
+            .map(|objective| objective.threshold.as_secs_f64()),
+    );
+    bounds.sort_by(f64::total_cmp);
+    bounds.dedup();
+    bounds
+}
+
 impl Metrics {
-    /// Creates and registers every metric family in `registry`.
-    pub fn new(settings: &MetricsSettings, registry: Registry) -> Result<Self, prometheus::Error> {
+    /// Creates and registers every metric family in `registry`. The SLO
+    /// classes' thresholds are merged into the TTFT, TPOT and E2EL buckets.
+    pub fn new(
+        settings: &MetricsSettings,
+        classes: &[SloClass],
+        registry: Registry,
+    ) -> Result<Self, prometheus::Error> {
         let ns = settings.namespace.as_str();
         let b = &settings.buckets;
+        let ttft_buckets = merged_buckets(&b.time_to_first_token, classes, ObjectiveKind::Ttft);
+        let tpot_buckets = merged_buckets(&b.time_per_output_token, classes, ObjectiveKind::Tpot);
+        let e2el_buckets = merged_buckets(&b.e2e_request_latency, classes, ObjectiveKind::E2el);
         let histogram =
             |name: &str, help: &str, buckets: &[f64]| -> Result<HistogramVec, prometheus::Error> {
                 let h = HistogramVec::new(
@@ -81,7 +112,7 @@ impl Metrics {
             ttft: histogram(
                 "time_to_first_token_seconds",
                 "Time from the request head to the first token event of a streamed response (TTFT).",
-                &b.time_to_first_token,
+                &ttft_buckets,
             )?,
             headers: histogram(
                 "time_to_response_headers_seconds",
@@ -91,7 +122,7 @@ impl Metrics {
             tpot: histogram(
                 "time_per_output_token_seconds",
                 "Per request: (last token event - first token event) / (output tokens - 1), for completed streams with at least 2 tokens (TPOT).",
-                &b.time_per_output_token,
+                &tpot_buckets,
             )?,
             itl: histogram(
                 "inter_token_latency_seconds",
@@ -101,7 +132,7 @@ impl Metrics {
             e2el: histogram(
                 "e2e_request_latency_seconds",
                 "Time from the request head to the end of the response body, for requests completed with outcome ok (E2EL).",
-                &b.e2e_request_latency,
+                &e2el_buckets,
             )?,
             output_tokens: histogram(
                 "output_tokens",
@@ -175,9 +206,29 @@ impl Metrics {
                 registry.register(Box::new(c.clone()))?;
                 c
             },
+            slo_requests: counter(
+                format!("{ns}_slo_requests_total"),
+                "Requests judged against their SLO class (verdict: good = outcome ok and every required threshold met; bad = a required threshold exceeded, whatever the outcome). Requests that failed before any threshold passed are not judged.",
+                &with("verdict"),
+            )?,
+            slo_violations: counter(
+                format!("{ns}_slo_violations_total"),
+                "Judged requests that exceeded the threshold of an SLO objective (ttft, tpot, e2el).",
+                &with("objective"),
+            )?,
+            slo_good_output_tokens: counter(
+                format!("{ns}_slo_good_output_tokens_total"),
+                "Output tokens of requests judged good against their SLO class (token goodput).",
+                &LABELS,
+            )?,
+            classes: classes
+                .iter()
+                .map(|class| (class.name.clone(), Arc::new(class.clone())))
+                .collect(),
             models: ModelLabeler::new(&settings.models),
             registry,
         };
+        metrics.register_slo_targets(ns, classes)?;
         let info = IntGaugeVec::new(
             Opts::new("tokenmeter_build_info", "Build information; always 1."),
             &["version"],
@@ -185,6 +236,46 @@ impl Metrics {
         metrics.registry.register(Box::new(info.clone()))?;
         info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         Ok(metrics)
+    }
+
+    /// Per class, its targets and thresholds as gauges, so PromQL and
+    /// dashboards can compare against them without copying numbers.
+    fn register_slo_targets(
+        &self,
+        ns: &str,
+        classes: &[SloClass],
+    ) -> Result<(), prometheus::Error> {
+        let target = prometheus::GaugeVec::new(
+            Opts::new(
+                format!("{ns}_slo_objective_target"),
+                "Target share of requests meeting an SLO objective (objective=goodput: share of judged requests that are good).",
+            ),
+            &["slo", "objective"],
+        )?;
+        let threshold = prometheus::GaugeVec::new(
+            Opts::new(
+                format!("{ns}_slo_threshold_seconds"),
+                "Per-request threshold of an SLO objective; also an exact bucket bound of its histogram.",
+            ),
+            &["slo", "objective"],
+        )?;
+        self.registry.register(Box::new(target.clone()))?;
+        self.registry.register(Box::new(threshold.clone()))?;
+        for class in classes {
+            for objective in &class.objectives {
+                let labels = [class.name.as_str(), objective.kind.as_str()];
+                target.with_label_values(&labels).set(objective.target);
+                threshold
+                    .with_label_values(&labels)
+                    .set(objective.threshold.as_secs_f64());
+            }
+            if let Some(goodput) = class.goodput.target {
+                target
+                    .with_label_values(&[class.name.as_str(), "goodput"])
+                    .set(goodput);
+            }
+        }
+        Ok(())
     }
 
     /// The registry the metrics live in.
@@ -224,7 +315,11 @@ impl Metrics {
                 cached_input_tokens_total: self.cached_input_tokens_total.clone(),
                 reasoning_output_tokens_total: self.reasoning_output_tokens_total.clone(),
                 parse_errors: self.parse_errors.clone(),
+                slo_requests: self.slo_requests.clone(),
+                slo_violations: self.slo_violations.clone(),
+                slo_good_output_tokens: self.slo_good_output_tokens.clone(),
             },
+            class: slo.and_then(|name| self.classes.get(name)).cloned(),
             route: route.to_owned(),
             model,
             slo: slo.unwrap_or("").to_owned(),
@@ -254,6 +349,9 @@ struct Families {
     cached_input_tokens_total: IntCounterVec,
     reasoning_output_tokens_total: IntCounterVec,
     parse_errors: IntCounterVec,
+    slo_requests: IntCounterVec,
+    slo_violations: IntCounterVec,
+    slo_good_output_tokens: IntCounterVec,
 }
 
 /// The recorder of one request: handles of the series touched while the
@@ -264,6 +362,8 @@ pub struct RequestRecorder {
     itl: Histogram,
     in_flight: IntGauge,
     families: Families,
+    /// The request's SLO class, when its `slo` names a defined one.
+    class: Option<Arc<SloClass>>,
     route: String,
     model: String,
     slo: String,
@@ -353,6 +453,45 @@ impl Recorder for RequestRecorder {
             f.reasoning_output_tokens_total
                 .with_label_values(&labels)
                 .inc_by(n);
+        }
+        if let Some(class) = &self.class {
+            self.judge(class, s);
+        }
+    }
+}
+
+impl RequestRecorder {
+    /// Counts the SLO verdict of a finished request. Every series of the
+    /// class is touched, so good, bad and each objective read 0 (not
+    /// absent) until something happens, and ratios are defined from the
+    /// first request on.
+    fn judge(&self, class: &SloClass, s: &Summary) {
+        let f = &self.families;
+        let [route, model, slo] = self.labels();
+        let verdict = slo::judge(class, s);
+        for label in ["good", "bad"] {
+            let counter = f
+                .slo_requests
+                .with_label_values(&[route, model, slo, label]);
+            if verdict.label() == Some(label) {
+                counter.inc();
+            }
+        }
+        let violations = verdict.violations();
+        for objective in &class.objectives {
+            let kind = objective.kind;
+            let counter = f
+                .slo_violations
+                .with_label_values(&[route, model, slo, kind.as_str()]);
+            if violations.contains(kind) {
+                counter.inc();
+            }
+        }
+        let good_tokens = f
+            .slo_good_output_tokens
+            .with_label_values(&[route, model, slo]);
+        if let (Verdict::Good { .. }, Some((n, _))) = (verdict, s.output_tokens) {
+            good_tokens.inc_by(n);
         }
     }
 }

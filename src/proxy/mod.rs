@@ -14,7 +14,7 @@
 
 pub mod body;
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -123,6 +123,9 @@ struct RouteState {
 pub struct Proxy {
     routes: Vec<RouteState>,
     metrics: Arc<Metrics>,
+    /// Names of the defined SLO classes: a class a client declares by header
+    /// is used only if it is one of these, which bounds the `slo` label.
+    slo_names: HashSet<String>,
     max_request_body: usize,
     limits: Limits,
     x_forwarded: bool,
@@ -144,6 +147,7 @@ impl Proxy {
         Ok(Self {
             routes,
             metrics,
+            slo_names: config.slo_classes.iter().map(|c| c.name.clone()).collect(),
             max_request_body: config.proxy.max_request_body_bytes,
             limits: Limits {
                 body: config.proxy.max_response_body_bytes,
@@ -188,6 +192,13 @@ impl Proxy {
         };
 
         let (parts, body) = req.into_parts();
+        let declared = route
+            .slo_header
+            .as_ref()
+            .and_then(|name| parts.headers.get(name))
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| self.slo_names.get(value.trim()))
+            .map(String::as_str);
         let content_length = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -196,13 +207,13 @@ impl Proxy {
         let (body, model) = match read_ahead(body, content_length, self.max_request_body).await {
             Ok(read) => read,
             Err(e) => {
-                let mut meter = self.meter(t0, api, route, None);
+                let mut meter = self.meter(t0, api, route, None, declared);
                 let err = ProxyError::RequestBody(e.to_string());
                 meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
                 return err.response();
             }
         };
-        let meter = self.meter(t0, api, route, model.as_deref());
+        let meter = self.meter(t0, api, route, model.as_deref(), declared);
         let req = Request::from_parts(parts, body);
         match self
             .forward_body(state, req, client_addr, Some(meter))
@@ -225,10 +236,11 @@ impl Proxy {
         api: Api,
         route: &Route,
         model: Option<&str>,
+        declared: Option<&str>,
     ) -> StreamMeter<RequestRecorder> {
         let recorder = self
             .metrics
-            .request(&route.name, model, route.slo.as_deref());
+            .request(&route.name, model, slo_class(route, model, declared));
         StreamMeter::new(t0, api, self.limits, recorder)
     }
 
@@ -376,6 +388,25 @@ impl Proxy {
         }
         Ok(Request::from_parts(parts, body))
     }
+}
+
+/// The SLO class of a request: the one the client declared (already checked
+/// to be defined), else the one for its model, else the route's.
+fn slo_class<'a>(
+    route: &'a Route,
+    model: Option<&str>,
+    declared: Option<&'a str>,
+) -> Option<&'a str> {
+    declared
+        .or_else(|| {
+            let model = model?;
+            route
+                .slo_by_model
+                .iter()
+                .find(|(name, _)| name == model)
+                .map(|(_, class)| class.as_str())
+        })
+        .or(route.slo.as_deref())
 }
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");

@@ -375,7 +375,10 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             preserve_host: false,
             strip_prefix: false,
             slo: Some("chat".into()),
+            slo_by_model: Vec::new(),
+            slo_header: None,
         }],
+        slo_classes: Vec::new(),
     }
 }
 

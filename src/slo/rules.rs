@@ -1,0 +1,328 @@
+//! Prometheus recording and alerting rules for SLO classes, as the Google
+//! SRE workbook ("Alerting on SLOs") builds them: error ratios over the
+//! standard windows, and multi-window, multi-burn-rate alerts.
+//!
+//! Per class, for each objective (`ttft`, `tpot`, `e2el`) and for goodput:
+//!
+//! - recording rules `slo:<ns>_slo_errors:ratio_rate<W>{slo, objective}`
+//!   for W in 5m, 30m, 1h, 2h, 6h, 1d, 3d: the share of judged requests
+//!   that violated the objective (for goodput: that were bad), summed over
+//!   every replica (`sum by (slo)`);
+//! - a paging alert (14.4× the budget rate over 1h and 5m, or 6× over 6h
+//!   and 30m) and a ticket alert (3× over 1d and 2h, or 1× over 3d and 6h).
+//!
+//! This module builds the rule file as data and text; it must not do I/O
+//! (the CLI writes the file).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::config::SloClass;
+
+/// Windows every error ratio is recorded over.
+pub const WINDOWS: [&str; 7] = ["5m", "30m", "1h", "2h", "6h", "1d", "3d"];
+
+/// One multi-window burn-rate condition: the long window says the budget is
+/// burning this fast, the short one that it still is (so the alert resets
+/// soon after the problem stops).
+struct Burn {
+    factor: f64,
+    long: &'static str,
+    short: &'static str,
+}
+
+/// One alert: its severity and the conditions, any of which fires it.
+struct Severity {
+    alert: &'static str,
+    severity: &'static str,
+    burns: [Burn; 2],
+    what: &'static str,
+}
+
+const SEVERITIES: [Severity; 2] = [
+    Severity {
+        alert: "SloErrorBudgetBurnFast",
+        severity: "page",
+        burns: [
+            Burn {
+                factor: 14.4,
+                long: "1h",
+                short: "5m",
+            },
+            Burn {
+                factor: 6.0,
+                long: "6h",
+                short: "30m",
+            },
+        ],
+        what: "fast (14.4x the sustainable rate over 1h and 5m, or 6x over 6h and 30m: 2 % or 5 % of a 30-day budget spent in that time)",
+    },
+    Severity {
+        alert: "SloErrorBudgetBurnSlow",
+        severity: "ticket",
+        burns: [
+            Burn {
+                factor: 3.0,
+                long: "1d",
+                short: "2h",
+            },
+            Burn {
+                factor: 1.0,
+                long: "3d",
+                short: "6h",
+            },
+        ],
+        what: "steadily (3x the sustainable rate over 1d and 2h, or 1x over 3d and 6h: 10 % of a 30-day budget spent in that time)",
+    },
+];
+
+/// A Prometheus rule file.
+#[derive(Debug, Serialize)]
+pub struct RuleFile {
+    pub groups: Vec<Group>,
+}
+
+/// A rule group.
+#[derive(Debug, Serialize)]
+pub struct Group {
+    pub name: String,
+    pub rules: Vec<Rule>,
+}
+
+/// A recording rule (`record`) or an alerting rule (`alert`).
+#[derive(Debug, Serialize)]
+pub struct Rule {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alert: Option<String>,
+    pub expr: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The name of the recorded error ratio over `window`.
+pub fn ratio_name(namespace: &str, window: &str) -> String {
+    format!("slo:{namespace}_slo_errors:ratio_rate{window}")
+}
+
+/// One thing a class promises: an objective or goodput, with what counts
+/// as an error and the target.
+struct Sli {
+    objective: &'static str,
+    /// Selector of the error counter, without braces.
+    errors: String,
+    target: f64,
+    /// What an error is, for people.
+    meaning: String,
+}
+
+/// The rules for `classes`, with metrics named under `namespace`.
+pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
+    let mut groups = Vec::new();
+    for class in classes {
+        let slo = &class.name;
+        let mut slis: Vec<Sli> = class
+            .objectives
+            .iter()
+            .map(|o| Sli {
+                objective: o.kind.as_str(),
+                errors: format!(
+                    "{namespace}_slo_violations_total{{slo=\"{slo}\",objective=\"{}\"}}",
+                    o.kind.as_str()
+                ),
+                target: o.target,
+                meaning: format!(
+                    "{} above {}",
+                    o.kind.as_str().to_uppercase(),
+                    humantime::format_duration(o.threshold)
+                ),
+            })
+            .collect();
+        let required: Vec<&str> = class.goodput.require.iter().map(|k| k.as_str()).collect();
+        slis.push(Sli {
+            objective: "goodput",
+            errors: format!("{namespace}_slo_requests_total{{slo=\"{slo}\",verdict=\"bad\"}}"),
+            // Without a target the ratio is still recorded (dashboards) but
+            // nothing alerts on it.
+            target: class.goodput.target.unwrap_or(f64::NAN),
+            meaning: if required.is_empty() {
+                "failed by the upstream or the proxy".to_owned()
+            } else {
+                format!("bad (exceeded a threshold of: {})", required.join(", "))
+            },
+        });
+
+        let judged = format!("{namespace}_slo_requests_total{{slo=\"{slo}\"}}");
+        let mut recording = Vec::new();
+        for sli in &slis {
+            for window in WINDOWS {
+                recording.push(Rule {
+                    record: Some(ratio_name(namespace, window)),
+                    alert: None,
+                    expr: format!(
+                        "sum by (slo) (rate({}[{window}]))\n/\nsum by (slo) (rate({judged}[{window}]))",
+                        sli.errors
+                    ),
+                    // `slo` is also set by `sum by (slo)`; written out so
+                    // each rule is distinct for `promtool check rules`.
+                    labels: BTreeMap::from([
+                        ("objective".to_owned(), sli.objective.to_owned()),
+                        ("slo".to_owned(), slo.clone()),
+                    ]),
+                    annotations: BTreeMap::new(),
+                });
+            }
+        }
+        groups.push(Group {
+            name: format!("slo:{slo}:recording"),
+            rules: recording,
+        });
+
+        let mut alerts = Vec::new();
+        for sli in slis.iter().filter(|sli| sli.target.is_finite()) {
+            for severity in &SEVERITIES {
+                alerts.push(alert(namespace, class, sli, severity));
+            }
+        }
+        groups.push(Group {
+            name: format!("slo:{slo}:alerts"),
+            rules: alerts,
+        });
+    }
+    RuleFile { groups }
+}
+
+fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> Rule {
+    let slo = &class.name;
+    let selector = format!("{{slo=\"{slo}\",objective=\"{}\"}}", sli.objective);
+    // `1 - target` is written out in PromQL rather than computed here, so
+    // the rule reads like the SLO it comes from (and no float noise).
+    let budget = format!("(1 - {})", sli.target);
+    let conditions: Vec<String> = severity
+        .burns
+        .iter()
+        .map(|burn| {
+            format!(
+                "(\n  {long}{selector} > ({factor} * {budget})\nand\n  {short}{selector} > ({factor} * {budget})\n)",
+                long = ratio_name(namespace, burn.long),
+                short = ratio_name(namespace, burn.short),
+                factor = burn.factor,
+            )
+        })
+        .collect();
+    let window = humantime::format_duration(class.window).to_string();
+    let allowed = format!("{}", round_percent(1.0 - sli.target));
+    let description = format!(
+        "Too many requests of SLO class {slo}{} are {}: the SLO allows {allowed} % of judged requests over {window}, and the error budget is burning {}.",
+        if class.description.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", class.description)
+        },
+        sli.meaning,
+        severity.what,
+    );
+    let runbook = format!(
+        "1. Check which routes and models burn the budget: sum by (route, model) (rate({ns}_slo_violations_total{{slo=\"{slo}\"}}[1h])) and sum by (route, model) (rate({ns}_slo_requests_total{{slo=\"{slo}\",verdict=\"bad\"}}[1h])).\n\
+         2. Compare with load: sum(rate({ns}_requests_total{{slo=\"{slo}\"}}[5m])) and {ns}_requests_in_flight; a queue on the inference server shows as TTFT first, a saturated batch as TPOT.\n\
+         3. Check failures: sum by (outcome) (rate({ns}_requests_total{{slo=\"{slo}\"}}[5m])); requests failing before a threshold are not in this ratio.\n\
+         4. Mitigate (shed or reroute load, scale the upstream, roll back a model or server change), then watch the 5m ratio {ratio} fall below the alert threshold.",
+        ns = namespace,
+        ratio = ratio_name(namespace, "5m"),
+    );
+    Rule {
+        record: None,
+        alert: Some(severity.alert.to_owned()),
+        expr: conditions.join("\nor\n"),
+        labels: BTreeMap::from([
+            ("objective".to_owned(), sli.objective.to_owned()),
+            ("severity".to_owned(), severity.severity.to_owned()),
+            ("slo".to_owned(), slo.clone()),
+        ]),
+        annotations: BTreeMap::from([
+            (
+                "summary".to_owned(),
+                format!(
+                    "SLO {slo}: {} error budget burning {}",
+                    sli.objective,
+                    if severity.severity == "page" {
+                        "fast"
+                    } else {
+                        "steadily"
+                    }
+                ),
+            ),
+            ("description".to_owned(), description),
+            ("runbook".to_owned(), runbook),
+        ]),
+    }
+}
+
+/// A share as a percentage for text, without float noise (`5`, `0.1`).
+fn round_percent(share: f64) -> f64 {
+    (share * 100.0 * 1e6).round() / 1e6
+}
+
+/// The rule file as YAML, with a header saying where it comes from.
+pub fn to_yaml(file: &RuleFile) -> Result<String, String> {
+    let body = serde_saphyr::to_string(file).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "# Generated by `tokenmeter rules` from the SLO classes of a tokenmeter\n# config. Regenerate it instead of editing it.\n{body}"
+    ))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{Goodput, Objective, ObjectiveKind};
+
+    fn class(goodput_target: Option<f64>) -> SloClass {
+        SloClass {
+            name: "chat".into(),
+            description: "chat".into(),
+            window: crate::config::DEFAULT_WINDOW,
+            objectives: vec![Objective {
+                kind: ObjectiveKind::Ttft,
+                threshold: Duration::from_millis(500),
+                target: 0.95,
+            }],
+            goodput: Goodput {
+                require: vec![ObjectiveKind::Ttft],
+                target: goodput_target,
+            },
+        }
+    }
+
+    #[test]
+    fn every_sli_is_recorded_over_every_window_and_alerts_need_a_target() {
+        let file = rules(&[class(None)], "llm");
+        assert_eq!(file.groups.len(), 2);
+        // ttft and goodput, seven windows each.
+        assert_eq!(file.groups[0].rules.len(), 2 * WINDOWS.len());
+        // Only ttft has a target: page and ticket.
+        let alerts = &file.groups[1].rules;
+        assert_eq!(alerts.len(), 2);
+        assert!(alerts[0].expr.contains("(14.4 * (1 - 0.95))"));
+        assert!(
+            alerts[0]
+                .expr
+                .contains("slo:llm_slo_errors:ratio_rate5m{slo=\"chat\",objective=\"ttft\"}")
+        );
+        assert_eq!(alerts[1].labels["severity"], "ticket");
+        let with_goodput = rules(&[class(Some(0.9))], "llm");
+        assert_eq!(with_goodput.groups[1].rules.len(), 4);
+    }
+
+    #[test]
+    fn percent_text_has_no_float_noise() {
+        assert_eq!(round_percent(1.0 - 0.95).to_string(), "5");
+        assert_eq!(round_percent(1.0 - 0.999).to_string(), "0.1");
+    }
+}

@@ -1,0 +1,311 @@
+//! SLO judging end to end: SLO files loaded from disk, requests through the
+//! proxy to the simulator on real sockets, verdicts read from `/metrics`.
+//!
+//! Thresholds are far from the simulated schedules (10 ms against 1.2 s,
+//! 5 ms against 220 ms), so a slow machine does not flip a verdict.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use tokenmeter::config::{Config, Overrides};
+use tokenmeter::sim::SimConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const SLO_FILE: &str = "\
+classes:
+  - name: interactive
+    description: test class
+    objectives:
+      ttft: {p95: 1200ms}
+      tpot: {threshold: 220ms, target: 0.9}
+      e2el: {p99: 12s}
+  - name: bulk
+    goodput: {target: 0.99}
+";
+
+const MAIN_FILE: &str = "\
+slo_files: [slo/*.yaml]
+routes:
+  - name: chat
+    upstream: http://127.0.0.1:1
+    slo: interactive
+    slo_by_model: {big-model: bulk}
+    slo_header: x-slo-class
+";
+
+/// The config above, written to `dir`, loaded as a user's would be, on
+/// ephemeral ports in front of `upstream`.
+fn config(dir: &Path, upstream: SocketAddr) -> Config {
+    std::fs::create_dir_all(dir.join("slo")).unwrap();
+    std::fs::write(dir.join("slo/classes.yaml"), SLO_FILE).unwrap();
+    std::fs::write(dir.join("main.yaml"), MAIN_FILE).unwrap();
+    let overrides = Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(format!("http://{upstream}")),
+    };
+    Config::load(&dir.join("main.yaml"), &overrides).unwrap()
+}
+
+fn sim() -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(5),
+        tokens: 5,
+        ..SimConfig::default()
+    }
+}
+
+const SLO: (&str, &str) = ("slo", "interactive");
+
+fn verdicts(s: &[Sample], verdict: &str) -> f64 {
+    sum(s, "llm_slo_requests_total", &[SLO, ("verdict", verdict)])
+}
+
+fn violations(s: &[Sample], objective: &str) -> f64 {
+    sum(
+        s,
+        "llm_slo_violations_total",
+        &[SLO, ("objective", objective)],
+    )
+}
+
+#[tokio::test]
+async fn exactly_the_requests_over_a_threshold_are_bad() {
+    let sim = start_sim(sim()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config(dir.path(), sim)).await;
+
+    // (count, headers): 7 within every threshold (5 tokens each), 4 with a
+    // late first token, 3 with slow tokens, 1 of those with both. Slow
+    // requests have 3 tokens so good output tokens tell them apart.
+    let slow_ttft = [("x-sim-ttft-ms", "2500"), ("x-sim-tokens", "3")];
+    let slow_tpot = [("x-sim-itl-ms", "600"), ("x-sim-tokens", "3")];
+    let both = [
+        ("x-sim-ttft-ms", "2500"),
+        ("x-sim-itl-ms", "600"),
+        ("x-sim-tokens", "3"),
+    ];
+    let plan: Vec<(usize, &[(&str, &str)])> =
+        vec![(7, &[]), (3, &slow_ttft), (2, &slow_tpot), (1, &both)];
+    let n: usize = plan.iter().map(|(count, _)| count).sum();
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for (count, headers) in plan {
+        for _ in 0..count {
+            let (head, body) = chat_request("m1", true, headers);
+            let addr = proxy.proxy_addr;
+            tasks.spawn(async move { raw_exchange(addr, &head, &body).await });
+        }
+    }
+    while let Some(resp) = tasks.join_next().await {
+        let resp = resp.unwrap();
+        assert_eq!(resp.status, 200);
+        assert!(!resp.truncated);
+    }
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_slo_requests_total", &[]) >= n as f64
+    })
+    .await;
+
+    assert_eq!(
+        sum(s.as_slice(), "llm_requests_total", &[("outcome", "ok")]),
+        n as f64
+    );
+    assert_eq!(verdicts(&s, "bad"), 6.0);
+    assert_eq!(verdicts(&s, "good"), 7.0);
+    assert_eq!(violations(&s, "ttft"), 4.0);
+    assert_eq!(violations(&s, "tpot"), 3.0);
+    // Declared, and counted as zero rather than absent.
+    assert!(s.iter().any(|x| x.name == "llm_slo_violations_total"
+        && x.labels.get("objective").map(String::as_str) == Some("e2el")));
+    assert_eq!(violations(&s, "e2el"), 0.0);
+    assert_eq!(
+        sum(&s, "llm_slo_good_output_tokens_total", &[SLO]),
+        7.0 * 5.0
+    );
+
+    // Each threshold is an exact bucket bound, reading compliance exactly.
+    let bucket = |name: &str, le: &str| {
+        value(
+            &s,
+            &format!("llm_{name}_bucket"),
+            &[SLO, ("model", "m1"), ("le", le)],
+        )
+    };
+    assert_eq!(bucket("time_to_first_token_seconds", "1.2"), (n - 4) as f64);
+    assert_eq!(
+        bucket("time_per_output_token_seconds", "0.22"),
+        (n - 3) as f64
+    );
+    assert_eq!(bucket("e2e_request_latency_seconds", "12"), n as f64);
+
+    // The targets and thresholds, for PromQL.
+    let target = |objective: &str| {
+        value(
+            &s,
+            "llm_slo_objective_target",
+            &[SLO, ("objective", objective)],
+        )
+    };
+    assert_eq!(target("ttft"), 0.95);
+    assert_eq!(target("tpot"), 0.9);
+    assert_eq!(target("e2el"), 0.99);
+    assert_eq!(
+        value(
+            &s,
+            "llm_slo_objective_target",
+            &[("slo", "bulk"), ("objective", "goodput")]
+        ),
+        0.99
+    );
+    assert_eq!(
+        value(
+            &s,
+            "llm_slo_threshold_seconds",
+            &[SLO, ("objective", "tpot")]
+        ),
+        0.22
+    );
+    proxy.stop().await;
+}
+
+/// Opens a streamed request and returns the socket once the response head
+/// and its first event (the role chunk, not a token) have arrived.
+async fn open_stream(proxy: SocketAddr, extra: &[(&str, &str)]) -> TcpStream {
+    let (head, body) = chat_request("m1", true, extra);
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(6).any(|w| w == b"data: ") {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("stream stalled")
+            .unwrap();
+        assert!(n > 0, "stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stream
+}
+
+#[tokio::test]
+async fn aborted_requests_are_bad_only_once_a_threshold_has_passed() {
+    let sim = start_sim(sim()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config(dir.path(), sim)).await;
+    let no_token_soon = [("x-sim-ttft-ms", "5000")];
+
+    // Gone at once, long before the 1.2 s TTFT threshold: not judged.
+    drop(open_stream(proxy.proxy_addr, &no_token_soon).await);
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "client_abort")]) >= 1.0
+    })
+    .await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_abort")]),
+        1.0
+    );
+    assert_eq!(sum(&s, "llm_slo_requests_total", &[]), 0.0);
+
+    // Still waiting for a first token 2 s in: the TTFT threshold passed
+    // before the client gave up, so the request is bad.
+    let stream = open_stream(proxy.proxy_addr, &no_token_soon).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(stream);
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "client_abort")]) >= 2.0
+    })
+    .await;
+    assert_eq!(verdicts(&s, "bad"), 1.0);
+    assert_eq!(verdicts(&s, "good"), 0.0);
+    assert_eq!(violations(&s, "ttft"), 1.0);
+    assert_eq!(violations(&s, "tpot") + violations(&s, "e2el"), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn failed_requests_are_bad_only_once_a_threshold_has_passed() {
+    let sim = start_sim(sim()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config(dir.path(), sim)).await;
+
+    // Reset after 2 fast tokens: failed before any threshold, not judged.
+    let (head, body) = chat_request("m1", true, &[("x-sim-abort-after", "2")]);
+    let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+    assert!(resp.truncated);
+    // An error status: failed at once, not judged.
+    let (head, body) = chat_request("m1", true, &[("x-sim-status", "503")]);
+    assert_eq!(
+        raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+        503
+    );
+    // First token 2.5 s late, then reset: bad on TTFT.
+    let (head, body) = chat_request(
+        "m1",
+        true,
+        &[("x-sim-ttft-ms", "2500"), ("x-sim-abort-after", "1")],
+    );
+    assert!(raw_exchange(proxy.proxy_addr, &head, &body).await.truncated);
+
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "upstream_error")]) >= 3.0
+    })
+    .await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "upstream_error")]),
+        3.0
+    );
+    assert_eq!(verdicts(&s, "bad"), 1.0);
+    assert_eq!(verdicts(&s, "good"), 0.0);
+    assert_eq!(violations(&s, "ttft"), 1.0);
+    assert_eq!(violations(&s, "tpot") + violations(&s, "e2el"), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn class_comes_from_the_header_the_model_or_the_route() {
+    let sim = start_sim(sim()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config(dir.path(), sim)).await;
+    let cases: [(&str, &[(&str, &str)]); 4] = [
+        ("m1", &[]),
+        ("big-model", &[]),
+        ("m1", &[("x-slo-class", "bulk")]),
+        // Not a defined class: falls back to the route's, bounding the label.
+        ("m1", &[("x-slo-class", "made-up")]),
+    ];
+    for (model, headers) in cases {
+        let (head, body) = chat_request(model, true, headers);
+        assert_eq!(
+            raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+            200
+        );
+    }
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_slo_requests_total", &[]) >= 4.0
+    })
+    .await;
+    let good = |slo: &str| {
+        sum(
+            &s,
+            "llm_slo_requests_total",
+            &[("slo", slo), ("verdict", "good")],
+        )
+    };
+    assert_eq!(good("interactive"), 2.0);
+    assert_eq!(good("bulk"), 2.0);
+    assert!(
+        !s.iter()
+            .any(|x| x.labels.get("slo").map(String::as_str) == Some("made-up"))
+    );
+    proxy.stop().await;
+}
