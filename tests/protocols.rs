@@ -18,6 +18,7 @@ const PACE_MS: u64 = 25;
 struct Expect {
     token_events: u64,
     first_token_event: Option<u64>,
+    first_visible_event: Option<u64>,
     output: Option<u64>,
     output_source: Option<String>,
     outcome: String,
@@ -89,6 +90,18 @@ async fn every_protocol_is_timed_against_a_paced_upstream() {
                     assert!(ttft >= want - 0.002 && ttft < want + 0.040, "{file}: TTFT {ttft} want {want}");
                 }
                 None => assert_eq!(n, 0.0, "{file}: no token, no TTFT"),
+            }
+            let (n, visible) = mean(&s, "llm_time_to_first_visible_token_seconds", &route);
+            match expect.first_visible_event {
+                Some(first) => {
+                    let want = pace * (piece_of_event(&pieces, first) + 1) as f64;
+                    assert_eq!(n, 1.0, "{file}: visible TTFT observed once");
+                    assert!(
+                        visible >= want - 0.002 && visible < want + 0.040,
+                        "{file}: visible TTFT {visible} want {want}"
+                    );
+                }
+                None => assert_eq!(n, 0.0, "{file}: nothing visible, no visible TTFT"),
             }
             let (gaps, _) = mean(&s, "llm_inter_token_latency_seconds", &route);
             assert_eq!(gaps, expect.token_events.saturating_sub(1) as f64, "{file}: one ITL per gap");

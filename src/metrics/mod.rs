@@ -36,6 +36,7 @@ const LABELS: [&str; 3] = ["route", "model", "slo"];
 /// All metric families, registered.
 pub struct Metrics {
     ttft: HistogramVec,
+    ttft_visible: HistogramVec,
     headers: HistogramVec,
     tpot: HistogramVec,
     itl: HistogramVec,
@@ -112,6 +113,11 @@ impl Metrics {
             ttft: histogram(
                 "time_to_first_token_seconds",
                 "Time from the request head to the first token event of a streamed response (TTFT).",
+                &ttft_buckets,
+            )?,
+            ttft_visible: histogram(
+                "time_to_first_visible_token_seconds",
+                "Time from the request head to the first visible token event (text, refusal or tool call; not reasoning) of a streamed response. Minus TTFT: how long a reasoning model thought before answering.",
                 &ttft_buckets,
             )?,
             headers: histogram(
@@ -305,6 +311,7 @@ impl Metrics {
             itl: self.itl.with_label_values(&labels),
             in_flight,
             families: Families {
+                ttft_visible: self.ttft_visible.clone(),
                 tpot: self.tpot.clone(),
                 e2el: self.e2el.clone(),
                 output_tokens: self.output_tokens.clone(),
@@ -339,6 +346,7 @@ impl Metrics {
 
 /// Families touched once, at the end of a request (cheap `Arc` clones).
 struct Families {
+    ttft_visible: HistogramVec,
     tpot: HistogramVec,
     e2el: HistogramVec,
     output_tokens: HistogramVec,
@@ -394,6 +402,14 @@ pub fn status_class(status: Option<u16>) -> &'static str {
 impl Recorder for RequestRecorder {
     fn response_headers(&mut self, elapsed: Duration) {
         self.headers.observe(secs(elapsed));
+    }
+
+    fn first_visible_token(&mut self, ttft: Duration) {
+        // Once per request, so resolving the handle here costs nothing per token.
+        self.families
+            .ttft_visible
+            .with_label_values(&self.labels())
+            .observe(secs(ttft));
     }
 
     fn first_token(&mut self, ttft: Duration) {
