@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{Config, Overrides};
+use crate::dashboard::ClassView;
 
 /// A transparent metering reverse proxy for LLM inference.
 #[derive(Debug, Parser)]
@@ -48,6 +49,15 @@ enum Command {
         #[arg(long, short, env = "TOKENMETER_CONFIG")]
         config: PathBuf,
         /// Where to write the rules; standard output by default.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Write the Grafana dashboard for a config's metrics and SLO classes.
+    Dashboard {
+        /// The config file (its metric namespace and SLO classes).
+        #[arg(long, short, env = "TOKENMETER_CONFIG")]
+        config: PathBuf,
+        /// Where to write the dashboard JSON; standard output by default.
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
@@ -181,12 +191,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
         },
         Command::Rules { config, out } => {
-            let loaded = match Config::load(&config, &Overrides::default()) {
-                Ok(c) => c,
-                Err(errors) => {
-                    eprintln!("{errors}");
-                    return Ok(ExitCode::FAILURE);
-                }
+            let Some(loaded) = load_reporting(&config) else {
+                return Ok(ExitCode::FAILURE);
             };
             if loaded.slo_classes.is_empty() {
                 eprintln!(
@@ -198,11 +204,25 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let file = crate::slo::rules::rules(&loaded.slo_classes, &loaded.metrics.namespace);
             let yaml = crate::slo::rules::to_yaml(&file)
                 .map_err(|e| anyhow::anyhow!("writing the rules as YAML: {e}"))?;
-            match out {
-                Some(path) => std::fs::write(&path, yaml)
-                    .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?,
-                None => print!("{yaml}"),
-            }
+            write_output(out.as_deref(), &yaml)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Dashboard { config, out } => {
+            let Some(loaded) = load_reporting(&config) else {
+                return Ok(ExitCode::FAILURE);
+            };
+            let classes: Vec<ClassView> = loaded
+                .slo_classes
+                .iter()
+                .map(|c| ClassView {
+                    name: c.name.clone(),
+                    goodput_target: c.goodput.target,
+                    window: c.window,
+                })
+                .collect();
+            let json = crate::dashboard::render(&loaded.metrics.namespace, &classes);
+            let text = serde_json::to_string_pretty(&json)? + "\n";
+            write_output(out.as_deref(), &text)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim(args) => {
@@ -234,5 +254,29 @@ fn init_logging(format: LogFormat) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Loads a config, printing every problem to standard error when it is
+/// invalid.
+fn load_reporting(path: &std::path::Path) -> Option<Config> {
+    match Config::load(path, &Overrides::default()) {
+        Ok(c) => Some(c),
+        Err(errors) => {
+            eprintln!("{errors}");
+            None
+        }
+    }
+}
+
+/// Writes generated text to `out`, or to standard output.
+fn write_output(out: Option<&std::path::Path>, text: &str) -> anyhow::Result<()> {
+    match out {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display())),
+        None => {
+            print!("{text}");
+            Ok(())
+        }
     }
 }
