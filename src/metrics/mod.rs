@@ -108,6 +108,11 @@ impl Metrics {
             Ok(c)
         };
         let with = |extra: &'static str| [LABELS[0], LABELS[1], LABELS[2], extra];
+        let plain = |name: &str, help: &str| -> Result<IntCounter, prometheus::Error> {
+            let c = IntCounter::new(name, help)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
 
         let metrics = Metrics {
             ttft: histogram(
@@ -191,27 +196,19 @@ impl Metrics {
                 "Payload problems that degraded metering of a request (the bytes were forwarded unchanged).",
                 &["route", "kind"],
             )?,
-            unrouted: {
-                let c = IntCounter::new(
-                    "tokenmeter_unrouted_requests_total",
-                    "Requests that matched no route and were answered 404 by the proxy.",
-                )?;
-                registry.register(Box::new(c.clone()))?;
-                c
-            },
+            unrouted: plain(
+                "tokenmeter_unrouted_requests_total",
+                "Requests that matched no route and were answered 404 by the proxy.",
+            )?,
             passthrough: counter(
                 "tokenmeter_passthrough_requests_total".to_owned(),
                 "Requests forwarded without metering (not an inference endpoint, or protocol: none).",
                 &["route"],
             )?,
-            model_overflow: {
-                let c = IntCounter::new(
-                    "tokenmeter_model_label_overflow_total",
-                    "Requests whose model name was reported as \"other\" (not allow-listed, or past the distinct-name cap).",
-                )?;
-                registry.register(Box::new(c.clone()))?;
-                c
-            },
+            model_overflow: plain(
+                "tokenmeter_model_label_overflow_total",
+                "Requests whose model name was reported as \"other\" (not allow-listed, or past the distinct-name cap).",
+            )?,
             slo_requests: counter(
                 format!("{ns}_slo_requests_total"),
                 "Requests judged against their SLO class (verdict: good = outcome ok and every required threshold met; bad = a required threshold exceeded, whatever the outcome). Requests that failed before any threshold passed are not judged.",
