@@ -37,6 +37,19 @@ async fn settle(admin: SocketAddr, total: f64) -> Vec<Sample> {
     scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) >= total).await
 }
 
+/// Waits (bounded) until the simulator counts one stream dropped by its
+/// client: the proxy cancelled the upstream request.
+async fn upstream_sees_abort(sim: SocketAddr) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while sim_stats(sim).await["aborted"] != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "upstream never saw the abort"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn with_timeouts(
     upstream: SocketAddr,
     f: impl FnOnce(&mut tokenmeter::config::Timeouts),
@@ -137,14 +150,7 @@ async fn slow_response_head_is_a_504_timeout() {
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(outcomes(&s, "timeout", "5xx"), 1.0);
     // The abandoned upstream request is cancelled.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while sim_stats(sim).await["aborted"] != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "upstream never saw the cancel"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    upstream_sees_abort(sim).await;
     proxy.stop().await;
 }
 
@@ -165,14 +171,7 @@ async fn silent_stream_hits_the_idle_timeout() {
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(outcomes(&s, "timeout", "2xx"), 1.0);
     assert_eq!(sum(&s, "llm_time_to_first_token_seconds_count", &[]), 1.0);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while sim_stats(sim).await["aborted"] != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "upstream never saw the cancel"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    upstream_sees_abort(sim).await;
     proxy.stop().await;
 }
 
@@ -269,14 +268,7 @@ async fn client_abort_mid_stream_is_counted_and_reaches_the_upstream() {
     assert_eq!(sum(&s, "llm_time_to_first_token_seconds_count", &[]), 1.0);
     assert_eq!(sum(&s, "llm_e2e_request_latency_seconds_count", &[]), 0.0);
     assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 0.0);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while sim_stats(sim).await["aborted"] != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "upstream never saw the abort"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    upstream_sees_abort(sim).await;
     proxy.stop().await;
 }
 
