@@ -1,5 +1,6 @@
 //! The binary as a user runs it: `check` reports every problem with its
-//! location, `serve` runs from flags alone and stops cleanly on SIGTERM.
+//! location, `serve` runs from flags alone and stops cleanly on SIGTERM,
+//! and reloads its files on SIGHUP.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -160,4 +161,111 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "exit status {status}");
+}
+
+/// Runs `kill -SIG pid`.
+fn signal(child: &std::process::Child, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
+    let sim = start_sim(tokenmeter::sim::SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        tokens: 5,
+        ..Default::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let slo = dir.path().join("classes.yaml");
+    let class =
+        |target: &str| format!("classes:\n  - name: c\n    goodput: {{target: {target}}}\n");
+    std::fs::write(&slo, class("0.5")).unwrap();
+    // The file's upstream is unreachable: `--upstream` replaces it, on
+    // start and on every reload.
+    std::fs::write(
+        dir.path().join("main.yaml"),
+        "slo_files: [classes.yaml]\nroutes:\n  - name: r\n    upstream: http://127.0.0.1:1\n    slo: c\n",
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--log-format", "json", "--no-watch", "--config"])
+        .arg(dir.path().join("main.yaml"))
+        .arg("--upstream")
+        .arg(format!("http://{sim}"))
+        .env("TOKENMETER_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let started: serde_json::Value = loop {
+        let line = lines.next().expect("serve exited before starting").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
+        if v["fields"]["message"] == "tokenmeter started" {
+            break v;
+        }
+    };
+    // Drain the log so the child never blocks on a full pipe.
+    let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<String>>());
+    let addr = |key: &str| -> std::net::SocketAddr {
+        started["fields"][key].as_str().unwrap().parse().unwrap()
+    };
+    let (proxy, admin) = (addr("proxy_addr"), addr("admin_addr"));
+    let target = |s: &[Sample]| {
+        value(
+            s,
+            "llm_slo_objective_target",
+            &[("slo", "c"), ("objective", "goodput")],
+        )
+    };
+    let reloads = |s: &[Sample], result: &str| {
+        value(s, "tokenmeter_config_reload_total", &[("result", result)])
+    };
+
+    std::fs::write(&slo, class("0.7")).unwrap();
+    signal(&child, "-HUP");
+    let s = scrape_until(admin, |s| reloads(s, "success") >= 1.0).await;
+    assert_eq!(reloads(&s, "success"), 1.0);
+    assert_eq!(target(&s), 0.7);
+    let (head, body) = chat_request("m1", true, &[]);
+    assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
+
+    std::fs::write(&slo, class("7")).unwrap();
+    signal(&child, "-HUP");
+    let s = scrape_until(admin, |s| reloads(s, "failure") >= 1.0).await;
+    assert_eq!(reloads(&s, "failure"), 1.0);
+    assert_eq!(target(&s), 0.7);
+    assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
+
+    signal(&child, "-TERM");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+    let log = log.join().unwrap();
+    let rejected: Vec<serde_json::Value> = log
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v["level"] == "ERROR")
+        .collect();
+    assert!(
+        rejected.iter().any(|v| v["fields"]["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("classes.yaml"))
+            && v["fields"]["line"] == 3),
+        "{log:#?}"
+    );
 }

@@ -217,6 +217,12 @@ const DECLARED: &[(&str, &[&str])] = &[
     ("tokenmeter_unrouted_requests_total", &[]),
     ("tokenmeter_model_label_overflow_total", &[]),
     ("tokenmeter_build_info", &["version"]),
+    ("tokenmeter_config_reload_total", &["result"]),
+    (
+        "tokenmeter_config_last_reload_success_timestamp_seconds",
+        &[],
+    ),
+    ("tokenmeter_config_last_reload_successful", &[]),
 ];
 
 #[tokio::test]

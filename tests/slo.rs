@@ -309,3 +309,99 @@ async fn class_comes_from_the_header_the_model_or_the_route() {
     );
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn live_status_reports_the_schedule_per_route_and_class() {
+    let sim = start_sim(sim()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config(dir.path(), sim)).await;
+
+    // 7 on the schedule (TTFT 10 ms, 5 tokens 5 ms apart), 3 with a first
+    // token 2.5 s late (3 tokens): K/N = 7/10 good.
+    let slow = [("x-sim-ttft-ms", "2500"), ("x-sim-tokens", "3")];
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..10 {
+        let headers: &[(&str, &str)] = if i < 3 { &slow } else { &[] };
+        let (head, body) = chat_request("m1", true, headers);
+        let addr = proxy.proxy_addr;
+        tasks.spawn(async move { raw_exchange(addr, &head, &body).await });
+    }
+    while let Some(resp) = tasks.join_next().await {
+        assert_eq!(resp.unwrap().status, 200);
+    }
+    scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_slo_requests_total", &[]) >= 10.0
+    })
+    .await;
+
+    let report = admin_json(proxy.admin_addr, "/slo").await;
+    assert_eq!(report["windows"], serde_json::json!(["1m", "5m", "1h"]));
+    let series = report["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{report}");
+    let series = &series[0];
+    assert_eq!(
+        (series["route"].as_str(), series["slo"].as_str()),
+        (Some("chat"), Some("interactive"))
+    );
+    assert_eq!(series["objectives"][0]["threshold_seconds"], 1.2);
+    for w in series["windows"].as_array().unwrap() {
+        let f = |v: &serde_json::Value| v.as_f64().unwrap();
+        assert_eq!(w["requests"], 10, "{w}");
+        assert_eq!(w["ok"], 10);
+        assert_eq!(w["output_tokens"], 7 * 5 + 3 * 3);
+        let g = &w["goodput"];
+        assert_eq!((g["good"].as_u64(), g["bad"].as_u64()), (Some(7), Some(3)));
+        assert_eq!(f(&g["ratio"]), 7.0 / 10.0);
+        // No goodput target in this class: no burn rate.
+        assert!(g["burn_rate"].is_null());
+        assert!(f(&g["rate"]) > 0.0 && f(&w["request_rate"]) >= f(&g["rate"]));
+        let ttft = &w["compliance"][0];
+        assert_eq!(ttft["objective"], "ttft");
+        assert_eq!(
+            (ttft["judged"].as_u64(), ttft["met"].as_u64()),
+            (Some(10), Some(7))
+        );
+        // (1 − 0.7) / (1 − 0.95) = 6.
+        assert!((f(&ttft["burn_rate"]) - 6.0).abs() < 1e-9, "{ttft}");
+        // Quantiles: rank ⌊q (n − 1)⌋; the schedule is a lower bound (1 %
+        // sketch error), the upper bounds are far from the other mode.
+        let p = |metric: &str, q: &str| f(&w[metric][q]);
+        assert!(p("ttft", "p50") >= 0.010 * 0.99, "{w}");
+        assert!(p("ttft", "p50") < 0.5, "{w}");
+        assert!(p("ttft", "p99") >= 2.5 * 0.99, "{w}");
+        assert_eq!(w["ttft"]["count"], 10);
+        assert_eq!(w["tpot"]["count"], 10);
+        assert_eq!(w["e2el"]["count"], 10);
+        assert!(p("e2el", "p99") >= 2.5 * 0.99);
+        // One ITL gap per pair of consecutive tokens.
+        assert_eq!(w["itl"]["count"], 7 * 4 + 3 * 2);
+        assert!(p("itl", "p50") < 0.5);
+    }
+
+    // The same as a table, for a person.
+    let text = raw_exchange(
+        proxy.admin_addr,
+        "GET /slo?format=text HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(
+        text.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let text = String::from_utf8(text.body()).unwrap();
+    assert!(text.contains("route chat  slo interactive"), "{text}");
+    assert!(text.contains("70.00%"), "{text}");
+    let html = raw_exchange(
+        proxy.admin_addr,
+        "GET /slo HTTP/1.1\r\nhost: admin\r\naccept: text/html\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(
+        html.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(String::from_utf8(html.body()).unwrap().contains("<pre>"));
+    proxy.stop().await;
+}

@@ -1,20 +1,28 @@
 //! The admin listener: `/metrics` (Prometheus text format), `/healthz`
-//! (the process is up) and `/readyz` (it accepts traffic; 503 while
-//! draining). It runs on its own socket, never the proxy's, so scrapes and
-//! probes neither mix with client traffic nor appear in its metrics.
+//! (the process is up), `/readyz` (it accepts traffic; 503 while
+//! draining) and `/slo` (live SLO status per route and class over 1m, 5m
+//! and 1h: JSON, or a text table with `?format=text` or `Accept:
+//! text/plain`/`text/html`). It runs on its own socket, never the proxy's,
+//! so scrapes and probes neither mix with client traffic nor appear in its
+//! metrics.
+//!
+//! It only presents what other modules computed; the windows and their
+//! numbers are [`crate::slo::live`]'s.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::metrics::Metrics;
+use crate::slo::live::{Quantiles, Report};
 
 /// What the admin endpoints read.
 pub struct AdminState {
@@ -29,6 +37,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .route("/slo", get(slo))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(10),
@@ -52,4 +61,147 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
     }
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct SloQuery {
+    format: Option<String>,
+}
+
+async fn slo(
+    State(state): State<Arc<AdminState>>,
+    Query(query): Query<SloQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let report = state.metrics.live().report(tokio::time::Instant::now());
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let text = match query.format.as_deref() {
+        Some("text") => true,
+        Some("json") => false,
+        Some(other) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("unknown format `{other}`: use json or text\n"),
+            )
+                .into_response();
+        }
+        // A browser asks for HTML first; a table in <pre> reads well there.
+        None => accept.contains("text/html") || accept.starts_with("text/plain"),
+    };
+    if !text {
+        return axum::Json(report).into_response();
+    }
+    let table = render_text(&report);
+    if accept.contains("text/html") && query.format.is_none() {
+        let escaped = table
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        let html = format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><title>tokenmeter SLO status</title></head><body><pre>{escaped}</pre></body></html>\n"
+        );
+        return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    }
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], table).into_response()
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |s| format!("{:.1}", s * 1000.0))
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |r| format!("{:.2}%", r * 100.0))
+}
+
+fn quantiles(q: &Quantiles) -> String {
+    format!("{}/{}/{}", ms(q.p50), ms(q.p95), ms(q.p99))
+}
+
+/// The report as a table per series: one row per window.
+pub fn render_text(report: &Report) -> String {
+    let mut out = String::new();
+    if report.series.is_empty() {
+        out.push_str("no metered requests yet\n");
+        return out;
+    }
+    for series in &report.series {
+        let slo = if series.slo.is_empty() {
+            "(none)"
+        } else {
+            series.slo.as_str()
+        };
+        let _ = write!(out, "route {}  slo {}", series.route, slo);
+        for o in &series.objectives {
+            let _ = write!(
+                out,
+                "  {} <= {}ms @ {}",
+                o.objective,
+                o.threshold_seconds * 1000.0,
+                pct(Some(o.target))
+            );
+        }
+        if let Some(t) = series.goodput_target {
+            let _ = write!(out, "  goodput @ {}", pct(Some(t)));
+        }
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "{:<6} {:>8} {:>9} {:>10} {:>9} {:>8} {:>7}  {:<24} {:<24} {:<24} {:<24}",
+            "window",
+            "req/s",
+            "tok/s",
+            "goodput",
+            "good/s",
+            "burn",
+            "errors",
+            "ttft p50/p95/p99 ms",
+            "tpot p50/p95/p99 ms",
+            "itl p50/p95/p99 ms",
+            "e2el p50/p95/p99 ms"
+        );
+        for w in &series.windows {
+            let (ratio, rate, burn) =
+                w.goodput
+                    .as_ref()
+                    .map_or(("-".to_owned(), "-".to_owned(), "-".to_owned()), |g| {
+                        (
+                            pct(g.ratio),
+                            format!("{:.3}", g.rate),
+                            g.burn_rate.map_or("-".to_owned(), |b| format!("{b:.2}")),
+                        )
+                    });
+            let _ = writeln!(
+                out,
+                "{:<6} {:>8.3} {:>9.1} {:>10} {:>9} {:>8} {:>7}  {:<24} {:<24} {:<24} {:<24}",
+                w.window,
+                w.request_rate,
+                w.output_token_rate,
+                ratio,
+                rate,
+                burn,
+                w.requests - w.ok,
+                quantiles(&w.ttft),
+                quantiles(&w.tpot),
+                quantiles(&w.itl),
+                quantiles(&w.e2el),
+            );
+            for c in &w.compliance {
+                let _ = writeln!(
+                    out,
+                    "         {} within {}ms: {} of {} judged (target {}, burn {})",
+                    c.objective,
+                    c.threshold_seconds * 1000.0,
+                    pct(c.ratio),
+                    c.judged,
+                    pct(Some(c.target)),
+                    c.burn_rate.map_or("-".to_owned(), |b| format!("{b:.2}"))
+                );
+            }
+        }
+        out.push('\n');
+    }
+    out
 }

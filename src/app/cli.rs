@@ -94,6 +94,10 @@ struct ServeArgs {
     /// Admin listen address (overrides the file).
     #[arg(long, env = "TOKENMETER_ADMIN_LISTEN")]
     admin_listen: Option<SocketAddr>,
+    /// Do not watch the config and SLO files for changes (SIGHUP still
+    /// reloads them).
+    #[arg(long, env = "TOKENMETER_NO_WATCH")]
+    no_watch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -174,8 +178,13 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
-            let running = crate::app::start(config).await?;
-            crate::app::shutdown_signal().await;
+            let source = args.config.map(|path| crate::app::ConfigSource {
+                path,
+                overrides,
+                watch: !args.no_watch,
+            });
+            let running = crate::app::start_with(config, source).await?;
+            crate::app::run_until_shutdown(&running).await;
             running.stop().await;
             Ok(ExitCode::SUCCESS)
         }

@@ -6,11 +6,18 @@
 //! finish for up to the configured grace period, then stops the admin
 //! listener last so the final state can still be scraped while draining.
 //!
+//! The config in force lives in an [`ArcSwap`] that each request reads
+//! once; [`Running::reload`], SIGHUP and the file watcher replace it
+//! (`reload.rs`).
+//!
 //! Nothing here holds logic worth testing on its own; the integration tests
 //! drive it through real sockets.
 
 pub mod cli;
 mod demo;
+mod reload;
+
+pub use reload::{ConfigSource, DEBOUNCE, ReloadError, Reloaded};
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -19,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -40,11 +48,23 @@ pub struct Running {
     pub admin_addr: SocketAddr,
     /// The metrics this instance records into.
     pub metrics: Arc<Metrics>,
+    reloader: Arc<reload::Reloader>,
     shutdown: CancellationToken,
     task: JoinHandle<()>,
 }
 
 impl Running {
+    /// Reads the config files again and, if they are valid, serves new
+    /// requests with them (as a file change or SIGHUP does). In-flight
+    /// requests finish with the config they started with. On error the
+    /// running config stays and the error is returned (and logged).
+    pub async fn reload(&self) -> Result<Reloaded, ReloadError> {
+        self.reloader
+            .reload("api", false)
+            .await
+            .unwrap_or_else(|| Ok(Reloaded::default()))
+    }
+
     /// Starts a graceful shutdown (as SIGTERM does).
     pub fn shutdown(&self) {
         self.shutdown.cancel();
@@ -64,14 +84,22 @@ impl Running {
     }
 }
 
-/// Binds both listeners and starts serving.
+/// Binds both listeners and starts serving a config that has no file to
+/// reload.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    start_with(config, None).await
+}
+
+/// Binds both listeners and starts serving `config`, which was loaded from
+/// `source`: it can be reloaded, and is watched if `source.watch`.
+pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow::Result<Running> {
     let registry = prometheus::Registry::new();
     let metrics = Arc::new(
         Metrics::new(&config.metrics, &config.slo_classes, registry)
             .context("registering metrics")?,
     );
-    let proxy = Arc::new(Proxy::new(&config, metrics.clone()).context("setting up upstream TLS")?);
+    let proxy = Proxy::new(&config, metrics.clone()).context("setting up upstream TLS")?;
+    let live = Arc::new(ArcSwap::from_pointee(proxy));
 
     let proxy_listener = TcpListener::bind(config.listen)
         .await
@@ -99,23 +127,37 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             }
         }
     });
-    let grace = config.proxy.shutdown_grace;
-    let task = tokio::spawn({
-        let shutdown = shutdown.clone();
-        async move {
-            serve_proxy(proxy_listener, proxy, shutdown, admin_state, grace).await;
-            admin_stop.cancel();
-            let _ = admin_task.await;
-        }
-    });
     tracing::info!(%proxy_addr, %admin_addr, routes = config.routes.len(), "tokenmeter started");
     for r in &config.routes {
         tracing::info!(route = %r.name, prefix = %r.matcher.path_prefix, upstream = %r.upstream.url(), "route");
     }
+    let watch = source.as_ref().is_some_and(|s| s.watch);
+    let sources = config.sources.clone();
+    let reloader = Arc::new(reload::Reloader::new(
+        config,
+        source,
+        live.clone(),
+        metrics.clone(),
+    ));
+    // Started before `start` returns, so no change after it is missed.
+    let watcher =
+        watch.then(|| reload::spawn_watcher(reloader.clone(), &sources, shutdown.clone()));
+    let task = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            serve_proxy(proxy_listener, live, shutdown, admin_state).await;
+            admin_stop.cancel();
+            let _ = admin_task.await;
+            if let Some(watcher) = watcher {
+                let _ = watcher.await;
+            }
+        }
+    });
     Ok(Running {
         proxy_addr,
         admin_addr,
         metrics,
+        reloader,
         shutdown,
         task,
     })
@@ -124,10 +166,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 /// Accepts connections until `shutdown`, then drains for up to `grace`.
 async fn serve_proxy(
     listener: TcpListener,
-    proxy: Arc<Proxy>,
+    live: Arc<ArcSwap<Proxy>>,
     shutdown: CancellationToken,
     admin: Arc<AdminState>,
-    grace: Duration,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A timer enables hyper's header read timeout (slow-loris protection).
@@ -150,9 +191,11 @@ async fn serve_proxy(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let proxy = proxy.clone();
+        let live = live.clone();
         let service = service_fn(move |req| {
-            let proxy = proxy.clone();
+            // Read once per request: a reload affects the next request, even
+            // on this connection, never this one.
+            let proxy = live.load_full();
             async move { Ok::<_, Infallible>(proxy.handle(req, client_addr).await) }
         });
         let conn = builder
@@ -166,11 +209,46 @@ async fn serve_proxy(
         });
     }
     drop(listener);
+    let grace = live.load().shutdown_grace();
     admin.ready.store(false, Ordering::Relaxed);
     tracing::info!(grace = ?grace, "shutting down: draining in-flight requests");
     tokio::select! {
         () = graceful.shutdown() => tracing::info!("drained"),
         () = tokio::time::sleep(grace) => tracing::warn!("grace period over; cutting remaining connections"),
+    }
+}
+
+/// Serves until SIGINT or SIGTERM, reloading the config on each SIGHUP.
+pub async fn run_until_shutdown(running: &Running) {
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    #[cfg(unix)]
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGHUP; reload by editing the files");
+            None
+        }
+    };
+    loop {
+        #[cfg(unix)]
+        let hup = async {
+            match hangup.as_mut() {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hup = std::future::pending::<()>();
+        tokio::select! {
+            () = &mut shutdown => return,
+            () = hup => {
+                // The outcome is logged and counted by the reload itself.
+                let _ = running.reloader.reload("sighup", false).await;
+            }
+        }
     }
 }
 

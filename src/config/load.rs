@@ -91,7 +91,10 @@ impl Config {
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Config, ConfigErrors> {
         let file = path.display().to_string();
         match std::fs::read_to_string(path) {
-            Ok(text) => Config::parse(&text, &file, overrides),
+            Ok(text) => Config::parse(&text, &file, overrides).map(|mut config| {
+                config.sources.files.insert(0, path.to_path_buf());
+                config
+            }),
             Err(error) => Err(ConfigErrors(vec![ConfigError {
                 file,
                 line: None,
@@ -180,6 +183,7 @@ impl Config {
                 slo_header: None,
             }],
             slo_classes: Vec::new(),
+            sources: super::Sources::default(),
         });
         match config {
             Some(config) => checker.finish(config),
@@ -244,6 +248,8 @@ pub(super) struct Checker<'a> {
     /// Names of the defined SLO classes, once `slo_files` were read; `None`
     /// without `slo_files`.
     slo_names: Option<Vec<String>>,
+    /// SLO files and globs named by `slo_files`, as resolved.
+    pub(super) sources: super::Sources,
 }
 
 /// A route's checked match, and where to report it as shadowed.
@@ -267,6 +273,7 @@ impl<'a> Checker<'a> {
             file,
             errors: Vec::new(),
             slo_names: None,
+            sources: super::Sources::default(),
         }
     }
 
@@ -417,6 +424,7 @@ impl<'a> Checker<'a> {
             metrics: self.metrics(raw),
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override),
             slo_classes,
+            sources: std::mem::take(&mut self.sources),
         }
     }
 

@@ -18,6 +18,7 @@ pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides};
 pub use slo::DEFAULT_WINDOW;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Default proxy listen address.
@@ -42,6 +43,19 @@ pub struct Config {
     /// SLO classes from the `slo_files`, in file order. Empty when none are
     /// configured; then a route's `slo` is only a label value.
     pub slo_classes: Vec<SloClass>,
+    /// The files this config was read from, which a reload watches.
+    pub sources: Sources,
+}
+
+/// The files a config was read from: what `serve` watches to reload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sources {
+    /// The main file and every SLO file read, as named (relative to the
+    /// working directory when relative).
+    pub files: Vec<PathBuf>,
+    /// The `slo_files` globs, joined to the main file's directory: a new
+    /// file matching one is a change too.
+    pub patterns: Vec<PathBuf>,
 }
 
 /// One SLO class: per-request thresholds with target ratios, and what makes a

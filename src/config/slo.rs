@@ -59,6 +59,7 @@ impl Checker<'_> {
                 );
                 continue;
             }
+            self.sources.patterns.push(joined.clone());
             let Some(pattern) = joined.to_str() else {
                 self.at(pos, key, "the pattern is not valid UTF-8");
                 continue;
@@ -99,6 +100,9 @@ impl Checker<'_> {
         let mut classes: Vec<SloClass> = Vec::new();
         // Where each class name was first defined, for duplicates.
         let mut defined: HashMap<String, (String, Option<u64>)> = HashMap::new();
+        self.sources
+            .files
+            .extend(sources.iter().map(|s| s.path.clone()));
         for source in sources {
             let file = source.path.display().to_string();
             let text = match std::fs::read_to_string(&source.path) {

@@ -13,17 +13,20 @@
 //! the recorder counts its verdict. It does make every SLO threshold an exact
 //! bucket boundary of its histogram, so `le="<threshold>"` reads compliance.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use tokio::time::Instant;
 
 use crate::config::{MetricsSettings, ModelLabels, ObjectiveKind, SloClass};
 use crate::meter::{ParseError, Recorder, Summary};
+use crate::slo::live::{Aggregate, Live, Series};
+use crate::slo::sketch::Sketch;
 use crate::slo::{self, Verdict};
 
 /// Label value used when a request names no model.
@@ -56,8 +59,16 @@ pub struct Metrics {
     slo_requests: IntCounterVec,
     slo_violations: IntCounterVec,
     slo_good_output_tokens: IntCounterVec,
-    /// SLO classes by name; requests of other `slo` values are not judged.
-    classes: HashMap<String, Arc<SloClass>>,
+    slo_target: GaugeVec,
+    slo_threshold: GaugeVec,
+    /// The (slo, objective) pairs of the target and threshold gauges, so a
+    /// reload can remove those of classes that went away.
+    slo_gauge_labels: Mutex<Vec<[String; 2]>>,
+    reloads: IntCounterVec,
+    last_reload_success: Gauge,
+    last_reload_successful: IntGauge,
+    /// The sliding windows behind `/slo`.
+    live: Live,
     models: ModelLabeler,
     registry: Registry,
 }
@@ -224,14 +235,59 @@ impl Metrics {
                 "Output tokens of requests judged good against their SLO class (token goodput).",
                 &LABELS,
             )?,
-            classes: classes
-                .iter()
-                .map(|class| (class.name.clone(), Arc::new(class.clone())))
-                .collect(),
+            slo_target: {
+                let g = GaugeVec::new(
+                    Opts::new(
+                        format!("{ns}_slo_objective_target"),
+                        "Target share of requests meeting an SLO objective (objective=goodput: share of judged requests that are good).",
+                    ),
+                    &["slo", "objective"],
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
+            slo_threshold: {
+                let g = GaugeVec::new(
+                    Opts::new(
+                        format!("{ns}_slo_threshold_seconds"),
+                        "Per-request threshold of an SLO objective; also an exact bucket bound of its histogram (for thresholds changed by a reload, only after a restart).",
+                    ),
+                    &["slo", "objective"],
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
+            slo_gauge_labels: Mutex::new(Vec::new()),
+            reloads: counter(
+                "tokenmeter_config_reload_total".to_owned(),
+                "Configuration reloads (file change or SIGHUP) by result: success (the new config serves new requests) or failure (the old one stays; the errors are logged).",
+                &["result"],
+            )?,
+            last_reload_success: {
+                let g = Gauge::new(
+                    "tokenmeter_config_last_reload_success_timestamp_seconds",
+                    "Unix time of the last successful configuration load (start-up or reload).",
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
+            last_reload_successful: {
+                let g = IntGauge::new(
+                    "tokenmeter_config_last_reload_successful",
+                    "1 if the last configuration reload succeeded (or none was tried), 0 if it failed and an older config is running.",
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
+            live: Live::new(Instant::now()),
             models: ModelLabeler::new(&settings.models),
             registry,
         };
-        metrics.register_slo_targets(ns, classes)?;
+        metrics.set_slo_targets(classes);
+        for result in ["success", "failure"] {
+            metrics.reloads.with_label_values(&[result]);
+        }
+        metrics.last_reload_successful.set(1);
         let info = IntGaugeVec::new(
             Opts::new("tokenmeter_build_info", "Build information; always 1."),
             &["version"],
@@ -242,43 +298,74 @@ impl Metrics {
     }
 
     /// Per class, its targets and thresholds as gauges, so PromQL and
-    /// dashboards can compare against them without copying numbers.
-    fn register_slo_targets(
-        &self,
-        ns: &str,
-        classes: &[SloClass],
-    ) -> Result<(), prometheus::Error> {
-        let target = prometheus::GaugeVec::new(
-            Opts::new(
-                format!("{ns}_slo_objective_target"),
-                "Target share of requests meeting an SLO objective (objective=goodput: share of judged requests that are good).",
-            ),
-            &["slo", "objective"],
-        )?;
-        let threshold = prometheus::GaugeVec::new(
-            Opts::new(
-                format!("{ns}_slo_threshold_seconds"),
-                "Per-request threshold of an SLO objective; also an exact bucket bound of its histogram.",
-            ),
-            &["slo", "objective"],
-        )?;
-        self.registry.register(Box::new(target.clone()))?;
-        self.registry.register(Box::new(threshold.clone()))?;
+    /// dashboards can compare against them without copying numbers. Called
+    /// at start and on every reload: series of classes or objectives that
+    /// are gone are removed, the others overwritten (never reset, so a
+    /// scrape cannot fall between removal and setting).
+    pub fn set_slo_targets(&self, classes: &[SloClass]) {
+        let mut wanted: Vec<([String; 2], f64, Option<f64>)> = Vec::new();
         for class in classes {
             for objective in &class.objectives {
-                let labels = [class.name.as_str(), objective.kind.as_str()];
-                target.with_label_values(&labels).set(objective.target);
-                threshold
-                    .with_label_values(&labels)
-                    .set(objective.threshold.as_secs_f64());
+                wanted.push((
+                    [class.name.clone(), objective.kind.as_str().to_owned()],
+                    objective.target,
+                    Some(objective.threshold.as_secs_f64()),
+                ));
             }
             if let Some(goodput) = class.goodput.target {
-                target
-                    .with_label_values(&[class.name.as_str(), "goodput"])
-                    .set(goodput);
+                wanted.push(([class.name.clone(), "goodput".to_owned()], goodput, None));
             }
         }
-        Ok(())
+        let mut labels = self
+            .slo_gauge_labels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for old in labels.iter() {
+            let still = wanted.iter().find(|(l, _, _)| l == old);
+            let values = [old[0].as_str(), old[1].as_str()];
+            match still {
+                None => {
+                    let _ = self.slo_target.remove_label_values(&values);
+                    let _ = self.slo_threshold.remove_label_values(&values);
+                }
+                Some((_, _, None)) => {
+                    let _ = self.slo_threshold.remove_label_values(&values);
+                }
+                Some(_) => {}
+            }
+        }
+        for (l, target, threshold) in &wanted {
+            let values = [l[0].as_str(), l[1].as_str()];
+            self.slo_target.with_label_values(&values).set(*target);
+            if let Some(t) = threshold {
+                self.slo_threshold.with_label_values(&values).set(*t);
+            }
+        }
+        *labels = wanted.into_iter().map(|(l, _, _)| l).collect();
+        self.live.set_classes(classes);
+    }
+
+    /// Counts a configuration reload; on success, `unix_time` is when the
+    /// new config was loaded. Start-up counts as a success without
+    /// counting a reload.
+    pub fn config_loaded(&self, reload: Option<bool>, unix_time: f64) {
+        match reload {
+            None => self.last_reload_success.set(unix_time),
+            Some(true) => {
+                self.reloads.with_label_values(&["success"]).inc();
+                self.last_reload_success.set(unix_time);
+                self.last_reload_successful.set(1);
+            }
+            Some(false) => {
+                self.reloads.with_label_values(&["failure"]).inc();
+                self.last_reload_successful.set(0);
+            }
+        }
+    }
+
+    /// The live windows behind `/slo`.
+    pub fn live(&self) -> &Live {
+        &self.live
     }
 
     /// The registry the metrics live in.
@@ -296,8 +383,17 @@ impl Metrics {
     }
 
     /// Resolves the label handles of one metered request and counts it in
-    /// flight. `model` is the request's model name, bounded here.
-    pub fn request(&self, route: &str, model: Option<&str>, slo: Option<&str>) -> RequestRecorder {
+    /// flight. `model` is the request's model name, bounded here; `slo` is
+    /// the `slo` label and `class` the class it names, when defined (the
+    /// request is judged against it even if a reload changes the classes
+    /// while it runs).
+    pub fn request(
+        &self,
+        route: &str,
+        model: Option<&str>,
+        slo: Option<&str>,
+        class: Option<Arc<SloClass>>,
+    ) -> RequestRecorder {
         let model = self.models.label(model, &self.model_overflow);
         let labels = [route, model.as_str(), slo.unwrap_or("")];
         let in_flight = self.in_flight.with_label_values(&labels);
@@ -323,7 +419,9 @@ impl Metrics {
                 slo_violations: self.slo_violations.clone(),
                 slo_good_output_tokens: self.slo_good_output_tokens.clone(),
             },
-            class: slo.and_then(|name| self.classes.get(name)).cloned(),
+            class,
+            series: self.live.series(route, slo.unwrap_or("")),
+            itl_window: Sketch::new(),
             route: route.to_owned(),
             model,
             slo: slo.unwrap_or("").to_owned(),
@@ -369,6 +467,11 @@ pub struct RequestRecorder {
     families: Families,
     /// The request's SLO class, when its `slo` names a defined one.
     class: Option<Arc<SloClass>>,
+    /// Its live windows, fed once at the end.
+    series: Arc<Series>,
+    /// This request's ITL gaps, gathered here (no shared state, no lock)
+    /// and folded into the live windows at the end.
+    itl_window: Sketch,
     route: String,
     model: String,
     slo: String,
@@ -415,6 +518,7 @@ impl Recorder for RequestRecorder {
 
     fn inter_token(&mut self, gap: Duration) {
         self.itl.observe(secs(gap));
+        self.itl_window.add(gap);
     }
 
     fn parse_error(&mut self, error: ParseError) {
@@ -467,9 +571,17 @@ impl Recorder for RequestRecorder {
                 .with_label_values(&labels)
                 .inc_by(n);
         }
-        if let Some(class) = &self.class {
-            self.judge(class, s);
-        }
+        let verdict = self.class.as_ref().map(|class| {
+            let verdict = slo::judge(class, s);
+            self.count_verdict(class, verdict, s);
+            verdict
+        });
+        // On the forwarding path (the body's last poll or its drop), like
+        // every other timestamp; it places the request in the windows.
+        let now = Instant::now();
+        let itl = std::mem::take(&mut self.itl_window);
+        self.series
+            .record(now, &Aggregate::request(s, verdict, itl));
     }
 }
 
@@ -478,10 +590,9 @@ impl RequestRecorder {
     /// class is touched, so good, bad and each objective read 0 (not
     /// absent) until something happens, and ratios are defined from the
     /// first request on.
-    fn judge(&self, class: &SloClass, s: &Summary) {
+    fn count_verdict(&self, class: &SloClass, verdict: Verdict, s: &Summary) {
         let f = &self.families;
         let [route, model, slo] = self.labels();
-        let verdict = slo::judge(class, s);
         for label in ["good", "bad"] {
             let counter = f
                 .slo_requests

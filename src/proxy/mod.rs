@@ -14,7 +14,7 @@
 
 pub mod body;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 
-use crate::config::{Config, Protocol, Route};
+use crate::config::{Config, Protocol, Route, SloClass};
 use crate::meter::{Api, Limits, Outcome, StreamMeter};
 use crate::metrics::{Metrics, RequestRecorder};
 
@@ -119,27 +119,60 @@ struct RouteState {
     client: UpstreamClient,
 }
 
-/// The forwarding service, shared by every connection.
+/// The forwarding service of one configuration, shared by every
+/// connection. A reload builds a new one; each request holds the one it
+/// started with (an `Arc`) to its end, so its route, class and limits never
+/// change under it.
 pub struct Proxy {
     routes: Vec<RouteState>,
     metrics: Arc<Metrics>,
-    /// Names of the defined SLO classes: a class a client declares by header
+    /// The defined SLO classes by name: a class a client declares by header
     /// is used only if it is one of these, which bounds the `slo` label.
-    slo_names: HashSet<String>,
+    classes: HashMap<String, Arc<SloClass>>,
     max_request_body: usize,
     limits: Limits,
     x_forwarded: bool,
+    shutdown_grace: std::time::Duration,
 }
 
 impl Proxy {
     /// Builds the routes' upstream clients. Fails only if TLS cannot be set up.
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, rustls::Error> {
+        Self::build(config, metrics, None)
+    }
+
+    /// The proxy of a reloaded `config`. A route of the same name whose
+    /// client settings are unchanged keeps its upstream client, and so its
+    /// pooled connections.
+    pub fn reloaded(&self, config: &Config) -> Result<Self, rustls::Error> {
+        Self::build(config, self.metrics.clone(), Some(self))
+    }
+
+    fn build(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        previous: Option<&Proxy>,
+    ) -> Result<Self, rustls::Error> {
+        let reusable = |route: &Route| {
+            previous?
+                .routes
+                .iter()
+                .find(|old| {
+                    old.route.name == route.name
+                        && old.route.timeouts.connect == route.timeouts.connect
+                })
+                .map(|old| old.client.clone())
+        };
         let routes = config
             .routes
             .iter()
             .map(|route| {
+                let client = match reusable(route) {
+                    Some(client) => client,
+                    None => upstream_client(route)?,
+                };
                 Ok(RouteState {
-                    client: upstream_client(route)?,
+                    client,
                     route: route.clone(),
                 })
             })
@@ -147,14 +180,24 @@ impl Proxy {
         Ok(Self {
             routes,
             metrics,
-            slo_names: config.slo_classes.iter().map(|c| c.name.clone()).collect(),
+            classes: config
+                .slo_classes
+                .iter()
+                .map(|c| (c.name.clone(), Arc::new(c.clone())))
+                .collect(),
             max_request_body: config.proxy.max_request_body_bytes,
             limits: Limits {
                 body: config.proxy.max_response_body_bytes,
                 ..Limits::default()
             },
             x_forwarded: config.proxy.x_forwarded,
+            shutdown_grace: config.proxy.shutdown_grace,
         })
+    }
+
+    /// How long in-flight requests may take to finish on shutdown.
+    pub fn shutdown_grace(&self) -> std::time::Duration {
+        self.shutdown_grace
     }
 
     /// Forwards one request. Never fails: problems become responses.
@@ -197,8 +240,8 @@ impl Proxy {
             .as_ref()
             .and_then(|name| parts.headers.get(name))
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| self.slo_names.get(value.trim()))
-            .map(String::as_str);
+            .and_then(|value| self.classes.get_key_value(value.trim()))
+            .map(|(name, _)| name.as_str());
         let content_length = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -238,9 +281,9 @@ impl Proxy {
         model: Option<&str>,
         declared: Option<&str>,
     ) -> StreamMeter<RequestRecorder> {
-        let recorder = self
-            .metrics
-            .request(&route.name, model, slo_class(route, model, declared));
+        let slo = slo_class(route, model, declared);
+        let class = slo.and_then(|name| self.classes.get(name)).cloned();
+        let recorder = self.metrics.request(&route.name, model, slo, class);
         StreamMeter::new(t0, api, self.limits, recorder)
     }
 

@@ -6,11 +6,17 @@
 //! goodput ratio, and which objectives it violated. Counting the verdicts is
 //! the metrics module's job.
 //!
+//! The live windows behind `/slo` (`live.rs`, with the quantile sketch in
+//! `sketch.rs`) aggregate judged requests per route and class over 1m, 5m
+//! and 1h.
+//!
 //! This module must not do I/O, read a clock or know Prometheus; everything
 //! it needs is in the summary (including `elapsed`, how long a failed request
-//! had lasted).
+//! had lasted), and the live windows are told the time by their caller.
 
+pub mod live;
 pub mod rules;
+pub mod sketch;
 
 use crate::config::{ObjectiveKind, SloClass};
 use crate::meter::{Outcome, Summary};

@@ -142,7 +142,7 @@ fn paced(
     ChannelStream(rx)
 }
 
-struct ChannelStream(tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Infallible>>);
+pub struct ChannelStream(pub tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Infallible>>);
 
 impl futures_core::Stream for ChannelStream {
     type Item = Result<Frame<Bytes>, Infallible>;
@@ -379,6 +379,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             slo_header: None,
         }],
         slo_classes: Vec::new(),
+        sources: Default::default(),
     }
 }
 
@@ -553,4 +554,56 @@ pub fn mean(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> (f64, f6
     let count = value(samples, &format!("{name}_count"), labels);
     let sum = value(samples, &format!("{name}_sum"), labels);
     (count, if count > 0.0 { sum / count } else { f64::NAN })
+}
+
+/// The sending half of one gated response body: each `send` is one frame.
+pub type Gate = tokio::sync::mpsc::Sender<Result<Frame<Bytes>, Infallible>>;
+
+/// An upstream whose streamed responses the test writes frame by frame:
+/// each request is answered at once with a 200 `text/event-stream` head,
+/// and the body's sending half is handed to the test through the returned
+/// receiver (in request order). Dropping it ends the body. Nothing is timed:
+/// a stream stays open exactly as long as the test wants.
+pub async fn gated_upstream() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<Gate>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (gates_tx, gates_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let gates_tx = gates_tx.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                    let (tx, rx) = tokio::sync::mpsc::channel(64);
+                    let _ = gates_tx.send(tx);
+                    async move {
+                        Ok::<_, Infallible>(
+                            Response::builder()
+                                .header("content-type", "text/event-stream")
+                                .body(StreamBody::new(ChannelStream(rx)))
+                                .unwrap(),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, gates_rx)
+}
+
+/// GETs `path` from the admin listener and parses the JSON body.
+pub async fn admin_json(admin: SocketAddr, path: &str) -> serde_json::Value {
+    let resp = raw_exchange(
+        admin,
+        &format!("GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n"),
+        b"",
+    )
+    .await;
+    assert_eq!(resp.status, 200);
+    serde_json::from_slice(&resp.body()).unwrap()
 }

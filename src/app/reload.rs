@@ -1,0 +1,456 @@
+//! Hot reload: the config file and its SLO files, read again on a change
+//! (watched with `notify`) or on SIGHUP, validated, and swapped in.
+//!
+//! A reload runs [`Config::load`] with the command-line overrides the
+//! process started with. When the new config is valid, a new [`Proxy`]
+//! (routes, upstream clients, SLO classes, limits) is built and stored in
+//! the [`ArcSwap`] every new request reads once; requests already running
+//! keep the `Arc<Proxy>` they started with, so their streams, routes and
+//! classes are untouched. When it is invalid, every error is logged and the
+//! running proxy stays. Both are counted in `tokenmeter_config_reload_total`.
+//!
+//! Settings that belong to sockets or the metrics registry (listen
+//! addresses, metric namespace, model label bounds, buckets) cannot change
+//! in a running process: a reload that changes them still applies the rest,
+//! and logs a warning that a restart is needed.
+//!
+//! Reloads are serialised by one lock held from reading the files to the
+//! swap, so a slow reload can never overwrite a newer one.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use notify::event::{AccessKind, AccessMode, MetadataKind, ModifyKind};
+use notify::{EventKind, RecursiveMode, Watcher as _};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ConfigErrors, ObjectiveKind, Overrides, Sources};
+use crate::metrics::{Metrics, merged_buckets};
+use crate::proxy::Proxy;
+
+/// How long the files must be quiet after a change before they are read:
+/// editors and `kubectl` write in bursts (truncate, write, rename, chmod).
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// Where the running config came from, so it can be read again.
+#[derive(Debug, Clone)]
+pub struct ConfigSource {
+    /// The main config file.
+    pub path: PathBuf,
+    /// The command-line values that override it, applied again on reload.
+    pub overrides: Overrides,
+    /// Whether to watch the files and reload on a change (SIGHUP and
+    /// [`super::Running::reload`] work either way).
+    pub watch: bool,
+}
+
+/// Why a reload was refused; the running config stays in every case.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("nothing to reload: the proxy was started without a config file")]
+    NoFile,
+    #[error("the new config is invalid; the running one is kept:\n{0}")]
+    Invalid(ConfigErrors),
+    #[error("setting up upstream TLS failed; the running config is kept: {0}")]
+    Tls(rustls::Error),
+    #[error("reading the config failed: {0}")]
+    Task(String),
+}
+
+impl ReloadError {
+    /// A short, bounded name for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReloadError::NoFile => "no_file",
+            ReloadError::Invalid(_) => "invalid",
+            ReloadError::Tls(_) => "tls",
+            ReloadError::Task(_) => "task",
+        }
+    }
+}
+
+/// A reload that took effect.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reloaded {
+    /// Changed settings that only a restart applies (also logged).
+    pub restart_needed: Vec<String>,
+}
+
+/// The running config and how to replace it.
+pub(super) struct Reloader {
+    source: Option<ConfigSource>,
+    live: Arc<ArcSwap<Proxy>>,
+    metrics: Arc<Metrics>,
+    /// The config in force. Its lock serialises reloads.
+    current: tokio::sync::Mutex<Config>,
+    /// The config the process started with: the settings a reload cannot
+    /// change are compared against it.
+    started: Config,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl Reloader {
+    pub(super) fn new(
+        config: Config,
+        source: Option<ConfigSource>,
+        live: Arc<ArcSwap<Proxy>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        metrics.config_loaded(None, unix_now());
+        Self {
+            source,
+            live,
+            metrics,
+            current: tokio::sync::Mutex::new(config.clone()),
+            started: config,
+        }
+    }
+
+    /// Reads the files again and swaps the new config in if it is valid.
+    /// With `only_if_changed`, a config equal to the running one is left
+    /// alone and not counted (the watcher sees events that change nothing).
+    pub(super) async fn reload(
+        &self,
+        trigger: &'static str,
+        only_if_changed: bool,
+    ) -> Option<Result<Reloaded, ReloadError>> {
+        let Some(source) = &self.source else {
+            return Some(Err(ReloadError::NoFile));
+        };
+        let mut current = self.current.lock().await;
+        let (path, overrides) = (source.path.clone(), source.overrides.clone());
+        let loaded = tokio::task::spawn_blocking(move || Config::load(&path, &overrides)).await;
+        let result = match loaded {
+            Err(e) => Err(ReloadError::Task(e.to_string())),
+            Ok(Err(errors)) => Err(ReloadError::Invalid(errors)),
+            Ok(Ok(config)) => {
+                if only_if_changed && config == *current {
+                    tracing::debug!(trigger, "config files touched but unchanged");
+                    return None;
+                }
+                match self.live.load().reloaded(&config) {
+                    Err(e) => Err(ReloadError::Tls(e)),
+                    Ok(proxy) => {
+                        self.live.store(Arc::new(proxy));
+                        self.metrics.set_slo_targets(&config.slo_classes);
+                        let restart_needed = restart_needed(&self.started, &config);
+                        *current = config;
+                        Ok(Reloaded { restart_needed })
+                    }
+                }
+            }
+        };
+        match &result {
+            Ok(reloaded) => {
+                self.metrics.config_loaded(Some(true), unix_now());
+                tracing::info!(
+                    trigger,
+                    routes = current.routes.len(),
+                    slo_classes = current.slo_classes.len(),
+                    "config reloaded"
+                );
+                for setting in &reloaded.restart_needed {
+                    tracing::warn!(trigger, "{setting}: takes effect only after a restart");
+                }
+            }
+            Err(e) => {
+                self.metrics.config_loaded(Some(false), unix_now());
+                if let ReloadError::Invalid(errors) = e {
+                    for error in &errors.0 {
+                        tracing::error!(
+                            trigger,
+                            file = %error.file,
+                            line = error.line,
+                            key = %error.key,
+                            "config reload rejected: {}",
+                            error.message
+                        );
+                    }
+                }
+                tracing::error!(
+                    trigger,
+                    kind = e.kind(),
+                    "config reload failed: {e}; the running config is kept"
+                );
+            }
+        }
+        Some(result)
+    }
+
+    async fn sources(&self) -> Sources {
+        self.current.lock().await.sources.clone()
+    }
+}
+
+/// What differs between the config the process started with and `new`
+/// among the settings only a restart applies.
+fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if started.listen != new.listen {
+        out.push(format!(
+            "listen changed ({} -> {})",
+            started.listen, new.listen
+        ));
+    }
+    if started.admin_listen != new.admin_listen {
+        out.push(format!(
+            "admin.listen changed ({} -> {})",
+            started.admin_listen, new.admin_listen
+        ));
+    }
+    let (old, now) = (&started.metrics, &new.metrics);
+    if old.namespace != now.namespace {
+        out.push(format!(
+            "metrics.namespace changed ({} -> {})",
+            old.namespace, now.namespace
+        ));
+    }
+    if old.models != now.models {
+        out.push("metrics.models (model label bounds) changed".to_owned());
+    }
+    if old.buckets != now.buckets {
+        out.push("metrics.buckets changed".to_owned());
+    }
+    // The histograms keep the bounds they were registered with; a new
+    // threshold that is not one of them cannot be read exactly from `le`.
+    let b = &started.metrics.buckets;
+    for (kind, configured) in [
+        (ObjectiveKind::Ttft, &b.time_to_first_token),
+        (ObjectiveKind::Tpot, &b.time_per_output_token),
+        (ObjectiveKind::E2el, &b.e2e_request_latency),
+    ] {
+        let registered = merged_buckets(configured, &started.slo_classes, kind);
+        for class in &new.slo_classes {
+            if let Some(objective) = class.objective(kind) {
+                let t = objective.threshold.as_secs_f64();
+                if !registered.contains(&t) {
+                    out.push(format!(
+                        "SLO class {} {} threshold {t}s is not a bucket bound of the running histogram (judging and /slo use it now; `le` reads it exactly)",
+                        class.name,
+                        kind.as_str()
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The files and directories to watch for one config.
+#[derive(Debug, Default, PartialEq)]
+struct WatchSet {
+    files: Vec<PathBuf>,
+    patterns: Vec<glob::Pattern>,
+    dirs: Vec<(PathBuf, bool)>,
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn has_glob(text: &str) -> bool {
+    text.contains(['*', '?', '['])
+}
+
+impl WatchSet {
+    /// Directories rather than files are watched: editors and Kubernetes
+    /// replace a file by renaming another over it, which ends a watch on
+    /// the file itself.
+    fn new(sources: &Sources) -> Self {
+        let mut set = WatchSet::default();
+        let add_dir = |dirs: &mut Vec<(PathBuf, bool)>, dir: PathBuf, recursive: bool| match dirs
+            .iter_mut()
+            .find(|(d, _)| *d == dir)
+        {
+            Some((_, r)) => *r |= recursive,
+            None => dirs.push((dir, recursive)),
+        };
+        for file in &sources.files {
+            let file = absolute(file);
+            if let Some(parent) = file.parent() {
+                add_dir(&mut set.dirs, parent.to_path_buf(), false);
+            }
+            set.files.push(file);
+        }
+        for pattern in &sources.patterns {
+            let pattern = absolute(pattern);
+            let Some(text) = pattern.to_str() else {
+                continue;
+            };
+            if let Ok(p) = glob::Pattern::new(text) {
+                set.patterns.push(p);
+            }
+            // The deepest directory above the first component with a glob.
+            let mut base = PathBuf::new();
+            let mut rest = 0;
+            for component in pattern.components() {
+                let part = component.as_os_str().to_string_lossy();
+                if rest > 0 || (matches!(component, Component::Normal(_)) && has_glob(&part)) {
+                    rest += 1;
+                } else {
+                    base.push(component);
+                }
+            }
+            add_dir(&mut set.dirs, base, rest > 1 || text.contains("**"));
+        }
+        set
+    }
+
+    fn relevant(&self, path: &Path) -> bool {
+        self.files.iter().any(|f| f == path)
+            || self.patterns.iter().any(|p| p.matches_path(path))
+            // A Kubernetes ConfigMap volume swaps a `..data` symlink.
+            || (path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".."))
+                && path
+                    .parent()
+                    .is_some_and(|d| self.dirs.iter().any(|(w, _)| w == d)))
+    }
+
+    /// Starts watching; directories that do not exist are skipped (a glob
+    /// directory created later is seen after the next reload).
+    fn watch(
+        &self,
+        tx: mpsc::Sender<notify::Result<notify::Event>>,
+    ) -> Option<Box<dyn notify::Watcher + Send>> {
+        let watcher = notify::recommended_watcher(move |event| {
+            // A full queue already holds events that trigger a reload.
+            let _ = tx.try_send(event);
+        });
+        let mut watcher = match watcher {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot watch the config files; reload with SIGHUP");
+                return None;
+            }
+        };
+        for (dir, recursive) in &self.dirs {
+            let mode = if *recursive {
+                RecursiveMode::Recursive
+            } else {
+                RecursiveMode::NonRecursive
+            };
+            match watcher.watch(dir, mode) {
+                Ok(()) => tracing::debug!(dir = %dir.display(), "watching"),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot watch a config directory")
+                }
+            }
+        }
+        Some(Box::new(watcher))
+    }
+}
+
+/// Whether an event can mean changed content (reads, including the
+/// reloader's own, must not trigger a reload).
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)) => false,
+        _ => true,
+    }
+}
+
+/// Starts watching `sources` and reloading on changes, until `stop`. The
+/// watch is in place when this returns.
+pub(super) fn spawn_watcher(
+    reloader: Arc<Reloader>,
+    sources: &Sources,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let (tx, mut rx) = mpsc::channel(256);
+    let mut set = WatchSet::new(sources);
+    let mut watcher = set.watch(tx.clone());
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                event = rx.recv() => event,
+                () = stop.cancelled() => return,
+            };
+            let Some(event) = event else { return };
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    tracing::warn!(error = %e, "config watch error");
+                    continue;
+                }
+            };
+            if !is_change(&event.kind) || !event.paths.iter().any(|p| set.relevant(p)) {
+                continue;
+            }
+            // Wait for a quiet period: every further event restarts it.
+            loop {
+                tokio::select! {
+                    more = rx.recv() => if more.is_none() { return },
+                    () = tokio::time::sleep(DEBOUNCE) => break,
+                    () = stop.cancelled() => return,
+                }
+            }
+            if let Some(Ok(_)) = reloader.reload("watch", true).await {
+                let new = WatchSet::new(&reloader.sources().await);
+                if new != set {
+                    // Drop the old watch first so its events stop.
+                    drop(watcher.take());
+                    set = new;
+                    watcher = set.watch(tx.clone());
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_set_covers_files_globs_and_their_directories() {
+        let sources = Sources {
+            files: vec!["/etc/tm/main.yaml".into(), "/etc/tm/slo/a.yaml".into()],
+            patterns: vec!["/etc/tm/slo/*.yaml".into(), "/srv/slo/**/*.yaml".into()],
+        };
+        let set = WatchSet::new(&sources);
+        assert_eq!(
+            set.dirs,
+            vec![
+                (PathBuf::from("/etc/tm"), false),
+                (PathBuf::from("/etc/tm/slo"), false),
+                (PathBuf::from("/srv/slo"), true),
+            ]
+        );
+        assert!(set.relevant(Path::new("/etc/tm/main.yaml")));
+        assert!(set.relevant(Path::new("/etc/tm/slo/new.yaml")));
+        assert!(set.relevant(Path::new("/srv/slo/team/x.yaml")));
+        assert!(set.relevant(Path::new("/etc/tm/..data")));
+        assert!(!set.relevant(Path::new("/etc/tm/other.txt")));
+        assert!(!set.relevant(Path::new("/etc/tm/slo/notes.md")));
+    }
+
+    #[test]
+    fn reads_are_not_changes() {
+        assert!(!is_change(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!is_change(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(is_change(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(is_change(&EventKind::Modify(ModifyKind::Any)));
+        assert!(is_change(&EventKind::Remove(
+            notify::event::RemoveKind::File
+        )));
+    }
+}

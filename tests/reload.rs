@@ -1,0 +1,337 @@
+//! Hot reload end to end: config and SLO files on disk, reloaded through
+//! `Running::reload` (what SIGHUP does) and by the file watcher, with
+//! streams held open across reloads by an upstream the test writes frame by
+//! frame (no timing decides what is in flight).
+//!
+//! The only sleeps make latencies (a first token at least 300 ms late, far
+//! from both the 100 ms and the 10 s thresholds); none synchronises.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use hyper::body::Frame;
+use tokenmeter::app::{ConfigSource, ReloadError, Running};
+use tokenmeter::config::{Config, Overrides};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How late the first token of a request fed by [`feed`] is.
+const LATE: Duration = Duration::from_millis(300);
+
+fn slo_file(ttft: &str) -> String {
+    format!(
+        "classes:\n  - name: interactive\n    objectives:\n      ttft: {{threshold: {ttft}, target: 0.9}}\n    goodput: {{target: 0.8}}\n"
+    )
+}
+
+fn main_file(upstream: SocketAddr, extra: &str) -> String {
+    format!(
+        "slo_files: [slo/*.yaml]\nroutes:\n  - name: chat\n    match: {{path_prefix: /v1/}}\n    upstream: http://{upstream}\n    slo: interactive\n{extra}"
+    )
+}
+
+fn overrides() -> Overrides {
+    Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: None,
+    }
+}
+
+/// Writes the files (TTFT threshold 100 ms) and starts a reloadable proxy.
+async fn start_files(dir: &Path, upstream: SocketAddr, watch: bool) -> Running {
+    std::fs::create_dir_all(dir.join("slo")).unwrap();
+    std::fs::write(dir.join("slo/classes.yaml"), slo_file("100ms")).unwrap();
+    std::fs::write(dir.join("main.yaml"), main_file(upstream, "")).unwrap();
+    let path: PathBuf = dir.join("main.yaml");
+    let config = Config::load(&path, &overrides()).unwrap();
+    tokenmeter::app::start_with(
+        config,
+        Some(ConfigSource {
+            path,
+            overrides: overrides(),
+            watch,
+        }),
+    )
+    .await
+    .unwrap()
+}
+
+fn pieces() -> Vec<Vec<u8>> {
+    split_events(&fixture("openai-chat-basic-usage.sse"))
+}
+
+/// Sends `pieces` as frames, the first token piece `LATE` after the role
+/// chunk, then ends the body.
+async fn feed(gate: Gate, pieces: Vec<Vec<u8>>) {
+    let mut pieces = pieces.into_iter();
+    let role = pieces.next().unwrap();
+    gate.send(Ok(Frame::data(Bytes::from(role)))).await.unwrap();
+    tokio::time::sleep(LATE).await;
+    for piece in pieces {
+        gate.send(Ok(Frame::data(Bytes::from(piece))))
+            .await
+            .unwrap();
+    }
+}
+
+/// One whole request through the proxy to the gated upstream, fed by the
+/// test; returns the status (checking the body on 200).
+async fn request(
+    proxy: SocketAddr,
+    path: &str,
+    gates: &mut tokio::sync::mpsc::UnboundedReceiver<Gate>,
+) -> u16 {
+    let (head, body) = chat_request("m1", true, &[]);
+    let head = head.replace("/v1/chat/completions", path);
+    let client = tokio::spawn(async move { raw_exchange(proxy, &head, &body).await });
+    feed(gates.recv().await.unwrap(), pieces()).await;
+    let resp = client.await.unwrap();
+    if resp.status == 200 {
+        assert_eq!(resp.body(), fixture("openai-chat-basic-usage.sse"));
+    }
+    resp.status
+}
+
+async fn scrape_now(admin: SocketAddr) -> Vec<Sample> {
+    scrape(admin).await.1
+}
+
+fn reloads(s: &[Sample], result: &str) -> f64 {
+    value(s, "tokenmeter_config_reload_total", &[("result", result)])
+}
+
+fn verdicts(s: &[Sample], verdict: &str) -> f64 {
+    sum(s, "llm_slo_requests_total", &[("verdict", verdict)])
+}
+
+/// The TTFT threshold `/slo` reports for the class.
+async fn slo_threshold(admin: SocketAddr) -> f64 {
+    let report = admin_json(admin, "/slo").await;
+    let series = report["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["slo"] == "interactive")
+        .expect("a series for the class")
+        .clone();
+    series["objectives"][0]["threshold_seconds"]
+        .as_f64()
+        .unwrap()
+}
+
+/// Reads from `stream` into `seen` until `needle` has arrived.
+async fn read_until(stream: &mut TcpStream, seen: &mut Vec<u8>, needle: &[u8]) {
+    let mut buf = [0u8; 4096];
+    while !seen.windows(needle.len()).any(|w| w == needle) {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("stream stalled")
+            .unwrap();
+        assert!(n > 0, "stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test]
+async fn broken_files_keep_the_old_config_and_in_flight_streams_are_untouched() {
+    let (upstream, mut gates) = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_files(dir.path(), upstream, false).await;
+    let s = scrape_now(proxy.admin_addr).await;
+    assert_eq!(reloads(&s, "success"), 0.0);
+    assert_eq!(reloads(&s, "failure"), 0.0);
+    assert!(
+        value(
+            &s,
+            "tokenmeter_config_last_reload_success_timestamp_seconds",
+            &[]
+        ) > 0.0
+    );
+
+    // Stream A: head and role chunk through, then held open by the test.
+    let pieces = pieces();
+    let (head, body) = chat_request("m1", true, &[]);
+    let mut a = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    a.write_all(head.as_bytes()).await.unwrap();
+    a.write_all(&body).await.unwrap();
+    let gate_a = gates.recv().await.unwrap();
+    gate_a
+        .send(Ok(Frame::data(Bytes::from(pieces[0].clone()))))
+        .await
+        .unwrap();
+    let mut seen_a = Vec::new();
+    let tail = &pieces[0][pieces[0].len() - 24..];
+    read_until(&mut a, &mut seen_a, tail).await;
+
+    // A YAML syntax error in the SLO file.
+    let slo_path = dir.path().join("slo/classes.yaml");
+    std::fs::write(
+        &slo_path,
+        "classes:\n  - name: interactive\n    objectives: {ttft: [\n",
+    )
+    .unwrap();
+    let err = proxy.reload().await.unwrap_err();
+    let ReloadError::Invalid(errors) = &err else {
+        panic!("{err}")
+    };
+    // The syntax error, located; the main file's class is then undefined.
+    assert!(
+        errors
+            .0
+            .iter()
+            .any(|e| e.file.ends_with("classes.yaml") && e.line == Some(3)),
+        "{err}"
+    );
+    // An unknown key in the main file (the SLO file is fine again).
+    std::fs::write(&slo_path, slo_file("10s")).unwrap();
+    let main_path = dir.path().join("main.yaml");
+    std::fs::write(&main_path, main_file(upstream, "    sloo: typo\n")).unwrap();
+    let err = proxy.reload().await.unwrap_err();
+    assert!(err.to_string().contains("sloo"), "{err}");
+
+    let s = scrape_now(proxy.admin_addr).await;
+    assert_eq!(reloads(&s, "failure"), 2.0);
+    assert_eq!(reloads(&s, "success"), 0.0);
+    assert_eq!(
+        value(&s, "tokenmeter_config_last_reload_successful", &[]),
+        0.0
+    );
+    // The old class (TTFT ≤ 100 ms) still judges new requests: B is bad.
+    assert_eq!(slo_threshold(proxy.admin_addr).await, 0.1);
+    assert_eq!(
+        request(proxy.proxy_addr, "/v1/chat/completions", &mut gates).await,
+        200
+    );
+    let s = scrape_until(proxy.admin_addr, |s| verdicts(s, "bad") >= 1.0).await;
+    assert_eq!(verdicts(&s, "bad"), 1.0);
+
+    // Fixed: the 10 s threshold is in force for new requests: C is good.
+    std::fs::write(&main_path, main_file(upstream, "")).unwrap();
+    proxy.reload().await.unwrap();
+    assert_eq!(slo_threshold(proxy.admin_addr).await, 10.0);
+    assert_eq!(
+        request(proxy.proxy_addr, "/v1/chat/completions", &mut gates).await,
+        200
+    );
+    let s = scrape_until(proxy.admin_addr, |s| verdicts(s, "good") >= 1.0).await;
+    assert_eq!(verdicts(&s, "good"), 1.0);
+    assert_eq!(reloads(&s, "success"), 1.0);
+    assert_eq!(
+        value(&s, "tokenmeter_config_last_reload_successful", &[]),
+        1.0
+    );
+
+    // Stream A was in flight across all three reloads. It ends now, byte
+    // for byte, outcome ok, and is judged by the class it started with
+    // (TTFT ≥ 300 ms > 100 ms: bad), not the one in force now.
+    feed_rest(gate_a, &pieces).await;
+    a.read_to_end(&mut seen_a).await.unwrap();
+    let resp = parse_response(&seen_a);
+    assert_eq!(resp.status, 200);
+    assert!(!resp.truncated);
+    assert_eq!(resp.body(), fixture("openai-chat-basic-usage.sse"));
+    let s = scrape_until(proxy.admin_addr, |s| verdicts(s, "bad") >= 2.0).await;
+    assert_eq!(verdicts(&s, "bad"), 2.0);
+    assert_eq!(verdicts(&s, "good"), 1.0);
+    assert_eq!(sum(&s, "llm_requests_total", &[("outcome", "ok")]), 3.0);
+    assert_eq!(sum(&s, "llm_requests_total", &[]), 3.0);
+    proxy.stop().await;
+}
+
+/// The rest of a stream after its role chunk: the first token `LATE`.
+async fn feed_rest(gate: Gate, pieces: &[Vec<u8>]) {
+    tokio::time::sleep(LATE).await;
+    for piece in &pieces[1..] {
+        gate.send(Ok(Frame::data(Bytes::from(piece.clone()))))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_valid_reload_adds_routes_and_reports_what_needs_a_restart() {
+    let (upstream, mut gates) = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_files(dir.path(), upstream, false).await;
+
+    // No route for /v2/ yet: the proxy answers 404 itself.
+    let (head, body) = chat_request("m1", true, &[]);
+    let v2 = head.replace("/v1/chat/completions", "/v2/chat/completions");
+    assert_eq!(raw_exchange(proxy.proxy_addr, &v2, &body).await.status, 404);
+
+    let extra = format!(
+        "  - name: second\n    match: {{path_prefix: /v2/}}\n    upstream: http://{upstream}\n    protocol: openai\n    slo: interactive\nmetrics: {{namespace: other}}\n"
+    );
+    std::fs::write(dir.path().join("main.yaml"), main_file(upstream, &extra)).unwrap();
+    let reloaded = proxy.reload().await.unwrap();
+    assert_eq!(reloaded.restart_needed.len(), 1, "{reloaded:?}");
+    assert!(reloaded.restart_needed[0].contains("namespace"));
+
+    assert_eq!(
+        request(proxy.proxy_addr, "/v2/chat/completions", &mut gates).await,
+        200
+    );
+    // Metered under the new route, in the running namespace.
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("route", "second")]) >= 1.0
+    })
+    .await;
+    assert_eq!(sum(&s, "llm_requests_total", &[("route", "second")]), 1.0);
+    assert_eq!(reloads(&s, "success"), 1.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn the_watcher_reloads_on_file_changes_without_a_call() {
+    let (upstream, _gates) = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_files(dir.path(), upstream, true).await;
+    let target = |s: &[Sample], slo: &str| {
+        value(
+            s,
+            "llm_slo_objective_target",
+            &[("slo", slo), ("objective", "goodput")],
+        )
+    };
+
+    // A new SLO file in the globbed directory defines a new class.
+    std::fs::write(
+        dir.path().join("slo/batch.yaml"),
+        "classes:\n  - name: batch\n    goodput: {target: 0.5}\n",
+    )
+    .unwrap();
+    let s = scrape_until(proxy.admin_addr, |s| reloads(s, "success") >= 1.0).await;
+    assert_eq!(reloads(&s, "success"), 1.0);
+    assert_eq!(target(&s, "batch"), 0.5);
+
+    // A broken edit of it is rejected; both classes stay.
+    std::fs::write(
+        dir.path().join("slo/batch.yaml"),
+        "classes:\n  - name: batch\n    goodput: {target: 5}\n",
+    )
+    .unwrap();
+    let s = scrape_until(proxy.admin_addr, |s| reloads(s, "failure") >= 1.0).await;
+    assert_eq!(reloads(&s, "failure"), 1.0);
+    assert_eq!(reloads(&s, "success"), 1.0);
+    assert_eq!(target(&s, "batch"), 0.5);
+    assert_eq!(target(&s, "interactive"), 0.8);
+
+    // The broken file removed: valid again, and its class is gone.
+    std::fs::remove_file(dir.path().join("slo/batch.yaml")).unwrap();
+    let s = scrape_until(proxy.admin_addr, |s| reloads(s, "success") >= 2.0).await;
+    assert_eq!(reloads(&s, "success"), 2.0);
+    assert!(
+        !s.iter().any(|x| x.name == "llm_slo_objective_target"
+            && x.labels.get("slo").map(String::as_str) == Some("batch")),
+        "the removed class's target is gone"
+    );
+    proxy.stop().await;
+}
