@@ -177,20 +177,19 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
                 });
             }
         }
-        groups.push(Group {
-            name: format!("slo:{slo}:recording"),
-            rules: recording,
-        });
-
-        let mut alerts = Vec::new();
+        // One group per class, recordings first: rules of a group are
+        // evaluated in order, so each alert reads the ratios recorded in
+        // the same evaluation. (Across groups the order is not fixed, and an
+        // alert could lag its recordings by one interval.)
+        let mut rules = recording;
         for sli in slis.iter().filter(|sli| sli.target.is_finite()) {
             for severity in &SEVERITIES {
-                alerts.push(alert(namespace, class, sli, severity));
+                rules.push(alert(namespace, class, sli, severity));
             }
         }
         groups.push(Group {
-            name: format!("slo:{slo}:alerts"),
-            rules: alerts,
+            name: format!("slo:{slo}"),
+            rules,
         });
     }
     RuleFile { groups }
@@ -303,11 +302,14 @@ mod tests {
     #[test]
     fn every_sli_is_recorded_over_every_window_and_alerts_need_a_target() {
         let file = rules(&[class(None)], "llm");
-        assert_eq!(file.groups.len(), 2);
-        // ttft and goodput, seven windows each.
-        assert_eq!(file.groups[0].rules.len(), 2 * WINDOWS.len());
+        assert_eq!(file.groups.len(), 1);
+        let group = &file.groups[0].rules;
+        // ttft and goodput, seven windows each, recorded before any alert
+        // reads them.
+        let recorded = 2 * WINDOWS.len();
+        assert!(group[..recorded].iter().all(|r| r.record.is_some()));
         // Only ttft has a target: page and ticket.
-        let alerts = &file.groups[1].rules;
+        let alerts = &group[recorded..];
         assert_eq!(alerts.len(), 2);
         assert!(alerts[0].expr.contains("(14.4 * (1 - 0.95))"));
         assert!(
@@ -317,7 +319,7 @@ mod tests {
         );
         assert_eq!(alerts[1].labels["severity"], "ticket");
         let with_goodput = rules(&[class(Some(0.9))], "llm");
-        assert_eq!(with_goodput.groups[1].rules.len(), 4);
+        assert_eq!(with_goodput.groups[0].rules.len(), recorded + 4);
     }
 
     #[test]
