@@ -1,7 +1,9 @@
 //! The scale-out story, with the real Prometheus server: two tokenmeter
-//! replicas serving different traffic are scraped, and the aggregates over
-//! both are what the traffic says. Every query of the generated dashboard is
-//! evaluated by that server too, so a typo in PromQL fails here.
+//! replicas running the shipped deployment config serve different traffic
+//! and are scraped; the pooled histograms, the shipped recording rules and
+//! the dashboard's goodput panel give what the traffic says. Every query of
+//! the generated dashboard is evaluated by that server too, so a typo in
+//! PromQL fails here.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
+use tokenmeter::config::{Config, Overrides};
 use tokenmeter::dashboard::{self, ClassView};
 use tokenmeter::sim::SimConfig;
 
@@ -37,11 +40,17 @@ fn free_port() -> SocketAddr {
         .unwrap()
 }
 
+/// Starts Prometheus scraping `targets` every second and evaluating the
+/// shipped rules (`deploy/prometheus/rules.yml`) every second.
 async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     let dir = tempfile::tempdir().unwrap();
+    let rules =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/rules.yml");
+    std::fs::copy(rules, dir.path().join("rules.yml")).unwrap();
     let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+         rule_files: [rules.yml]\n\
          scrape_configs:\n  - job_name: tokenmeter\n    static_configs:\n      - targets: [{}]\n",
         targets.join(", ")
     );
@@ -133,6 +142,38 @@ async fn eventually(p: &Prometheus, expr: &str, want: f64) {
     }
 }
 
+/// Both replicas run the shipped deployment config (chat class: TTFT p95
+/// 500 ms) in front of the simulator, on ephemeral ports.
+async fn replica(sim: SocketAddr) -> tokenmeter::app::Running {
+    let overrides = Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(format!("http://{sim}")),
+    };
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/tokenmeter.yaml");
+    start(Config::load(&path, &overrides).unwrap()).await
+}
+
+async fn chat(proxy: SocketAddr, n: usize, ttft_ms: &str) {
+    for _ in 0..n {
+        let (head, body) = chat_request("m1", true, &[("x-sim-ttft-ms", ttft_ms)]);
+        assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
+    }
+}
+
+/// The value of the series of `answer` whose labels include `labels`.
+fn series(answer: &Value, labels: &[(&str, &str)]) -> Option<f64> {
+    assert_eq!(answer["status"], "success", "{answer}");
+    answer["data"]["result"]
+        .as_array()?
+        .iter()
+        .find(|r| labels.iter().all(|(k, v)| r["metric"][*k] == *v))?["value"][1]
+        .as_str()?
+        .parse()
+        .ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_aggregate_in_prometheus() {
     let sim = start_sim(SimConfig {
@@ -142,38 +183,42 @@ async fn two_replicas_aggregate_in_prometheus() {
         ..SimConfig::default()
     })
     .await;
-    let a = start(config_for(sim)).await;
-    let b = start(config_for(sim)).await;
-    // Replica A: 6 fast requests. Replica B: 4 with a 300 ms first token.
-    for _ in 0..6 {
-        let (head, body) = chat_request("m1", true, &[]);
-        assert_eq!(raw_exchange(a.proxy_addr, &head, &body).await.status, 200);
-    }
-    for _ in 0..4 {
-        let (head, body) = chat_request("m1", true, &[("x-sim-ttft-ms", "300")]);
-        assert_eq!(raw_exchange(b.proxy_addr, &head, &body).await.status, 200);
-    }
-    scrape_until(a.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 6.0).await;
-    scrape_until(b.admin_addr, |s| sum(s, "llm_requests_total", &[]) == 4.0).await;
-
+    let (a, b) = (replica(sim).await, replica(sim).await);
     let p = start_prometheus(&[a.admin_addr, b.admin_addr]).await;
-    eventually(&p, "sum(llm_requests_total{outcome=\"ok\"})", 10.0).await;
     eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 2.0).await;
+
+    // One request each creates the series; once Prometheus has them, rates
+    // over the window see only what follows.
+    chat(a.proxy_addr, 1, "30").await;
+    chat(b.proxy_addr, 1, "700").await;
+    eventually(&p, "sum(llm_slo_requests_total{slo=\"chat\"})", 2.0).await;
+    // Replica A: 6 fast (good) requests. Replica B: 4 with a 700 ms first
+    // token, over the 500 ms TTFT threshold (bad).
+    chat(a.proxy_addr, 6, "30").await;
+    chat(b.proxy_addr, 4, "700").await;
+    eventually(&p, "sum(llm_requests_total{outcome=\"ok\"})", 12.0).await;
+    eventually(
+        &p,
+        "sum(llm_slo_requests_total{slo=\"chat\",verdict=\"bad\"})",
+        5.0,
+    )
+    .await;
+
     // Histograms add up across replicas, bucket by bucket.
-    eventually(&p, "sum(llm_time_to_first_token_seconds_count)", 10.0).await;
+    eventually(&p, "sum(llm_time_to_first_token_seconds_count)", 12.0).await;
     eventually(
         &p,
         "sum(llm_time_to_first_token_seconds_bucket{le=\"0.1\"})",
-        6.0,
+        7.0,
     )
     .await;
     eventually(
         &p,
-        "sum(llm_time_to_first_token_seconds_bucket{le=\"0.3\"})",
-        6.0,
+        "sum(llm_time_to_first_token_seconds_bucket{le=\"0.5\"})",
+        7.0,
     )
     .await;
-    eventually(&p, "sum(llm_output_tokens_total)", 100.0).await;
+    eventually(&p, "sum(llm_output_tokens_total)", 120.0).await;
     // The median of the pooled distribution lies in the fast bucket, the
     // p90 in the slow one: a quantile of the sum, not a mean of quantiles.
     let p50 = scalar(
@@ -193,9 +238,38 @@ async fn two_replicas_aggregate_in_prometheus() {
         .await,
     )
     .unwrap();
-    assert!(p90 > 0.3 && p90 <= 0.5, "p90 {p90}");
+    assert!(p90 > 0.5 && p90 <= 0.75, "p90 {p90}");
 
-    // Every dashboard query is valid PromQL for this server.
+    // The shipped recording rules over both replicas: 4 of the 10 requests
+    // in the window are bad, all of them for TTFT. Rates are extrapolated
+    // per replica, so the pooled ratio is exact only to within a little.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    for objective in ["goodput", "ttft"] {
+        let expr =
+            format!("slo:llm_slo_errors:ratio_rate5m{{slo=\"chat\",objective=\"{objective}\"}}");
+        loop {
+            let got = scalar(&query(&p, &expr).await);
+            if got.is_some_and(|r| (r - 0.4).abs() < 0.03) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{expr}: {got:?}, want 0.4"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    let tpot = scalar(
+        &query(
+            &p,
+            "slo:llm_slo_errors:ratio_rate5m{slo=\"chat\",objective=\"tpot\"}",
+        )
+        .await,
+    );
+    assert_eq!(tpot, Some(0.0));
+
+    // The dashboard's queries, with Grafana's variables filled in: every
+    // one is valid PromQL for this server, and the goodput panel shows 6/10.
     let d = dashboard::render(
         "llm",
         &[ClassView {
@@ -204,15 +278,28 @@ async fn two_replicas_aggregate_in_prometheus() {
             window: Duration::from_secs(28 * 86_400),
         }],
     );
-    for expr in dashboard::expressions(&d) {
-        let concrete = expr
-            .replace("$__rate_interval", "1m")
+    let concrete = |expr: &str| {
+        expr.replace("$__rate_interval", "5m")
             .replace("$route", ".*")
             .replace("$model", ".*")
-            .replace("$slo", ".*");
-        let answer = query(&p, &concrete).await;
-        assert_eq!(answer["status"], "success", "{concrete}: {answer}");
+            .replace("$slo", ".*")
+    };
+    for expr in dashboard::expressions(&d) {
+        let answer = query(&p, &concrete(&expr)).await;
+        assert_eq!(answer["status"], "success", "{expr}: {answer}");
     }
+    let goodput = dashboard::expressions(&d)
+        .into_iter()
+        .find(|e| {
+            e.starts_with("sum by (slo) (rate(llm_slo_requests_total{")
+                && e.contains("verdict=\"good\"")
+        })
+        .expect("goodput ratio panel");
+    let ratio = series(&query(&p, &concrete(&goodput)).await, &[("slo", "chat")]).unwrap();
+    assert!(
+        (ratio - 0.6).abs() < 0.03,
+        "dashboard goodput ratio {ratio}, want 0.6"
+    );
     a.stop().await;
     b.stop().await;
 }
