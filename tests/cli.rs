@@ -143,6 +143,32 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
         ),
         1.0
     );
+    // One access-log line per request, with what an operator greps for.
+    let access: serde_json::Value = loop {
+        let line = lines.next().expect("serve exited").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
+        if v["target"] == "tokenmeter::access" {
+            break v;
+        }
+    };
+    let f = &access["fields"];
+    assert_eq!(f["route"], "default");
+    assert_eq!(f["model"], "m1");
+    assert_eq!(f["status"], 200);
+    assert_eq!(f["outcome"], "ok");
+    assert_eq!(f["output_tokens"], 5);
+    assert!(f["ttft_ms"].as_f64().unwrap() >= 5.0);
+    assert!(f["e2el_ms"].as_f64().unwrap() >= f["ttft_ms"].as_f64().unwrap());
+    // The configuration in force, flags applied.
+    let config = raw_exchange(
+        admin,
+        "GET /config HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    let config: serde_json::Value = serde_json::from_slice(&config.body()).unwrap();
+    assert_eq!(config["routes"][0]["upstream"], format!("http://{sim}"));
+    assert_eq!(config["listen"], "127.0.0.1:0");
     let health = raw_exchange(
         admin,
         "GET /healthz HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",

@@ -2,7 +2,8 @@
 //! (the process is up), `/readyz` (it accepts traffic; 503 while
 //! draining) and `/slo` (live SLO status per route and class over 1m, 5m
 //! and 1h: JSON, or a text table with `?format=text` or `Accept:
-//! text/plain`/`text/html`). It runs on its own socket, never the proxy's,
+//! text/plain`/`text/html`) and `/config` (the configuration in force, as
+//! JSON). It runs on its own socket, never the proxy's,
 //! so scrapes and probes neither mix with client traffic nor appear in its
 //! metrics.
 //!
@@ -21,12 +22,19 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::timeout::TimeoutLayer;
 
+mod config;
+
+use arc_swap::ArcSwap;
+
 use crate::metrics::Metrics;
+use crate::proxy::Proxy;
 use crate::slo::live::{Quantiles, Report};
 
 /// What the admin endpoints read.
 pub struct AdminState {
     pub metrics: Arc<Metrics>,
+    /// The proxy in force, for `/config`.
+    pub live: Arc<ArcSwap<Proxy>>,
     /// False until the proxy listener is bound, and again once draining.
     pub ready: AtomicBool,
 }
@@ -38,6 +46,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/slo", get(slo))
+        .route("/config", get(active_config))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(10),
@@ -53,6 +62,10 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
         )],
         state.metrics.encode(),
     )
+}
+
+async fn active_config(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
+    axum::Json(config::render(state.live.load().config()))
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> impl IntoResponse {

@@ -112,6 +112,7 @@ pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow:
 
     let admin_state = Arc::new(AdminState {
         metrics: metrics.clone(),
+        live: live.clone(),
         ready: true.into(),
     });
     let shutdown = CancellationToken::new();

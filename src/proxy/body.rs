@@ -23,8 +23,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use crate::meter::{Outcome, StreamMeter};
-use crate::metrics::RequestRecorder;
+use crate::meter::Outcome;
 
 /// Errors a forwarded body can end with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -52,7 +51,7 @@ impl ResponseBody {
 pub struct UpstreamBody {
     inner: Incoming,
     /// `None` for unmetered requests.
-    meter: Option<StreamMeter<RequestRecorder>>,
+    meter: Option<super::Meter>,
     idle: Duration,
     /// When the last frame (or the head) arrived. The timer is re-armed
     /// lazily from it only when it fires, so a frame costs no timer work.
@@ -63,7 +62,7 @@ pub struct UpstreamBody {
 impl UpstreamBody {
     pub fn new(
         inner: Incoming,
-        mut meter: Option<StreamMeter<RequestRecorder>>,
+        mut meter: Option<super::Meter>,
         idle: Duration,
         now: Instant,
     ) -> Self {

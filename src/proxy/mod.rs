@@ -12,6 +12,7 @@
 //! bounded read-ahead of the body, so the request can be labelled; the
 //! read-ahead frames are forwarded byte for byte.
 
+pub mod access;
 pub mod body;
 
 use std::collections::{HashMap, VecDeque};
@@ -32,9 +33,12 @@ use tokio::time::Instant;
 
 use crate::config::{Config, Protocol, Route, SloClass};
 use crate::meter::{Api, Limits, Outcome, StreamMeter};
-use crate::metrics::{Metrics, RequestRecorder};
+use crate::metrics::Metrics;
 
 pub use body::{BoxError, RequestBody, ResponseBody};
+
+/// The meter of one request, reporting to the metrics and the access log.
+pub type Meter = StreamMeter<access::Logged>;
 
 type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
@@ -124,6 +128,8 @@ struct RouteState {
 /// started with (an `Arc`) to its end, so its route, class and limits never
 /// change under it.
 pub struct Proxy {
+    /// The configuration this proxy was built from, for `/config`.
+    config: Arc<Config>,
     routes: Vec<RouteState>,
     metrics: Arc<Metrics>,
     /// The defined SLO classes by name: a class a client declares by header
@@ -178,6 +184,7 @@ impl Proxy {
             })
             .collect::<Result<_, rustls::Error>>()?;
         Ok(Self {
+            config: Arc::new(config.clone()),
             routes,
             metrics,
             classes: config
@@ -193,6 +200,11 @@ impl Proxy {
             x_forwarded: config.proxy.x_forwarded,
             shutdown_grace: config.proxy.shutdown_grace,
         })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// How long in-flight requests may take to finish on shutdown.
@@ -250,13 +262,13 @@ impl Proxy {
         let (body, model) = match read_ahead(body, content_length, self.max_request_body).await {
             Ok(read) => read,
             Err(e) => {
-                let mut meter = self.meter(t0, api, route, None, declared);
+                let mut meter = self.meter(t0, api, route, &parts, None, declared);
                 let err = ProxyError::RequestBody(e.to_string());
                 meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
                 return err.response();
             }
         };
-        let meter = self.meter(t0, api, route, model.as_deref(), declared);
+        let meter = self.meter(t0, api, route, &parts, model.as_deref(), declared);
         let req = Request::from_parts(parts, body);
         match self
             .forward_body(state, req, client_addr, Some(meter))
@@ -278,13 +290,22 @@ impl Proxy {
         t0: Instant,
         api: Api,
         route: &Route,
+        parts: &http::request::Parts,
         model: Option<&str>,
         declared: Option<&str>,
-    ) -> StreamMeter<RequestRecorder> {
+    ) -> Meter {
         let slo = slo_class(route, model, declared);
         let class = slo.and_then(|name| self.classes.get(name)).cloned();
         let recorder = self.metrics.request(&route.name, model, slo, class);
-        StreamMeter::new(t0, api, self.limits, recorder)
+        let logged = access::Logged::new(
+            recorder,
+            &route.name,
+            model,
+            slo,
+            &parts.method,
+            parts.uri.path(),
+        );
+        StreamMeter::new(t0, api, self.limits, logged)
     }
 
     fn find_route(&self, req: &Request<Incoming>) -> Option<&RouteState> {
@@ -308,8 +329,8 @@ impl Proxy {
         state: &RouteState,
         req: Request<Incoming>,
         client_addr: SocketAddr,
-        meter: Option<StreamMeter<RequestRecorder>>,
-    ) -> Result<Response<ResponseBody>, (ProxyError, Option<StreamMeter<RequestRecorder>>)> {
+        meter: Option<Meter>,
+    ) -> Result<Response<ResponseBody>, (ProxyError, Option<Meter>)> {
         let (parts, body) = req.into_parts();
         let req = Request::from_parts(parts, RequestBody::Streaming(body));
         self.forward_body(state, req, client_addr, meter).await
@@ -320,8 +341,8 @@ impl Proxy {
         state: &RouteState,
         req: Request<RequestBody>,
         client_addr: SocketAddr,
-        mut meter: Option<StreamMeter<RequestRecorder>>,
-    ) -> Result<Response<ResponseBody>, (ProxyError, Option<StreamMeter<RequestRecorder>>)> {
+        mut meter: Option<Meter>,
+    ) -> Result<Response<ResponseBody>, (ProxyError, Option<Meter>)> {
         let route = &state.route;
         let req = match self.upstream_request(route, req, client_addr) {
             Ok(req) => req,

@@ -1,0 +1,103 @@
+//! `GET /config`: the configuration in force (after reloads and
+//! command-line overrides), as JSON, for an operator asking "what is this
+//! instance actually running?".
+//!
+//! Secrets: the config holds none by construction (upstream URLs with
+//! credentials are rejected when loading, and no header values are
+//! configured), so nothing is masked today; a field that could carry a
+//! secret must be written here as `"<redacted>"`.
+
+use serde_json::{Value, json};
+
+use crate::config::{Config, Protocol, Route, SloClass};
+
+fn secs(d: std::time::Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn protocol(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Auto => "auto",
+        Protocol::OpenAi => "openai",
+        Protocol::Responses => "responses",
+        Protocol::Anthropic => "anthropic",
+        Protocol::Tgi => "tgi",
+        Protocol::Ollama => "ollama",
+        Protocol::LlamaCpp => "llamacpp",
+        Protocol::Gemini => "gemini",
+        Protocol::Sglang => "sglang",
+        Protocol::Triton => "triton",
+        Protocol::None => "none",
+    }
+}
+
+fn route(r: &Route) -> Value {
+    json!({
+        "name": r.name,
+        "match": {
+            "path_prefix": r.matcher.path_prefix,
+            "host": r.matcher.host,
+            "methods": r.matcher.methods.as_ref().map(|ms| ms.iter().map(|m| m.as_str()).collect::<Vec<_>>()),
+        },
+        "upstream": r.upstream.url(),
+        "protocol": protocol(r.protocol),
+        "timeouts_seconds": {
+            "connect": secs(r.timeouts.connect),
+            "response_headers": secs(r.timeouts.response_headers),
+            "idle": secs(r.timeouts.idle),
+        },
+        "preserve_host": r.preserve_host,
+        "strip_prefix": r.strip_prefix,
+        "slo": r.slo,
+        "slo_by_model": r.slo_by_model.iter().map(|(m, c)| json!({"model": m, "slo": c})).collect::<Vec<_>>(),
+        "slo_header": r.slo_header.as_ref().map(|h| h.as_str()),
+    })
+}
+
+fn class(c: &SloClass) -> Value {
+    json!({
+        "name": c.name,
+        "description": c.description,
+        "window_seconds": secs(c.window),
+        "objectives": c.objectives.iter().map(|o| json!({
+            "objective": o.kind.as_str(),
+            "threshold_seconds": secs(o.threshold),
+            "target": o.target,
+        })).collect::<Vec<_>>(),
+        "goodput": {
+            "require": c.goodput.require.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            "target": c.goodput.target,
+        },
+    })
+}
+
+/// The configuration as JSON.
+pub fn render(c: &Config) -> Value {
+    let b = &c.metrics.buckets;
+    json!({
+        "listen": c.listen.to_string(),
+        "admin": {"listen": c.admin_listen.to_string()},
+        "proxy": {
+            "max_request_body_bytes": c.proxy.max_request_body_bytes,
+            "max_response_body_bytes": c.proxy.max_response_body_bytes,
+            "x_forwarded": c.proxy.x_forwarded,
+            "shutdown_grace_seconds": secs(c.proxy.shutdown_grace),
+        },
+        "metrics": {
+            "namespace": c.metrics.namespace,
+            "models": {"allow": c.metrics.models.allow, "max_distinct": c.metrics.models.max_distinct},
+            "buckets": {
+                "time_to_first_token": b.time_to_first_token,
+                "time_to_response_headers": b.time_to_response_headers,
+                "time_per_output_token": b.time_per_output_token,
+                "inter_token_latency": b.inter_token_latency,
+                "e2e_request_latency": b.e2e_request_latency,
+                "output_tokens": b.output_tokens,
+                "input_tokens": b.input_tokens,
+            },
+        },
+        "routes": c.routes.iter().map(route).collect::<Vec<_>>(),
+        "slo_classes": c.slo_classes.iter().map(class).collect::<Vec<_>>(),
+        "sources": c.sources.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,93 @@
+//! The access log: one structured line per metered request, written when
+//! the request ends, with what an operator greps for (route, model, status,
+//! outcome, TTFT, TPOT, E2EL, tokens). It wraps the metrics recorder, so the
+//! meter reports once and both see the same numbers.
+//!
+//! Lines go to the `tokenmeter::access` tracing target at INFO: turn them
+//! off with `TOKENMETER_LOG=info,tokenmeter::access=off`.
+
+use std::time::Duration;
+
+use crate::meter::{ParseError, Recorder, Summary};
+use crate::metrics::RequestRecorder;
+
+/// The metrics recorder of a request, plus what its log line needs.
+pub struct Logged {
+    inner: RequestRecorder,
+    route: String,
+    /// The model the request named (before label bounding), at most 200
+    /// characters.
+    model: Option<String>,
+    slo: Option<String>,
+    method: http::Method,
+    path: String,
+}
+
+impl Logged {
+    pub fn new(
+        inner: RequestRecorder,
+        route: &str,
+        model: Option<&str>,
+        slo: Option<&str>,
+        method: &http::Method,
+        path: &str,
+    ) -> Self {
+        Self {
+            inner,
+            route: route.to_owned(),
+            model: model.map(str::to_owned),
+            slo: slo.map(str::to_owned),
+            method: method.clone(),
+            path: path.chars().take(256).collect(),
+        }
+    }
+}
+
+fn ms(d: Option<Duration>) -> Option<f64> {
+    d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+impl Recorder for Logged {
+    fn response_headers(&mut self, elapsed: Duration) {
+        self.inner.response_headers(elapsed);
+    }
+    fn first_token(&mut self, ttft: Duration) {
+        self.inner.first_token(ttft);
+    }
+    fn first_visible_token(&mut self, ttft: Duration) {
+        self.inner.first_visible_token(ttft);
+    }
+    fn inter_token(&mut self, gap: Duration) {
+        self.inner.inter_token(gap);
+    }
+    fn parse_error(&mut self, error: ParseError) {
+        self.inner.parse_error(error);
+    }
+    fn finish(&mut self, s: &Summary) {
+        self.inner.finish(s);
+        let (tokens, source) = match s.output_tokens {
+            Some((n, source)) => (Some(n), Some(source.as_str())),
+            None => (None, None),
+        };
+        tracing::info!(
+            target: "tokenmeter::access",
+            route = %self.route,
+            model = self.model.as_deref(),
+            slo = self.slo.as_deref(),
+            method = %self.method,
+            path = %self.path,
+            status = s.status,
+            outcome = s.outcome.as_str(),
+            streamed = s.streamed,
+            ttft_ms = ms(s.ttft),
+            tpot_ms = ms(s.tpot),
+            e2el_ms = ms(s.e2el),
+            elapsed_ms = ms(Some(s.elapsed)),
+            output_tokens = tokens,
+            output_source = source,
+            input_tokens = s.usage.input,
+            parse_errors = s.parse_errors,
+            "request"
+        );
+    }
+}
