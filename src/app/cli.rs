@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check`, `sim` and `demo`.
+//! The command line: `serve`, `check`, `sim`, `demo` and `bench`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +45,9 @@ enum Command {
     Sim(SimArgs),
     /// Run the simulator, the proxy in front of it and a small steady load.
     Demo(DemoArgs),
+    /// Benchmark the proxy's cost against the simulator, tokenmeter with
+    /// metering off, and nginx (see docs/benchmarks.md).
+    Bench(crate::bench::Options),
 }
 
 #[derive(Debug, Args)]
@@ -81,6 +84,10 @@ pub(crate) struct SimArgs {
     /// Model name reported when a request names none.
     #[arg(long, default_value = "sim-model")]
     pub model: String,
+    /// Stamp every response's frames with their send time (as if each
+    /// request carried `x-sim-stamp: 1`).
+    #[arg(long)]
+    pub stamp: bool,
 }
 
 #[derive(Debug, Args)]
@@ -101,8 +108,20 @@ pub(crate) struct DemoArgs {
 
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     init_logging(cli.log_format);
+    // The load generator shares core 1 with the simulator and leaves core 0
+    // to the proxy under test. Pinning the main thread before the runtime
+    // starts pins every thread it starts, and tokio sizes its worker pool
+    // from the affinity mask (one worker).
+    if let Command::Bench(opts) = &mut cli.command {
+        if opts.wants_pinning() {
+            match crate::bench::legs::pin_current_thread(1) {
+                Ok(()) => opts.pinned_self = true,
+                Err(e) => eprintln!("warning: cannot pin the load generator to core 1: {e}"),
+            }
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -166,6 +185,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             super::demo::run_demo(args).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench(opts) => crate::bench::run(opts).await,
     }
 }
 
