@@ -63,13 +63,24 @@ pub fn two_cores() -> bool {
     rustix::thread::sched_getaffinity(None).is_ok_and(|set| set.is_set(0) && set.is_set(1))
 }
 
-/// Raises the open-file limit to its hard maximum (10,000 streams need
-/// about 30,000 sockets on the host); children inherit it.
+/// Raises the open-file limit (10,000 streams need about 30,000 sockets on
+/// the host): to 262,144 when allowed (root may raise the hard limit), else
+/// to the hard limit. Children inherit it.
 pub fn raise_fd_limit() -> Option<u64> {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut limit = getrlimit(Resource::Nofile);
-    limit.current = limit.maximum;
-    setrlimit(Resource::Nofile, limit).ok()?;
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    const WANT: u64 = 262_144;
+    let limit = getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: Some(WANT.max(limit.maximum.unwrap_or(WANT))),
+        maximum: Some(WANT.max(limit.maximum.unwrap_or(WANT))),
+    };
+    if setrlimit(Resource::Nofile, raised).is_err() {
+        let fallback = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        setrlimit(Resource::Nofile, fallback).ok()?;
+    }
     getrlimit(Resource::Nofile).current
 }
 
