@@ -371,6 +371,9 @@ impl http_body::Body for SimBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.source {
+            // The stamp's length is known only when it is sent: a stamped
+            // answer goes out chunked.
+            Source::Once(_) if self.stamp.is_some() => SizeHint::default(),
             // An exact size lets the server send `content-length` for
             // non-streamed answers, as real servers do.
             Source::Once(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
