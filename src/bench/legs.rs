@@ -584,10 +584,25 @@ fn scrape_ttft(admin: SocketAddr) -> anyhow::Result<PromHistogram> {
 }
 
 /// A plain HTTP/1.0 GET on a blocking socket (admin endpoints only, between
-/// legs, so it needs no client pool).
+/// legs, so it needs no client pool). Retried for up to a minute: after a
+/// leg of thousands of streams the simulator may still be busy closing them.
 fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut last = None;
+    for attempt in 0..6 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        match try_get(addr, path) {
+            Ok(body) => return Ok(body),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("GET {path} on {addr} failed")))
+}
+
+fn try_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

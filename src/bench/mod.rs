@@ -195,11 +195,20 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
                     opts.rounds,
                     kind.name()
                 );
-                let run = rig
-                    .run_leg(kind, &scenario)
-                    .await
-                    .with_context(|| format!("leg {}", kind.name()))?;
-                runs.push(run);
+                // One failed leg (a process that stopped answering) is
+                // reported, not allowed to lose the session's other figures.
+                match rig.run_leg(kind, &scenario).await {
+                    Ok(run) => runs.push(run),
+                    Err(e) => {
+                        let note = format!(
+                            "{label} round {} leg {} failed: {e:#}",
+                            round + 1,
+                            kind.name()
+                        );
+                        eprintln!("bench: {note}");
+                        notes.push(note);
+                    }
+                }
                 // Lets closed connections and the proxies settle between legs.
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }

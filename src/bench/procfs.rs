@@ -1,16 +1,34 @@
 //! What the kernel says about a process: CPU time and resident memory, read
 //! from `/proc` (Linux only; elsewhere every reading is `None`).
 //!
-//! CPU is `utime + stime` of `/proc/<pid>/stat` (all threads, in clock ticks,
-//! converted with the kernel's tick rate), so it counts what the process
-//! cost, whichever thread spent it. Memory is `VmRSS` (now) and `VmHWM`
+//! CPU is the scheduler's run time of every live thread of the process
+//! (`/proc/<pid>/task/*/schedstat`, in nanoseconds), or `utime + stime` of
+//! `/proc/<pid>/stat` (all threads, in clock ticks) where schedstats are
+//! unavailable, so it counts what the process cost, whichever thread spent
+//! it. Threads that exited during a leg are missed by the first; the
+//! processes measured here keep theirs. Memory is `VmRSS` (now) and `VmHWM`
 //! (peak since the last reset) of `/proc/<pid>/status`, in bytes; the peak
 //! is reset between legs by writing `5` to `/proc/<pid>/clear_refs`.
 
 use std::fs;
 
-/// CPU seconds (user + system) spent by `pid` so far.
+/// CPU seconds spent by `pid` so far: the scheduler's own run time of each
+/// of its threads (`/proc/<pid>/task/*/schedstat`, nanoseconds), or, where
+/// schedstats are off, `utime + stime` (clock ticks).
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    schedstat_seconds(pid).or_else(|| stat_seconds(pid))
+}
+
+fn schedstat_seconds(pid: u32) -> Option<f64> {
+    let mut total: u64 = 0;
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let stat = fs::read_to_string(task.path().join("schedstat")).ok()?;
+        total += stat.split_ascii_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total as f64 / 1e9)
+}
+
+fn stat_seconds(pid: u32) -> Option<f64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: the fields
     // that follow start after its last `)`.
@@ -88,6 +106,7 @@ mod tests {
     fn reads_this_process() {
         let me = std::process::id();
         assert!(cpu_seconds(me).is_some());
+        assert!(stat_seconds(me).is_some());
         assert!(rss_bytes(me).is_some_and(|r| r > 0));
         assert!(peak_rss_bytes(me) >= rss_bytes(me).map(|r| r / 2));
         assert_eq!(with_children(me)[0], me);
