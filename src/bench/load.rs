@@ -99,7 +99,7 @@ pub struct Fidelity {
 /// Everything one leg measured.
 #[derive(Debug, Clone)]
 pub struct LoadResult {
-    /// Requests sent (warm-up included).
+    /// Requests sent or scheduled to be sent (warm-up included).
     pub sent: u64,
     /// Requests that failed: connection errors, non-200 statuses, body
     /// errors, or not finished within the drain time.
@@ -259,6 +259,7 @@ pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::Creati
                         if intended >= run.measure_until {
                             break;
                         }
+                        count_sent(&run);
                         one_request(&run, intended).await;
                     }
                 });
@@ -273,6 +274,7 @@ pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::Creati
                 let intended = next as u64;
                 tokio::time::sleep_until(base.at(intended)).await;
                 let run = run.clone();
+                count_sent(&run);
                 tasks.spawn(async move { one_request(&run, intended).await });
                 // Reap finished tasks as we go, so the set stays small.
                 while tasks.try_join_next().is_some() {}
@@ -322,6 +324,14 @@ struct Stream {
     first_token: bool,
 }
 
+/// Counts a request as sent when it is scheduled, so that one the runtime
+/// never got to (and the drain then cancelled) is both sent and an error.
+fn count_sent(run: &Run) {
+    if let Ok(mut r) = run.result.lock() {
+        r.sent += 1;
+    }
+}
+
 async fn one_request(run: &Run, intended: u64) {
     let measured = intended >= run.measure_from && intended < run.measure_until;
     let s = &run.scenario;
@@ -342,9 +352,6 @@ async fn one_request(run: &Run, intended: u64) {
             r.errors += 1;
         }
     };
-    if let Ok(mut r) = run.result.lock() {
-        r.sent += 1;
-    }
     let Ok(request) = request else {
         return error();
     };

@@ -7,7 +7,8 @@
 //! two legs. A target is "rig-limited" when the direct leg alone already
 //! misses it, or when the core shared by the simulator and the load
 //! generator was nearly saturated: then the rig, not the proxy, set the
-//! figure.
+//! figure. A direct leg with errors or lost bytes makes the whole scenario's
+//! verdicts "rig-limited": its deltas compare with a broken floor.
 
 use std::fmt::Write as _;
 
@@ -443,6 +444,10 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
     let mut out = Vec::new();
     for s in scenarios {
         let direct = s.legs.iter().find(|l| l.leg == LegKind::Direct);
+        // A comparison with a direct leg that failed requests or lost
+        // bytes says nothing about the proxy: such a direct leg makes every
+        // verdict of the scenario "rig-limited", never "met".
+        let direct_sound = direct.is_none_or(|d| d.errors == 0 && d.fidelity.byte_identical);
         let rig_busy = s
             .legs
             .iter()
@@ -450,7 +455,9 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
             .fold(0.0, f64::max);
         for l in s.legs.iter().filter(|l| l.leg != LegKind::Direct) {
             let mut check = |target: &str, measured: String, ok: bool, direct_ok: bool| {
-                let verdict = if ok {
+                let verdict = if !direct_sound {
+                    "rig-limited"
+                } else if ok {
                     "met"
                 } else if !direct_ok || rig_busy > RIG_SATURATED {
                     "rig-limited"
