@@ -21,10 +21,15 @@
 //!   outcome. Knows nothing of Prometheus, HTTP servers or config files.
 //! - [`config`]: YAML, validated into immutable runtime types.
 //! - [`sim`]: a deterministic OpenAI-compatible upstream used by tests and the
-//!   demo.
+//!   demo; with `x-sim-stamp` it stamps each chunk with its send time.
+//! - [`bench`]: `tokenmeter bench`, the load generator and rig that measure
+//!   the proxy's cost against the simulator, metering off, and nginx. Uses
+//!   `sim` and the binary's `serve` as child processes, never the proxy's
+//!   internals.
 
 pub mod admin;
 pub mod app;
+pub mod bench;
 pub mod config;
 pub mod dashboard;
 pub mod meter;

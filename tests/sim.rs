@@ -647,3 +647,59 @@ async fn load_sends_streams_and_counts_outcomes() {
     let nothing = load::run_load(sim.base.clone(), 0.0, async {}).await;
     assert_eq!(nothing, load::LoadSummary::default());
 }
+
+#[tokio::test]
+async fn stamped_stream_carries_send_times_and_fingerprints() {
+    use tokenmeter::sim::stamp::{Fnv64, mono_ns, read_stamp};
+    let sim = Sim::start(SimConfig::default()).await;
+    let mut headers = SCHEDULE.to_vec();
+    headers.push(("x-sim-stamp", "1"));
+    let before = mono_ns();
+    let body = r#"{"stream":true,"stream_options":{"include_usage":true}}"#;
+    let response = sim.post(CHAT, &headers, body).await;
+    let (frames, error) = frames(response).await;
+    let after = mono_ns();
+    assert!(error.is_none());
+    let mut print = Fnv64::default();
+    let mut last = before;
+    for (i, (_, frame)) in frames.iter().enumerate() {
+        print.update(frame.as_bytes());
+        if frame == "data: [DONE]\n\n" {
+            assert_eq!(i, frames.len() - 1);
+            continue;
+        }
+        // Each JSON event stays valid JSON, with its send time on the host's
+        // monotonic clock, in order.
+        let stamp = read_stamp(frame.as_bytes()).unwrap();
+        assert!(stamp >= last && stamp <= after, "{frame}");
+        last = stamp;
+        assert_eq!(event(frame).unwrap()["sim_sent_ns"], stamp);
+    }
+    let stats = sim.stats().await;
+    assert_eq!(stats["stamped_responses"], 1);
+    assert_eq!(stats["stamped_frames"], frames.len() as u64);
+    let bytes: usize = frames.iter().map(|(_, f)| f.len()).sum();
+    assert_eq!(stats["stamped_bytes"], bytes as u64);
+    assert_eq!(stats["stamped_hash"], print.value());
+
+    // Unstamped requests are as before.
+    let response = sim.post(CHAT, &SCHEDULE, r#"{"stream":true}"#).await;
+    let (plain, _) = self::frames(response).await;
+    assert!(plain.iter().all(|(_, f)| !f.contains("sim_sent_ns")));
+    assert_eq!(sim.stats().await["stamped_responses"], 1);
+}
+
+#[tokio::test]
+async fn stamped_whole_body_is_stamped_once() {
+    use tokenmeter::sim::stamp::read_stamp;
+    let sim = Sim::start(SimConfig {
+        stamp: true,
+        ..SimConfig::default()
+    })
+    .await;
+    let response = sim.post(CHAT, &SCHEDULE, "{}").await;
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let json: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(json["sim_sent_ns"].as_u64(), read_stamp(&body));
+    assert_eq!(json["usage"]["completion_tokens"], 10);
+}

@@ -1,4 +1,5 @@
-//! The command line: `serve`, `check`, `rules`, `sim` and `demo`.
+//! The command line: `serve`, `check`, `rules`, `dashboard`, `sim`, `demo`,
+//! `load` and `bench`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -67,6 +68,9 @@ enum Command {
     Demo(DemoArgs),
     /// Send a small steady load of streamed chat requests (demos, compose).
     Load(LoadArgs),
+    /// Benchmark the proxy's cost against the simulator, tokenmeter with
+    /// metering off, and nginx (see docs/benchmarks.md).
+    Bench(crate::bench::Options),
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +121,10 @@ pub(crate) struct SimArgs {
     /// Model name reported when a request names none.
     #[arg(long, default_value = "sim-model")]
     pub model: String,
+    /// Stamp every response's frames with their send time (as if each
+    /// request carried `x-sim-stamp: 1`).
+    #[arg(long)]
+    pub stamp: bool,
 }
 
 #[derive(Debug, Args)]
@@ -137,8 +145,20 @@ pub(crate) struct DemoArgs {
 
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     init_logging(cli.log_format);
+    // The load generator shares core 1 with the simulator and leaves core 0
+    // to the proxy under test. Pinning the main thread before the runtime
+    // starts pins every thread it starts, and tokio sizes its worker pool
+    // from the affinity mask (one worker).
+    if let Command::Bench(opts) = &mut cli.command {
+        if opts.wants_pinning() {
+            match crate::bench::legs::pin_current_thread(1) {
+                Ok(()) => opts.pinned_self = true,
+                Err(e) => eprintln!("warning: cannot pin the load generator to core 1: {e}"),
+            }
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -251,6 +271,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Bench(opts) => crate::bench::run(opts).await,
     }
 }
 

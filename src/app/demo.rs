@@ -18,6 +18,7 @@ fn sim_config(args: &SimArgs) -> SimConfig {
         itl: Duration::from_millis(args.itl_ms),
         tokens: args.tokens,
         model: args.model.clone(),
+        stamp: args.stamp,
         ..SimConfig::default()
     }
 }

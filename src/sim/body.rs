@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use super::script::{Action, Script, Step};
+use super::stamp::{Fnv64, mono_ns, stamp};
 
 /// Why a simulated body failed on purpose. Hyper answers a body error by
 /// closing the connection without the terminating chunk, which a client sees
@@ -42,6 +43,10 @@ pub(crate) struct Stats {
     completed: AtomicU64,
     aborted: AtomicU64,
     failed: AtomicU64,
+    stamped_responses: AtomicU64,
+    stamped_frames: AtomicU64,
+    stamped_bytes: AtomicU64,
+    stamped_hash: AtomicU64,
 }
 
 /// A snapshot of the simulator's counters, served as JSON by `GET /sim/stats`.
@@ -57,6 +62,17 @@ pub struct StatsSnapshot {
     /// Responses the simulator cut on purpose (`x-sim-abort-after`), or
     /// stalled streams cut by shutdown.
     pub failed: u64,
+    /// Stamped responses (`x-sim-stamp: 1` or `--stamp`) handed to the
+    /// server to their end.
+    pub stamped_responses: u64,
+    /// Body frames of those responses.
+    pub stamped_frames: u64,
+    /// Body bytes of those responses, stamps included.
+    pub stamped_bytes: u64,
+    /// Wrapping sum of the FNV-1a fingerprints of those bodies: a client
+    /// that sums the fingerprints of what it received gets the same value
+    /// exactly when every byte arrived unchanged (order of responses aside).
+    pub stamped_hash: u64,
 }
 
 impl Stats {
@@ -75,6 +91,10 @@ impl Stats {
             completed: self.completed.load(Ordering::Relaxed),
             aborted: self.aborted.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
+            stamped_responses: self.stamped_responses.load(Ordering::Relaxed),
+            stamped_frames: self.stamped_frames.load(Ordering::Relaxed),
+            stamped_bytes: self.stamped_bytes.load(Ordering::Relaxed),
+            stamped_hash: self.stamped_hash.load(Ordering::Relaxed),
         }
     }
 }
@@ -96,6 +116,17 @@ pub(crate) struct Tracker {
 }
 
 impl Tracker {
+    /// Adds a stamped response's body to the fingerprint totals.
+    fn stamped(&self, print: &Fingerprint) {
+        let s = &self.stats;
+        s.stamped_responses.fetch_add(1, Ordering::Relaxed);
+        s.stamped_frames.fetch_add(print.frames, Ordering::Relaxed);
+        s.stamped_bytes.fetch_add(print.bytes, Ordering::Relaxed);
+        // fetch_add wraps on overflow, which is what a wrapping sum needs.
+        s.stamped_hash
+            .fetch_add(print.hash.value(), Ordering::Relaxed);
+    }
+
     pub(crate) fn complete(mut self) {
         self.outcome = Outcome::Completed;
     }
@@ -140,8 +171,19 @@ enum Source {
     Reset,
 }
 
+/// What a stamped body has sent so far.
+#[derive(Debug, Default)]
+struct Fingerprint {
+    hash: Fnv64,
+    frames: u64,
+    bytes: u64,
+}
+
 /// The body of every completion response; see the module documentation.
 pub(crate) struct SimBody {
+    /// `Some` when each frame is stamped with its send time and
+    /// fingerprinted (`x-sim-stamp`).
+    stamp: Option<Fingerprint>,
     source: Source,
     /// The step waiting for its deadline.
     pending: Option<Step>,
@@ -170,6 +212,7 @@ impl std::fmt::Debug for SimBody {
 impl SimBody {
     fn new(source: Source, tracker: Tracker, shutdown: watch::Sender<bool>) -> Self {
         Self {
+            stamp: None,
             source,
             pending: None,
             sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
@@ -194,6 +237,12 @@ impl SimBody {
     /// connection is reset.
     pub(crate) fn reset(tracker: Tracker, shutdown: watch::Sender<bool>) -> Self {
         Self::new(Source::Reset, tracker, shutdown)
+    }
+
+    /// Stamps every frame with its send time and fingerprints the body.
+    pub(crate) fn stamped(mut self, on: bool) -> Self {
+        self.stamp = on.then(Fingerprint::default);
+        self
     }
 
     /// Whether the source has nothing more to give after the current frame.
@@ -221,6 +270,9 @@ impl SimBody {
 
     fn complete(&mut self) {
         if let Some(tracker) = self.tracker.take() {
+            if let Some(print) = &self.stamp {
+                tracker.stamped(print);
+            }
             tracker.complete();
         }
     }
@@ -275,7 +327,14 @@ impl http_body::Body for SimBody {
             }
         }
         match step.action {
-            Action::Frame(bytes) => {
+            Action::Frame(mut bytes) => {
+                if let Some(print) = this.stamp.as_mut() {
+                    // Read as late as possible: the frame goes to hyper next.
+                    bytes = stamp(&bytes, mono_ns());
+                    print.hash.update(&bytes);
+                    print.frames += 1;
+                    print.bytes += bytes.len() as u64;
+                }
                 if this.source_ended() {
                     // Hyper may stop polling once `is_end_stream` holds, so
                     // the last frame is where the response counts as done.
@@ -312,6 +371,9 @@ impl http_body::Body for SimBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.source {
+            // The stamp's length is known only when it is sent: a stamped
+            // answer goes out chunked.
+            Source::Once(_) if self.stamp.is_some() => SizeHint::default(),
             // An exact size lets the server send `content-length` for
             // non-streamed answers, as real servers do.
             Source::Once(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),

@@ -54,6 +54,7 @@
 //! | `x-sim-abort-after: K` | after `K` tokens, fail the body so the connection is reset without a terminating chunk (the client sees a body error); counted as `failed` |
 //! | `x-sim-error-after: K` | after `K` tokens, send `data: {"error":{"message":"simulated failure","type":"server_error","code":500}}` and end the stream normally, without `[DONE]` |
 //! | `x-sim-stall-after: K` | after `K` tokens, send nothing more and hold the stream open until the client goes away (then counted as `aborted`) or the simulator shuts down (then `failed`) |
+//! | `x-sim-stamp: 1` | stamp each JSON event (and a non-streamed body) with the instant it is handed to the server, as `"sim_sent_ns":N` (`CLOCK_MONOTONIC` nanoseconds, see [`stamp`]) before its closing `}`, and add the body's fingerprint to `/sim/stats` (`stamped_*`) |
 //!
 //! "After `K` tokens" means after token `K - 1` of every choice; the fault
 //! happens when token `K` would have been due, or right after the last token
@@ -68,6 +69,7 @@ mod body;
 pub mod load;
 mod plan;
 mod script;
+pub mod stamp;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -111,6 +113,9 @@ pub struct SimConfig {
     /// and OpenAI send; turning it off tests clients that clock TTFT on the
     /// first body byte.
     pub role_chunk: bool,
+    /// Whether every response is stamped with send times (as if each
+    /// request carried `x-sim-stamp: 1`).
+    pub stamp: bool,
 }
 
 impl Default for SimConfig {
@@ -121,6 +126,7 @@ impl Default for SimConfig {
             tokens: 50,
             model: "sim-model".to_owned(),
             role_chunk: true,
+            stamp: false,
         }
     }
 }
@@ -254,11 +260,13 @@ async fn complete(shared: &Shared, api: Api, request: Request) -> Response {
 
     if plan.stream {
         sleep_until(head_at).await;
+        let stamped = plan.stamp;
         let body = SimBody::script(
             Script::new(plan, &identity),
             tracker,
             shared.shutdown.clone(),
-        );
+        )
+        .stamped(stamped);
         let mut response = with_type(StatusCode::OK, "text/event-stream", Body::new(body));
         response
             .headers_mut()
@@ -268,11 +276,9 @@ async fn complete(shared: &Shared, api: Api, request: Request) -> Response {
 
     let Some(fault) = plan.fault else {
         sleep_until(head_at.max(plan.schedule.end())).await;
-        return shared.json(
-            StatusCode::OK,
-            &script::full_response(&plan, &identity),
-            tracker,
-        );
+        let bytes = Bytes::from(script::full_response(&plan, &identity).to_string());
+        let body = SimBody::once(bytes, tracker, shared.shutdown.clone()).stamped(plan.stamp);
+        return with_type(StatusCode::OK, "application/json", Body::new(body));
     };
     sleep_until(head_at.max(plan.schedule.fault_at(fault.after))).await;
     match fault.kind {

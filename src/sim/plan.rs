@@ -88,6 +88,8 @@ pub(crate) struct Overrides {
     pub(crate) tokens: Option<u32>,
     pub(crate) status: Option<StatusCode>,
     pub(crate) headers_delay: Duration,
+    /// `x-sim-stamp: 1`: stamp each frame with its send time.
+    pub(crate) stamp: bool,
     /// The requested fault before capping `after` at the token count.
     pub(crate) fault: Option<Fault>,
 }
@@ -137,6 +139,7 @@ impl Overrides {
             tokens: count("x-sim-tokens")?,
             status,
             headers_delay: ms("x-sim-headers-delay-ms")?.unwrap_or_default(),
+            stamp: number(headers, "x-sim-stamp", 1)? == Some(1),
             fault,
         })
     }
@@ -241,6 +244,8 @@ pub(crate) struct Plan {
     pub(crate) fault: Option<Fault>,
     /// Whether chat streams start with a role-only chunk.
     pub(crate) role_chunk: bool,
+    /// Stamp each frame with its send time and fingerprint the body.
+    pub(crate) stamp: bool,
 }
 
 impl Plan {
@@ -298,6 +303,7 @@ impl Plan {
             prompt_tokens,
             fault,
             role_chunk: config.role_chunk,
+            stamp: overrides.stamp || config.stamp,
         })
     }
 

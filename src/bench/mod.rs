@@ -1,0 +1,245 @@
+//! `tokenmeter bench`: a rerunnable benchmark of the proxy's cost.
+//!
+//! It starts the simulator with send-time stamps (`tokenmeter sim --stamp`)
+//! and each proxy under test as child processes, then runs the same load
+//! through every leg — `direct` to the simulator, `tokenmeter`, `unmetered`
+//! (tokenmeter with `protocol: none`) and `nginx` when installed —
+//! interleaved in rounds (A B C D, A B C D, …) with each leg's warm-up
+//! discarded, and reports per leg the client's TTFT, one-way latency of each
+//! chunk, gap distortion, fidelity (bytes fingerprinted, frames counted), CPU
+//! and memory of the proxy, and the proxy's own TTFT against the client's.
+//!
+//! Files: [`load`] is the load generator, [`legs`] the rig and one leg's
+//! run, [`report`] the figures, deltas and target checks, [`procfs`] the
+//! `/proc` readings. This module holds the options and the session loop.
+//!
+//! The bench measures; it never asserts a timing. `--smoke` runs a few
+//! seconds for CI, whose test checks the structure and fidelity of the
+//! report only.
+
+pub mod legs;
+pub mod load;
+pub mod procfs;
+pub mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use legs::{LegKind, Rig, RigOptions};
+use load::{Arrivals, Scenario};
+use report::Report;
+
+/// The options of `tokenmeter bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Closed loop: concurrent streams (each sends its next request when the
+    /// last one ended).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Closed loop, several runs: a comma-separated list of stream counts,
+    /// reporting the highest whose added chunk p99 stays under 1 ms.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<usize>,
+    /// Open loop instead: requests per second, timed from their intended
+    /// send times.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Open loop with Poisson (exponential) gaps instead of constant ones.
+    #[arg(long, requires = "rate")]
+    pub poisson: bool,
+    /// Non-streamed requests (one JSON body) instead of SSE streams.
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Simulated time to first token, ms.
+    #[arg(long, default_value_t = 0)]
+    pub ttft_ms: u64,
+    /// Simulated time between chunks, ms (20 = 50 chunks/s per stream).
+    #[arg(long, default_value_t = 20)]
+    pub itl_ms: u64,
+    /// Tokens (content chunks) per response.
+    #[arg(long, default_value_t = 50)]
+    pub tokens: u32,
+    /// Measured time per leg and round.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Discarded time at the start of each leg and round.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Closed loop: spread the streams' first requests over this time
+    /// (default: one chunk interval, at most the warm-up).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub ramp: Option<Duration>,
+    /// Rounds; each runs every leg once, in order.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Legs, in the order each round runs them.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "direct,tokenmeter,unmetered,nginx"
+    )]
+    pub legs: Vec<LegKind>,
+    /// The nginx binary (the leg is skipped when it is not found).
+    #[arg(long, default_value = "nginx")]
+    pub nginx: String,
+    /// Do not pin processes to cores.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Set by the command line when it pinned this process to core 1 before
+    /// the runtime started (see `app::cli`).
+    #[arg(skip)]
+    pub pinned_self: bool,
+    /// A few seconds in all (4 streams, 2 rounds of 0.6 s): checks that the
+    /// rig works and its output is right, not a measurement.
+    #[arg(long)]
+    pub smoke: bool,
+}
+
+impl Options {
+    /// Whether the bench process should pin itself before its runtime
+    /// starts (to core 1, beside the simulator).
+    pub fn wants_pinning(&self) -> bool {
+        !self.no_pin && legs::two_cores() && legs::which("taskset").is_some()
+    }
+
+    fn apply_smoke(&mut self) {
+        if self.smoke {
+            self.concurrency = 4;
+            self.sweep.clear();
+            self.rate = None;
+            self.ttft_ms = 2;
+            self.itl_ms = 5;
+            self.tokens = 20;
+            self.duration = Duration::from_millis(600);
+            self.warmup = Duration::from_millis(300);
+            self.ramp = None;
+            self.rounds = 2;
+        }
+    }
+
+    fn scenario(&self, concurrency: usize) -> Scenario {
+        let arrivals = match self.rate {
+            Some(rate) => Arrivals::Open {
+                rate,
+                poisson: self.poisson,
+            },
+            None => Arrivals::Closed { concurrency },
+        };
+        let ramp = self
+            .ramp
+            .unwrap_or(Duration::from_millis(self.itl_ms.max(1)))
+            .min(self.warmup);
+        Scenario {
+            base: String::new(),
+            arrivals,
+            streamed: !self.no_stream,
+            ttft_ms: self.ttft_ms,
+            itl_ms: self.itl_ms,
+            tokens: self.tokens,
+            warmup: self.warmup,
+            duration: self.duration,
+            ramp,
+        }
+    }
+}
+
+/// Runs the benchmark session and prints the report.
+pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
+    opts.apply_smoke();
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let machine = report::Machine::read();
+    let fd_limit = legs::raise_fd_limit();
+    let rig = Rig::start(&RigOptions {
+        legs: opts.legs.clone(),
+        pin: opts.pinned_self,
+        nginx: opts.nginx.clone(),
+        ttft_ms: opts.ttft_ms,
+    })
+    .await?;
+    let mut notes = rig.notes.clone();
+    if let Some(limit) = fd_limit {
+        notes.push(format!("open-file limit {limit}"));
+    }
+    if opts.smoke {
+        notes.push("smoke run: checks the rig and its output, not a measurement".to_owned());
+    }
+    let legs = rig.legs();
+    let counts = if opts.sweep.is_empty() || opts.rate.is_some() {
+        vec![opts.concurrency]
+    } else {
+        opts.sweep.clone()
+    };
+
+    let mut scenarios = Vec::new();
+    for &concurrency in &counts {
+        let scenario = opts.scenario(concurrency);
+        let label = match (opts.rate, opts.no_stream) {
+            (Some(rate), false) => format!("stream-open-{rate}rps"),
+            (Some(rate), true) => format!("nonstream-open-{rate}rps"),
+            (None, false) => format!("stream-c{concurrency}"),
+            (None, true) => format!("nonstream-c{concurrency}"),
+        };
+        let mut runs = Vec::new();
+        for round in 0..opts.rounds {
+            for &kind in &legs {
+                eprintln!(
+                    "bench: {label} round {}/{} leg {}",
+                    round + 1,
+                    opts.rounds,
+                    kind.name()
+                );
+                // One failed leg (a process that stopped answering) is
+                // reported, not allowed to lose the session's other figures.
+                match rig.run_leg(kind, &scenario).await {
+                    Ok(run) => runs.push(run),
+                    Err(e) => {
+                        let note = format!(
+                            "{label} round {} leg {} failed: {e:#}",
+                            round + 1,
+                            kind.name()
+                        );
+                        eprintln!("bench: {note}");
+                        notes.push(note);
+                    }
+                }
+                // Lets closed connections and the proxies settle between legs.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        scenarios.push(report::scenario(&label, &scenario, opts.rounds, &runs));
+    }
+    let targets = if opts.smoke {
+        Vec::new()
+    } else {
+        report::check_targets(&scenarios)
+    };
+    let max_streams_under_1ms = if counts.len() > 1 {
+        report::max_streams_under_1ms(&scenarios)
+    } else {
+        Vec::new()
+    };
+    let report = Report {
+        tool: format!("tokenmeter bench {}", env!("CARGO_PKG_VERSION")),
+        command,
+        date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        machine,
+        notes,
+        scenarios,
+        max_streams_under_1ms,
+        targets,
+    };
+    print!("{}", report::text(&report));
+    if let Some(path) = &opts.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    drop(rig);
+    Ok(ExitCode::SUCCESS)
+}

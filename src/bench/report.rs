@@ -1,0 +1,806 @@
+//! The report: per leg, the figures of the issue, each also as a delta and a
+//! ratio to the `direct` leg; the checks of the targets; JSON for tools and
+//! a plain-text table for people.
+//!
+//! Deltas are differences of percentiles (leg p99 minus direct p99), not
+//! percentiles of per-chunk differences: the same chunk is not sent through
+//! two legs. A target is "rig-limited" when the direct leg alone already
+//! misses it, or when the core shared by the simulator and the load
+//! generator was nearly saturated: then the rig, not the proxy, set the
+//! figure. A direct leg with errors or lost bytes makes the whole scenario's
+//! verdicts "rig-limited": its deltas compare with a broken floor.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::legs::{LegKind, LegRun, PromHistogram, SimTotals};
+use super::load::{Arrivals, LoadResult, Scenario};
+
+/// Percentiles of one latency, in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Quantiles {
+    pub count: u64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Quantiles {
+    fn of(h: &Histogram<u64>) -> Option<Self> {
+        if h.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Some(Self {
+            count: h.len(),
+            p50: us(h.value_at_quantile(0.50)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            mean: h.mean() / 1000.0,
+        })
+    }
+}
+
+/// A leg's figure against the direct leg's.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Versus {
+    pub p50_delta_us: f64,
+    pub p99_delta_us: f64,
+    pub p999_delta_us: f64,
+    pub p50_ratio: f64,
+    pub p99_ratio: f64,
+    pub p999_ratio: f64,
+}
+
+impl Versus {
+    fn of(leg: &Option<Quantiles>, direct: &Option<Quantiles>) -> Option<Self> {
+        let (l, d) = (leg.as_ref()?, direct.as_ref()?);
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        Some(Self {
+            p50_delta_us: l.p50 - d.p50,
+            p99_delta_us: l.p99 - d.p99,
+            p999_delta_us: l.p999 - d.p999,
+            p50_ratio: ratio(l.p50, d.p50),
+            p99_ratio: ratio(l.p99, d.p99),
+            p999_ratio: ratio(l.p999, d.p999),
+        })
+    }
+}
+
+/// Did every byte arrive, in the frames it was sent in?
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct FidelityReport {
+    /// Client's fingerprint sum, byte count and response count equal the
+    /// simulator's.
+    pub byte_identical: bool,
+    pub sim: SimTotals,
+    pub client_responses: u64,
+    pub client_bytes: u64,
+    pub client_hash_sum: u64,
+    /// SSE events the client framed (one per simulator frame).
+    pub client_events: u64,
+    /// Frames the client's HTTP stack delivered.
+    pub client_frames: u64,
+    pub merged_frames: u64,
+    pub split_frames: u64,
+}
+
+/// CPU spent, from `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CpuReport {
+    pub proxy_seconds: f64,
+    /// Proxy CPU per chunk forwarded, in microseconds (= seconds per
+    /// million chunks).
+    pub proxy_us_per_chunk: f64,
+    /// Proxy CPU seconds per thousand requests.
+    pub proxy_seconds_per_1k_requests: f64,
+    pub sim_seconds: f64,
+    pub loadgen_seconds: f64,
+    /// Share of the rig's core (simulator + load generator) that was busy.
+    pub rig_core_busy: f64,
+    pub wall_seconds: f64,
+}
+
+/// Resident memory of the proxy, from `/proc/<pid>/status`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct MemoryReport {
+    pub idle_bytes: u64,
+    pub steady_bytes: u64,
+    pub peak_bytes: u64,
+    /// (steady - idle) / concurrent streams.
+    pub steady_per_stream_bytes: f64,
+    /// (peak - idle) / concurrent streams.
+    pub peak_per_stream_bytes: f64,
+}
+
+/// The proxy's own TTFT against the client's, over the same requests.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct AccuracyReport {
+    pub client_requests: u64,
+    pub proxy_requests: f64,
+    /// Client: first token received minus request handed to the client's
+    /// HTTP stack. Proxy: `llm_time_to_first_token_seconds` (`t_first - t0`).
+    pub client_mean_us: f64,
+    pub proxy_mean_us: f64,
+    pub mean_diff_us: f64,
+    pub client_p50_us: f64,
+    pub proxy_p50_us: f64,
+    pub client_p99_us: f64,
+    pub proxy_p99_us: f64,
+    pub p99_diff_us: f64,
+    /// Width of the proxy's bucket holding its p99 (its resolution).
+    pub proxy_p99_bucket_us: f64,
+}
+
+/// One leg of one scenario, rounds merged.
+#[derive(Debug, Clone, Serialize)]
+pub struct LegReport {
+    pub leg: LegKind,
+    pub rounds: usize,
+    pub sent: u64,
+    pub errors: u64,
+    pub measured_requests: u64,
+    pub measured_chunks: u64,
+    pub requests_per_second: f64,
+    pub chunks_per_second: f64,
+    pub ttft_us: Option<Quantiles>,
+    pub ttft_vs_direct: Option<Versus>,
+    pub chunk_latency_us: Option<Quantiles>,
+    pub chunk_latency_vs_direct: Option<Versus>,
+    pub gap_distortion_us: Option<Quantiles>,
+    pub e2e_us: Option<Quantiles>,
+    pub e2e_vs_direct: Option<Versus>,
+    pub fidelity: FidelityReport,
+    pub cpu: CpuReport,
+    pub cpu_vs_nginx: Option<f64>,
+    pub memory: MemoryReport,
+    pub metering_accuracy: Option<AccuracyReport>,
+}
+
+/// One scenario's settings and its legs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioReport {
+    pub label: String,
+    pub mode: String,
+    pub streams: Option<usize>,
+    pub rate: Option<f64>,
+    pub poisson: bool,
+    pub streamed: bool,
+    pub ttft_ms: u64,
+    pub itl_ms: u64,
+    pub tokens: u32,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+    pub rounds: usize,
+    pub legs: Vec<LegReport>,
+}
+
+/// A target of the issue, as checked on one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    pub scenario: String,
+    pub leg: LegKind,
+    pub target: String,
+    pub measured: String,
+    /// `met`, `missed` or `rig-limited`.
+    pub verdict: &'static str,
+}
+
+/// The whole session.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub tool: String,
+    pub command: String,
+    pub date: String,
+    pub machine: Machine,
+    pub notes: Vec<String>,
+    pub scenarios: Vec<ScenarioReport>,
+    /// Highest swept stream count whose added chunk p99 stayed under 1 ms
+    /// with no errors, per leg (sweeps only).
+    pub max_streams_under_1ms: Vec<(LegKind, Option<usize>)>,
+    pub targets: Vec<TargetCheck>,
+}
+
+/// Where it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub nproc: usize,
+    pub cpu: String,
+    pub kernel: String,
+    pub load_average_at_start: String,
+}
+
+impl Machine {
+    pub fn read() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .unwrap_or("unknown")
+            .trim()
+            .to_owned();
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        };
+        Self {
+            // Not `available_parallelism`: this process may be pinned to one.
+            nproc: cpuinfo
+                .lines()
+                .filter(|l| l.starts_with("processor"))
+                .count(),
+            cpu,
+            kernel: read("/proc/sys/kernel/osrelease"),
+            load_average_at_start: read("/proc/loadavg"),
+        }
+    }
+}
+
+fn merged(runs: &[&LegRun]) -> (Option<LoadResult>, SimTotals, Option<PromHistogram>) {
+    let mut load: Option<LoadResult> = None;
+    let mut sim = SimTotals::default();
+    let mut prom: Option<PromHistogram> = None;
+    for r in runs {
+        match load.as_mut() {
+            Some(l) => l.merge(&r.load),
+            None => load = Some(r.load.clone()),
+        }
+        sim.add(&r.sim);
+        if let Some(p) = &r.proxy_ttft {
+            prom.get_or_insert_with(PromHistogram::default).merge(p);
+        }
+    }
+    (load, sim, prom)
+}
+
+/// Builds one scenario's report from every run of every leg.
+pub fn scenario(label: &str, s: &Scenario, rounds: usize, runs: &[LegRun]) -> ScenarioReport {
+    let kinds: Vec<LegKind> = {
+        let mut k: Vec<LegKind> = runs.iter().map(|r| r.kind).collect();
+        k.dedup();
+        let mut seen = Vec::new();
+        for x in k {
+            if !seen.contains(&x) {
+                seen.push(x);
+            }
+        }
+        seen
+    };
+    let streams = match s.arrivals {
+        Arrivals::Closed { concurrency } => Some(concurrency),
+        Arrivals::Open { .. } => None,
+    };
+    let mut legs: Vec<LegReport> = kinds
+        .iter()
+        .filter_map(|&kind| {
+            let mine: Vec<&LegRun> = runs.iter().filter(|r| r.kind == kind).collect();
+            leg(kind, &mine, streams)
+        })
+        .collect();
+    let direct = legs.iter().find(|l| l.leg == LegKind::Direct).cloned();
+    let nginx_cpu = legs
+        .iter()
+        .find(|l| l.leg == LegKind::Nginx)
+        .map(|l| l.cpu.proxy_us_per_chunk);
+    for l in &mut legs {
+        if let Some(d) = &direct {
+            l.ttft_vs_direct = Versus::of(&l.ttft_us, &d.ttft_us);
+            l.chunk_latency_vs_direct = Versus::of(&l.chunk_latency_us, &d.chunk_latency_us);
+            l.e2e_vs_direct = Versus::of(&l.e2e_us, &d.e2e_us);
+        }
+        if let Some(n) = nginx_cpu.filter(|&n| n > 0.0) {
+            if l.leg != LegKind::Direct {
+                l.cpu_vs_nginx = Some(l.cpu.proxy_us_per_chunk / n);
+            }
+        }
+    }
+    let (mode, rate, poisson) = match s.arrivals {
+        Arrivals::Closed { .. } => ("closed".to_owned(), None, false),
+        Arrivals::Open { rate, poisson } => (
+            if poisson {
+                "open-poisson"
+            } else {
+                "open-constant"
+            }
+            .to_owned(),
+            Some(rate),
+            poisson,
+        ),
+    };
+    ScenarioReport {
+        label: label.to_owned(),
+        mode,
+        streams,
+        rate,
+        poisson,
+        streamed: s.streamed,
+        ttft_ms: s.ttft_ms,
+        itl_ms: s.itl_ms,
+        tokens: s.tokens,
+        warmup_s: s.warmup.as_secs_f64(),
+        duration_s: s.duration.as_secs_f64(),
+        rounds,
+        legs,
+    }
+}
+
+fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegReport> {
+    let (load, sim, prom) = merged(runs);
+    let load = load?;
+    let sum = |f: &dyn Fn(&LegRun) -> Option<f64>| runs.iter().filter_map(|r| f(r)).sum::<f64>();
+    let wall = sum(&|r| Some(r.wall_seconds));
+    let proxy_cpu = sum(&|r| r.proxy_cpu_seconds);
+    let sim_cpu = sum(&|r| r.sim_cpu_seconds);
+    let loadgen_cpu = sum(&|r| r.loadgen_cpu_seconds);
+    let f = load.fidelity;
+    // CPU covers the whole leg (warm-up included), so it is divided by every
+    // chunk and request of the leg, not only the measured ones.
+    let all_chunks = f.events.max(1) as f64;
+    let all_requests = f.responses.max(1) as f64;
+    let byte_identical = f.responses == sim.responses
+        && f.bytes == sim.bytes
+        && f.hash_sum == sim.hash_sum
+        && f.events == sim.frames;
+    let avg = |get: &dyn Fn(&LegRun) -> Option<u64>| {
+        let v: Vec<u64> = runs.iter().filter_map(|r| get(r)).collect();
+        if v.is_empty() {
+            0
+        } else {
+            v.iter().sum::<u64>() / v.len() as u64
+        }
+    };
+    let idle = avg(&|r| r.idle_rss);
+    let steady = avg(&|r| r.steady_rss);
+    let peak = runs.iter().filter_map(|r| r.peak_rss).max().unwrap_or(0);
+    let per_stream = |v: u64| match streams {
+        Some(n) if n > 0 && kind != LegKind::Direct => v.saturating_sub(idle) as f64 / n as f64,
+        _ => 0.0,
+    };
+    let metering_accuracy = prom.filter(|p| p.count > 0.0).and_then(|p| {
+        let client = Quantiles::of(&load.ttft_from_send)?;
+        let client_mean = load.ttft_from_send_sum_ns as f64 / 1000.0 / client.count.max(1) as f64;
+        let proxy_mean = p.sum / p.count * 1e6;
+        let proxy_p99 = p.quantile(0.99)? * 1e6;
+        Some(AccuracyReport {
+            client_requests: client.count,
+            proxy_requests: p.count,
+            client_mean_us: client_mean,
+            proxy_mean_us: proxy_mean,
+            mean_diff_us: client_mean - proxy_mean,
+            client_p50_us: client.p50,
+            proxy_p50_us: p.quantile(0.5)? * 1e6,
+            client_p99_us: client.p99,
+            proxy_p99_us: proxy_p99,
+            p99_diff_us: client.p99 - proxy_p99,
+            proxy_p99_bucket_us: p.resolution(0.99).unwrap_or(0.0) * 1e6,
+        })
+    });
+    let measured_s = load.measured_seconds.max(1e-9);
+    Some(LegReport {
+        leg: kind,
+        rounds: runs.len(),
+        sent: load.sent,
+        errors: load.errors,
+        measured_requests: load.measured_requests,
+        measured_chunks: load.measured_chunks,
+        requests_per_second: load.measured_requests as f64 / measured_s,
+        chunks_per_second: load.measured_chunks as f64 / measured_s,
+        ttft_us: Quantiles::of(&load.ttft),
+        ttft_vs_direct: None,
+        chunk_latency_us: Quantiles::of(&load.chunk_latency),
+        chunk_latency_vs_direct: None,
+        gap_distortion_us: Quantiles::of(&load.gap_distortion),
+        e2e_us: Quantiles::of(&load.e2e),
+        e2e_vs_direct: None,
+        fidelity: FidelityReport {
+            byte_identical,
+            sim,
+            client_responses: f.responses,
+            client_bytes: f.bytes,
+            client_hash_sum: f.hash_sum,
+            client_events: f.events,
+            client_frames: f.frames,
+            merged_frames: f.merged_frames,
+            split_frames: f.split_frames,
+        },
+        cpu: CpuReport {
+            proxy_seconds: proxy_cpu,
+            proxy_us_per_chunk: proxy_cpu / all_chunks * 1e6,
+            proxy_seconds_per_1k_requests: proxy_cpu / all_requests * 1000.0,
+            sim_seconds: sim_cpu,
+            loadgen_seconds: loadgen_cpu,
+            rig_core_busy: if wall > 0.0 {
+                (sim_cpu + loadgen_cpu) / wall
+            } else {
+                0.0
+            },
+            wall_seconds: wall,
+        },
+        cpu_vs_nginx: None,
+        memory: MemoryReport {
+            idle_bytes: idle,
+            steady_bytes: steady,
+            peak_bytes: peak,
+            steady_per_stream_bytes: per_stream(steady),
+            peak_per_stream_bytes: per_stream(peak),
+        },
+        metering_accuracy,
+    })
+}
+
+/// Above this share of its core busy, the rig is taken as the limit.
+const RIG_SATURATED: f64 = 0.9;
+
+/// Checks the issue's targets on every scenario they apply to.
+pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
+    let mut out = Vec::new();
+    for s in scenarios {
+        let direct = s.legs.iter().find(|l| l.leg == LegKind::Direct);
+        // A comparison with a direct leg that failed requests or lost
+        // bytes says nothing about the proxy: such a direct leg makes every
+        // verdict of the scenario "rig-limited", never "met".
+        let direct_sound = direct.is_none_or(|d| d.errors == 0 && d.fidelity.byte_identical);
+        let rig_busy = s
+            .legs
+            .iter()
+            .map(|l| l.cpu.rig_core_busy)
+            .fold(0.0, f64::max);
+        for l in s.legs.iter().filter(|l| l.leg != LegKind::Direct) {
+            let mut check = |target: &str, measured: String, ok: bool, direct_ok: bool| {
+                let verdict = if !direct_sound {
+                    "rig-limited"
+                } else if ok {
+                    "met"
+                } else if !direct_ok || rig_busy > RIG_SATURATED {
+                    "rig-limited"
+                } else {
+                    "missed"
+                };
+                out.push(TargetCheck {
+                    scenario: s.label.clone(),
+                    leg: l.leg,
+                    target: target.to_owned(),
+                    measured,
+                    verdict,
+                });
+            };
+            let f = &l.fidelity;
+            check(
+                "fidelity: byte-identical, no merged/split frames",
+                format!(
+                    "identical={} merged={} split={}",
+                    f.byte_identical, f.merged_frames, f.split_frames
+                ),
+                f.byte_identical && f.merged_frames == 0 && f.split_frames == 0,
+                direct
+                    .is_none_or(|d| d.fidelity.merged_frames == 0 && d.fidelity.split_frames == 0),
+            );
+            let direct_errors = direct.is_some_and(|d| d.errors > 0);
+            let ttft = l.ttft_vs_direct;
+            let chunk = l.chunk_latency_vs_direct;
+            if s.streamed && s.streams == Some(1) {
+                if let Some(t) = ttft {
+                    check(
+                        "added TTFT p99 <= 150 us at concurrency 1",
+                        format!("{:+.1} us", t.p99_delta_us),
+                        t.p99_delta_us <= 150.0,
+                        true,
+                    );
+                }
+                if let Some(c) = chunk {
+                    check(
+                        "added chunk latency p50 <= 25 us, p99 <= 100 us at concurrency 1",
+                        format!(
+                            "p50 {:+.1} us, p99 {:+.1} us",
+                            c.p50_delta_us, c.p99_delta_us
+                        ),
+                        c.p50_delta_us <= 25.0 && c.p99_delta_us <= 100.0,
+                        true,
+                    );
+                }
+                if let Some(a) = l.metering_accuracy {
+                    check(
+                        "proxy TTFT within 200 us of the client's at p99",
+                        format!(
+                            "client-proxy p99 {:.1} us, mean {:.1} us",
+                            a.p99_diff_us, a.mean_diff_us
+                        ),
+                        a.p99_diff_us.abs() <= 200.0,
+                        true,
+                    );
+                }
+            }
+            if s.streamed && s.streams.is_some_and(|n| n >= 1000) {
+                if let Some(t) = ttft {
+                    check(
+                        &format!(
+                            "added TTFT p99 <= 1 ms at {} streams",
+                            s.streams.unwrap_or(0)
+                        ),
+                        format!("{:+.1} us", t.p99_delta_us),
+                        t.p99_delta_us <= 1000.0 && l.errors == 0,
+                        !direct_errors,
+                    );
+                }
+                if let Some(c) = chunk {
+                    check(
+                        &format!(
+                            "{} streams at {:.0} chunks/s: added chunk p99 <= 1 ms, no errors",
+                            s.streams.unwrap_or(0),
+                            1000.0 / s.itl_ms.max(1) as f64
+                        ),
+                        format!("{:+.1} us, {} errors", c.p99_delta_us, l.errors),
+                        c.p99_delta_us <= 1000.0 && l.errors == 0,
+                        !direct_errors,
+                    );
+                }
+            }
+            if s.streamed && s.streams.is_some_and(|n| n >= 10_000) {
+                check(
+                    "<= 32 KiB RSS per stream at 10,000 streams",
+                    format!(
+                        "steady {:.1} KiB, peak {:.1} KiB",
+                        l.memory.steady_per_stream_bytes / 1024.0,
+                        l.memory.peak_per_stream_bytes / 1024.0
+                    ),
+                    l.memory.peak_per_stream_bytes <= 32.0 * 1024.0,
+                    true,
+                );
+            }
+            if s.streamed && l.leg != LegKind::Nginx {
+                check(
+                    "<= 5 us proxy CPU per chunk, all-in",
+                    format!("{:.2} us", l.cpu.proxy_us_per_chunk),
+                    l.cpu.proxy_us_per_chunk <= 5.0,
+                    true,
+                );
+                if let Some(r) = l.cpu_vs_nginx {
+                    check(
+                        "<= 1.25x nginx's CPU per chunk",
+                        format!("{r:.2}x"),
+                        r <= 1.25,
+                        true,
+                    );
+                }
+            }
+            if !s.streamed {
+                let e2e_p99 = l.e2e_us.map_or(f64::INFINITY, |q| q.p99);
+                let direct_rps = direct.map_or(f64::INFINITY, |d| d.requests_per_second);
+                check(
+                    "non-streamed >= 20k req/s per proxy core at p99 <= 5 ms",
+                    format!(
+                        "{:.0} req/s, p99 {:.0} us, {} errors",
+                        l.requests_per_second, e2e_p99, l.errors
+                    ),
+                    l.requests_per_second >= 20_000.0 && e2e_p99 <= 5000.0 && l.errors == 0,
+                    direct_rps >= 20_000.0,
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Highest stream count of a sweep whose added chunk p99 stayed <= 1 ms
+/// with no errors and full fidelity, per leg.
+pub fn max_streams_under_1ms(scenarios: &[ScenarioReport]) -> Vec<(LegKind, Option<usize>)> {
+    let mut kinds: Vec<LegKind> = Vec::new();
+    for s in scenarios {
+        for l in &s.legs {
+            if l.leg != LegKind::Direct && !kinds.contains(&l.leg) {
+                kinds.push(l.leg);
+            }
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let best = scenarios
+                .iter()
+                .filter(|s| s.streamed)
+                .filter_map(|s| {
+                    let l = s.legs.iter().find(|l| l.leg == kind)?;
+                    let c = l.chunk_latency_vs_direct?;
+                    (c.p99_delta_us <= 1000.0 && l.errors == 0 && l.fidelity.byte_identical)
+                        .then_some(s.streams?)
+                })
+                .max();
+            (kind, best)
+        })
+        .collect()
+}
+
+fn q(v: &Option<Quantiles>) -> String {
+    v.map_or("-".to_owned(), |q| {
+        format!("{:.0}/{:.0}/{:.0}", q.p50, q.p99, q.p999)
+    })
+}
+
+fn d(v: &Option<Versus>) -> String {
+    v.map_or("-".to_owned(), |v| {
+        format!(
+            "{:+.0}/{:+.0}/{:+.0} ({:.2}x p99)",
+            v.p50_delta_us, v.p99_delta_us, v.p999_delta_us, v.p99_ratio
+        )
+    })
+}
+
+/// The plain-text rendering.
+pub fn text(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} — {}", r.tool, r.date);
+    let _ = writeln!(o, "command: {}", r.command);
+    let m = &r.machine;
+    let _ = writeln!(
+        o,
+        "machine: {} cpus, {}, kernel {}, load at start {}",
+        m.nproc, m.cpu, m.kernel, m.load_average_at_start
+    );
+    for n in &r.notes {
+        let _ = writeln!(o, "note: {n}");
+    }
+    for s in &r.scenarios {
+        let _ = writeln!(o);
+        let shape = match (s.streams, s.rate) {
+            (Some(n), _) => format!("{n} streams (closed loop)"),
+            (None, Some(rate)) => format!("{rate} req/s ({})", s.mode),
+            _ => s.mode.clone(),
+        };
+        let _ = writeln!(
+            o,
+            "== {}: {shape}, {}, ttft {} ms, itl {} ms, {} tokens; {} rounds of {:.1} s (+{:.1} s warm-up discarded)",
+            s.label,
+            if s.streamed {
+                "streamed"
+            } else {
+                "non-streamed"
+            },
+            s.ttft_ms,
+            s.itl_ms,
+            s.tokens,
+            s.rounds,
+            s.duration_s,
+            s.warmup_s
+        );
+        let _ = writeln!(
+            o,
+            "{:<11} {:>9} {:>6} {:>9} {:>9} | {:<22} {:<30} | {:<22} {:<30} | {:<16}",
+            "leg",
+            "requests",
+            "errors",
+            "req/s",
+            "chunks/s",
+            "TTFT us p50/p99/p99.9",
+            "vs direct",
+            "chunk us p50/p99/p99.9",
+            "vs direct",
+            "gap distortion"
+        );
+        for l in &s.legs {
+            let (lat, vs) = if s.streamed {
+                (q(&l.chunk_latency_us), d(&l.chunk_latency_vs_direct))
+            } else {
+                (q(&l.e2e_us), d(&l.e2e_vs_direct))
+            };
+            let _ = writeln!(
+                o,
+                "{:<11} {:>9} {:>6} {:>9.0} {:>9.0} | {:<22} {:<30} | {:<22} {:<30} | {:<16}",
+                l.leg.name(),
+                l.measured_requests,
+                l.errors,
+                l.requests_per_second,
+                l.chunks_per_second,
+                q(&l.ttft_us),
+                d(&l.ttft_vs_direct),
+                lat,
+                vs,
+                q(&l.gap_distortion_us),
+            );
+        }
+        if !s.streamed {
+            let _ = writeln!(
+                o,
+                "(non-streamed: the chunk columns are end-to-end latency from the intended send time)"
+            );
+        }
+        let _ = writeln!(
+            o,
+            "{:<11} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} | {:>11} {:>11} {:>11} {:>11} | fidelity",
+            "leg",
+            "proxy cpu",
+            "us/chunk",
+            "s/1k req",
+            "vs nginx",
+            "rig busy",
+            "",
+            "idle RSS",
+            "steady RSS",
+            "B/stream",
+            "peak B/str",
+        );
+        for l in &s.legs {
+            let c = &l.cpu;
+            let mm = &l.memory;
+            let f = &l.fidelity;
+            let _ = writeln!(
+                o,
+                "{:<11} {:>9.2}s {:>12.2} {:>12.3} {:>9} {:>8.0}% {:>9} | {:>11} {:>11} {:>11.0} {:>11.0} | identical={} responses={}/{} events={}/{} frames={} merged={} split={}",
+                l.leg.name(),
+                c.proxy_seconds,
+                c.proxy_us_per_chunk,
+                c.proxy_seconds_per_1k_requests,
+                l.cpu_vs_nginx
+                    .map_or("-".to_owned(), |r| format!("{r:.2}x")),
+                c.rig_core_busy * 100.0,
+                "",
+                mm.idle_bytes,
+                mm.steady_bytes,
+                mm.steady_per_stream_bytes,
+                mm.peak_per_stream_bytes,
+                f.byte_identical,
+                f.client_responses,
+                f.sim.responses,
+                f.client_events,
+                f.sim.frames,
+                f.client_frames,
+                f.merged_frames,
+                f.split_frames,
+            );
+        }
+        for l in &s.legs {
+            if let Some(a) = &l.metering_accuracy {
+                let _ = writeln!(
+                    o,
+                    "metering accuracy ({}): TTFT client/proxy mean {:.1}/{:.1} us (diff {:.1}), p50 {:.1}/{:.1}, p99 {:.1}/{:.1} us (diff {:.1}; proxy bucket {:.0} us) over {}/{} requests",
+                    l.leg.name(),
+                    a.client_mean_us,
+                    a.proxy_mean_us,
+                    a.mean_diff_us,
+                    a.client_p50_us,
+                    a.proxy_p50_us,
+                    a.client_p99_us,
+                    a.proxy_p99_us,
+                    a.p99_diff_us,
+                    a.proxy_p99_bucket_us,
+                    a.client_requests,
+                    a.proxy_requests
+                );
+            }
+        }
+    }
+    if !r.max_streams_under_1ms.is_empty() {
+        let _ = writeln!(o);
+        for (kind, n) in &r.max_streams_under_1ms {
+            let _ = writeln!(
+                o,
+                "sweep: {} keeps added chunk p99 <= 1 ms with no errors up to {} streams",
+                kind.name(),
+                n.map_or("none of the swept".to_owned(), |n| n.to_string())
+            );
+        }
+    }
+    if !r.targets.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "targets:");
+        for t in &r.targets {
+            let _ = writeln!(
+                o,
+                "  [{:<11}] {} / {}: {} — {}",
+                t.verdict,
+                t.scenario,
+                t.leg.name(),
+                t.target,
+                t.measured
+            );
+        }
+    }
+    o
+}

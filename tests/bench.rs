@@ -1,0 +1,93 @@
+//! `tokenmeter bench --smoke`: the benchmark rig runs end to end and its
+//! report is complete and right about fidelity. No timing is asserted: the
+//! figures of a smoke run on a shared machine mean nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn smoke_run_reports_every_leg_with_full_fidelity() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args([
+            "bench",
+            "--smoke",
+            "--legs",
+            "direct,tokenmeter,unmetered",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("== stream-c4"), "{stdout}");
+
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(report["command"].as_str().unwrap().contains("--smoke"));
+    assert!(report["machine"]["nproc"].as_u64().unwrap() >= 1);
+    let scenarios = report["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 1);
+    let legs = scenarios[0]["legs"].as_array().unwrap();
+    let names: Vec<&str> = legs.iter().map(|l| l["leg"].as_str().unwrap()).collect();
+    assert_eq!(names, ["direct", "tokenmeter", "unmetered"]);
+
+    for leg in legs {
+        let name = leg["leg"].as_str().unwrap();
+        assert_eq!(leg["rounds"], 2, "{name}");
+        assert_eq!(leg["errors"], 0, "{name}: {leg}");
+        assert!(leg["measured_requests"].as_u64().unwrap() > 0, "{name}");
+        assert!(leg["measured_chunks"].as_u64().unwrap() > 0, "{name}");
+        for key in ["ttft_us", "chunk_latency_us", "gap_distortion_us"] {
+            let q = &leg[key];
+            assert!(q["count"].as_u64().unwrap() > 0, "{name} {key}");
+            assert!(
+                q["p50"].as_f64().unwrap() <= q["p99"].as_f64().unwrap(),
+                "{name} {key}"
+            );
+            assert!(
+                q["p99"].as_f64().unwrap() <= q["p999"].as_f64().unwrap(),
+                "{name} {key}"
+            );
+        }
+
+        // Every byte the simulator sent arrived unchanged, one event per frame.
+        let f = &leg["fidelity"];
+        assert_eq!(f["byte_identical"], true, "{name}: {f}");
+        assert_eq!(f["merged_frames"], 0, "{name}: {f}");
+        assert_eq!(f["split_frames"], 0, "{name}: {f}");
+        assert_eq!(f["client_responses"], f["sim"]["responses"], "{name}");
+        assert_eq!(f["client_events"], f["sim"]["frames"], "{name}");
+        assert_eq!(f["client_frames"], f["sim"]["frames"], "{name}");
+        assert_eq!(f["client_hash_sum"], f["sim"]["hash_sum"], "{name}");
+        assert!(f["sim"]["responses"].as_u64().unwrap() > 0, "{name}");
+
+        // Deltas are against the direct leg; the proxies have their own CPU
+        // and memory readings.
+        assert!(
+            leg["chunk_latency_vs_direct"]["p99_ratio"].is_number(),
+            "{name}"
+        );
+        if name != "direct" {
+            assert!(
+                leg["cpu"]["proxy_seconds"].as_f64().unwrap() > 0.0,
+                "{name}"
+            );
+            assert!(leg["memory"]["peak_bytes"].as_u64().unwrap() > 0, "{name}");
+        }
+    }
+
+    // The proxy's own TTFT covers exactly the requests the client measured.
+    let metered = &legs[1];
+    let accuracy = &metered["metering_accuracy"];
+    assert_eq!(
+        accuracy["proxy_requests"].as_f64().unwrap() as u64,
+        accuracy["client_requests"].as_u64().unwrap(),
+        "{accuracy}"
+    );
+    assert!(legs[2]["metering_accuracy"].is_null());
+}
