@@ -105,6 +105,21 @@ async fn every_protocol_is_timed_against_a_paced_upstream() {
             }
             let (gaps, _) = mean(&s, "llm_inter_token_latency_seconds", &route);
             assert_eq!(gaps, expect.token_events.saturating_sub(1) as f64, "{file}: one ITL per gap");
+            // TPOT = (t_last − t_first) / (N − 1): the ITL gaps add up to
+            // t_last − t_first, and N is the reported count.
+            let itl_sum = value(&s, "llm_inter_token_latency_seconds_sum", &route);
+            let (n_tpot, tpot) = mean(&s, "llm_time_per_output_token_seconds", &route);
+            let n_tokens = match expect.output_source.as_deref() {
+                Some("events") => expect.token_events,
+                _ => expect.output.unwrap_or(0),
+            };
+            if expect.outcome == "ok" && n_tokens >= 2 && expect.token_events >= 1 {
+                assert_eq!(n_tpot, 1.0, "{file}: TPOT observed once");
+                let want = itl_sum / (n_tokens - 1) as f64;
+                assert!((tpot - want).abs() < 1e-6, "{file}: TPOT {tpot} want {want}");
+            } else {
+                assert_eq!(n_tpot, 0.0, "{file}: no TPOT");
+            }
             if expect.outcome == "ok" {
                 let (n, e2el) = mean(&s, "llm_e2e_request_latency_seconds", &route);
                 let want = pace * pieces.len() as f64;
