@@ -295,3 +295,51 @@ async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
         "{log:#?}"
     );
 }
+
+#[tokio::test]
+async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
+    let mut child = Command::new(BIN)
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--rate",
+            "20",
+        ])
+        .env("TOKENMETER_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("demo printed nothing").unwrap();
+    let addr = |label: &str| -> std::net::SocketAddr {
+        let rest = first.split(&format!("{label} on http://")).nth(1).unwrap();
+        rest.split([',', ' ']).next().unwrap().parse().unwrap()
+    };
+    let admin = addr("admin");
+    // The steady load is judged against the preset SLO classes.
+    let s = scrape_until(admin, |s| {
+        sum(s, "llm_slo_requests_total", &[("slo", "chat")]) >= 3.0
+    })
+    .await;
+    assert!(
+        sum(&s, "llm_slo_requests_total", &[("slo", "chat")]) >= 3.0,
+        "no goodput verdicts"
+    );
+    assert!(sum(&s, "llm_requests_total", &[("route", "chat")]) >= 3.0);
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(rest.iter().any(|l| l.starts_with("load: ")), "{rest:?}");
+}

@@ -53,7 +53,9 @@ pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         admin_listen: Some(args.admin_listen),
         upstream: Some(format!("http://{sim_addr}")),
     };
-    let config = Config::from_overrides(&overrides).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let files = DemoFiles::write().context("writing the demo config")?;
+    let loaded = Config::load(&files.config, &overrides);
+    let config = loaded.map_err(|e| anyhow::anyhow!("{e}"))?;
     let running = super::start(config).await?;
     let proxy = running.proxy_addr;
     let admin = running.admin_addr;
@@ -68,6 +70,9 @@ pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         "             -d '{{\"model\":\"demo\",\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"
     );
     println!("  metrics: curl -s http://{admin}/metrics | grep '^llm_'");
+    println!(
+        "  goodput: curl -s 'http://{admin}/slo?format=text'   (SLO classes: the presets of config/slo/)"
+    );
     println!(
         "  a steady load of {} request(s)/s is running; Ctrl-C stops.",
         args.rate
@@ -91,4 +96,59 @@ pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         Err(e) => tracing::error!(error = %e, "simulator task failed"),
     }
     Ok(())
+}
+
+/// The demo's config: one route per SLO preset class in front of the
+/// simulator, written with the presets (embedded in the binary, so the demo
+/// works from any directory) to a private folder that is removed on drop.
+struct DemoFiles {
+    dir: std::path::PathBuf,
+    config: std::path::PathBuf,
+}
+
+/// The SLO presets shipped in `config/slo/`.
+const PRESETS: [(&str, &str); 4] = [
+    ("chat.yaml", include_str!("../../config/slo/chat.yaml")),
+    (
+        "code-completion.yaml",
+        include_str!("../../config/slo/code-completion.yaml"),
+    ),
+    (
+        "document-generation.yaml",
+        include_str!("../../config/slo/document-generation.yaml"),
+    ),
+    ("batch.yaml", include_str!("../../config/slo/batch.yaml")),
+];
+
+const DEMO_CONFIG: &str = "\
+# tokenmeter demo: the simulator behind one route per kind of traffic.
+slo_files: [slo/*.yaml]
+routes:
+  - name: chat
+    match: {path_prefix: /v1/chat/}
+    upstream: http://127.0.0.1:8000
+    slo: chat
+    slo_header: x-slo-class
+  - name: completions
+    upstream: http://127.0.0.1:8000
+    slo: code-completion
+";
+
+impl DemoFiles {
+    fn write() -> std::io::Result<Self> {
+        let dir = std::env::temp_dir().join(format!("tokenmeter-demo-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("slo"))?;
+        for (name, text) in PRESETS {
+            std::fs::write(dir.join("slo").join(name), text)?;
+        }
+        let config = dir.join("tokenmeter.yaml");
+        std::fs::write(&config, DEMO_CONFIG)?;
+        Ok(Self { dir, config })
+    }
+}
+
+impl Drop for DemoFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
