@@ -21,6 +21,8 @@ RUN mkdir -p src benches && echo 'fn main() {}' > src/main.rs && touch src/lib.r
  && rm -rf src benches
 COPY src ./src
 COPY benches ./benches
+# The demo embeds the SLO presets (include_str!).
+COPY config ./config
 # Make the real sources newer than the stub's build artefacts.
 RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin tokenmeter
 
