@@ -212,11 +212,11 @@ impl<'de> Deserialize<'de> for Key {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a key")
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Key, E> {
                 Ok(match v {
-                    "delta" => Key::Delta,
-                    "text" => Key::Text,
-                    "function" => Key::Function,
+                    b"delta" => Key::Delta,
+                    b"text" => Key::Text,
+                    b"function" => Key::Function,
                     _ => Key::Other,
                 })
             }

@@ -88,11 +88,8 @@ impl Cumulative {
                 ..EventInfo::default()
             });
         }
-        let mut de = serde_json::Deserializer::from_slice(trimmed);
-        let ev = EventSeed { slots: &self.slots }
-            .deserialize(&mut de)
+        let ev = json::reader::from_slice_seed(trimmed, EventSeed { slots: &self.slots })
             .map_err(|_| ParseError::InvalidJson)?;
-        de.end().map_err(|_| ParseError::InvalidJson)?;
         let mut token = false;
         if let Some(text) = ev.text {
             let index = json::count(ev.index).unwrap_or(0);
@@ -223,7 +220,7 @@ struct TextSeed<'a> {
 impl<'de> DeserializeSeed<'de> for TextSeed<'_> {
     type Value = Option<Text>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Text>, D::Error> {
-        d.deserialize_any(self)
+        d.deserialize_bytes(self)
     }
 }
 
@@ -232,8 +229,7 @@ impl<'de> Visitor<'de> for TextSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a string or null")
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<Text>, E> {
-        let bytes = v.as_bytes();
+    fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Option<Text>, E> {
         let mut extends = 0u64;
         for (k, s) in self.slots.iter().enumerate().take(MAX_SLOTS) {
             if bytes.get(..s.len).is_some_and(|p| fnv(p) == s.hash) {

@@ -15,6 +15,8 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+pub mod reader;
+
 /// What a value (an event, a choice, a part) carries of generated output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Output {
@@ -104,8 +106,8 @@ pub struct NonEmpty(pub bool);
 
 impl<'de> Deserialize<'de> for NonEmpty {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(Probe {
-            on_str: |s| !s.is_empty(),
+        d.deserialize_bytes(Probe {
+            on_bytes: |s| !s.is_empty(),
             nonempty_list: true,
             on_map: false,
             on_true: false,
@@ -132,7 +134,7 @@ impl<'de> Deserialize<'de> for Present {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("any value")
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<bool, E> {
                 Ok(!v.is_empty())
             }
             fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
@@ -165,7 +167,7 @@ impl<'de> Deserialize<'de> for Present {
                 Ok(true)
             }
         }
-        d.deserialize_any(V).map(Present)
+        d.deserialize_bytes(V).map(Present)
     }
 }
 
@@ -179,8 +181,8 @@ pub struct IsError(pub bool);
 
 impl<'de> Deserialize<'de> for IsError {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(Probe {
-            on_str: |s| s == "error",
+        d.deserialize_bytes(Probe {
+            on_bytes: |s| s == b"error",
             nonempty_list: false,
             on_map: false,
             on_true: false,
@@ -194,8 +196,8 @@ pub struct IsTrue(pub bool);
 
 impl<'de> Deserialize<'de> for IsTrue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(Probe {
-            on_str: |_| false,
+        d.deserialize_bytes(Probe {
+            on_bytes: |_| false,
             nonempty_list: false,
             on_map: false,
             on_true: true,
@@ -205,11 +207,11 @@ impl<'de> Deserialize<'de> for IsTrue {
 }
 
 /// Asks one yes/no question of a value of any JSON type without allocating:
-/// strings go to `on_str`, a list answers `nonempty_list` when it has
+/// strings go to `on_bytes` (unescaped, not checked for UTF-8), a list answers `nonempty_list` when it has
 /// elements, an object answers `on_map`, `true` answers `on_true`, everything
 /// else answers no.
 struct Probe {
-    on_str: fn(&str) -> bool,
+    on_bytes: fn(&[u8]) -> bool,
     nonempty_list: bool,
     on_map: bool,
     on_true: bool,
@@ -220,8 +222,8 @@ impl<'de> Visitor<'de> for Probe {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any value")
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
-        Ok((self.on_str)(v))
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<bool, E> {
+        Ok((self.on_bytes)(v))
     }
     fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
         Ok(false)
@@ -307,10 +309,11 @@ pub fn count(v: Option<Count>) -> Option<u64> {
     v.and_then(|c| c.0)
 }
 
-/// Parses `data` (whitespace-trimmed) as `T`, mapping any failure to
+/// Parses `data` (one JSON value, whitespace around it allowed) as `T` with
+/// the metering reader ([`reader`]), mapping any failure to
 /// [`ParseError::InvalidJson`](super::ParseError::InvalidJson).
 pub fn parse<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Result<T, super::ParseError> {
-    serde_json::from_slice(data.trim_ascii()).map_err(|_| super::ParseError::InvalidJson)
+    reader::from_slice(data).map_err(|_| super::ParseError::InvalidJson)
 }
 
 #[cfg(test)]
@@ -326,7 +329,7 @@ mod tests {
     }
 
     fn t(s: &str) -> T {
-        serde_json::from_str(s).unwrap()
+        parse(s.as_bytes()).unwrap()
     }
 
     #[test]
