@@ -1,11 +1,12 @@
-//! The per-chunk metering path, on captured streams of each OpenAI-compatible
-//! server in `tests/data/streams/`: SSE framing, event classification, the
-//! clock reading and the Prometheus observations, as the proxy runs them for
-//! each frame (`StreamMeter::data` with `Instant::now()`), one event per
-//! frame. Criterion reports time per chunk (`Throughput::Elements`).
+//! The per-chunk metering path, on the captured stream of every API in
+//! `tests/data/streams/`: framing (SSE or NDJSON), event classification, the
+//! clock reading and the Prometheus and live-window observations, as the
+//! proxy runs them for each frame (`StreamMeter::data` with `Instant::now()`),
+//! one event per frame. Criterion reports time per chunk
+//! (`Throughput::Elements`).
 //!
 //! `cargo bench --bench meter` runs it; `cargo bench --bench meter -- --quick`
-//! for a short run. The framer and the classifier are also measured alone.
+//! for a short run. The framers and the classifiers are also measured alone.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -15,34 +16,61 @@ use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prometheus::Registry;
 use tokenmeter::config::MetricsSettings;
-use tokenmeter::meter::sse::SseFramer;
-use tokenmeter::meter::{Api, Limits, StreamMeter, openai};
+use tokenmeter::meter::ndjson::NdjsonFramer;
+use tokenmeter::meter::sse::{Event, FrameError, SseFramer};
+use tokenmeter::meter::{Api, Limits, StreamMeter};
 use tokenmeter::metrics::Metrics;
 use tokio::time::Instant;
 
-/// The OpenAI-compatible captures (the protocols tokenmeter meters today).
-const FIXTURES: &[&str] = &[
-    "openai-chat-basic-usage.sse",
-    "openai-chat-logprobs.sse",
-    "openai-chat-n3.sse",
-    "openai-chat-parallel-tool-calls.sse",
-    "deepseek-chat-text.sse",
-    "groq-chat-text.sse",
-    "openrouter-chat-text.sse",
-    "llamacpp-completion.sse",
+/// Every capture, with the API it is metered as (as in `expected.yaml`).
+const FIXTURES: &[(&str, Api)] = &[
+    ("openai-chat-basic-usage.sse", Api::OpenAi),
+    ("openai-chat-logprobs.sse", Api::OpenAi),
+    ("openai-chat-n3.sse", Api::OpenAi),
+    ("openai-chat-parallel-tool-calls.sse", Api::OpenAi),
+    ("deepseek-chat-text.sse", Api::OpenAi),
+    ("groq-chat-text.sse", Api::OpenAi),
+    ("openrouter-chat-text.sse", Api::OpenAi),
+    ("llamacpp-completion.sse", Api::LlamaCpp),
+    ("openai-responses-text.sse", Api::Responses),
+    ("openai-responses-error.sse", Api::Responses),
+    ("anthropic-messages-text.sse", Api::Anthropic),
+    ("anthropic-messages-thinking-refusal.sse", Api::Anthropic),
+    ("anthropic-messages-tools.sse", Api::Anthropic),
+    ("tgi-generate-stream.sse", Api::Tgi),
+    ("gemini-stream-text.sse", Api::Gemini),
+    ("ollama-chat.ndjson", Api::Ollama),
+    ("ollama-generate.ndjson", Api::Ollama),
 ];
 
-/// One frame per SSE event, as vLLM and the simulator send them.
+fn is_sse(name: &str) -> bool {
+    name.ends_with(".sse")
+}
+
+/// One frame per event (SSE) or line (NDJSON), as servers send them.
 fn frames(name: &str) -> Vec<Bytes> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/streams")
         .join(name);
     let bytes = std::fs::read(path).unwrap();
+    let ends: &[&[u8]] = if is_sse(name) {
+        &[b"\r\n\r\n", b"\n\n"]
+    } else {
+        &[b"\n"]
+    };
     let mut out = Vec::new();
     let mut rest = &bytes[..];
-    while let Some(at) = rest.windows(2).position(|w| w == b"\n\n") {
-        out.push(Bytes::copy_from_slice(&rest[..at + 2]));
-        rest = &rest[at + 2..];
+    loop {
+        let end = ends
+            .iter()
+            .filter_map(|e| {
+                let at = rest.windows(e.len()).position(|w| w == *e)?;
+                Some(at + e.len())
+            })
+            .min();
+        let Some(end) = end else { break };
+        out.push(Bytes::copy_from_slice(&rest[..end]));
+        rest = &rest[end..];
     }
     if !rest.is_empty() {
         out.push(Bytes::copy_from_slice(rest));
@@ -50,19 +78,42 @@ fn frames(name: &str) -> Vec<Bytes> {
     out
 }
 
+/// The (event name, data) of every event of a capture, framed once.
+fn events(name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut on = |ev: Result<Event<'_>, FrameError>| {
+        if let Ok(ev) = ev {
+            out.push((ev.name.to_vec(), ev.data.to_vec()));
+        }
+    };
+    for frame in frames(name) {
+        if is_sse(name) {
+            SseFramer::new(Limits::default().event).feed(&frame, &mut on);
+        } else {
+            NdjsonFramer::new(Limits::default().event).feed(&frame, &mut on);
+        }
+    }
+    out
+}
+
 fn meter_path(c: &mut Criterion) {
     let metrics = Metrics::new(&MetricsSettings::default(), &[], Registry::new()).unwrap();
     let mut group = c.benchmark_group("meter_data");
-    for name in FIXTURES {
+    for &(name, api) in FIXTURES {
         let frames = frames(name);
         group.throughput(Throughput::Elements(frames.len() as u64));
         // One meter for the whole run: the steady state of a long stream,
         // where every frame goes through framing, classification, the clock
         // and (for token events) the ITL histogram.
         let recorder = metrics.request("bench", Some("bench-model"), None, None);
-        let mut meter = StreamMeter::new(Instant::now(), Api::OpenAi, Limits::default(), recorder);
-        meter.response_head(Instant::now(), 200, Some(b"text/event-stream"), None);
-        group.bench_function(*name, |b| {
+        let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
+        let content_type: &[u8] = if is_sse(name) {
+            b"text/event-stream"
+        } else {
+            b"application/x-ndjson"
+        };
+        meter.response_head(Instant::now(), 200, Some(content_type), None);
+        group.bench_function(name, |b| {
             b.iter(|| {
                 for frame in &frames {
                     meter.data(Instant::now(), black_box(frame));
@@ -72,38 +123,37 @@ fn meter_path(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("sse_framing");
-    for name in FIXTURES {
+    let mut group = c.benchmark_group("framing");
+    for &(name, _) in FIXTURES {
         let frames = frames(name);
         group.throughput(Throughput::Elements(frames.len() as u64));
-        let mut framer = SseFramer::new(Limits::default().event);
-        group.bench_function(*name, |b| {
+        let limit = Limits::default().event;
+        let (mut sse, mut ndjson) = (SseFramer::new(limit), NdjsonFramer::new(limit));
+        group.bench_function(name, |b| {
             b.iter(|| {
                 for frame in &frames {
-                    framer.feed(black_box(frame), &mut |ev| {
+                    let on = &mut |ev: Result<Event<'_>, FrameError>| {
                         black_box(ev.is_ok());
-                    });
+                    };
+                    if is_sse(name) {
+                        sse.feed(black_box(frame), on);
+                    } else {
+                        ndjson.feed(black_box(frame), on);
+                    }
                 }
             })
         });
     }
     group.finish();
 
-    let mut group = c.benchmark_group("openai_classify");
-    for name in FIXTURES {
-        let frames = frames(name);
-        let datas: Vec<Vec<u8>> = frames
-            .iter()
-            .filter_map(|f| {
-                let line = f.strip_prefix(b"data: ")?;
-                Some(line.strip_suffix(b"\n\n").unwrap_or(line).to_vec())
-            })
-            .collect();
-        group.throughput(Throughput::Elements(datas.len() as u64));
-        group.bench_function(*name, |b| {
+    let mut group = c.benchmark_group("classify");
+    for &(name, api) in FIXTURES {
+        let events = events(name);
+        group.throughput(Throughput::Elements(events.len() as u64));
+        group.bench_function(name, |b| {
             b.iter(|| {
-                for data in &datas {
-                    let _ = black_box(openai::classify(b"", black_box(data)));
+                for (event, data) in &events {
+                    let _ = black_box(api.classify(black_box(event), black_box(data)));
                 }
             })
         });
