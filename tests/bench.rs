@@ -55,6 +55,23 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
             );
         }
 
+        // The spread over the two rounds brackets nothing impossible.
+        let spread = &leg["spread"];
+        for key in ["latency_p50_us", "latency_p99_us", "ttft_p99_us"] {
+            let r = &spread[key];
+            assert!(
+                r["min"].as_f64().unwrap() <= r["max"].as_f64().unwrap(),
+                "{name} {key}: {r}"
+            );
+        }
+        assert!(
+            spread["latency_p50_us"]["min"].as_f64().unwrap()
+                <= leg["chunk_latency_us"]["p99"].as_f64().unwrap(),
+            "{name}"
+        );
+        assert_eq!(spread["cpu_us_per_chunk"].is_null(), name == "direct", "{name}");
+        assert!(stdout.contains(&format!("spread over rounds ({name})")), "{stdout}");
+
         // Every byte the simulator sent arrived unchanged, one event per frame.
         let f = &leg["fidelity"];
         assert_eq!(f["byte_identical"], true, "{name}: {f}");

@@ -160,6 +160,68 @@ pub struct LegReport {
     pub cpu_vs_nginx: Option<f64>,
     pub memory: MemoryReport,
     pub metering_accuracy: Option<AccuracyReport>,
+    /// How much the rounds of this leg differ from each other.
+    pub spread: Spread,
+}
+
+/// The lowest and highest value of one figure over a leg's rounds: on a
+/// shared machine the width of this range says how far a merged figure can
+/// be trusted.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Range {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Range {
+    fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        values.into_iter().fold(None, |r, v| {
+            Some(match r {
+                None => Range { min: v, max: v },
+                Some(Range { min, max }) => Range {
+                    min: min.min(v),
+                    max: max.max(v),
+                },
+            })
+        })
+    }
+}
+
+/// Per-round figures of one leg, as ranges over its rounds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Spread {
+    /// Chunk latency (streamed) or end-to-end latency (non-streamed), µs.
+    pub latency_p50_us: Option<Range>,
+    pub latency_p99_us: Option<Range>,
+    pub ttft_p99_us: Option<Range>,
+    /// Proxy CPU per chunk, µs (absent for `direct`).
+    pub cpu_us_per_chunk: Option<Range>,
+}
+
+impl Spread {
+    fn of(kind: LegKind, runs: &[&LegRun]) -> Self {
+        let latency = |r: &LegRun| {
+            let h = if r.load.chunk_latency.is_empty() {
+                &r.load.e2e
+            } else {
+                &r.load.chunk_latency
+            };
+            Quantiles::of(h)
+        };
+        Spread {
+            latency_p50_us: Range::of(runs.iter().filter_map(|r| latency(r).map(|q| q.p50))),
+            latency_p99_us: Range::of(runs.iter().filter_map(|r| latency(r).map(|q| q.p99))),
+            ttft_p99_us: Range::of(
+                runs.iter()
+                    .filter_map(|r| Quantiles::of(&r.load.ttft).map(|q| q.p99)),
+            ),
+            cpu_us_per_chunk: Range::of(runs.iter().filter_map(|r| {
+                let cpu = r.proxy_cpu_seconds.filter(|_| kind != LegKind::Direct)?;
+                let chunks = r.load.fidelity.events;
+                (chunks > 0).then(|| cpu / chunks as f64 * 1e6)
+            })),
+        }
+    }
 }
 
 /// One scenario's settings and its legs.
@@ -433,6 +495,7 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
             peak_per_stream_bytes: per_stream(peak),
         },
         metering_accuracy,
+        spread: Spread::of(kind, runs),
     })
 }
 
@@ -754,6 +817,27 @@ pub fn text(r: &Report) -> String {
                 f.merged_frames,
                 f.split_frames,
             );
+        }
+        if s.rounds > 1 {
+            let range = |r: &Option<Range>| {
+                r.map_or("-".to_owned(), |r| format!("{:.0}-{:.0}", r.min, r.max))
+            };
+            let cpu = |r: &Option<Range>| {
+                r.map_or("-".to_owned(), |r| format!("{:.2}-{:.2}", r.min, r.max))
+            };
+            for l in &s.legs {
+                let sp = &l.spread;
+                let _ = writeln!(
+                    o,
+                    "spread over rounds ({}): {} p50 {} us, p99 {} us; TTFT p99 {} us; CPU {} us/chunk",
+                    l.leg.name(),
+                    if s.streamed { "chunk" } else { "end-to-end" },
+                    range(&sp.latency_p50_us),
+                    range(&sp.latency_p99_us),
+                    range(&sp.ttft_p99_us),
+                    cpu(&sp.cpu_us_per_chunk),
+                );
+            }
         }
         for l in &s.legs {
             if let Some(a) = &l.metering_accuracy {
