@@ -6,7 +6,8 @@
 //! (`Throughput::Elements`).
 //!
 //! `cargo bench --bench meter` runs it; `cargo bench --bench meter -- --quick`
-//! for a short run. The framers and the classifiers are also measured alone.
+//! for a short run. The framers, the classifiers and the JSON reader
+//! skipping each event are also measured alone.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -15,7 +16,9 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prometheus::Registry;
+use serde::de::IgnoredAny;
 use tokenmeter::config::MetricsSettings;
+use tokenmeter::meter::json::reader;
 use tokenmeter::meter::ndjson::NdjsonFramer;
 use tokenmeter::meter::sse::{Event, FrameError, SseFramer};
 use tokenmeter::meter::{Api, Limits, StreamMeter};
@@ -140,6 +143,22 @@ fn meter_path(c: &mut Criterion) {
                     } else {
                         ndjson.feed(black_box(frame), on);
                     }
+                }
+            })
+        });
+    }
+    group.finish();
+
+    // The reader skipping each event without looking at it: the floor of any
+    // classifier built on it.
+    let mut group = c.benchmark_group("skip");
+    for &(name, _) in FIXTURES {
+        let events = events(name);
+        group.throughput(Throughput::Elements(events.len() as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                for (_, data) in &events {
+                    let _ = black_box(reader::from_slice::<IgnoredAny>(black_box(data)));
                 }
             })
         });

@@ -69,8 +69,15 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
                 <= leg["chunk_latency_us"]["p99"].as_f64().unwrap(),
             "{name}"
         );
-        assert_eq!(spread["cpu_us_per_chunk"].is_null(), name == "direct", "{name}");
-        assert!(stdout.contains(&format!("spread over rounds ({name})")), "{stdout}");
+        assert_eq!(
+            spread["cpu_us_per_chunk"].is_null(),
+            name == "direct",
+            "{name}"
+        );
+        assert!(
+            stdout.contains(&format!("spread over rounds ({name})")),
+            "{stdout}"
+        );
 
         // Every byte the simulator sent arrived unchanged, one event per frame.
         let f = &leg["fidelity"];
