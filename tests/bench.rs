@@ -115,3 +115,40 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
     );
     assert!(legs[2]["metering_accuracy"].is_null());
 }
+
+/// `--baseline-bin` adds a `baseline` leg (another build, metering on) right
+/// after `tokenmeter`, measured and fingerprinted like the others.
+#[test]
+fn smoke_run_with_a_baseline_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+        .args(["bench", "--smoke", "--legs", "tokenmeter", "--baseline-bin"])
+        .arg(env!("CARGO_BIN_EXE_tokenmeter"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
+
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("baseline: "), "{notes}");
+    let legs = report["scenarios"][0]["legs"].as_array().unwrap();
+    let names: Vec<&str> = legs.iter().map(|l| l["leg"].as_str().unwrap()).collect();
+    assert_eq!(names, ["tokenmeter", "baseline"]);
+    let baseline = &legs[1];
+    assert_eq!(baseline["errors"], 0, "{baseline}");
+    let f = &baseline["fidelity"];
+    assert_eq!(f["byte_identical"], true, "{f}");
+    assert_eq!(f["client_frames"], f["sim"]["frames"], "{f}");
+    assert!(baseline["cpu"]["proxy_seconds"].as_f64().unwrap() > 0.0);
+    assert!(
+        baseline["metering_accuracy"]["proxy_requests"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}

@@ -181,3 +181,97 @@ async fn http2_clients_with_prior_knowledge_are_served() {
     );
     proxy.stop().await;
 }
+
+/// A raw HTTP/1.1 upstream answering `ok` to every request; it counts the
+/// connections it accepted and, with `close_after`, closes each connection
+/// that long after answering (without saying so, as a keep-alive timeout
+/// does).
+async fn counting_upstream(
+    close_after: Option<std::time::Duration>,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n) = sock.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if sock.write_all(answer).await.is_err() {
+                            return;
+                        }
+                        if let Some(after) = close_after {
+                            tokio::time::sleep(after).await;
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn upstream_connections_are_kept_alive_between_requests() {
+    let (upstream, accepted) = counting_upstream(None).await;
+    let proxy = start(config_for(upstream)).await;
+    for _ in 0..3 {
+        let resp = raw_exchange(
+            proxy.proxy_addr,
+            "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+            b"",
+        )
+        .await;
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.body(), b"ok");
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_upstream_connection_the_upstream_closed_is_not_reused() {
+    let after = std::time::Duration::from_millis(20);
+    let (upstream, accepted) = counting_upstream(Some(after)).await;
+    let proxy = start(config_for(upstream)).await;
+    for _ in 0..3 {
+        let resp = raw_exchange(
+            proxy.proxy_addr,
+            "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+            b"",
+        )
+        .await;
+        assert_eq!(
+            resp.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&resp.body())
+        );
+        assert_eq!(resp.body(), b"ok");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    proxy.stop().await;
+}

@@ -11,7 +11,8 @@
 //! `unmetered` (tokenmeter with the route's `protocol: none`: it forwards
 //! through the same code but never parses), and `nginx` (Debian's package,
 //! `proxy_buffering off`, HTTP/1.1 keep-alive to the upstream) when an
-//! `nginx` binary is found.
+//! `nginx` binary is found, and `baseline` (another tokenmeter binary,
+//! `--baseline-bin`, metering on) to compare two builds in one session.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -38,6 +39,9 @@ pub enum LegKind {
     Unmetered,
     /// nginx, the reference proxy.
     Nginx,
+    /// Another tokenmeter binary (`--baseline-bin`), metering on, configured
+    /// as the `tokenmeter` leg: an A/B comparison of two builds.
+    Baseline,
 }
 
 impl LegKind {
@@ -47,6 +51,7 @@ impl LegKind {
             LegKind::Tokenmeter => "tokenmeter",
             LegKind::Unmetered => "unmetered",
             LegKind::Nginx => "nginx",
+            LegKind::Baseline => "baseline",
         }
     }
 }
@@ -197,6 +202,8 @@ pub struct RigOptions {
     /// The bench process pinned itself to core 1: pin the others too.
     pub pin: bool,
     pub nginx: String,
+    /// The binary of the `baseline` leg.
+    pub baseline_bin: Option<PathBuf>,
     /// The scenario's simulated TTFT, to centre the proxy's fine buckets.
     pub ttft_ms: u64,
 }
@@ -244,19 +251,37 @@ impl Rig {
                     proc: None,
                     admin: None,
                 },
-                LegKind::Tokenmeter | LegKind::Unmetered => {
+                LegKind::Tokenmeter | LegKind::Unmetered | LegKind::Baseline => {
+                    let program = if kind == LegKind::Baseline {
+                        let Some(bin) = opts.baseline_bin.as_deref().and_then(|b| {
+                            which(b.to_str()?).map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+                        }) else {
+                            notes.push(
+                                "baseline leg skipped: no --baseline-bin (or the file is missing)"
+                                    .to_owned(),
+                            );
+                            continue;
+                        };
+                        notes.push(format!(
+                            "baseline: {} with the tokenmeter leg's config",
+                            bin.display()
+                        ));
+                        bin
+                    } else {
+                        exe.clone()
+                    };
                     let addr = free_addr()?;
                     let admin = free_addr()?;
-                    let metered = kind == LegKind::Tokenmeter;
+                    let metered = kind != LegKind::Unmetered;
                     let config = dir.join(format!("{}.yaml", kind.name()));
                     std::fs::write(
                         &config,
                         tokenmeter_config(addr, admin, sim_addr, metered, opts.ttft_ms),
                     )?;
                     let mut proc = Proc::spawn(
-                        if metered { "tokenmeter" } else { "unmetered" },
+                        kind.name(),
                         proxy_core,
-                        &exe,
+                        &program,
                         &[
                             "serve".into(),
                             "--config".into(),

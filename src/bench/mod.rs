@@ -86,6 +86,11 @@ pub struct Options {
     /// The nginx binary (the leg is skipped when it is not found).
     #[arg(long, default_value = "nginx")]
     pub nginx: String,
+    /// Another tokenmeter binary to run as the `baseline` leg (metering on,
+    /// the `tokenmeter` leg's config), to compare two builds in one session.
+    /// The leg is added to `--legs` after `tokenmeter` unless it is listed.
+    #[arg(long)]
+    pub baseline_bin: Option<PathBuf>,
     /// Do not pin processes to cores.
     #[arg(long)]
     pub no_pin: bool,
@@ -153,6 +158,14 @@ impl Options {
 /// Runs the benchmark session and prints the report.
 pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
     opts.apply_smoke();
+    if opts.baseline_bin.is_some() && !opts.legs.contains(&LegKind::Baseline) {
+        let at = opts
+            .legs
+            .iter()
+            .position(|&k| k == LegKind::Tokenmeter)
+            .map_or(opts.legs.len(), |i| i + 1);
+        opts.legs.insert(at, LegKind::Baseline);
+    }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let machine = report::Machine::read();
     let fd_limit = legs::raise_fd_limit();
@@ -160,6 +173,7 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
         legs: opts.legs.clone(),
         pin: opts.pinned_self,
         nginx: opts.nginx.clone(),
+        baseline_bin: opts.baseline_bin.clone(),
         ttft_ms: opts.ttft_ms,
     })
     .await?;

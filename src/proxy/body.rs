@@ -23,6 +23,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use super::upstream::Upstream;
 use crate::meter::Outcome;
 
 /// Errors a forwarded body can end with.
@@ -57,11 +58,16 @@ pub struct UpstreamBody {
     /// lazily from it only when it fires, so a frame costs no timer work.
     last_activity: Instant,
     timer: Pin<Box<Sleep>>,
+    /// The upstream connection of a plain-HTTP route, driven from here (see
+    /// [`super::upstream`]); given back to its pool when the body has
+    /// ended, dropped (closed) otherwise.
+    upstream: Option<Upstream>,
 }
 
 impl UpstreamBody {
     pub fn new(
         inner: Incoming,
+        mut upstream: Option<Upstream>,
         mut meter: Option<super::Meter>,
         idle: Duration,
         now: Instant,
@@ -71,6 +77,9 @@ impl UpstreamBody {
             if let Some(m) = meter.as_mut() {
                 m.end(now);
             }
+            if let Some(up) = upstream.take() {
+                up.release();
+            }
         }
         Self {
             inner,
@@ -78,6 +87,7 @@ impl UpstreamBody {
             idle,
             last_activity: now,
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
+            upstream,
         }
     }
 
@@ -85,6 +95,31 @@ impl UpstreamBody {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let Some(up) = self.upstream.as_mut() else {
+            return self.poll_body(cx);
+        };
+        // The connection reads and decodes into the body channel first, so
+        // every frame already read is there to be taken in this poll.
+        let _ = up.poll_conn(cx);
+        let polled = self.poll_body(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => {
+                if let Some(up) = self.upstream.take() {
+                    up.release();
+                }
+            }
+            Poll::Ready(None) => {
+                if let Some(up) = self.upstream.take() {
+                    up.release();
+                }
+            }
+            Poll::Ready(Some(Err(_))) => self.upstream = None,
+            _ => {}
+        }
+        polled
+    }
+
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let now = Instant::now();

@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod body;
+pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -120,7 +121,11 @@ impl ProxyError {
 /// are set on the connector).
 struct RouteState {
     route: Route,
+    /// HTTPS upstreams (and HTTP/2 by ALPN).
     client: UpstreamClient,
+    /// Plain-HTTP upstreams: HTTP/1.1 connections driven by the request's
+    /// own task (see [`upstream`]).
+    h1: Option<Arc<upstream::H1Pool>>,
 }
 
 /// The forwarding service of one configuration, shared by every
@@ -160,25 +165,29 @@ impl Proxy {
         previous: Option<&Proxy>,
     ) -> Result<Self, rustls::Error> {
         let reusable = |route: &Route| {
-            previous?
-                .routes
-                .iter()
-                .find(|old| {
-                    old.route.name == route.name
-                        && old.route.timeouts.connect == route.timeouts.connect
-                })
-                .map(|old| old.client.clone())
+            previous?.routes.iter().find(|old| {
+                old.route.name == route.name && old.route.timeouts.connect == route.timeouts.connect
+            })
         };
         let routes = config
             .routes
             .iter()
             .map(|route| {
-                let client = match reusable(route) {
-                    Some(client) => client,
+                let old = reusable(route);
+                let client = match old {
+                    Some(old) => old.client.clone(),
                     None => upstream_client(route)?,
+                };
+                // The pool holds connections to one upstream only.
+                let h1 = match old.and_then(|o| o.h1.as_ref()) {
+                    Some(pool) if old.is_some_and(|o| o.route.upstream == route.upstream) => {
+                        Some(pool.clone())
+                    }
+                    _ => h1_pool(route),
                 };
                 Ok(RouteState {
                     client,
+                    h1,
                     route: route.clone(),
                 })
             })
@@ -348,11 +357,25 @@ impl Proxy {
             Ok(req) => req,
             Err(e) => return Err((e, meter)),
         };
-        let sent =
-            tokio::time::timeout(route.timeouts.response_headers, state.client.request(req)).await;
-        let resp = match sent {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => return Err((classify_client_error(&e), meter)),
+        let sent = tokio::time::timeout(route.timeouts.response_headers, async {
+            match &state.h1 {
+                Some(pool) => pool
+                    .send(origin_form(req))
+                    .await
+                    .map(|(resp, up)| (resp, Some(up)))
+                    .map_err(|e| classify_send_error(&e)),
+                None => state
+                    .client
+                    .request(req)
+                    .await
+                    .map(|resp| (resp, None))
+                    .map_err(|e| classify_client_error(&e)),
+            }
+        })
+        .await;
+        let (resp, upstream) = match sent {
+            Ok(Ok(sent)) => sent,
+            Ok(Err(e)) => return Err((e, meter)),
             Err(_) => {
                 return Err((
                     ProxyError::HeadersTimeout(route.timeouts.response_headers),
@@ -378,7 +401,7 @@ impl Proxy {
             );
         }
         remove_hop_by_hop(&mut parts.headers);
-        let body = body::UpstreamBody::new(body, meter, route.timeouts.idle, now);
+        let body = body::UpstreamBody::new(body, upstream, meter, route.timeouts.idle, now);
         Ok(Response::from_parts(
             parts,
             ResponseBody::Upstream(Box::new(body)),
@@ -588,6 +611,53 @@ fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
     head.model.map(|m| m.chars().take(200).collect())
 }
 
+/// An absolute-form request made origin-form for an HTTP/1.1 connection,
+/// with `Host` from the URI unless it has one (as hyper-util's client does:
+/// the port only when it is not the scheme's default).
+fn origin_form(req: Request<RequestBody>) -> Request<RequestBody> {
+    let (mut parts, body) = req.into_parts();
+    if let Some(host) = parts.uri.host() {
+        let default_port = if parts.uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
+            443
+        } else {
+            80
+        };
+        let value = match parts.uri.port_u16() {
+            Some(port) if port != default_port => HeaderValue::from_str(&format!("{host}:{port}")),
+            _ => HeaderValue::from_str(host),
+        };
+        if let Ok(value) = value {
+            parts.headers.entry(header::HOST).or_insert(value);
+        }
+    }
+    parts.uri = match parts.uri.path_and_query() {
+        Some(pq) if pq.as_str() != "/" => Uri::from(pq.clone()),
+        _ => Uri::default(),
+    };
+    Request::from_parts(parts, body)
+}
+
+fn classify_send_error(e: &upstream::SendError) -> ProxyError {
+    match e {
+        upstream::SendError::Connect(e) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&**e);
+            let mut timed_out = false;
+            while let Some(s) = source {
+                if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                    timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
+                }
+                source = s.source();
+            }
+            if timed_out {
+                ProxyError::ConnectTimeout
+            } else {
+                ProxyError::Connect(error_chain(&**e))
+            }
+        }
+        upstream::SendError::Http(e) => ProxyError::Upstream(error_chain(e)),
+    }
+}
+
 fn classify_client_error(e: &hyper_util::client::legacy::Error) -> ProxyError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     let mut timed_out = false;
@@ -620,11 +690,38 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-fn upstream_client(route: &Route) -> Result<UpstreamClient, rustls::Error> {
+/// How long an upstream connection may stay idle in a pool.
+const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
+fn connector(route: &Route) -> HttpConnector {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(route.timeouts.connect));
+    http
+}
+
+/// The connection pool of a plain-HTTP route.
+fn h1_pool(route: &Route) -> Option<Arc<upstream::H1Pool>> {
+    let upstream = &route.upstream;
+    if upstream.scheme != http::uri::Scheme::HTTP {
+        return None;
+    }
+    let target = Uri::builder()
+        .scheme(upstream.scheme.clone())
+        .authority(upstream.authority.clone())
+        .path_and_query("/")
+        .build()
+        .ok()?;
+    Some(upstream::H1Pool::new(
+        connector(route),
+        target,
+        POOL_IDLE_TIMEOUT,
+    ))
+}
+
+fn upstream_client(route: &Route) -> Result<UpstreamClient, rustls::Error> {
+    let http = connector(route);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
         .https_or_http()
@@ -632,6 +729,6 @@ fn upstream_client(route: &Route) -> Result<UpstreamClient, rustls::Error> {
         .enable_http2()
         .wrap_connector(http);
     Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(std::time::Duration::from_secs(90))
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .build(https))
 }

@@ -1,0 +1,225 @@
+//! Plain-HTTP upstreams over HTTP/1.1, driven by the task that forwards the
+//! response.
+//!
+//! hyper-util's pooled client runs each upstream connection in a task of its
+//! own, which hands the response body to the client connection's task one
+//! frame at a time through hyper's body channel (it holds one frame). Every
+//! frame then costs two task wake-ups, and frames that arrived together in
+//! one socket read still leave in one `writev` each, since the server task
+//! flushes before the upstream task has decoded the next frame.
+//!
+//! Here the upstream connection ([`Upstream`]) is owned by the request: the
+//! request's future polls it while it waits for the response head, and the
+//! response body ([`super::body::UpstreamBody`]) polls it before each frame.
+//! So the frames of one read are handed to hyper's server in one poll, each
+//! as it came (no frame is merged, split or held back: hyper writes them
+//! with one `writev` because they are all there when it flushes), and no
+//! frame crosses tasks.
+//!
+//! Connections are kept alive in a per-route pool: a response that ended
+//! gives its connection back; a client that goes away drops it, which
+//! closes it, so the upstream sees the abort. An idle connection is not
+//! polled: one the upstream closed meanwhile is found closed at checkout
+//! (its readiness is kept by the reactor) and dropped. Idle connections
+//! expire after the pool's idle timeout (checked at each checkout and
+//! release, and by a reaper task).
+//!
+//! HTTPS upstreams (TLS, HTTP/2 by ALPN) keep hyper-util's client.
+
+use std::collections::VecDeque;
+use std::future::Future as _;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use http::Uri;
+use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tower::ServiceExt as _;
+
+use super::RequestBody;
+
+type Conn = Connection<TokioIo<TcpStream>, RequestBody>;
+
+/// Why a request could not be sent on a pooled connection.
+#[derive(Debug)]
+pub enum SendError {
+    /// Connecting failed (the connector's error: timeouts are `TimedOut`).
+    Connect(Box<dyn std::error::Error + Send + Sync>),
+    /// The connection failed before the response head.
+    Http(hyper::Error),
+}
+
+/// The idle connections of one upstream.
+pub struct H1Pool {
+    connector: HttpConnector,
+    /// `scheme://authority/`, what the connector connects to.
+    target: Uri,
+    idle: Mutex<VecDeque<Idle>>,
+    idle_timeout: Duration,
+}
+
+struct Idle {
+    sender: SendRequest<RequestBody>,
+    conn: Conn,
+    since: Instant,
+}
+
+impl H1Pool {
+    /// A pool for `target` (`http://host:port/`). Within a tokio runtime, a
+    /// reaper task closes expired idle connections until the pool is dropped.
+    pub fn new(connector: HttpConnector, target: Uri, idle_timeout: Duration) -> Arc<Self> {
+        let pool = Arc::new(Self {
+            connector,
+            target,
+            idle: Mutex::new(VecDeque::new()),
+            idle_timeout,
+        });
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&pool);
+            let every = (idle_timeout / 2).max(Duration::from_secs(1));
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(pool) = weak.upgrade() else { return };
+                    pool.prune(Instant::now());
+                }
+            });
+        }
+        pool
+    }
+
+    /// Drops idle connections that expired (the oldest are at the front).
+    fn prune(&self, now: Instant) {
+        let expired: Vec<Idle> = {
+            let Ok(mut idle) = self.idle.lock() else {
+                return;
+            };
+            let mut out = Vec::new();
+            while idle
+                .front()
+                .is_some_and(|c| now.duration_since(c.since) >= self.idle_timeout)
+            {
+                out.extend(idle.pop_front());
+            }
+            out
+        };
+        // Closed outside the lock.
+        drop(expired);
+    }
+
+    /// An idle connection ready for a request, or a new one.
+    async fn checkout(self: &Arc<Self>) -> Result<Upstream, SendError> {
+        let now = Instant::now();
+        self.prune(now);
+        loop {
+            let popped = self.idle.lock().ok().and_then(|mut idle| idle.pop_back());
+            let Some(mut c) = popped else { break };
+            // A connection the upstream closed while idle finishes here.
+            let mut cx = Context::from_waker(Waker::noop());
+            if Pin::new(&mut c.conn).poll(&mut cx).is_ready() || !c.sender.is_ready() {
+                continue;
+            }
+            return Ok(Upstream {
+                sender: c.sender,
+                conn: Some(c.conn),
+                pool: Arc::downgrade(self),
+            });
+        }
+        let io = self
+            .connector
+            .clone()
+            .oneshot(self.target.clone())
+            .await
+            .map_err(|e| SendError::Connect(Box::new(e)))?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(SendError::Http)?;
+        Ok(Upstream {
+            sender,
+            conn: Some(conn),
+            pool: Arc::downgrade(self),
+        })
+    }
+
+    fn give_back(&self, sender: SendRequest<RequestBody>, conn: Conn) {
+        let now = Instant::now();
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push_back(Idle {
+                sender,
+                conn,
+                since: now,
+            });
+        }
+        self.prune(now);
+    }
+
+    /// Sends `req` (origin-form URI, `Host` set) on a pooled or new
+    /// connection, driving the connection until the response head is in.
+    pub async fn send(
+        self: &Arc<Self>,
+        req: http::Request<RequestBody>,
+    ) -> Result<(http::Response<hyper::body::Incoming>, Upstream), SendError> {
+        let mut up = self.checkout().await?;
+        let resp = {
+            let response = up.sender.send_request(req);
+            let mut response = std::pin::pin!(response);
+            std::future::poll_fn(|cx| {
+                // The connection writes the request and reads the head; if
+                // it ends first, the response future says why.
+                let _ = up.poll_conn(cx);
+                response.as_mut().poll(cx)
+            })
+            .await
+            .map_err(SendError::Http)?
+        };
+        Ok((resp, up))
+    }
+}
+
+/// One upstream connection, owned by the request using it.
+pub struct Upstream {
+    sender: SendRequest<RequestBody>,
+    /// `None` once the connection has finished.
+    conn: Option<Conn>,
+    pool: Weak<H1Pool>,
+}
+
+impl Upstream {
+    /// Drives the connection: writes what it has to, reads and decodes what
+    /// the upstream sent into the response body. Ready once it has finished.
+    pub fn poll_conn(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Poll::Ready(());
+        };
+        match Pin::new(conn).poll(cx) {
+            Poll::Ready(result) => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "upstream connection ended with an error");
+                }
+                self.conn = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The response has been read to its end: keeps the connection for the
+    /// next request if it is still open.
+    pub fn release(mut self) {
+        // Lets the connection take in the end of the message.
+        if self
+            .poll_conn(&mut Context::from_waker(Waker::noop()))
+            .is_ready()
+        {
+            return;
+        }
+        if let (Some(pool), Some(conn)) = (self.pool.upgrade(), self.conn.take()) {
+            pool.give_back(self.sender, conn);
+        }
+    }
+}
