@@ -112,24 +112,26 @@ impl H1Pool {
         drop(expired);
     }
 
-    /// An idle connection ready for a request, or a new one.
-    async fn checkout(self: &Arc<Self>) -> Result<Upstream, SendError> {
-        let now = Instant::now();
-        self.prune(now);
+    /// An idle connection that is still open and ready for a request.
+    fn checkout_idle(self: &Arc<Self>) -> Option<Upstream> {
+        self.prune(Instant::now());
         loop {
-            let popped = self.idle.lock().ok().and_then(|mut idle| idle.pop_back());
-            let Some(mut c) = popped else { break };
+            let mut c = self.idle.lock().ok()?.pop_back()?;
             // A connection the upstream closed while idle finishes here.
             let mut cx = Context::from_waker(Waker::noop());
             if Pin::new(&mut c.conn).poll(&mut cx).is_ready() || !c.sender.is_ready() {
                 continue;
             }
-            return Ok(Upstream {
+            return Some(Upstream {
                 sender: c.sender,
                 conn: Some(c.conn),
                 pool: Arc::downgrade(self),
             });
         }
+    }
+
+    /// A new connection.
+    async fn connect(self: &Arc<Self>) -> Result<Upstream, SendError> {
         let io = self
             .connector
             .clone()
@@ -160,24 +162,46 @@ impl H1Pool {
 
     /// Sends `req` (origin-form URI, `Host` set) on a pooled or new
     /// connection, driving the connection until the response head is in.
+    ///
+    /// A kept-alive connection can be closed by the upstream just as it is
+    /// taken (servers close idle connections after their own keep-alive
+    /// timeout, uvicorn's is 5 s). When that happens before any of the
+    /// request was written, hyper hands the request back and it is sent once
+    /// more on a new connection, as hyper-util's client does; a request that
+    /// was (even partly) sent is never sent twice.
     pub async fn send(
         self: &Arc<Self>,
-        req: http::Request<RequestBody>,
+        mut req: http::Request<RequestBody>,
     ) -> Result<(http::Response<hyper::body::Incoming>, Upstream), SendError> {
-        let mut up = self.checkout().await?;
-        let resp = {
-            let response = up.sender.send_request(req);
-            let mut response = std::pin::pin!(response);
-            std::future::poll_fn(|cx| {
-                // The connection writes the request and reads the head; if
-                // it ends first, the response future says why.
-                let _ = up.poll_conn(cx);
-                response.as_mut().poll(cx)
-            })
-            .await
-            .map_err(SendError::Http)?
+        let (mut up, mut reused) = match self.checkout_idle() {
+            Some(up) => (up, true),
+            None => (self.connect().await?, false),
         };
-        Ok((resp, up))
+        loop {
+            let sent = {
+                let response = up.sender.try_send_request(req);
+                let mut response = std::pin::pin!(response);
+                std::future::poll_fn(|cx| {
+                    // The connection writes the request and reads the head;
+                    // if it ends first, the response future says why.
+                    let _ = up.poll_conn(cx);
+                    response.as_mut().poll(cx)
+                })
+                .await
+            };
+            match sent {
+                Ok(resp) => return Ok((resp, up)),
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) if reused => {
+                        tracing::debug!(error = %e.error(), "kept-alive upstream connection closed before the request was sent; sending on a new one");
+                        req = unsent;
+                        up = self.connect().await?;
+                        reused = false;
+                    }
+                    _ => return Err(SendError::Http(e.into_error())),
+                },
+            }
+        }
     }
 }
 
