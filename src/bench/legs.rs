@@ -162,6 +162,27 @@ impl Proc {
     }
 }
 
+impl Drop for Proc {
+    /// Asks the process to stop (SIGTERM) and gives it a moment before
+    /// `kill_on_drop`'s SIGKILL: nginx's master only stops its workers when
+    /// it is asked, and a SIGKILLed master leaves them running, orphaned,
+    /// holding their sockets.
+    fn drop(&mut self) {
+        let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
+            return;
+        };
+        if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_err() {
+            return;
+        }
+        for _ in 0..40 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// A free loopback port (released before the child binds it).
 fn free_addr() -> anyhow::Result<SocketAddr> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
