@@ -437,6 +437,15 @@ impl Rig {
         let peak_rss = procfs::sum(&pids, procfs::peak_rss_bytes);
         rss_samples.sort_unstable();
         let steady_rss = rss_samples.get(rss_samples.len() / 2).copied();
+        // What the proxy keeps once the streams are over: the load
+        // generator's connections are closed by now, so a second is enough
+        // for the proxy to drop theirs.
+        let after_rss = if pids.is_empty() {
+            None
+        } else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            procfs::sum(&pids, procfs::rss_bytes)
+        };
         let sim_after = self.sim_stats()?;
         let proxy_ttft = match (prom_before, target.admin) {
             (Some(before), Some(admin)) => Some(scrape_ttft(admin)?.minus(&before)),
@@ -456,6 +465,7 @@ impl Rig {
             idle_rss,
             steady_rss,
             peak_rss,
+            after_rss,
             sim: sim_after.minus(&sim_before),
             proxy_ttft,
         })
@@ -515,6 +525,8 @@ pub struct LegRun {
     /// Median of the samples taken during the measured window.
     pub steady_rss: Option<u64>,
     pub peak_rss: Option<u64>,
+    /// A second after the last stream of the leg ended.
+    pub after_rss: Option<u64>,
     pub sim: SimTotals,
     /// The proxy's own TTFT histogram over the measured requests.
     pub proxy_ttft: Option<PromHistogram>,

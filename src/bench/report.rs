@@ -116,6 +116,10 @@ pub struct MemoryReport {
     pub steady_per_stream_bytes: f64,
     /// (peak - idle) / concurrent streams.
     pub peak_per_stream_bytes: f64,
+    /// A second after the leg's last stream ended.
+    pub after_bytes: u64,
+    /// `after / idle`: 1.0 when everything the streams took was given back.
+    pub after_vs_idle: Option<f64>,
 }
 
 /// The proxy's own TTFT against the client's, over the same requests.
@@ -422,6 +426,7 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
     let idle = avg(&|r| r.idle_rss);
     let steady = avg(&|r| r.steady_rss);
     let peak = runs.iter().filter_map(|r| r.peak_rss).max().unwrap_or(0);
+    let after = avg(&|r| r.after_rss);
     let per_stream = |v: u64| match streams {
         Some(n) if n > 0 && kind != LegKind::Direct => v.saturating_sub(idle) as f64 / n as f64,
         _ => 0.0,
@@ -493,6 +498,8 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
             peak_bytes: peak,
             steady_per_stream_bytes: per_stream(steady),
             peak_per_stream_bytes: per_stream(peak),
+            after_bytes: after,
+            after_vs_idle: (idle > 0 && after > 0).then(|| after as f64 / idle as f64),
         },
         metering_accuracy,
         spread: Spread::of(kind, runs),
@@ -617,6 +624,18 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
                     l.memory.peak_per_stream_bytes <= 32.0 * 1024.0,
                     true,
                 );
+                if let Some(ratio) = l.memory.after_vs_idle {
+                    check(
+                        "RSS back within 10 % of idle after the streams",
+                        format!(
+                            "after {:.1} MiB, idle {:.1} MiB ({ratio:.2}x)",
+                            l.memory.after_bytes as f64 / 1048576.0,
+                            l.memory.idle_bytes as f64 / 1048576.0
+                        ),
+                        ratio <= 1.10,
+                        true,
+                    );
+                }
             }
             if s.streamed && l.leg != LegKind::Nginx {
                 check(
@@ -776,7 +795,7 @@ pub fn text(r: &Report) -> String {
         }
         let _ = writeln!(
             o,
-            "{:<11} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} | {:>11} {:>11} {:>11} {:>11} | fidelity",
+            "{:<11} {:>10} {:>12} {:>12} {:>9} {:>9} {:>9} | {:>11} {:>11} {:>11} {:>11} {:>11} | fidelity",
             "leg",
             "proxy cpu",
             "us/chunk",
@@ -788,6 +807,7 @@ pub fn text(r: &Report) -> String {
             "steady RSS",
             "B/stream",
             "peak B/str",
+            "after/idle",
         );
         for l in &s.legs {
             let c = &l.cpu;
@@ -795,7 +815,7 @@ pub fn text(r: &Report) -> String {
             let f = &l.fidelity;
             let _ = writeln!(
                 o,
-                "{:<11} {:>9.2}s {:>12.2} {:>12.3} {:>9} {:>8.0}% {:>9} | {:>11} {:>11} {:>11.0} {:>11.0} | identical={} responses={}/{} events={}/{} frames={} merged={} split={}",
+                "{:<11} {:>9.2}s {:>12.2} {:>12.3} {:>9} {:>8.0}% {:>9} | {:>11} {:>11} {:>11.0} {:>11.0} {:>11} | identical={} responses={}/{} events={}/{} frames={} merged={} split={}",
                 l.leg.name(),
                 c.proxy_seconds,
                 c.proxy_us_per_chunk,
@@ -808,6 +828,8 @@ pub fn text(r: &Report) -> String {
                 mm.steady_bytes,
                 mm.steady_per_stream_bytes,
                 mm.peak_per_stream_bytes,
+                mm.after_vs_idle
+                    .map_or("-".to_owned(), |r| format!("{r:.2}x")),
                 f.byte_identical,
                 f.client_responses,
                 f.sim.responses,
