@@ -168,6 +168,10 @@ impl Drop for Proc {
     /// it is asked, and a SIGKILLed master leaves them running, orphaned,
     /// holding their sockets.
     fn drop(&mut self) {
+        // Only a child that has not been reaped still owns its pid.
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
         let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
             return;
         };
