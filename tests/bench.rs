@@ -103,7 +103,10 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
             );
             assert!(leg["memory"]["peak_bytes"].as_u64().unwrap() > 0, "{name}");
             assert!(leg["memory"]["after_bytes"].as_u64().unwrap() > 0, "{name}");
-            assert!(leg["memory"]["after_vs_idle"].as_f64().unwrap() > 0.0, "{name}");
+            assert!(
+                leg["memory"]["after_vs_idle"].as_f64().unwrap() > 0.0,
+                "{name}"
+            );
         }
     }
 
