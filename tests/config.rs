@@ -815,6 +815,33 @@ classes:
 }
 
 #[test]
+fn an_slo_file_must_list_classes() {
+    let main =
+        "slo_files: [slo/*.yaml]\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:8000\n";
+    for (text, line, message) in [
+        (
+            "{}\n",
+            None,
+            "required key is missing: list at least one SLO class",
+        ),
+        ("classes: []\n", Some(1), "must list at least one SLO class"),
+    ] {
+        let (_dir, result) = load_files(&[("main.yaml", main), ("slo/a.yaml", text)]);
+        let errors = match result {
+            Ok(config) => panic!("expected errors, got {config:#?}"),
+            Err(ConfigErrors(errors)) => errors,
+        };
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        let e = &errors[0];
+        assert!(e.file.ends_with("a.yaml"), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_str(), e.message.as_str()),
+            (line, "classes", message)
+        );
+    }
+}
+
+#[test]
 fn slo_files_must_exist_and_class_names_be_unique() {
     let class_file = "classes:\n  - name: chat\n    objectives: {ttft: {p95: 1s}}\n";
     let main = "slo_files: [a.yaml, b.yaml, missing.yaml, 'none/*.yaml']\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:8000\n    slo: chat\n    slo_by_model: {m: nope}\n";

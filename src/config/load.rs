@@ -293,6 +293,33 @@ impl<'a> Checker<'a> {
         });
     }
 
+    /// The elements of a required list, or `None` after saying that it is
+    /// missing or empty.
+    pub(super) fn required_list<'l, T>(
+        &mut self,
+        list: &'l Option<Spanned<Vec<T>>>,
+        key: &str,
+        what: &str,
+    ) -> Option<&'l [T]> {
+        let Some(list) = list else {
+            self.at(
+                None,
+                key,
+                format!("required key is missing: list at least one {what}"),
+            );
+            return None;
+        };
+        if list.value.is_empty() {
+            self.at(
+                raw::pos(list),
+                key,
+                format!("must list at least one {what}"),
+            );
+            return None;
+        }
+        Some(&list.value)
+    }
+
     /// Records a problem with a command-line value.
     fn flag(&mut self, flag: &str, message: impl Into<String>) {
         self.errors.push(ConfigError {
@@ -633,28 +660,15 @@ impl<'a> Checker<'a> {
         upstream_overridden: bool,
         upstream_override: Option<Upstream>,
     ) -> Vec<Route> {
-        let Some(raw_routes) = &raw.routes else {
-            self.at(
-                None,
-                "routes",
-                "required key is missing: list at least one route",
-            );
+        let Some(raw_routes) = self.required_list(&raw.routes, "routes", "route") else {
             return Vec::new();
         };
-        if raw_routes.value.is_empty() {
-            self.at(
-                raw::pos(raw_routes),
-                "routes",
-                "must list at least one route",
-            );
-            return Vec::new();
-        }
 
         let mut names: HashMap<&str, usize> = HashMap::new();
         // Match of each route that checked out, for the shadowing check.
         let mut matches: Vec<Option<MatchSite>> = Vec::new();
-        let mut routes = Vec::with_capacity(raw_routes.value.len());
-        for (i, raw_route) in raw_routes.value.iter().enumerate() {
+        let mut routes = Vec::with_capacity(raw_routes.len());
+        for (i, raw_route) in raw_routes.iter().enumerate() {
             let prefix = format!("routes[{i}]");
             let route_pos = raw::pos(raw_route);
             let route = &raw_route.value;

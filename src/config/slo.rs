@@ -154,24 +154,12 @@ impl Checker<'_> {
                 unknown_key_message(unknown),
             );
         }
-        let Some(list) = &document.config.classes else {
-            self.at(
-                None,
-                "classes",
-                "required key is missing: list at least one SLO class",
-            );
+        let Some(list) = self.required_list(&document.config.classes, "classes", "SLO class")
+        else {
             return Vec::new();
         };
-        if list.value.is_empty() {
-            self.at(
-                raw::pos(list),
-                "classes",
-                "must list at least one SLO class",
-            );
-            return Vec::new();
-        }
         let mut out = Vec::new();
-        for (i, class) in list.value.iter().enumerate() {
+        for (i, class) in list.iter().enumerate() {
             if let Some(class) = self.slo_class(&format!("classes[{i}]"), class) {
                 out.push((class.0, class.1, i));
             }
