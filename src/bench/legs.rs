@@ -441,14 +441,27 @@ impl Rig {
         let peak_rss = procfs::sum(&pids, procfs::peak_rss_bytes);
         rss_samples.sort_unstable();
         let steady_rss = rss_samples.get(rss_samples.len() / 2).copied();
-        // What the proxy keeps once the streams are over: the load
-        // generator's connections are closed by now, so a second is enough
-        // for the proxy to drop theirs.
-        let after_rss = if pids.is_empty() {
-            None
+        // What the proxy keeps once the streams are over (the load
+        // generator's connections are closed by now): RSS is read every
+        // 250 ms for `settle`, noting when it first came back within 10 %
+        // of idle, and the last reading is `after`.
+        let (after_rss, returned_after) = if pids.is_empty() {
+            (None, None)
         } else {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            procfs::sum(&pids, procfs::rss_bytes)
+            let start = std::time::Instant::now();
+            let mut returned = None;
+            loop {
+                let rss = procfs::sum(&pids, procfs::rss_bytes);
+                if returned.is_none()
+                    && matches!((rss, idle_rss), (Some(r), Some(i)) if r as f64 <= i as f64 * 1.10)
+                {
+                    returned = Some(start.elapsed());
+                }
+                if start.elapsed() >= scenario.settle {
+                    break (rss, returned);
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
         };
         let sim_after = self.sim_stats()?;
         let proxy_ttft = match (prom_before, target.admin) {
@@ -470,6 +483,7 @@ impl Rig {
             steady_rss,
             peak_rss,
             after_rss,
+            returned_after,
             sim: sim_after.minus(&sim_before),
             proxy_ttft,
         })
@@ -529,8 +543,11 @@ pub struct LegRun {
     /// Median of the samples taken during the measured window.
     pub steady_rss: Option<u64>,
     pub peak_rss: Option<u64>,
-    /// A second after the last stream of the leg ended.
+    /// `settle` after the last stream of the leg ended.
     pub after_rss: Option<u64>,
+    /// When RSS first came back within 10 % of idle after the streams,
+    /// if it did within `settle`.
+    pub returned_after: Option<Duration>,
     pub sim: SimTotals,
     /// The proxy's own TTFT histogram over the measured requests.
     pub proxy_ttft: Option<PromHistogram>,

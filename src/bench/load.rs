@@ -69,6 +69,9 @@ pub struct Scenario {
     pub duration: Duration,
     /// Closed loop: worker `i` starts at `i * ramp / concurrency`.
     pub ramp: Duration,
+    /// After the last stream: how long the proxy's RSS is watched for the
+    /// memory it gives back.
+    pub settle: Duration,
 }
 
 impl Scenario {

@@ -72,6 +72,10 @@ pub struct Options {
     /// (default: one chunk interval, at most the warm-up).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub ramp: Option<Duration>,
+    /// How long after a leg's last stream its proxy's RSS is read again
+    /// (the `after` figure): time for the allocator to give memory back.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub settle: Duration,
     /// Rounds; each runs every leg once, in order.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -125,6 +129,7 @@ impl Options {
             self.duration = Duration::from_millis(600);
             self.warmup = Duration::from_millis(300);
             self.ramp = None;
+            self.settle = Duration::from_millis(300);
             self.rounds = 2;
         }
     }
@@ -151,6 +156,7 @@ impl Options {
             warmup: self.warmup,
             duration: self.duration,
             ramp,
+            settle: self.settle,
         }
     }
 }
