@@ -155,6 +155,9 @@ proxy:
   max_request_body: 512KiB
   max_response_body: 1GiB
   shutdown_grace: 2m
+  max_request_head: 64KiB
+  upstream_idle_connections: 0
+  upstream_idle_timeout: 5s
 routes:
   - name: a
     upstream: http://127.0.0.1:1
@@ -163,6 +166,54 @@ routes:
     assert_eq!(proxy.max_request_body_bytes, 512 * 1024);
     assert_eq!(proxy.max_response_body_bytes, 1 << 30);
     assert_eq!(proxy.shutdown_grace, Duration::from_secs(120));
+    assert_eq!(proxy.max_request_head_bytes, 64 * 1024);
+    assert_eq!(proxy.upstream_idle_connections, 0);
+    assert_eq!(proxy.upstream_idle_timeout, Duration::from_secs(5));
+}
+
+/// hyper cannot read a request head into less than 8 KiB (it would panic),
+/// and a pool size is a count.
+#[test]
+fn request_head_limit_and_pool_size_are_checked() {
+    let text = "\
+proxy:
+  max_request_head: 4KiB
+  upstream_idle_connections: -1
+  upstream_idle_timeout: 0s
+routes:
+  - name: a
+    upstream: http://127.0.0.1:1
+";
+    let errors = errors_of(text);
+    assert_eq!(
+        lines_and_keys(&errors),
+        vec![
+            (Some(2), "proxy.max_request_head"),
+            (Some(3), "proxy.upstream_idle_connections"),
+            (Some(4), "proxy.upstream_idle_timeout"),
+        ],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+    assert!(
+        errors[0].message.contains("from 8KiB to 1MiB"),
+        "{}",
+        errors[0].message
+    );
+    assert!(
+        errors[1].message.contains("invalid count `-1`"),
+        "{}",
+        errors[1].message
+    );
+    for head in ["2MiB", "8191"] {
+        let text = format!(
+            "proxy:\n  max_request_head: {head}\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:1\n"
+        );
+        assert_eq!(
+            lines_and_keys(&errors_of(&text)),
+            vec![(Some(2), "proxy.max_request_head")]
+        );
+    }
 }
 
 /// One config with many different problems: all of them come back from one

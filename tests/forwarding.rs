@@ -182,11 +182,12 @@ async fn http2_clients_with_prior_knowledge_are_served() {
     proxy.stop().await;
 }
 
-/// A raw HTTP/1.1 upstream answering `ok` to every request; it counts the
-/// connections it accepted and, with `close_after`, closes each connection
-/// that long after answering (without saying so, as a keep-alive timeout
-/// does).
+/// A raw HTTP/1.1 upstream answering `ok` to every request, `answer_after`
+/// it has the head; it counts the connections it accepted and, with
+/// `close_after`, closes each connection that long after answering (without
+/// saying so, as a keep-alive timeout does).
 async fn counting_upstream(
+    answer_after: std::time::Duration,
     close_after: Option<std::time::Duration>,
 ) -> (
     std::net::SocketAddr,
@@ -217,6 +218,7 @@ async fn counting_upstream(
                     buf.extend_from_slice(&chunk[..n]);
                     while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                         buf.drain(..end + 4);
+                        tokio::time::sleep(answer_after).await;
                         let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
                         if sock.write_all(answer).await.is_err() {
                             return;
@@ -233,45 +235,98 @@ async fn counting_upstream(
     (addr, accepted)
 }
 
+/// One `GET /x` through the proxy, answered `ok`.
+async fn get_ok(proxy: std::net::SocketAddr) {
+    let resp = raw_exchange(
+        proxy,
+        "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(
+        resp.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&resp.body())
+    );
+    assert_eq!(resp.body(), b"ok");
+}
+
+fn accepted(count: &std::sync::atomic::AtomicUsize) -> usize {
+    count.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 #[tokio::test]
 async fn upstream_connections_are_kept_alive_between_requests() {
-    let (upstream, accepted) = counting_upstream(None).await;
+    let (upstream, count) = counting_upstream(std::time::Duration::ZERO, None).await;
     let proxy = start(config_for(upstream)).await;
     for _ in 0..3 {
-        let resp = raw_exchange(
-            proxy.proxy_addr,
-            "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-            b"",
-        )
-        .await;
-        assert_eq!(resp.status, 200);
-        assert_eq!(resp.body(), b"ok");
+        get_ok(proxy.proxy_addr).await;
     }
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(accepted(&count), 1);
     proxy.stop().await;
 }
 
 #[tokio::test]
 async fn an_idle_upstream_connection_the_upstream_closed_is_not_reused() {
     let after = std::time::Duration::from_millis(20);
-    let (upstream, accepted) = counting_upstream(Some(after)).await;
+    let (upstream, count) = counting_upstream(std::time::Duration::ZERO, Some(after)).await;
     let proxy = start(config_for(upstream)).await;
     for _ in 0..3 {
-        let resp = raw_exchange(
-            proxy.proxy_addr,
-            "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-            b"",
-        )
-        .await;
-        assert_eq!(
-            resp.status,
-            200,
-            "{}",
-            String::from_utf8_lossy(&resp.body())
-        );
-        assert_eq!(resp.body(), b"ok");
+        get_ok(proxy.proxy_addr).await;
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(accepted(&count), 3);
+    proxy.stop().await;
+}
+
+/// After a burst, at most `proxy.upstream_idle_connections` connections stay
+/// open for the next requests; the others are closed.
+#[tokio::test]
+async fn at_most_the_configured_idle_upstream_connections_are_kept() {
+    // Three requests at once need three connections (each is held 100 ms).
+    let burst = |proxy: std::net::SocketAddr| async move {
+        let requests: Vec<_> = (0..3).map(|_| tokio::spawn(get_ok(proxy))).collect();
+        for r in requests {
+            r.await.unwrap();
+        }
+    };
+    let hold = std::time::Duration::from_millis(100);
+    for (kept, expected) in [(None, 3), (Some(1), 5), (Some(0), 6)] {
+        let (upstream, count) = counting_upstream(hold, None).await;
+        let mut config = config_for(upstream);
+        if let Some(kept) = kept {
+            config.proxy.upstream_idle_connections = kept;
+        }
+        let proxy = start(config).await;
+        burst(proxy.proxy_addr).await;
+        assert_eq!(accepted(&count), 3, "kept {kept:?}");
+        burst(proxy.proxy_addr).await;
+        assert_eq!(accepted(&count), expected, "kept {kept:?}");
+        proxy.stop().await;
+    }
+}
+
+/// A request head larger than `proxy.max_request_head` is refused with 431
+/// and never reaches the upstream; a larger limit lets it through.
+#[tokio::test]
+async fn request_heads_beyond_the_limit_get_431() {
+    let head = format!(
+        "GET /x HTTP/1.1\r\nhost: a\r\nx-big: {}\r\nconnection: close\r\n\r\n",
+        "a".repeat(9000)
+    );
+    let (upstream, count) = counting_upstream(std::time::Duration::ZERO, None).await;
+    let proxy = start(config_for(upstream)).await;
+    let resp = raw_exchange(proxy.proxy_addr, &head, b"").await;
+    assert_eq!(resp.status, 431);
+    assert_eq!(accepted(&count), 0);
+    proxy.stop().await;
+
+    let mut config = config_for(upstream);
+    config.proxy.max_request_head_bytes = 64 * 1024;
+    let proxy = start(config).await;
+    let resp = raw_exchange(proxy.proxy_addr, &head, b"").await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body(), b"ok");
     proxy.stop().await;
 }

@@ -79,6 +79,9 @@ pub fn render(c: &Config) -> Value {
         "admin": {"listen": c.admin_listen.to_string()},
         "proxy": {
             "max_request_body_bytes": c.proxy.max_request_body_bytes,
+            "max_request_head_bytes": c.proxy.max_request_head_bytes,
+            "upstream_idle_connections": c.proxy.upstream_idle_connections,
+            "upstream_idle_timeout_seconds": secs(c.proxy.upstream_idle_timeout),
             "max_response_body_bytes": c.proxy.max_response_body_bytes,
             "x_forwarded": c.proxy.x_forwarded,
             "shutdown_grace_seconds": secs(c.proxy.shutdown_grace),

@@ -174,6 +174,11 @@ async fn serve_proxy(
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A timer enables hyper's header read timeout (slow-loris protection).
     builder.http1().timer(TokioTimer::new());
+    // The request head must fit in the read buffer, and the buffer stays this
+    // size (hyper doubles a buffer that may grow when it reads ahead).
+    builder
+        .http1()
+        .max_buf_size(live.load().config().proxy.max_request_head_bytes);
     builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
     loop {
@@ -197,7 +202,11 @@ async fn serve_proxy(
             // Read once per request: a reload affects the next request, even
             // on this connection, never this one.
             let proxy = live.load_full();
-            async move { Ok::<_, Infallible>(proxy.handle(req, client_addr).await) }
+            // hyper keeps this future's allocation for the connection's whole
+            // life; the request's own state (the upstream exchange, the
+            // meter before the response head) is boxed apart so it is freed
+            // as soon as the response head is out.
+            async move { Ok::<_, Infallible>(Box::pin(proxy.handle(req, client_addr)).await) }
         });
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)

@@ -206,6 +206,12 @@ fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
             started.admin_listen, new.admin_listen
         ));
     }
+    if started.proxy.max_request_head_bytes != new.proxy.max_request_head_bytes {
+        out.push(format!(
+            "proxy.max_request_head changed ({} -> {} bytes)",
+            started.proxy.max_request_head_bytes, new.proxy.max_request_head_bytes
+        ));
+    }
     let (old, now) = (&started.metrics, &new.metrics);
     if old.namespace != now.namespace {
         out.push(format!(

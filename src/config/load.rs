@@ -468,6 +468,36 @@ impl<'a> Checker<'a> {
                     parse_size,
                 )
                 .unwrap_or(defaults.max_request_body_bytes),
+            max_request_head_bytes: self
+                .value(
+                    proxy.max_request_head.as_ref(),
+                    "proxy.max_request_head",
+                    |text| match parse_size(text)? {
+                        n if (8 * 1024..=1024 * 1024).contains(&n) => Ok(n),
+                        n => Err(format!("{n} bytes: must be from 8KiB to 1MiB")),
+                    },
+                )
+                .unwrap_or(defaults.max_request_head_bytes),
+            upstream_idle_connections: self
+                .value(
+                    proxy.upstream_idle_connections.as_ref(),
+                    "proxy.upstream_idle_connections",
+                    |text| {
+                        text.trim().parse::<usize>().map_err(|_| {
+                            format!(
+                                "invalid count `{text}`: expected a whole number (0 keeps none)"
+                            )
+                        })
+                    },
+                )
+                .unwrap_or(defaults.upstream_idle_connections),
+            upstream_idle_timeout: self
+                .value(
+                    proxy.upstream_idle_timeout.as_ref(),
+                    "proxy.upstream_idle_timeout",
+                    parse_duration,
+                )
+                .unwrap_or(defaults.upstream_idle_timeout),
             max_response_body_bytes: self
                 .value(
                     proxy.max_response_body.as_ref(),

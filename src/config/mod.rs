@@ -139,6 +139,16 @@ pub struct ProxySettings {
     /// body is forwarded as it streams in, and the request is metered with an
     /// unknown model.
     pub max_request_body_bytes: usize,
+    /// Largest request head (request line and headers) a client may send;
+    /// a larger one is answered `431`. At least 8 KiB (hyper's floor), which
+    /// is also the default: the read buffer each client connection holds is
+    /// this size. Applied when the listener starts (a reload cannot change it).
+    pub max_request_head_bytes: usize,
+    /// Idle kept-alive connections kept per upstream for later requests;
+    /// beyond this many, a connection whose response ended is closed.
+    pub upstream_idle_connections: usize,
+    /// How long an idle upstream connection is kept.
+    pub upstream_idle_timeout: Duration,
     /// Largest non-streamed response body kept (as shared references to the
     /// forwarded frames, not copies) to read its usage at the end.
     pub max_response_body_bytes: usize,
@@ -344,6 +354,9 @@ impl Default for ProxySettings {
     fn default() -> Self {
         Self {
             max_request_body_bytes: 4 * 1024 * 1024,
+            max_request_head_bytes: 8 * 1024,
+            upstream_idle_connections: 256,
+            upstream_idle_timeout: Duration::from_secs(90),
             max_response_body_bytes: 16 * 1024 * 1024,
             x_forwarded: true,
             shutdown_grace: Duration::from_secs(30),

@@ -68,6 +68,16 @@ pub(super) struct RawProxy {
     /// A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`, `100kB`).
     /// Default `4MiB`.
     pub max_request_body: Option<Spanned<String>>,
+    /// Largest request head (request line and headers) a client may send;
+    /// a larger one is answered 431. A size, from `8KiB` (the default) to
+    /// `1MiB`. Applied at start only.
+    pub max_request_head: Option<Spanned<String>>,
+    /// Idle kept-alive connections kept per upstream. A count, `0` keeps
+    /// none. Default `256`.
+    pub upstream_idle_connections: Option<Spanned<String>>,
+    /// How long an idle upstream connection is kept. A duration, default
+    /// `90s`.
+    pub upstream_idle_timeout: Option<Spanned<String>>,
     /// Largest non-streamed response body kept to read its usage at the end.
     /// A size, default `16MiB`.
     pub max_response_body: Option<Spanned<String>>,

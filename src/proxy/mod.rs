@@ -164,8 +164,13 @@ impl Proxy {
         metrics: Arc<Metrics>,
         previous: Option<&Proxy>,
     ) -> Result<Self, rustls::Error> {
+        let keepalive = Keepalive::of(&config.proxy);
         let reusable = |route: &Route| {
-            previous?.routes.iter().find(|old| {
+            let previous = previous?;
+            if Keepalive::of(&previous.config.proxy) != keepalive {
+                return None;
+            }
+            previous.routes.iter().find(|old| {
                 old.route.name == route.name && old.route.timeouts.connect == route.timeouts.connect
             })
         };
@@ -176,14 +181,14 @@ impl Proxy {
                 let old = reusable(route);
                 let client = match old {
                     Some(old) => old.client.clone(),
-                    None => upstream_client(route)?,
+                    None => upstream_client(route, keepalive)?,
                 };
                 // The pool holds connections to one upstream only.
                 let h1 = match old.and_then(|o| o.h1.as_ref()) {
                     Some(pool) if old.is_some_and(|o| o.route.upstream == route.upstream) => {
                         Some(pool.clone())
                     }
-                    _ => h1_pool(route),
+                    _ => h1_pool(route, keepalive),
                 };
                 Ok(RouteState {
                     client,
@@ -341,7 +346,7 @@ impl Proxy {
         meter: Option<Meter>,
     ) -> Result<Response<ResponseBody>, (ProxyError, Option<Meter>)> {
         let (parts, body) = req.into_parts();
-        let req = Request::from_parts(parts, RequestBody::Streaming(body));
+        let req = Request::from_parts(parts, RequestBody::streaming(body));
         self.forward_body(state, req, client_addr, meter).await
     }
 
@@ -555,7 +560,7 @@ async fn read_ahead(
     max: usize,
 ) -> Result<(RequestBody, Option<String>), hyper::Error> {
     if content_length.is_some_and(|n| n > max as u64) {
-        return Ok((RequestBody::Streaming(body), None));
+        return Ok((RequestBody::streaming(body), None));
     }
     let mut frames = VecDeque::new();
     let mut len = 0usize;
@@ -572,19 +577,13 @@ async fn read_ahead(
                 }
                 frames.push_back(frame);
                 if len > max {
-                    return Ok((
-                        RequestBody::Buffered {
-                            frames,
-                            rest: Some(body),
-                        },
-                        None,
-                    ));
+                    return Ok((RequestBody::buffered(frames, Some(body)), None));
                 }
             }
         }
     }
     let model = model_of(&frames);
-    Ok((RequestBody::Buffered { frames, rest: None }, model))
+    Ok((RequestBody::buffered(frames, None), model))
 }
 
 /// The `model` field of a JSON request body.
@@ -690,9 +689,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// How long an upstream connection may stay idle in a pool.
-const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
-
 fn connector(route: &Route) -> HttpConnector {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -701,8 +697,24 @@ fn connector(route: &Route) -> HttpConnector {
     http
 }
 
+/// How many idle upstream connections are kept, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Keepalive {
+    max_idle: usize,
+    idle_timeout: std::time::Duration,
+}
+
+impl Keepalive {
+    fn of(settings: &crate::config::ProxySettings) -> Self {
+        Self {
+            max_idle: settings.upstream_idle_connections,
+            idle_timeout: settings.upstream_idle_timeout,
+        }
+    }
+}
+
 /// The connection pool of a plain-HTTP route.
-fn h1_pool(route: &Route) -> Option<Arc<upstream::H1Pool>> {
+fn h1_pool(route: &Route, keepalive: Keepalive) -> Option<Arc<upstream::H1Pool>> {
     let upstream = &route.upstream;
     if upstream.scheme != http::uri::Scheme::HTTP {
         return None;
@@ -716,11 +728,12 @@ fn h1_pool(route: &Route) -> Option<Arc<upstream::H1Pool>> {
     Some(upstream::H1Pool::new(
         connector(route),
         target,
-        POOL_IDLE_TIMEOUT,
+        keepalive.max_idle,
+        keepalive.idle_timeout,
     ))
 }
 
-fn upstream_client(route: &Route) -> Result<UpstreamClient, rustls::Error> {
+fn upstream_client(route: &Route, keepalive: Keepalive) -> Result<UpstreamClient, rustls::Error> {
     let http = connector(route);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
@@ -729,6 +742,7 @@ fn upstream_client(route: &Route) -> Result<UpstreamClient, rustls::Error> {
         .enable_http2()
         .wrap_connector(http);
     Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_idle_timeout(keepalive.idle_timeout)
+        .pool_max_idle_per_host(keepalive.max_idle)
         .build(https))
 }

@@ -22,7 +22,8 @@
 //! polled: one the upstream closed meanwhile is found closed at checkout
 //! (its readiness is kept by the reactor) and dropped. Idle connections
 //! expire after the pool's idle timeout (checked at each checkout and
-//! release, and by a reaper task).
+//! release, and by a reaper task), and at most `max_idle` are kept: past a
+//! burst, the connections (and the memory of their buffers) go.
 //!
 //! HTTPS upstreams (TLS, HTTP/2 by ALPN) keep hyper-util's client.
 
@@ -60,6 +61,8 @@ pub struct H1Pool {
     /// `scheme://authority/`, what the connector connects to.
     target: Uri,
     idle: Mutex<VecDeque<Idle>>,
+    /// At most this many idle connections are kept.
+    max_idle: usize,
     idle_timeout: Duration,
 }
 
@@ -70,13 +73,21 @@ struct Idle {
 }
 
 impl H1Pool {
-    /// A pool for `target` (`http://host:port/`). Within a tokio runtime, a
-    /// reaper task closes expired idle connections until the pool is dropped.
-    pub fn new(connector: HttpConnector, target: Uri, idle_timeout: Duration) -> Arc<Self> {
+    /// A pool for `target` (`http://host:port/`) that keeps at most
+    /// `max_idle` idle connections, each for `idle_timeout`. Within a tokio
+    /// runtime, a reaper task closes expired idle connections until the pool
+    /// is dropped.
+    pub fn new(
+        connector: HttpConnector,
+        target: Uri,
+        max_idle: usize,
+        idle_timeout: Duration,
+    ) -> Arc<Self> {
         let pool = Arc::new(Self {
             connector,
             target,
             idle: Mutex::new(VecDeque::new()),
+            max_idle,
             idle_timeout,
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -150,13 +161,23 @@ impl H1Pool {
 
     fn give_back(&self, sender: SendRequest<RequestBody>, conn: Conn) {
         let now = Instant::now();
-        if let Ok(mut idle) = self.idle.lock() {
-            idle.push_back(Idle {
-                sender,
-                conn,
-                since: now,
-            });
-        }
+        let surplus = {
+            let Ok(mut idle) = self.idle.lock() else {
+                return;
+            };
+            if idle.len() < self.max_idle {
+                idle.push_back(Idle {
+                    sender,
+                    conn,
+                    since: now,
+                });
+                None
+            } else {
+                Some((sender, conn))
+            }
+        };
+        // A connection beyond `max_idle` is closed, outside the lock.
+        drop(surplus);
         self.prune(now);
     }
 
