@@ -102,7 +102,19 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
                 "{name}"
             );
             assert!(leg["memory"]["peak_bytes"].as_u64().unwrap() > 0, "{name}");
-            assert!(leg["memory"]["after_bytes"].as_u64().unwrap() > 0, "{name}");
+            let memory = &leg["memory"];
+            assert!(memory["after_bytes"].as_u64().unwrap() > 0, "{name}");
+            // The anonymous part is part of the whole.
+            for (part, whole) in [
+                ("idle_anon_bytes", "idle_bytes"),
+                ("after_anon_bytes", "after_bytes"),
+            ] {
+                let part = memory[part].as_u64().unwrap();
+                assert!(
+                    part > 0 && part <= memory[whole].as_u64().unwrap(),
+                    "{name}"
+                );
+            }
             assert!(
                 leg["memory"]["after_vs_idle"].as_f64().unwrap() > 0.0,
                 "{name}"

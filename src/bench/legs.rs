@@ -401,6 +401,7 @@ impl Rig {
             procfs::reset_peak(pid);
         }
         let idle_rss = procfs::sum(&pids, procfs::rss_bytes);
+        let idle_anon = procfs::sum(&pids, procfs::anon_rss_bytes);
         let cpu = |pids: &[u32]| procfs::sum(pids, procfs::cpu_seconds);
         let (proxy0, sim0, me0) = (cpu(&pids), procfs::cpu_seconds(self.sim.pid), cpu(&[me]));
         let wall0 = std::time::Instant::now();
@@ -484,6 +485,8 @@ impl Rig {
             peak_rss,
             after_rss,
             returned_after,
+            idle_anon,
+            after_anon: procfs::sum(&pids, procfs::anon_rss_bytes),
             sim: sim_after.minus(&sim_before),
             proxy_ttft,
         })
@@ -548,6 +551,10 @@ pub struct LegRun {
     /// When RSS first came back within 10 % of idle after the streams,
     /// if it did within `settle`.
     pub returned_after: Option<Duration>,
+    /// The anonymous part of `idle_rss` and `after_rss` (the rest is the
+    /// binary's and libraries' pages, which grow as code paths are first run).
+    pub idle_anon: Option<u64>,
+    pub after_anon: Option<u64>,
     pub sim: SimTotals,
     /// The proxy's own TTFT histogram over the measured requests.
     pub proxy_ttft: Option<PromHistogram>,

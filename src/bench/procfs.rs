@@ -82,6 +82,12 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     status_bytes(pid, "VmRSS:")
 }
 
+/// The anonymous part of `VmRSS` (`RssAnon`): what the process allocated,
+/// without the pages of its binary and libraries it has touched.
+pub fn anon_rss_bytes(pid: u32) -> Option<u64> {
+    status_bytes(pid, "RssAnon:")
+}
+
 /// Peak resident memory since start or the last [`reset_peak`], in bytes.
 pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
     status_bytes(pid, "VmHWM:")
@@ -108,6 +114,7 @@ mod tests {
         assert!(cpu_seconds(me).is_some());
         assert!(stat_seconds(me).is_some());
         assert!(rss_bytes(me).is_some_and(|r| r > 0));
+        assert!(anon_rss_bytes(me).is_some_and(|a| a > 0 && Some(a) <= rss_bytes(me)));
         assert!(peak_rss_bytes(me) >= rss_bytes(me).map(|r| r / 2));
         assert_eq!(with_children(me)[0], me);
     }

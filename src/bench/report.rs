@@ -120,6 +120,10 @@ pub struct MemoryReport {
     pub after_bytes: u64,
     /// `after / idle`: 1.0 when everything the streams took was given back.
     pub after_vs_idle: Option<f64>,
+    /// The anonymous part of `idle_bytes` and `after_bytes`: memory the
+    /// process allocated, without its binary's pages.
+    pub idle_anon_bytes: u64,
+    pub after_anon_bytes: u64,
     /// Seconds until RSS was first back within 10 % of idle (the slowest
     /// round); `None` when some round did not get there within `settle`.
     pub returned_after_s: Option<f64>,
@@ -506,6 +510,8 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
             peak_per_stream_bytes: per_stream(peak),
             after_bytes: after,
             after_vs_idle: (idle > 0 && after > 0).then(|| after as f64 / idle as f64),
+            idle_anon_bytes: avg(&|r| r.idle_anon),
+            after_anon_bytes: avg(&|r| r.after_anon),
             returned_after_s: runs
                 .iter()
                 .map(|r| r.returned_after.map(|d| d.as_secs_f64()))
@@ -644,10 +650,12 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
                     check(
                         "RSS back within 10 % of idle after the streams",
                         format!(
-                            "{:.1} MiB {:.0} s after, idle {:.1} MiB ({ratio:.2}x); {}",
+                            "{:.1} MiB {:.0} s after, idle {:.1} MiB ({ratio:.2}x; anonymous {:.1} MiB after, {:.1} idle); {}",
                             l.memory.after_bytes as f64 / 1048576.0,
                             s.settle_s,
                             l.memory.idle_bytes as f64 / 1048576.0,
+                            l.memory.after_anon_bytes as f64 / 1048576.0,
+                            l.memory.idle_anon_bytes as f64 / 1048576.0,
                             l.memory.returned_after_s.map_or(
                                 "not within 10 % of idle in that time".to_owned(),
                                 |t| format!("within 10 % after {t:.2} s")

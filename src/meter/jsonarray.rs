@@ -195,21 +195,11 @@ impl JsonArrayFramer {
 mod tests {
     use super::*;
 
-    fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Result<String, FrameError>> {
-        let mut out = Vec::new();
-        let mut framer = JsonArrayFramer::new(limit);
-        let mut on = |r: Result<Event<'_>, FrameError>| {
-            out.push(r.map(|e| String::from_utf8_lossy(e.data).into_owned()))
-        };
-        for c in chunks {
-            framer.feed(c, &mut on);
-        }
-        framer.finish(&mut on);
-        out
-    }
+    use crate::meter::Framer;
+    use crate::meter::framing_tests::{Text, frame_all, ok};
 
-    fn ok(s: &str) -> Result<String, FrameError> {
-        Ok(s.to_owned())
+    fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Text> {
+        frame_all(Framer::JsonArray(JsonArrayFramer::new(limit)), chunks)
     }
 
     #[test]

@@ -452,6 +452,33 @@ impl Framer {
 
 type FrameResult<'a> = Result<sse::Event<'a>, sse::FrameError>;
 
+/// What the framers' unit tests share.
+#[cfg(test)]
+mod framing_tests {
+    use super::{FrameResult, Framer, sse::FrameError};
+
+    /// One event as text: `(name, data)`.
+    pub(super) type Text = Result<(String, String), FrameError>;
+
+    /// The events `framer` yields for `chunks`, fed one at a time, then at
+    /// `finish`.
+    pub(super) fn frame_all(mut framer: Framer, chunks: &[&[u8]]) -> Vec<Text> {
+        let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let mut out = Vec::new();
+        let mut on = |r: FrameResult<'_>| out.push(r.map(|e| (lossy(e.name), lossy(e.data))));
+        for c in chunks {
+            framer.feed(c, &mut on);
+        }
+        framer.finish(&mut on);
+        out
+    }
+
+    /// An unnamed event (NDJSON lines and JSON array elements have no name).
+    pub(super) fn ok(data: &str) -> Text {
+        Ok((String::new(), data.to_owned()))
+    }
+}
+
 struct Tally<R: Recorder> {
     /// `None` once finished: the recorder is taken exactly once.
     recorder: Option<R>,

@@ -105,21 +105,11 @@ fn dispatch(line: &[u8], on: &mut impl FnMut(Result<Event<'_>, FrameError>)) {
 mod tests {
     use super::*;
 
-    fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Result<String, FrameError>> {
-        let mut out = Vec::new();
-        let mut framer = NdjsonFramer::new(limit);
-        let mut on = |r: Result<Event<'_>, FrameError>| {
-            out.push(r.map(|e| String::from_utf8_lossy(e.data).into_owned()))
-        };
-        for c in chunks {
-            framer.feed(c, &mut on);
-        }
-        framer.finish(&mut on);
-        out
-    }
+    use crate::meter::Framer;
+    use crate::meter::framing_tests::{Text, frame_all, ok};
 
-    fn ok(s: &str) -> Result<String, FrameError> {
-        Ok(s.to_owned())
+    fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Text> {
+        frame_all(Framer::Ndjson(NdjsonFramer::new(limit)), chunks)
     }
 
     #[test]

@@ -239,25 +239,14 @@ impl SseFramer {
 mod tests {
     use super::*;
 
-    fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Result<(String, String), FrameError>> {
-        let mut out = Vec::new();
-        let mut framer = SseFramer::new(limit);
-        let mut on = |r: Result<Event<'_>, FrameError>| {
-            out.push(r.map(|e| {
-                (
-                    String::from_utf8_lossy(e.name).into_owned(),
-                    String::from_utf8_lossy(e.data).into_owned(),
-                )
-            }))
-        };
-        for c in chunks {
-            framer.feed(c, &mut on);
-        }
-        framer.finish(&mut on);
-        out
+    use crate::meter::Framer;
+    use crate::meter::framing_tests::{Text, frame_all};
+
+    fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Text> {
+        frame_all(Framer::Sse(SseFramer::new(limit)), chunks)
     }
 
-    fn ok(name: &str, data: &str) -> Result<(String, String), FrameError> {
+    fn ok(name: &str, data: &str) -> Text {
         Ok((name.to_owned(), data.to_owned()))
     }
 
