@@ -1,5 +1,5 @@
 //! Every protocol end to end: each captured stream is served on its API's
-//! own path by an upstream that sends one event every 25 ms (a known
+//! own path by an upstream that sends one event every 100 ms (a known
 //! schedule), through the proxy with `protocol: auto`; the scraped TTFT,
 //! ITL, E2EL and token counts match the schedule and `expected.yaml`.
 
@@ -12,7 +12,12 @@ use std::collections::BTreeMap;
 use common::*;
 use serde::Deserialize;
 
-const PACE_MS: u64 = 25;
+const PACE_MS: u64 = 100;
+/// How late a timing may be: below one pace, so stamping the next event
+/// instead of the right one fails, yet wide enough for a loaded machine
+/// (this test once failed at +40 ms with 25 ms paces while other builds
+/// used both cores).
+const LATE: f64 = 0.090;
 
 #[derive(Debug, Deserialize)]
 struct Expect {
@@ -87,7 +92,7 @@ async fn every_protocol_is_timed_against_a_paced_upstream() {
                 Some(first) => {
                     let want = pace * (piece_of_event(&pieces, first) + 1) as f64;
                     assert_eq!(n, 1.0, "{file}: TTFT observed once");
-                    assert!(ttft >= want - 0.002 && ttft < want + 0.040, "{file}: TTFT {ttft} want {want}");
+                    assert!(ttft >= want - 0.002 && ttft < want + LATE, "{file}: TTFT {ttft} want {want}");
                 }
                 None => assert_eq!(n, 0.0, "{file}: no token, no TTFT"),
             }
@@ -97,7 +102,7 @@ async fn every_protocol_is_timed_against_a_paced_upstream() {
                     let want = pace * (piece_of_event(&pieces, first) + 1) as f64;
                     assert_eq!(n, 1.0, "{file}: visible TTFT observed once");
                     assert!(
-                        visible >= want - 0.002 && visible < want + 0.040,
+                        visible >= want - 0.002 && visible < want + LATE,
                         "{file}: visible TTFT {visible} want {want}"
                     );
                 }
@@ -124,7 +129,7 @@ async fn every_protocol_is_timed_against_a_paced_upstream() {
                 let (n, e2el) = mean(&s, "llm_e2e_request_latency_seconds", &route);
                 let want = pace * pieces.len() as f64;
                 assert_eq!(n, 1.0);
-                assert!(e2el >= want - 0.002 && e2el < want + 0.060, "{file}: E2EL {e2el} want {want}");
+                assert!(e2el >= want - 0.002 && e2el < want + LATE, "{file}: E2EL {e2el} want {want}");
             }
             let source = expect.output_source.as_deref().unwrap_or("usage");
             let want_tokens = match source {
