@@ -268,12 +268,13 @@ async fn a_valid_reload_adds_routes_and_reports_what_needs_a_restart() {
     assert_eq!(raw_exchange(proxy.proxy_addr, &v2, &body).await.status, 404);
 
     let extra = format!(
-        "  - name: second\n    match: {{path_prefix: /v2/}}\n    upstream: http://{upstream}\n    protocol: openai\n    slo: interactive\nmetrics: {{namespace: other}}\n"
+        "  - name: second\n    match: {{path_prefix: /v2/}}\n    upstream: http://{upstream}\n    protocol: openai\n    slo: interactive\nmetrics: {{namespace: other}}\nproxy: {{max_request_head: 16KiB}}\n"
     );
     std::fs::write(dir.path().join("main.yaml"), main_file(upstream, &extra)).unwrap();
     let reloaded = proxy.reload().await.unwrap();
-    assert_eq!(reloaded.restart_needed.len(), 1, "{reloaded:?}");
-    assert!(reloaded.restart_needed[0].contains("namespace"));
+    assert_eq!(reloaded.restart_needed.len(), 2, "{reloaded:?}");
+    assert!(reloaded.restart_needed[0].contains("max_request_head"));
+    assert!(reloaded.restart_needed[1].contains("namespace"));
 
     assert_eq!(
         request(proxy.proxy_addr, "/v2/chat/completions", &mut gates).await,
