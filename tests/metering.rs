@@ -259,6 +259,17 @@ async fn exposition_declares_every_series_and_passes_promtool() {
             "{family} has no help text"
         );
     }
+    // The standard process metrics, from this (test) process.
+    let process = |name: &str| value(&samples, name, &[]);
+    assert!(process("process_open_fds") >= 2.0, "two listeners at least");
+    assert!(process("process_max_fds") >= process("process_open_fds"));
+    assert!(process("process_resident_memory_bytes") > 0.0);
+    assert!(process("process_start_time_seconds") > 1.7e9);
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.name == "process_cpu_seconds_total")
+    );
     let (ok, out) = promtool_check_metrics(&text);
     assert!(ok, "promtool check metrics failed:\n{out}");
     proxy.stop().await;

@@ -94,6 +94,14 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 /// `source`: it can be reloaded, and is watched if `source.watch`.
 pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow::Result<Running> {
     let registry = prometheus::Registry::new();
+    // The standard process_* metrics: CPU, resident memory, open and
+    // maximum file descriptors (a proxy holds two per stream).
+    #[cfg(target_os = "linux")]
+    registry
+        .register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .context("registering process metrics")?;
     let metrics = Arc::new(
         Metrics::new(&config.metrics, &config.slo_classes, registry)
             .context("registering metrics")?,
