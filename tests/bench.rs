@@ -7,27 +7,30 @@ use std::process::Command;
 
 use serde_json::Value;
 
-#[test]
-fn smoke_run_reports_every_leg_with_full_fidelity() {
+/// Runs `tokenmeter bench --smoke` with `args` and `--json`: its stdout and
+/// the JSON report. Fails the test if the bench fails.
+fn smoke(args: &[&str]) -> (String, Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
-        .args([
-            "bench",
-            "--smoke",
-            "--legs",
-            "direct,tokenmeter,unmetered",
-            "--json",
-        ])
+        .args(["bench", "--smoke"])
+        .args(args)
+        .arg("--json")
         .arg(&json)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
+    let report = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (stdout, report)
+}
+
+#[test]
+fn smoke_run_reports_every_leg_with_full_fidelity() {
+    let (stdout, report) = smoke(&["--legs", "direct,tokenmeter,unmetered"]);
     assert!(stdout.contains("== stream-c4"), "{stdout}");
 
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(report["command"].as_str().unwrap().contains("--smoke"));
     assert!(report["machine"]["nproc"].as_u64().unwrap() >= 1);
     let scenarios = report["scenarios"].as_array().unwrap();
@@ -137,20 +140,8 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
 /// after `tokenmeter`, measured and fingerprinted like the others.
 #[test]
 fn smoke_run_with_a_baseline_binary() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("report.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
-        .args(["bench", "--smoke", "--legs", "tokenmeter", "--baseline-bin"])
-        .arg(env!("CARGO_BIN_EXE_tokenmeter"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
-
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let bin = env!("CARGO_BIN_EXE_tokenmeter");
+    let (_, report) = smoke(&["--legs", "tokenmeter", "--baseline-bin", bin]);
     let notes = report["notes"].to_string();
     assert!(notes.contains("baseline: "), "{notes}");
     let legs = report["scenarios"][0]["legs"].as_array().unwrap();
