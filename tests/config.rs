@@ -29,6 +29,15 @@ fn lines_and_keys(errors: &[ConfigError]) -> Vec<(Option<u64>, &str)> {
     errors.iter().map(|e| (e.line, e.key.as_str())).collect()
 }
 
+/// The message of the first error at `key` (empty if there is none).
+fn message_of<'a>(errors: &'a [ConfigError], key: &str) -> &'a str {
+    errors
+        .iter()
+        .find(|e| e.key == key)
+        .map(|e| e.message.as_str())
+        .unwrap_or_default()
+}
+
 fn addr(text: &str) -> SocketAddr {
     text.parse().expect("test address")
 }
@@ -213,13 +222,7 @@ routes:
         "{}",
         ConfigErrors(errors.clone())
     );
-    let message = |key: &str| {
-        errors
-            .iter()
-            .find(|e| e.key == key)
-            .map(|e| e.message.as_str())
-            .unwrap_or_default()
-    };
+    let message = |key: &str| message_of(&errors, key);
     assert!(message("admin.port").contains("unknown key `port`"));
     assert!(message("routes[0].timeouts.idel").contains("did you mean `idle`"));
     assert!(message("proxy.shutdown_grace").contains("invalid duration `30`"));
@@ -350,13 +353,7 @@ routes:
         "{}",
         ConfigErrors(errors.clone())
     );
-    let message = |key: &str| {
-        errors
-            .iter()
-            .find(|e| e.key == key)
-            .map(|e| e.message.as_str())
-            .unwrap_or_default()
-    };
+    let message = |key: &str| message_of(&errors, key);
     // hyper cannot read a request head into less than 8 KiB (it would panic).
     assert!(message("proxy.max_request_head").contains("from 8KiB to 1MiB"));
     assert!(message("proxy.upstream_idle_connections").contains("invalid count `-1`"));
