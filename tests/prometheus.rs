@@ -128,10 +128,22 @@ fn scalar(answer: &Value) -> Option<f64> {
 }
 
 async fn eventually(p: &Prometheus, expr: &str, want: f64) {
+    eventually_near(p, expr, &[], want, 0.0).await;
+}
+
+/// Polls `expr` for up to 60 s until its series with `labels` (the first
+/// one when none are given) is within `tolerance` of `want`.
+async fn eventually_near(
+    p: &Prometheus,
+    expr: &str,
+    labels: &[(&str, &str)],
+    want: f64,
+    tolerance: f64,
+) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let got = scalar(&query(p, expr).await);
-        if got == Some(want) {
+        let got = series(&query(p, expr).await, labels);
+        if got.is_some_and(|g| (g - want).abs() <= tolerance) {
             return;
         }
         assert!(
@@ -243,21 +255,10 @@ async fn two_replicas_aggregate_in_prometheus() {
     // The shipped recording rules over both replicas: 4 of the 10 requests
     // in the window are bad, all of them for TTFT. Rates are extrapolated
     // per replica, so the pooled ratio is exact only to within a little.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     for objective in ["goodput", "ttft"] {
         let expr =
             format!("slo:llm_slo_errors:ratio_rate5m{{slo=\"chat\",objective=\"{objective}\"}}");
-        loop {
-            let got = scalar(&query(&p, &expr).await);
-            if got.is_some_and(|r| (r - 0.4).abs() < 0.03) {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{expr}: {got:?}, want 0.4"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        eventually_near(&p, &expr, &[], 0.4, 0.03).await;
     }
     let tpot = scalar(
         &query(
@@ -297,17 +298,7 @@ async fn two_replicas_aggregate_in_prometheus() {
         .expect("goodput ratio panel");
     // Extrapolated per replica and series like the rules above, so polled
     // the same way.
-    loop {
-        let ratio = series(&query(&p, &concrete(&goodput)).await, &[("slo", "chat")]);
-        if ratio.is_some_and(|r| (r - 0.6).abs() < 0.03) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "dashboard goodput ratio {ratio:?}, want 0.6"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    eventually_near(&p, &concrete(&goodput), &[("slo", "chat")], 0.6, 0.03).await;
     a.stop().await;
     b.stop().await;
 }
