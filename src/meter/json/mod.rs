@@ -111,6 +111,7 @@ impl<'de> Deserialize<'de> for NonEmpty {
             nonempty_list: true,
             on_map: false,
             on_true: false,
+            on_number: false,
         })
         .map(NonEmpty)
     }
@@ -128,46 +129,14 @@ pub struct Present(pub bool);
 
 impl<'de> Deserialize<'de> for Present {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = bool;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any value")
-            }
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<bool, E> {
-                Ok(!v.is_empty())
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-                Ok(false)
-            }
-            fn visit_none<E: de::Error>(self) -> Result<bool, E> {
-                Ok(false)
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
-                Ok(v)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-                Ok(true)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-                Ok(true)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-                Ok(true)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-                let mut any = false;
-                while seq.next_element::<IgnoredAny>()?.is_some() {
-                    any = true;
-                }
-                Ok(any)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(true)
-            }
-        }
-        d.deserialize_bytes(V).map(Present)
+        d.deserialize_bytes(Probe {
+            on_bytes: |s| !s.is_empty(),
+            nonempty_list: true,
+            on_map: true,
+            on_true: true,
+            on_number: true,
+        })
+        .map(Present)
     }
 }
 
@@ -186,6 +155,7 @@ impl<'de> Deserialize<'de> for IsError {
             nonempty_list: false,
             on_map: false,
             on_true: false,
+            on_number: false,
         })
         .map(IsError)
     }
@@ -201,6 +171,7 @@ impl<'de> Deserialize<'de> for IsTrue {
             nonempty_list: false,
             on_map: false,
             on_true: true,
+            on_number: false,
         })
         .map(IsTrue)
     }
@@ -208,13 +179,14 @@ impl<'de> Deserialize<'de> for IsTrue {
 
 /// Asks one yes/no question of a value of any JSON type without allocating:
 /// strings go to `on_bytes` (unescaped, not checked for UTF-8), a list answers `nonempty_list` when it has
-/// elements, an object answers `on_map`, `true` answers `on_true`, everything
-/// else answers no.
+/// elements, an object answers `on_map`, `true` answers `on_true`, a number
+/// answers `on_number`; `false` and `null` answer no.
 struct Probe {
     on_bytes: fn(&[u8]) -> bool,
     nonempty_list: bool,
     on_map: bool,
     on_true: bool,
+    on_number: bool,
 }
 
 impl<'de> Visitor<'de> for Probe {
@@ -235,13 +207,13 @@ impl<'de> Visitor<'de> for Probe {
         Ok(v && self.on_true)
     }
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
+        Ok(self.on_number)
     }
     fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
+        Ok(self.on_number)
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
+        Ok(self.on_number)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
         let mut any = false;
@@ -343,6 +315,13 @@ mod tests {
         assert!(!present(&t(r#"{"b":null}"#).b));
         assert!(!present(&t(r#"{"b":""}"#).b));
         assert!(present(&t(r#"{"b":"boom"}"#).b));
+        for yes in ["0", "-2", "1.5", "true", "[0]"] {
+            assert!(present(&t(&format!(r#"{{"b":{yes}}}"#)).b), "{yes}");
+        }
+        for no in ["false", "[]"] {
+            assert!(!present(&t(&format!(r#"{{"b":{no}}}"#)).b), "{no}");
+        }
+        assert!(!nonempty(&t(r#"{"a":3}"#).a));
         assert!(t(r#"{"c":true}"#).c.unwrap().0);
         assert!(!t(r#"{"c":"true"}"#).c.unwrap().0);
         assert_eq!(count(t(r#"{"d":7}"#).d), Some(7));
