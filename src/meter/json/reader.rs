@@ -317,6 +317,29 @@ impl<'de> Deserializer<'de, '_> {
         }
     }
 
+    /// Before the next element of a list or entry of an object: `None` at
+    /// its closing `close`, else the element's first byte, past the comma
+    /// that separates it from the one before (none before the first; a
+    /// trailing comma is an error).
+    #[inline(always)]
+    fn next_item(&mut self, close: u8, first: &mut bool) -> Result<Option<u8>, Error> {
+        let next = self.ws().ok_or(Error)?;
+        if next == close {
+            return Ok(None);
+        }
+        if std::mem::replace(first, false) {
+            return Ok(Some(next));
+        }
+        if next != b',' {
+            return Err(Error);
+        }
+        self.pos += 1;
+        match self.ws() {
+            Some(b) if b != close => Ok(Some(b)),
+            _ => Err(Error),
+        }
+    }
+
     fn colon(&mut self) -> Result<(), Error> {
         if self.ws() != Some(b':') {
             return Err(Error);
@@ -533,18 +556,8 @@ impl<'de> de::SeqAccess<'de> for Elements<'_, 'de, '_> {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, Error> {
-        let next = self.de.ws().ok_or(Error)?;
-        if next == b']' {
+        if self.de.next_item(b']', &mut self.first)?.is_none() {
             return Ok(None);
-        }
-        if !std::mem::replace(&mut self.first, false) {
-            if next != b',' {
-                return Err(Error);
-            }
-            self.de.pos += 1;
-            if self.de.ws() == Some(b']') {
-                return Err(Error);
-            }
         }
         seed.deserialize(&mut *self.de).map(Some)
     }
@@ -563,21 +576,11 @@ impl<'de> de::MapAccess<'de> for Entries<'_, 'de, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        let mut next = self.de.ws().ok_or(Error)?;
-        if next == b'}' {
-            return Ok(None);
+        match self.de.next_item(b'}', &mut self.first)? {
+            None => Ok(None),
+            Some(b'"') => seed.deserialize(Key { de: &mut *self.de }).map(Some),
+            Some(_) => Err(Error),
         }
-        if !std::mem::replace(&mut self.first, false) {
-            if next != b',' {
-                return Err(Error);
-            }
-            self.de.pos += 1;
-            next = self.de.ws().ok_or(Error)?;
-        }
-        if next != b'"' {
-            return Err(Error);
-        }
-        seed.deserialize(Key { de: &mut *self.de }).map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
