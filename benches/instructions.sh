@@ -7,7 +7,8 @@
 #   benches/instructions.sh openai-chat-n3.sse gemini-stream-text.sse
 #
 # Each capture runs under callgrind for one second of criterion's
-# `--profile-time`; the count is the inclusive cost of `StreamMeter::data`
+# `--profile-time`; the count is the inclusive cost of the bench's
+# `meter_frame` (`StreamMeter::data` and the clock reading, never inlined)
 # divided by its number of calls (one call per frame, one event per frame).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,14 +31,19 @@ for name in "$@"; do
     (cd "$out" && callgrind_annotate --tree=caller cg 2>/dev/null) | python3 -c '
 import re, sys
 lines = sys.stdin.read().splitlines()
+# The caller lines (`<`) above the `*` line of `meter_frame` carry its
+# inclusive cost from each caller and the number of calls.
 for i, line in enumerate(lines):
-    if re.search(r"\*  .*StreamMeter<R>::data", line):
-        for p in lines[max(0, i - 3):i]:
-            m = re.match(r"\s*([\d,]+) .*Bencher<M>::iter \(([\d,]+)x\)", p)
-            if m:
-                total, calls = (int(g.replace(",", "")) for g in m.groups())
-                print(f"{sys.argv[1]:42s} {total / calls:12.0f} {calls:8d}")
-                sys.exit()
+    if re.search(r"\*  .*meter::meter_frame", line):
+        total = calls = 0
+        j = i - 1
+        while j >= 0 and (m := re.match(r"\s*([\d,]+) .*<.*\(([\d,]+)x\)", lines[j])):
+            total += int(m.group(1).replace(",", ""))
+            calls += int(m.group(2).replace(",", ""))
+            j -= 1
+        if calls:
+            print(f"{sys.argv[1]:42s} {total / calls:12.0f} {calls:8d}")
+            sys.exit()
 print("%-42s %12s" % (sys.argv[1], "?"))
 ' "$name"
 done
