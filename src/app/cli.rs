@@ -203,8 +203,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 overrides,
                 watch: !args.no_watch,
             });
+            let signals = crate::app::Signals::install()?;
             let running = crate::app::start_with(config, source).await?;
-            crate::app::run_until_shutdown(&running).await;
+            crate::app::run_until_shutdown(&running, signals).await;
             running.stop().await;
             Ok(ExitCode::SUCCESS)
         }
@@ -263,8 +264,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Load(args) => {
-            let summary =
-                crate::sim::load::run_load(args.target, args.rate, super::shutdown_signal()).await;
+            let stop = super::Signals::install()?.shutdown();
+            let summary = crate::sim::load::run_load(args.target, args.rate, stop).await;
             println!(
                 "load: {} sent, {} ok, {} failed",
                 summary.sent, summary.ok, summary.failed

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::Signals;
 use super::cli::{DemoArgs, SimArgs};
 use crate::config::{Config, Overrides};
 use crate::sim::{self, SimConfig};
@@ -25,18 +26,20 @@ fn sim_config(args: &SimArgs) -> SimConfig {
 
 /// Runs the simulator until SIGINT/SIGTERM.
 pub(crate) async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding the simulator on {}", args.listen))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, ttft_ms = args.ttft_ms, itl_ms = args.itl_ms, tokens = args.tokens, "simulator listening");
-    sim::serve(listener, sim_config(&args), super::shutdown_signal()).await?;
+    sim::serve(listener, sim_config(&args), signals.shutdown()).await?;
     Ok(())
 }
 
 /// Starts the simulator, the proxy in front of it and a steady load, prints
 /// where to look, and runs until SIGINT/SIGTERM.
 pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
     let stop = CancellationToken::new();
     let sim_listener = TcpListener::bind(args.sim_listen)
         .await
@@ -83,7 +86,7 @@ pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
         args.rate,
         stop.clone().cancelled_owned(),
     ));
-    super::shutdown_signal().await;
+    signals.shutdown().await;
     stop.cancel();
     let summary = load.await.unwrap_or_default();
     println!(

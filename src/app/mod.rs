@@ -8,7 +8,9 @@
 //!
 //! The config in force lives in an [`ArcSwap`] that each request reads
 //! once; [`Running::reload`], SIGHUP and the file watcher replace it
-//! (`reload.rs`).
+//! (`reload.rs`). The commands register their signal handlers before they
+//! bind anything (`signals.rs`), so a signal is never met by its default
+//! action.
 //!
 //! Nothing here holds logic worth testing on its own; the integration tests
 //! drive it through real sockets.
@@ -16,8 +18,10 @@
 pub mod cli;
 mod demo;
 mod reload;
+mod signals;
 
 pub use reload::{ConfigSource, DEBOUNCE, ReloadError, Reloaded};
+pub use signals::{Received, Signals};
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -237,63 +241,9 @@ async fn serve_proxy(
 }
 
 /// Serves until SIGINT or SIGTERM, reloading the config on each SIGHUP.
-pub async fn run_until_shutdown(running: &Running) {
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
-    #[cfg(unix)]
-    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGHUP; reload by editing the files");
-            None
-        }
-    };
-    loop {
-        #[cfg(unix)]
-        let hup = async {
-            match hangup.as_mut() {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let hup = std::future::pending::<()>();
-        tokio::select! {
-            () = &mut shutdown => return,
-            () = hup => {
-                // The outcome is logged and counted by the reload itself.
-                let _ = running.reloader.reload("sighup", false).await;
-            }
-        }
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+pub async fn run_until_shutdown(running: &Running, mut signals: Signals) {
+    while signals.recv().await == Received::Reload {
+        // The outcome is logged and counted by the reload itself.
+        let _ = running.reloader.reload("sighup", false).await;
     }
 }
