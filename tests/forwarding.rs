@@ -330,3 +330,59 @@ async fn request_heads_beyond_the_limit_get_431() {
     assert_eq!(resp.body(), b"ok");
     proxy.stop().await;
 }
+
+/// A client that stops reading holds the stream back end to end (the proxy
+/// takes no more from the upstream than its sockets hold); when it reads
+/// again, slowly, every event arrives and the request is metered whole.
+#[tokio::test]
+async fn a_client_that_stops_reading_slows_the_stream_without_losing_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const TOKENS: u32 = 100_000;
+    let sim = start_sim(tokenmeter::sim::SimConfig {
+        ttft: std::time::Duration::ZERO,
+        itl: std::time::Duration::ZERO,
+        tokens: TOKENS,
+        ..Default::default()
+    })
+    .await;
+    let proxy = start(config_for(sim)).await;
+    let (head, body) = chat_request("m1", true, &[]);
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut client = socket.connect(proxy.proxy_addr).await.unwrap();
+    client.write_all(head.as_bytes()).await.unwrap();
+    client.write_all(&body).await.unwrap();
+    // About 15 MB are ready upstream, more than the sockets on the way
+    // hold; nothing is read for a while, and the request has not ended.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let (_, s) = scrape(proxy.admin_addr).await;
+    assert_eq!(sum(&s, "llm_requests_total", &[]), 0.0, "not held back");
+    let mut received = Vec::new();
+    let mut piece = [0u8; 1024];
+    loop {
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(10), client.read(&mut piece))
+                .await
+                .expect("the stream stalled")
+                .unwrap();
+        if read == 0 {
+            break;
+        }
+        received.extend_from_slice(&piece[..read]);
+        if received.len() % 16 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let resp = parse_response(&received);
+    assert!(!resp.truncated);
+    assert!(resp.body().ends_with(b"data: [DONE]\n\n"));
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "ok")]) == 1.0
+    })
+    .await;
+    assert_eq!(
+        sum(&s, "llm_output_tokens_total", &[("model", "m1")]),
+        f64::from(TOKENS)
+    );
+    proxy.stop().await;
+}

@@ -50,18 +50,25 @@ impl ResponseBody {
 
 /// The upstream's response body, forwarded and watched.
 pub struct UpstreamBody {
-    inner: Incoming,
-    /// `None` for unmetered requests.
-    meter: Option<super::Meter>,
+    read: Reading,
     idle: Duration,
-    /// When the last frame (or the head) arrived. The timer is re-armed
-    /// lazily from it only when it fires, so a frame costs no timer work.
-    last_activity: Instant,
+    /// Fires at the idle deadline. It is re-armed lazily from
+    /// `read.last_activity` only when it fires, so a frame costs no timer
+    /// work.
     timer: Pin<Box<Sleep>>,
     /// The upstream connection of a plain-HTTP route, driven from here (see
     /// [`super::upstream`]); given back to its pool when the body has
     /// ended, dropped (closed) otherwise.
     upstream: Option<Upstream>,
+}
+
+/// The frames read from the upstream body, and their meter.
+struct Reading {
+    inner: Incoming,
+    /// `None` for unmetered requests.
+    meter: Option<super::Meter>,
+    /// When the last frame (or the head) arrived.
+    last_activity: Instant,
 }
 
 impl UpstreamBody {
@@ -82,10 +89,12 @@ impl UpstreamBody {
             }
         }
         Self {
-            inner,
-            meter,
+            read: Reading {
+                inner,
+                meter,
+                last_activity: now,
+            },
             idle,
-            last_activity: now,
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
             upstream,
         }
@@ -95,15 +104,15 @@ impl UpstreamBody {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let read = &mut self.read;
         let Some(up) = self.upstream.as_mut() else {
-            return self.poll_body(cx);
+            return read.poll(cx);
         };
         // The connection reads and decodes into the body channel first, so
         // every frame already read is there to be taken in this poll.
-        let _ = up.poll_conn(cx);
-        let polled = self.poll_body(cx);
+        let polled = up.poll_with(cx, |cx| read.poll(cx));
         match &polled {
-            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => {
+            Poll::Ready(Some(Ok(_))) if self.read.inner.is_end_stream() => {
                 if let Some(up) = self.upstream.take() {
                     up.release();
                 }
@@ -118,8 +127,10 @@ impl UpstreamBody {
         }
         polled
     }
+}
 
-    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+impl Reading {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let now = Instant::now();
@@ -151,17 +162,19 @@ impl UpstreamBody {
             Poll::Pending => Poll::Pending,
         }
     }
+}
 
+impl UpstreamBody {
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<IdleTimeout> {
         loop {
             ready!(self.timer.as_mut().poll(cx));
-            let deadline = self.last_activity + self.idle;
+            let deadline = self.read.last_activity + self.idle;
             let now = Instant::now();
             if now < deadline {
                 self.timer.as_mut().reset(deadline);
                 continue;
             }
-            if let Some(m) = self.meter.as_mut() {
+            if let Some(m) = self.read.meter.as_mut() {
                 m.fail(now, Outcome::Timeout, None);
             }
             return Poll::Ready(IdleTimeout(self.idle));
@@ -193,14 +206,14 @@ impl Body for ResponseBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Local(full) => full.is_end_stream(),
-            ResponseBody::Upstream(up) => up.inner.is_end_stream(),
+            ResponseBody::Upstream(up) => up.read.inner.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Local(full) => full.size_hint(),
-            ResponseBody::Upstream(up) => up.inner.size_hint(),
+            ResponseBody::Upstream(up) => up.read.inner.size_hint(),
         }
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod access;
 pub mod body;
+mod selfwake;
 pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};

@@ -25,6 +25,10 @@
 //! release, and by a reaper task), and at most `max_idle` are kept: past a
 //! burst, the connections (and the memory of their buffers) go.
 //!
+//! hyper still signals between the connection and the channels it feeds
+//! with wakers, which here would wake the very task that is polling both;
+//! `selfwake.rs` turns those wakes into another round of the same poll.
+//!
 //! HTTPS upstreams (TLS, HTTP/2 by ALPN) keep hyper-util's client.
 
 use std::collections::VecDeque;
@@ -43,6 +47,7 @@ use tokio::time::Instant;
 use tower::ServiceExt as _;
 
 use super::RequestBody;
+use super::selfwake::SelfWakes;
 
 type Conn = Connection<TokioIo<TcpStream>, RequestBody>;
 
@@ -69,6 +74,7 @@ pub struct H1Pool {
 struct Idle {
     sender: SendRequest<RequestBody>,
     conn: Conn,
+    wakes: SelfWakes,
     since: Instant,
 }
 
@@ -137,6 +143,7 @@ impl H1Pool {
                 sender: c.sender,
                 conn: Some(c.conn),
                 pool: Arc::downgrade(self),
+                wakes: c.wakes,
             });
         }
     }
@@ -156,10 +163,11 @@ impl H1Pool {
             sender,
             conn: Some(conn),
             pool: Arc::downgrade(self),
+            wakes: SelfWakes::new(),
         })
     }
 
-    fn give_back(&self, sender: SendRequest<RequestBody>, conn: Conn) {
+    fn give_back(&self, sender: SendRequest<RequestBody>, conn: Conn, wakes: SelfWakes) {
         let now = Instant::now();
         let surplus = {
             let Ok(mut idle) = self.idle.lock() else {
@@ -169,11 +177,12 @@ impl H1Pool {
                 idle.push_back(Idle {
                     sender,
                     conn,
+                    wakes,
                     since: now,
                 });
                 None
             } else {
-                Some((sender, conn))
+                Some((sender, conn, wakes))
             }
         };
         // A connection beyond `max_idle` is closed, outside the lock.
@@ -202,13 +211,9 @@ impl H1Pool {
             let sent = {
                 let response = up.sender.try_send_request(req);
                 let mut response = std::pin::pin!(response);
-                std::future::poll_fn(|cx| {
-                    // The connection writes the request and reads the head;
-                    // if it ends first, the response future says why.
-                    let _ = up.poll_conn(cx);
-                    response.as_mut().poll(cx)
-                })
-                .await
+                // The connection writes the request and reads the head; if
+                // it ends first, the response future says why.
+                std::future::poll_fn(|cx| up.poll_with(cx, |cx| response.as_mut().poll(cx))).await
             };
             match sent {
                 Ok(resp) => return Ok((resp, up)),
@@ -232,39 +237,55 @@ pub struct Upstream {
     /// `None` once the connection has finished.
     conn: Option<Conn>,
     pool: Weak<H1Pool>,
+    /// The connection and the channels it feeds are polled by one task,
+    /// without waking it for each other (`selfwake.rs`).
+    wakes: SelfWakes,
 }
 
 impl Upstream {
-    /// Drives the connection: writes what it has to, reads and decodes what
-    /// the upstream sent into the response body. Ready once it has finished.
-    pub fn poll_conn(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(conn) = self.conn.as_mut() else {
-            return Poll::Ready(());
-        };
-        match Pin::new(conn).poll(cx) {
-            Poll::Ready(result) => {
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "upstream connection ended with an error");
-                }
-                self.conn = None;
-                Poll::Ready(())
-            }
-            Poll::Pending => Poll::Pending,
-        }
+    /// Drives the connection, then polls `then` (the response head or body
+    /// it feeds), as one poll of the task.
+    pub fn poll_with<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut then: impl FnMut(&mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        let conn = &mut self.conn;
+        self.wakes.poll(cx, |cx| {
+            let _ = drive(conn, cx);
+            then(cx)
+        })
     }
 
     /// The response has been read to its end: keeps the connection for the
     /// next request if it is still open.
     pub fn release(mut self) {
         // Lets the connection take in the end of the message.
-        if self
-            .poll_conn(&mut Context::from_waker(Waker::noop()))
-            .is_ready()
-        {
+        if drive(&mut self.conn, &mut Context::from_waker(Waker::noop())).is_ready() {
             return;
         }
         if let (Some(pool), Some(conn)) = (self.pool.upgrade(), self.conn.take()) {
-            pool.give_back(self.sender, conn);
+            self.wakes.forget_task();
+            pool.give_back(self.sender, conn, self.wakes);
         }
+    }
+}
+
+/// Drives a connection: writes what it has to, reads and decodes what the
+/// upstream sent into the response channels. Ready once it has finished
+/// (and then `None`).
+fn drive(conn: &mut Option<Conn>, cx: &mut Context<'_>) -> Poll<()> {
+    let Some(c) = conn.as_mut() else {
+        return Poll::Ready(());
+    };
+    match Pin::new(c).poll(cx) {
+        Poll::Ready(result) => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
+            }
+            *conn = None;
+            Poll::Ready(())
+        }
+        Poll::Pending => Poll::Pending,
     }
 }
