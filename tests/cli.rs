@@ -88,15 +88,30 @@ fn serve_without_a_file_needs_an_upstream() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--upstream"));
 }
 
-#[tokio::test]
-async fn serve_from_flags_proxies_and_stops_on_sigterm() {
-    let sim = start_sim(tokenmeter::sim::SimConfig {
-        ttft: Duration::from_millis(5),
-        itl: Duration::from_millis(1),
-        tokens: 5,
-        ..Default::default()
-    })
-    .await;
+/// A `tokenmeter serve` child with JSON logs at info, once it has said it
+/// started: its addresses and the rest of its log.
+struct Served {
+    child: Child,
+    proxy: std::net::SocketAddr,
+    admin: std::net::SocketAddr,
+    lines: std::io::Lines<BufReader<std::process::ChildStderr>>,
+}
+
+/// A child process, killed if the test ends without stopping it (a failed
+/// assertion must not leave a server running).
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Starts `tokenmeter serve` on ephemeral ports with `args` added.
+fn serve(args: &[&std::ffi::OsStr]) -> Served {
     let mut child = Command::new(BIN)
         .args([
             "serve",
@@ -104,11 +119,9 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
             "127.0.0.1:0",
             "--admin-listen",
             "127.0.0.1:0",
-            "--log-format",
-            "json",
         ])
-        .arg("--upstream")
-        .arg(format!("http://{sim}"))
+        .args(["--log-format", "json"])
+        .args(args)
         .env("TOKENMETER_LOG", "info")
         .stderr(Stdio::piped())
         .spawn()
@@ -121,16 +134,41 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
             break v;
         }
     };
-    let proxy: std::net::SocketAddr = started["fields"]["proxy_addr"]
-        .as_str()
+    let addr = |key: &str| started["fields"][key].as_str().unwrap().parse().unwrap();
+    Served {
+        proxy: addr("proxy_addr"),
+        admin: addr("admin_addr"),
+        child: Child(child),
+        lines,
+    }
+}
+
+/// Sends SIGTERM and checks the child exits successfully.
+async fn stop(mut child: Child) {
+    signal(&child.0, "-TERM");
+    let status = tokio::task::spawn_blocking(move || child.0.wait())
+        .await
         .unwrap()
-        .parse()
         .unwrap();
-    let admin: std::net::SocketAddr = started["fields"]["admin_addr"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[tokio::test]
+async fn serve_from_flags_proxies_and_stops_on_sigterm() {
+    let sim = start_sim(tokenmeter::sim::SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        tokens: 5,
+        ..Default::default()
+    })
+    .await;
+    let upstream = format!("http://{sim}");
+    let Served {
+        child,
+        proxy,
+        admin,
+        mut lines,
+    } = serve(&["--upstream".as_ref(), upstream.as_ref()]);
     let (head, body) = chat_request("m1", true, &[]);
     let resp = raw_exchange(proxy, &head, &body).await;
     assert_eq!(resp.status, 200);
@@ -176,17 +214,7 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
     )
     .await;
     assert_eq!(health.status, 200);
-
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "exit status {status}");
+    stop(child).await;
 }
 
 /// Runs `kill -SIG pid`.
@@ -219,36 +247,22 @@ async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
         "slo_files: [classes.yaml]\nroutes:\n  - name: r\n    upstream: http://127.0.0.1:1\n    slo: c\n",
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--log-format", "json", "--no-watch", "--config"])
-        .arg(dir.path().join("main.yaml"))
-        .arg("--upstream")
-        .arg(format!("http://{sim}"))
-        .env("TOKENMETER_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let started: serde_json::Value = loop {
-        let line = lines.next().expect("serve exited before starting").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
-        if v["fields"]["message"] == "tokenmeter started" {
-            break v;
-        }
-    };
+    let config = dir.path().join("main.yaml");
+    let upstream = format!("http://{sim}");
+    let Served {
+        child,
+        proxy,
+        admin,
+        lines,
+    } = serve(&[
+        "--no-watch".as_ref(),
+        "--config".as_ref(),
+        config.as_ref(),
+        "--upstream".as_ref(),
+        upstream.as_ref(),
+    ]);
     // Drain the log so the child never blocks on a full pipe.
     let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<String>>());
-    let addr = |key: &str| -> std::net::SocketAddr {
-        started["fields"][key].as_str().unwrap().parse().unwrap()
-    };
-    let (proxy, admin) = (addr("proxy_addr"), addr("admin_addr"));
     let target = |s: &[Sample]| {
         value(
             s,
@@ -261,7 +275,7 @@ async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
     };
 
     std::fs::write(&slo, class("0.7")).unwrap();
-    signal(&child, "-HUP");
+    signal(&child.0, "-HUP");
     let s = scrape_until(admin, |s| reloads(s, "success") >= 1.0).await;
     assert_eq!(reloads(&s, "success"), 1.0);
     assert_eq!(target(&s), 0.7);
@@ -269,18 +283,13 @@ async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
     assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
 
     std::fs::write(&slo, class("7")).unwrap();
-    signal(&child, "-HUP");
+    signal(&child.0, "-HUP");
     let s = scrape_until(admin, |s| reloads(s, "failure") >= 1.0).await;
     assert_eq!(reloads(&s, "failure"), 1.0);
     assert_eq!(target(&s), 0.7);
     assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
 
-    signal(&child, "-TERM");
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "exit status {status}");
+    stop(child).await;
     let log = log.join().unwrap();
     let rejected: Vec<serde_json::Value> = log
         .iter()
@@ -342,4 +351,41 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
     assert!(status.success(), "exit status {status}");
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
     assert!(rest.iter().any(|l| l.starts_with("load: ")), "{rest:?}");
+}
+
+/// Logging never blocks forwarding: with its standard error never read (a
+/// stalled log pipe), `serve` goes on answering requests, each of which
+/// writes an access-log line, far past what the pipe holds.
+#[tokio::test]
+async fn serve_keeps_forwarding_when_nobody_reads_its_log() {
+    let sim = start_sim(tokenmeter::sim::SimConfig {
+        ttft: Duration::ZERO,
+        itl: Duration::ZERO,
+        tokens: 1,
+        ..Default::default()
+    })
+    .await;
+    let upstream = format!("http://{sim}");
+    // `_lines` keeps the pipe open, unread.
+    let Served {
+        child,
+        proxy,
+        admin,
+        lines: _lines,
+    } = serve(&["--upstream".as_ref(), upstream.as_ref()]);
+    // A pipe holds 64 KiB; each access-log line is over 300 bytes.
+    const REQUESTS: usize = 1000;
+    let (head, body) = chat_request("m1", false, &[]);
+    for _ in 0..REQUESTS {
+        let resp = tokio::time::timeout(Duration::from_secs(10), raw_exchange(proxy, &head, &body))
+            .await
+            .expect("the proxy stalled on its log");
+        assert_eq!(resp.status, 200);
+    }
+    let s = scrape_until(admin, |s| {
+        sum(s, "llm_requests_total", &[]) == REQUESTS as f64
+    })
+    .await;
+    assert_eq!(sum(&s, "llm_requests_total", &[]), REQUESTS as f64);
+    stop(child).await;
 }

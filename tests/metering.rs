@@ -223,6 +223,7 @@ const DECLARED: &[(&str, &[&str])] = &[
         &[],
     ),
     ("tokenmeter_config_last_reload_successful", &[]),
+    ("tokenmeter_log_lines_dropped_total", &[]),
 ];
 
 #[tokio::test]

@@ -146,7 +146,7 @@ pub(crate) struct DemoArgs {
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
     let mut cli = Cli::parse();
-    init_logging(cli.log_format);
+    let _log = init_logging(cli.log_format);
     // The load generator shares core 1 with the simulator and leaves core 0
     // to the proxy under test. Pinning the main thread before the runtime
     // starts pins every thread it starts, and tokio sizes its worker pool
@@ -276,16 +276,38 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Log lines are written to standard error by a thread of their own, in
+/// batches: a slow reader of that pipe (a container runtime's log driver)
+/// must never block the threads that forward requests. When the writer's
+/// buffer of lines is full, lines are dropped rather than waited for, and
+/// counted (`tokenmeter_log_lines_dropped_total`). The guard flushes what is
+/// buffered when `main` returns.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .thread_name("tokenmeter-log")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
+    let _ = LOG_DROPS.set(writer.error_counter());
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOKENMETER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    guard
+}
+
+/// How many log lines the process's writer dropped; set by `init_logging`.
+static LOG_DROPS: std::sync::OnceLock<tracing_appender::non_blocking::ErrorCounter> =
+    std::sync::OnceLock::new();
+
+/// The number of log lines dropped so far, if this process set up logging.
+pub(crate) fn log_lines_dropped() -> Option<impl Fn() -> u64 + Send + Sync + 'static> {
+    let counter = LOG_DROPS.get()?.clone();
+    Some(move || counter.dropped_lines() as u64)
 }
 
 /// Loads a config, printing every problem to standard error when it is

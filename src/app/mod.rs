@@ -110,6 +110,9 @@ pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow:
         Metrics::new(&config.metrics, &config.slo_classes, registry)
             .context("registering metrics")?,
     );
+    if let Some(dropped) = cli::log_lines_dropped() {
+        metrics.count_log_drops(dropped);
+    }
     let proxy = Proxy::new(&config, metrics.clone()).context("setting up upstream TLS")?;
     let live = Arc::new(ArcSwap::from_pointee(proxy));
 

@@ -67,6 +67,10 @@ pub struct Metrics {
     reloads: IntCounterVec,
     last_reload_success: Gauge,
     last_reload_successful: IntGauge,
+    log_lines_dropped: IntCounter,
+    /// Where `log_lines_dropped` is read from at each scrape (the process's
+    /// log writer), once the binary has set it.
+    log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
     live: Live,
     models: ModelLabeler,
@@ -279,6 +283,11 @@ impl Metrics {
                 registry.register(Box::new(g.clone()))?;
                 g
             },
+            log_lines_dropped: plain(
+                "tokenmeter_log_lines_dropped_total",
+                "Log lines (access log included) dropped because standard error was not read fast enough: logging never blocks forwarding.",
+            )?,
+            log_drops: std::sync::OnceLock::new(),
             live: Live::new(Instant::now()),
             models: ModelLabeler::new(&settings.models),
             registry,
@@ -295,6 +304,12 @@ impl Metrics {
         metrics.registry.register(Box::new(info.clone()))?;
         info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         Ok(metrics)
+    }
+
+    /// Reads `tokenmeter_log_lines_dropped_total` from `dropped` (a running
+    /// total) at each scrape. Only the first source set is used.
+    pub fn count_log_drops(&self, dropped: impl Fn() -> u64 + Send + Sync + 'static) {
+        let _ = self.log_drops.set(Box::new(dropped));
     }
 
     /// Per class, its targets and thresholds as gauges, so PromQL and
@@ -375,6 +390,12 @@ impl Metrics {
 
     /// The Prometheus text exposition of the registry.
     pub fn encode(&self) -> String {
+        if let Some(dropped) = self.log_drops.get() {
+            let (now, counted) = (dropped(), self.log_lines_dropped.get());
+            if now > counted {
+                self.log_lines_dropped.inc_by(now - counted);
+            }
+        }
         let mut out = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
             tracing::warn!(error = %e, "encoding metrics failed");
