@@ -141,6 +141,7 @@ impl SseFramer {
     /// The value of `line` when it is a `data` line that starts an event
     /// and nothing is carried over or being dropped: what the event's data
     /// is if a blank line follows.
+    #[inline]
     fn lone_data<'a>(&self, line: &'a [u8]) -> Option<&'a [u8]> {
         let clean = self.started
             && self.line.is_empty()
