@@ -105,21 +105,52 @@ impl SseFramer {
             }
         }
         while let Some(i) = memchr::memchr2(b'\n', b'\r', chunk) {
-            if chunk[i] == b'\r' {
-                match chunk.get(i + 1) {
-                    Some(b'\n') => {
-                        self.end_line(&chunk[..i], on);
-                        chunk = &chunk[i + 2..];
-                        continue;
-                    }
-                    None => self.skip_lf = true,
-                    Some(_) => {}
-                }
+            let line = &chunk[..i];
+            chunk = &chunk[self.after_terminator(chunk, i)..];
+            // The usual event, one data line and the blank line after it in
+            // this chunk, is dispatched from the chunk without being copied.
+            if let Some(data) = self.lone_data(line)
+                && let [b'\n' | b'\r', ..] = chunk
+            {
+                chunk = &chunk[self.after_terminator(chunk, 0)..];
+                on(Ok(Event {
+                    name: &self.name,
+                    data,
+                }));
+                self.name.clear();
+                continue;
             }
-            self.end_line(&chunk[..i], on);
-            chunk = &chunk[i + 1..];
+            self.end_line(line, on);
         }
         self.push_partial(chunk, on);
+    }
+
+    /// Where the line terminator at `i` (CR, LF or CRLF) ends; a CR that
+    /// ends the chunk may be the first half of a CRLF.
+    fn after_terminator(&mut self, chunk: &[u8], i: usize) -> usize {
+        match (chunk[i], chunk.get(i + 1)) {
+            (b'\r', Some(b'\n')) => i + 2,
+            (b'\r', None) => {
+                self.skip_lf = true;
+                i + 1
+            }
+            _ => i + 1,
+        }
+    }
+
+    /// The value of `line` when it is a `data` line that starts an event
+    /// and nothing is carried over or being dropped: what the event's data
+    /// is if a blank line follows.
+    #[inline]
+    fn lone_data<'a>(&self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let clean = self.started
+            && self.line.is_empty()
+            && !self.has_data
+            && !self.discarding_line
+            && !self.discarding_event;
+        let value = line.strip_prefix(b"data:").filter(|_| clean)?;
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        (value.len() < self.limit).then_some(value)
     }
 
     /// Ends the stream: a last line without terminator, and a last event
