@@ -13,6 +13,8 @@ WORKDIR /src
 # Dependencies first, against a stub crate, so this layer is reused when
 # only the sources change.
 COPY Cargo.toml Cargo.lock ./
+# jemalloc's built-in options (`[env]`), read when jemalloc is compiled.
+COPY .cargo ./.cargo
 # The manifest declares `benches/meter.rs` (criterion), so the stub has one
 # too: cargo refuses a manifest whose declared targets are missing.
 RUN mkdir -p src benches && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \

@@ -226,12 +226,7 @@ async fn serve_proxy(
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%client_addr, error = %e, "client connection ended with an error");
-            }
-        });
+        tokio::spawn(connection_task(graceful.watch(conn), client_addr));
     }
     drop(listener);
     let grace = live.load().shutdown_grace();
@@ -243,10 +238,47 @@ async fn serve_proxy(
     }
 }
 
+/// The task serving one client connection, with the connection boxed: an
+/// async block stores what it captures apart from the future it awaits, so
+/// a connection moved in by value would take its room twice in the task.
+fn connection_task<E: std::fmt::Display>(
+    conn: impl Future<Output = Result<(), E>>,
+    client_addr: SocketAddr,
+) -> impl Future<Output = ()> {
+    let conn = Box::pin(conn);
+    async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(%client_addr, error = %e, "client connection ended with an error");
+        }
+    }
+}
+
 /// Serves until SIGINT or SIGTERM, reloading the config on each SIGHUP.
 pub async fn run_until_shutdown(running: &Running, mut signals: Signals) {
     while signals.recv().await == Received::Reload {
         // The outcome is logged and counted by the reload itself.
         let _ = running.reloader.reload("sighup", false).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_task_holds_its_connection_behind_one_pointer() {
+        let conn = async {
+            let held = [0u8; 2048];
+            std::future::ready(()).await;
+            std::hint::black_box(held);
+            Ok::<(), std::io::Error>(())
+        };
+        assert!(std::mem::size_of_val(&conn) >= 2048);
+        let task = connection_task(conn, SocketAddr::from(([127, 0, 0, 1], 1)));
+        assert!(
+            std::mem::size_of_val(&task) <= 64,
+            "{}",
+            std::mem::size_of_val(&task)
+        );
     }
 }

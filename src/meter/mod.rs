@@ -418,8 +418,9 @@ pub struct StreamMeter<R: Recorder> {
     /// Everything but the framer, so the framer's callback can borrow it.
     tally: Tally<R>,
     framer: Framer,
-    /// Decodes a copy of a compressed body (`content-encoding`).
-    codec: Option<decompress::Decompressor>,
+    /// Decodes a copy of a compressed body (`content-encoding`); boxed, as
+    /// few bodies are, so every other meter is smaller.
+    codec: Option<Box<decompress::Decompressor>>,
 }
 
 /// The framer of the response body, chosen with the response head.
@@ -573,7 +574,7 @@ impl<R: Recorder> StreamMeter<R> {
                 Ok(None) => true,
                 Ok(Some(enc)) => match decompress::Decompressor::new(enc, t.limits.body) {
                     Ok(d) => {
-                        self.codec = Some(d);
+                        self.codec = Some(Box::new(d));
                         true
                     }
                     Err(e) => {

@@ -407,6 +407,7 @@ impl Proxy {
             );
         }
         remove_hop_by_hop(&mut parts.headers);
+        parts.headers = fitted(std::mem::take(&mut parts.headers));
         let body = body::UpstreamBody::new(body, upstream, meter, route.timeouts.idle, now);
         Ok(Response::from_parts(
             parts,
@@ -529,6 +530,20 @@ fn remove_hop_by_hop(headers: &mut HeaderMap) {
     ] {
         headers.remove(name);
     }
+}
+
+/// `headers` in a map of their own size, same order.
+///
+/// hyper keeps the map of the last head it wrote on a connection, emptied
+/// but at its capacity, for the next request it reads there: for the
+/// client's connection that is the response's map, held while the body
+/// streams. The upstream's response head is parsed into the map the
+/// forwarded request used (grown by the `X-Forwarded-*` headers), so it is
+/// usually larger than the response needs.
+fn fitted(headers: HeaderMap) -> HeaderMap {
+    let mut fitted = HeaderMap::with_capacity(headers.len());
+    fitted.extend(headers);
+    fitted
 }
 
 fn request_host(req: &Request<Incoming>) -> Option<&str> {
@@ -746,4 +761,31 @@ fn upstream_client(route: &Route, keepalive: Keepalive) -> Result<UpstreamClient
         .pool_idle_timeout(keepalive.idle_timeout)
         .pool_max_idle_per_host(keepalive.max_idle)
         .build(https))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fitted_keeps_every_value_in_order_in_a_smaller_map() {
+        let mut headers = HeaderMap::with_capacity(64);
+        for (name, value) in [
+            ("content-type", "text/event-stream"),
+            ("set-cookie", "a=1"),
+            ("x-request-id", "7"),
+            ("set-cookie", "b=2"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        let order = |h: &HeaderMap| -> Vec<(String, String)> {
+            h.iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+                .collect()
+        };
+        let before = order(&headers);
+        let fitted = fitted(headers);
+        assert_eq!(order(&fitted), before);
+        assert!(fitted.capacity() < 64, "{}", fitted.capacity());
+    }
 }
