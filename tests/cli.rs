@@ -143,6 +143,12 @@ fn serve(args: &[&std::ffi::OsStr]) -> Served {
     }
 }
 
+/// `tokenmeter serve` from flags alone, in front of `upstream`.
+fn serve_in_front_of(upstream: std::net::SocketAddr) -> Served {
+    let upstream = format!("http://{upstream}");
+    serve(&["--upstream".as_ref(), upstream.as_ref()])
+}
+
 /// Sends SIGTERM and checks the child exits successfully.
 async fn stop(mut child: Child) {
     signal(&child.0, "-TERM");
@@ -162,13 +168,12 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
         ..Default::default()
     })
     .await;
-    let upstream = format!("http://{sim}");
     let Served {
         child,
         proxy,
         admin,
         mut lines,
-    } = serve(&["--upstream".as_ref(), upstream.as_ref()]);
+    } = serve_in_front_of(sim);
     let (head, body) = chat_request("m1", true, &[]);
     let resp = raw_exchange(proxy, &head, &body).await;
     assert_eq!(resp.status, 200);
@@ -365,14 +370,13 @@ async fn serve_keeps_forwarding_when_nobody_reads_its_log() {
         ..Default::default()
     })
     .await;
-    let upstream = format!("http://{sim}");
     // `_lines` keeps the pipe open, unread.
     let Served {
         child,
         proxy,
         admin,
         lines: _lines,
-    } = serve(&["--upstream".as_ref(), upstream.as_ref()]);
+    } = serve_in_front_of(sim);
     // A pipe holds 64 KiB; each access-log line is over 300 bytes.
     const REQUESTS: usize = 1000;
     let (head, body) = chat_request("m1", false, &[]);
