@@ -111,21 +111,36 @@ impl UpstreamBody {
         // The connection reads and decodes into the body channel first, so
         // every frame already read is there to be taken in this poll.
         let polled = up.poll_with(cx, |cx| read.poll(cx));
-        match &polled {
-            Poll::Ready(Some(Ok(_))) if self.read.inner.is_end_stream() => {
-                if let Some(up) = self.upstream.take() {
-                    up.release();
-                }
+        let ended = match &polled {
+            Poll::Ready(Some(Ok(_))) => self.read.inner.is_end_stream(),
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Err(_))) => {
+                // A failed connection is closed, not pooled.
+                self.upstream = None;
+                false
             }
-            Poll::Ready(None) => {
-                if let Some(up) = self.upstream.take() {
-                    up.release();
-                }
-            }
-            Poll::Ready(Some(Err(_))) => self.upstream = None,
-            _ => {}
+            Poll::Pending => false,
+        };
+        if ended && let Some(up) = self.upstream.take() {
+            up.release();
         }
         polled
+    }
+
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<IdleTimeout> {
+        loop {
+            ready!(self.timer.as_mut().poll(cx));
+            let deadline = self.read.last_activity + self.idle;
+            let now = Instant::now();
+            if now < deadline {
+                self.timer.as_mut().reset(deadline);
+                continue;
+            }
+            if let Some(m) = self.read.meter.as_mut() {
+                m.fail(now, Outcome::Timeout, None);
+            }
+            return Poll::Ready(IdleTimeout(self.idle));
+        }
     }
 }
 
@@ -160,24 +175,6 @@ impl Reading {
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl UpstreamBody {
-    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<IdleTimeout> {
-        loop {
-            ready!(self.timer.as_mut().poll(cx));
-            let deadline = self.read.last_activity + self.idle;
-            let now = Instant::now();
-            if now < deadline {
-                self.timer.as_mut().reset(deadline);
-                continue;
-            }
-            if let Some(m) = self.read.meter.as_mut() {
-                m.fail(now, Outcome::Timeout, None);
-            }
-            return Poll::Ready(IdleTimeout(self.idle));
         }
     }
 }
