@@ -101,9 +101,19 @@ enum Number {
 }
 
 impl<'de> Deserializer<'de, '_> {
-    /// Skips whitespace and returns the next byte, if any.
+    /// Skips whitespace and returns the next byte, if any. Every JSON
+    /// whitespace byte is at most `b' '`, so the usual case (no whitespace
+    /// between tokens, as servers write events) is one comparison.
     #[inline(always)]
     fn ws(&mut self) -> Option<u8> {
+        match self.input.get(self.pos) {
+            Some(&b) if b > b' ' => Some(b),
+            _ => self.ws_slow(),
+        }
+    }
+
+    #[inline(always)]
+    fn ws_slow(&mut self) -> Option<u8> {
         while let Some(&b) = self.input.get(self.pos) {
             if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
                 return Some(b);
