@@ -101,6 +101,7 @@ fn minimal_config_gets_defaults() {
     assert_eq!(route.protocol, Protocol::Auto);
     assert_eq!(route.timeouts, Timeouts::default());
     assert!(!route.preserve_host && !route.strip_prefix);
+    assert_eq!(route.max_in_flight, None);
     assert_eq!(route.slo, None);
 }
 
@@ -118,6 +119,7 @@ routes:
     timeouts: {connect: 250ms, response_headers: 1h, idle: 90s}
     preserve_host: true
     strip_prefix: true
+    max_in_flight: 64
     slo: gold
 ";
     let config = parse(text).expect("valid");
@@ -140,6 +142,7 @@ routes:
         }
     );
     assert!(route.preserve_host && route.strip_prefix);
+    assert_eq!(route.max_in_flight, Some(64));
     assert_eq!(route.slo.as_deref(), Some("gold"));
 }
 
@@ -285,6 +288,7 @@ routes:
     preserve_host: yes
     strip_prefix: 1
     slo: 'a b'
+    max_in_flight: 0
 ";
     let errors = errors_of(text);
     assert_eq!(
@@ -303,6 +307,7 @@ routes:
             (Some(10), "routes[0].preserve_host"),
             (Some(11), "routes[0].strip_prefix"),
             (Some(12), "routes[0].slo"),
+            (Some(13), "routes[0].max_in_flight"),
         ],
         "{}",
         ConfigErrors(errors.clone())

@@ -333,3 +333,72 @@ async fn shutdown_drains_in_flight_streams_and_reports_not_ready() {
     assert!(text.ends_with("0\r\n\r\n"));
     proxy.wait().await;
 }
+
+#[tokio::test]
+async fn past_max_in_flight_requests_get_503_at_once_and_slots_free_as_streams_end() {
+    // Streams of 5 s: they stay in flight for the whole test.
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(50),
+        tokens: 100,
+        ..SimConfig::default()
+    })
+    .await;
+    let mut config = config_for(sim);
+    config.routes[0].max_in_flight = Some(2);
+    let proxy = start(config).await;
+    let rejected = |s: &[Sample]| {
+        value(
+            s,
+            "tokenmeter_rejected_requests_total",
+            &[("route", "test"), ("reason", "max_in_flight")],
+        )
+    };
+    // Declared at 0 before any rejection.
+    assert_eq!(rejected(&scrape(proxy.admin_addr).await.1), 0.0);
+
+    let a = open_stream(proxy.proxy_addr, 2, &[]).await;
+    let b = open_stream(proxy.proxy_addr, 2, &[]).await;
+
+    // A third metered request and an unmetered one: answered by the proxy,
+    // at once, without reaching the upstream.
+    let (head, body) = chat_request("m1", true, &[]);
+    let started = std::time::Instant::now();
+    let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "not at once");
+    assert_eq!(resp.status, 503);
+    assert_eq!(resp.header("retry-after"), Some("1"));
+    assert_eq!(resp.header("x-tokenmeter-error"), Some("overloaded"));
+    let err: serde_json::Value = serde_json::from_slice(&resp.body()).unwrap();
+    assert_eq!(err["error"]["code"], "overloaded");
+    let models = raw_exchange(
+        proxy.proxy_addr,
+        "GET /v1/models HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(models.status, 503);
+    assert_eq!(sim_stats(sim).await["requests"], 2);
+    let s = scrape(proxy.admin_addr).await.1;
+    assert_eq!(rejected(&s), 2.0);
+    // The metered one ends as a proxy error; the two streams are in flight.
+    assert_eq!(outcomes(&s, "proxy_error", "5xx"), 1.0);
+    assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 2.0);
+
+    // A stream that ends (here: its client goes away) gives its slot back.
+    drop(a);
+    scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_in_flight", &[]) == 1.0
+    })
+    .await;
+    let (head, body) = chat_request("m1", true, &[("x-sim-tokens", "3")]);
+    let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+    assert_eq!(resp.status, 200);
+    assert!(!resp.truncated);
+    // And the slot of a completed stream comes back too.
+    let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(rejected(&scrape(proxy.admin_addr).await.1), 2.0);
+    drop(b);
+    proxy.stop().await;
+}

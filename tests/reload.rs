@@ -336,3 +336,62 @@ async fn the_watcher_reloads_on_file_changes_without_a_call() {
     );
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_limit_added_by_a_reload_counts_the_streams_already_in_flight() {
+    let (upstream, mut gates) = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_files(dir.path(), upstream, false).await;
+
+    // Stream A, admitted with no limit in force, held open.
+    let pieces = pieces();
+    let (head, body) = chat_request("m1", true, &[]);
+    let mut a = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    a.write_all(head.as_bytes()).await.unwrap();
+    a.write_all(&body).await.unwrap();
+    let gate_a = gates.recv().await.unwrap();
+    gate_a
+        .send(Ok(Frame::data(Bytes::from(pieces[0].clone()))))
+        .await
+        .unwrap();
+    let mut seen_a = Vec::new();
+    read_until(&mut a, &mut seen_a, &pieces[0][pieces[0].len() - 24..]).await;
+
+    std::fs::write(
+        dir.path().join("main.yaml"),
+        main_file(upstream, "    max_in_flight: 1\n"),
+    )
+    .unwrap();
+    proxy.reload().await.unwrap();
+
+    // A holds the one slot: the next request is refused.
+    let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+    assert_eq!(resp.status, 503);
+
+    // A ends; its slot is free for the next one.
+    for piece in &pieces[1..] {
+        gate_a
+            .send(Ok(Frame::data(Bytes::from(piece.clone()))))
+            .await
+            .unwrap();
+    }
+    drop(gate_a);
+    a.read_to_end(&mut seen_a).await.unwrap();
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_in_flight", &[]) == 0.0
+    })
+    .await;
+    assert_eq!(
+        value(
+            &s,
+            "tokenmeter_rejected_requests_total",
+            &[("route", "chat"), ("reason", "max_in_flight")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        request(proxy.proxy_addr, "/v1/chat/completions", &mut gates).await,
+        200
+    );
+    proxy.stop().await;
+}

@@ -178,6 +178,7 @@ impl Config {
                 timeouts: Timeouts::default(),
                 preserve_host: false,
                 strip_prefix: false,
+                max_in_flight: None,
                 slo: None,
                 slo_by_model: Vec::new(),
                 slo_header: None,
@@ -858,6 +859,16 @@ impl<'a> Checker<'a> {
                 parse_bool,
             )
             .unwrap_or(false);
+        let max_in_flight = self.value(
+            route.max_in_flight.as_ref(),
+            &format!("{prefix}.max_in_flight"),
+            |text| match text.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(format!(
+                    "invalid limit `{text}`: expected a whole number, at least 1 (leave the key out for no limit)"
+                )),
+            },
+        );
         let names = self.slo_names.clone();
         let names = names.as_deref();
         let slo = self.value(route.slo.as_ref(), &format!("{prefix}.slo"), |text| {
@@ -892,6 +903,7 @@ impl<'a> Checker<'a> {
                 timeouts,
                 preserve_host,
                 strip_prefix,
+                max_in_flight,
                 slo,
                 slo_by_model,
                 slo_header,

@@ -258,6 +258,8 @@ pub struct Route {
     /// Remove the matched path prefix before appending the path to the
     /// upstream's base path.
     pub strip_prefix: bool,
+    /// Most requests in flight at once; `None` for no limit.
+    pub max_in_flight: Option<usize>,
     /// The route's SLO class, the `slo` label (empty label when unset). With
     /// SLO classes configured it names one of them.
     pub slo: Option<String>,

@@ -165,6 +165,11 @@ pub(super) struct RawRoute {
     /// Remove the matched `path_prefix` before appending the request path to
     /// the upstream's base path. Default `false`.
     pub strip_prefix: Option<Spanned<String>>,
+    /// Most requests of this route in flight at once (from the request head
+    /// to the end of the response body). Past it the proxy answers `503`
+    /// with `retry-after: 1` at once, without reading the request or
+    /// calling the upstream. A whole number, at least 1. Default: no limit.
+    pub max_in_flight: Option<Spanned<String>>,
     /// The route's SLO class, used as the `slo` label value (empty when
     /// unset). With `slo_files`, it must name a class defined there; without,
     /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.

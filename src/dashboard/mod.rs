@@ -587,8 +587,8 @@ impl Builder {
             ),
             (
                 Self::timeseries(
-                    "Unmetered traffic",
-                    "Requests forwarded without metering, and requests that matched no route.",
+                    "Unmetered and refused traffic",
+                    "Requests forwarded without metering, requests that matched no route, and requests refused with 503 at a route's max_in_flight.",
                     "reqps",
                     vec![
                         q(
@@ -600,6 +600,12 @@ impl Builder {
                         q(
                             format!("sum(rate(tokenmeter_unrouted_requests_total[{RATE}]))"),
                             "unrouted",
+                        ),
+                        q(
+                            format!(
+                                "sum by (route) (rate(tokenmeter_rejected_requests_total{{route=~\"$route\"}}[{RATE}]))"
+                            ),
+                            "refused {{route}}",
                         ),
                     ],
                 ),

@@ -55,6 +55,7 @@ pub struct Metrics {
     parse_errors: IntCounterVec,
     unrouted: IntCounter,
     passthrough: IntCounterVec,
+    rejected: IntCounterVec,
     model_overflow: IntCounter,
     slo_requests: IntCounterVec,
     slo_violations: IntCounterVec,
@@ -219,6 +220,11 @@ impl Metrics {
                 "tokenmeter_passthrough_requests_total".to_owned(),
                 "Requests forwarded without metering (not an inference endpoint, or protocol: none).",
                 &["route"],
+            )?,
+            rejected: counter(
+                "tokenmeter_rejected_requests_total".to_owned(),
+                "Requests the proxy answered 503 without forwarding them (reason: max_in_flight = the route's limit of requests in flight was reached).",
+                &["route", "reason"],
             )?,
             model_overflow: plain(
                 "tokenmeter_model_label_overflow_total",
@@ -452,6 +458,18 @@ impl Metrics {
     /// Counts a request that matched no route.
     pub fn unrouted(&self) {
         self.unrouted.inc();
+    }
+
+    /// Counts a request answered 503 without forwarding it; `reason` is
+    /// one of a fixed set (`max_in_flight`).
+    pub fn rejected(&self, route: &str, reason: &'static str) {
+        self.rejected.with_label_values(&[route, reason]).inc();
+    }
+
+    /// Declares the rejection series of a route with `max_in_flight`, at 0,
+    /// so that its rate is defined before the first rejection.
+    pub fn limited(&self, route: &str) {
+        self.rejected.with_label_values(&[route, "max_in_flight"]);
     }
 
     /// Counts a request forwarded without metering.

@@ -23,6 +23,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use super::admission::Admitted;
 use super::upstream::Upstream;
 use crate::meter::Outcome;
 
@@ -46,6 +47,15 @@ impl ResponseBody {
     pub fn local(bytes: impl Into<Bytes>) -> Self {
         ResponseBody::Local(Full::new(bytes.into()))
     }
+
+    /// The body, holding the request's slot among its route's requests in
+    /// flight until it is dropped (a local body has nothing more to send).
+    pub(super) fn holding(mut self, admitted: Admitted) -> Self {
+        if let ResponseBody::Upstream(up) = &mut self {
+            up.admitted = Some(admitted);
+        }
+        self
+    }
 }
 
 /// The upstream's response body, forwarded and watched.
@@ -60,6 +70,8 @@ pub struct UpstreamBody {
     /// [`super::upstream`]); given back to its pool when the body has
     /// ended, dropped (closed) otherwise.
     upstream: Option<Upstream>,
+    /// The request's slot among its route's requests in flight.
+    admitted: Option<Admitted>,
 }
 
 /// The frames read from the upstream body, and their meter.
@@ -97,6 +109,7 @@ impl UpstreamBody {
             idle,
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
             upstream,
+            admitted: None,
         }
     }
 

@@ -13,6 +13,7 @@
 //! read-ahead frames are forwarded byte for byte.
 
 pub mod access;
+mod admission;
 pub mod body;
 mod selfwake;
 pub mod upstream;
@@ -59,6 +60,8 @@ pub enum ProxyError {
     Upstream(String),
     #[error("reading the request body failed: {0}")]
     RequestBody(String),
+    #[error("this route already has {0} requests in flight, its max_in_flight")]
+    Overloaded(usize),
 }
 
 impl ProxyError {
@@ -71,6 +74,7 @@ impl ProxyError {
             ProxyError::HeadersTimeout(_) => "upstream_headers_timeout",
             ProxyError::Upstream(_) => "upstream_failed",
             ProxyError::RequestBody(_) => "request_body",
+            ProxyError::Overloaded(_) => "overloaded",
         }
     }
 
@@ -82,12 +86,15 @@ impl ProxyError {
                 StatusCode::GATEWAY_TIMEOUT
             }
             ProxyError::RequestBody(_) => StatusCode::BAD_REQUEST,
+            ProxyError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
     fn outcome(&self) -> Outcome {
         match self {
-            ProxyError::Connect(_) | ProxyError::NoRoute => Outcome::ProxyError,
+            ProxyError::Connect(_) | ProxyError::NoRoute | ProxyError::Overloaded(_) => {
+                Outcome::ProxyError
+            }
             ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => Outcome::Timeout,
             ProxyError::Upstream(_) => Outcome::UpstreamError,
             ProxyError::RequestBody(_) => Outcome::ClientAbort,
@@ -114,6 +121,10 @@ impl ProxyError {
             HeaderName::from_static("x-tokenmeter-error"),
             HeaderValue::from_static(self.kind()),
         );
+        if let ProxyError::Overloaded(_) = self {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         resp
     }
 }
@@ -127,6 +138,8 @@ struct RouteState {
     /// Plain-HTTP upstreams: HTTP/1.1 connections driven by the request's
     /// own task (see [`upstream`]).
     h1: Option<Arc<upstream::H1Pool>>,
+    /// The route's requests in flight, kept across reloads (by name).
+    in_flight: Arc<admission::InFlight>,
 }
 
 /// The forwarding service of one configuration, shared by every
@@ -191,9 +204,16 @@ impl Proxy {
                     }
                     _ => h1_pool(route, keepalive),
                 };
+                let in_flight = previous
+                    .and_then(|p| p.routes.iter().find(|old| old.route.name == route.name))
+                    .map_or_else(Default::default, |old| old.in_flight.clone());
+                if route.max_in_flight.is_some() {
+                    metrics.limited(&route.name);
+                }
                 Ok(RouteState {
                     client,
                     h1,
+                    in_flight,
                     route: route.clone(),
                 })
             })
@@ -253,22 +273,19 @@ impl Proxy {
             Protocol::Triton => Some(Api::Triton),
             Protocol::Auto => Api::detect(req.method(), req.uri().path()),
         };
+        let Some(admitted) = state.in_flight.admit(route.max_in_flight) else {
+            return self.reject(t0, api, route, req);
+        };
         let Some(api) = api else {
             self.metrics.passthrough(&route.name);
             return match self.forward(state, req, client_addr, None).await {
-                Ok(resp) => resp,
+                Ok(resp) => resp.map(|body| body.holding(admitted)),
                 Err((e, _)) => e.response(),
             };
         };
 
         let (parts, body) = req.into_parts();
-        let declared = route
-            .slo_header
-            .as_ref()
-            .and_then(|name| parts.headers.get(name))
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| self.classes.get_key_value(value.trim()))
-            .map(|(name, _)| name.as_str());
+        let declared = self.declared_class(route, &parts.headers);
         let content_length = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -289,7 +306,7 @@ impl Proxy {
             .forward_body(state, req, client_addr, Some(meter))
             .await
         {
-            Ok(resp) => resp,
+            Ok(resp) => resp.map(|body| body.holding(admitted)),
             Err((e, meter)) => {
                 if let Some(mut meter) = meter {
                     meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
@@ -298,6 +315,37 @@ impl Proxy {
                 e.response()
             }
         }
+    }
+
+    /// Answers a request past its route's `max_in_flight` without reading
+    /// its body or calling the upstream. A metered one is counted under
+    /// `proxy_error` (its model unknown, since the body is not read).
+    fn reject(
+        &self,
+        t0: Instant,
+        api: Option<Api>,
+        route: &Route,
+        req: Request<Incoming>,
+    ) -> Response<ResponseBody> {
+        let err = ProxyError::Overloaded(route.max_in_flight.unwrap_or_default());
+        self.metrics.rejected(&route.name, "max_in_flight");
+        if let Some(api) = api {
+            let (parts, _) = req.into_parts();
+            let declared = self.declared_class(route, &parts.headers);
+            let mut meter = self.meter(t0, api, route, &parts, None, declared);
+            meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
+        }
+        tracing::debug!(route = %route.name, "request rejected: max_in_flight reached");
+        err.response()
+    }
+
+    /// The SLO class the client declares in the route's `slo_header`, if
+    /// it names a defined class.
+    fn declared_class(&self, route: &Route, headers: &HeaderMap) -> Option<&str> {
+        let value = headers.get(route.slo_header.as_ref()?)?.to_str().ok()?;
+        self.classes
+            .get_key_value(value.trim())
+            .map(|(name, _)| name.as_str())
     }
 
     fn meter(

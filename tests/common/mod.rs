@@ -374,6 +374,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             timeouts: Timeouts::default(),
             preserve_host: false,
             strip_prefix: false,
+            max_in_flight: None,
             slo: Some("chat".into()),
             slo_by_model: Vec::new(),
             slo_header: None,
