@@ -48,6 +48,11 @@ fn route(r: &Route) -> Value {
         },
         "preserve_host": r.preserve_host,
         "strip_prefix": r.strip_prefix,
+        "max_in_flight": r.max_in_flight,
+        "tls": r.tls_roots.as_ref().map(|t| json!({
+            "ca_file": t.file.display().to_string(),
+            "certificates": t.certificates.len(),
+        })),
         "slo": r.slo,
         "slo_by_model": r.slo_by_model.iter().map(|(m, c)| json!({"model": m, "slo": c})).collect::<Vec<_>>(),
         "slo_header": r.slo_header.as_ref().map(|h| h.as_str()),

@@ -179,6 +179,7 @@ impl Config {
                 preserve_host: false,
                 strip_prefix: false,
                 max_in_flight: None,
+                tls_roots: None,
                 slo: None,
                 slo_by_model: Vec::new(),
                 slo_header: None,
@@ -450,7 +451,7 @@ impl<'a> Checker<'a> {
             admin_listen,
             proxy: self.proxy(raw),
             metrics: self.metrics(raw),
-            routes: self.routes(raw, overrides.upstream.is_some(), upstream_override),
+            routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
             slo_classes,
             sources: std::mem::take(&mut self.sources),
         }
@@ -690,6 +691,7 @@ impl<'a> Checker<'a> {
         raw: &RawConfig,
         upstream_overridden: bool,
         upstream_override: Option<Upstream>,
+        base: &Path,
     ) -> Vec<Route> {
         let Some(raw_routes) = self.required_list(&raw.routes, "routes", "route") else {
             return Vec::new();
@@ -722,6 +724,7 @@ impl<'a> Checker<'a> {
                 route,
                 upstream_overridden,
                 &upstream_override,
+                base,
             );
             if let Some(route) = built {
                 routes.push(route);
@@ -761,6 +764,7 @@ impl<'a> Checker<'a> {
         route: &RawRoute,
         upstream_overridden: bool,
         upstream_override: &Option<Upstream>,
+        base: &Path,
     ) -> (Option<Route>, Option<MatchSite>) {
         let name = match &route.name {
             None => {
@@ -869,6 +873,24 @@ impl<'a> Checker<'a> {
                 )),
             },
         );
+        let tls_roots = route.tls.as_ref().and_then(|tls| {
+            if upstream
+                .as_ref()
+                .is_some_and(|u| u.scheme != http::uri::Scheme::HTTPS)
+            {
+                self.at(
+                    raw::pos(tls),
+                    format!("{prefix}.tls"),
+                    "applies only to an https upstream",
+                );
+                return None;
+            }
+            self.value(
+                tls.value.ca_file.as_ref(),
+                &format!("{prefix}.tls.ca_file"),
+                |text| read_roots(base, text),
+            )
+        });
         let names = self.slo_names.clone();
         let names = names.as_deref();
         let slo = self.value(route.slo.as_ref(), &format!("{prefix}.slo"), |text| {
@@ -904,6 +926,7 @@ impl<'a> Checker<'a> {
                 preserve_host,
                 strip_prefix,
                 max_in_flight,
+                tls_roots,
                 slo,
                 slo_by_model,
                 slo_header,
@@ -1050,6 +1073,44 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 /// Bytes, as a whole number with an optional unit: `B`, decimal `kB`/`KB`,
 /// `MB`, `GB`, `TB` (powers of 1000) or binary `KiB`, `MiB`, `GiB`, `TiB`
 /// (powers of 1024). Greater than zero.
+/// Reads a PEM file of certificate authorities (`tls.ca_file`, relative to
+/// `base`), each of which must be usable as a trust anchor.
+fn read_roots(base: &Path, text: &str) -> Result<super::TlsRoots, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let file = base.join(text.trim());
+    let pem = std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            format!(
+                "`{}` is not a PEM file of certificates: {e}",
+                file.display()
+            )
+        })?;
+    if certificates.is_empty() {
+        return Err(format!(
+            "`{}` holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)",
+            file.display()
+        ));
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (i, cert) in certificates.iter().enumerate() {
+        store.add(cert.clone()).map_err(|e| {
+            format!(
+                "certificate {} of `{}` cannot be a trust anchor: {e}",
+                i + 1,
+                file.display()
+            )
+        })?;
+    }
+    Ok(super::TlsRoots {
+        file,
+        certificates: certificates.into_iter().map(|c| c.to_vec()).collect(),
+    })
+}
+
 pub(super) fn parse_size(text: &str) -> Result<usize, String> {
     let trimmed = text.trim();
     let digits_end = trimmed

@@ -260,6 +260,9 @@ pub struct Route {
     pub strip_prefix: bool,
     /// Most requests in flight at once; `None` for no limit.
     pub max_in_flight: Option<usize>,
+    /// The certificate authorities an `https` upstream is verified against;
+    /// `None` for the web PKI roots.
+    pub tls_roots: Option<TlsRoots>,
     /// The route's SLO class, the `slo` label (empty label when unset). With
     /// SLO classes configured it names one of them.
     pub slo: Option<String>,
@@ -327,6 +330,15 @@ pub enum Protocol {
     Triton,
     /// Forward only; meter nothing.
     None,
+}
+
+/// Certificate authorities read from a PEM file (`routes[i].tls.ca_file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsRoots {
+    /// The file, as resolved.
+    pub file: PathBuf,
+    /// Its certificates, DER-encoded, in file order.
+    pub certificates: Vec<Vec<u8>>,
 }
 
 /// Upstream timeouts of one route.

@@ -159,6 +159,8 @@ pub(super) struct RawRoute {
     pub protocol: Option<Spanned<String>>,
     /// Upstream timeouts.
     pub timeouts: Option<RawTimeouts>,
+    /// TLS towards an `https` upstream.
+    pub tls: Option<Spanned<RawTls>>,
     /// Forward the client's `Host` header instead of the upstream's authority.
     /// Default `false`.
     pub preserve_host: Option<Spanned<String>>,
@@ -295,6 +297,17 @@ pub(super) struct RawTimeouts {
     /// Longest silence between two response body frames, reset on every frame:
     /// a long healthy stream never times out, a stalled one does. Default `5m`.
     pub idle: Option<Spanned<String>>,
+}
+
+/// `routes[i].tls`: how an `https` upstream's certificate is verified.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawTls {
+    /// PEM file of the certificate authorities to trust for this upstream,
+    /// instead of the web PKI roots built in (for servers with an internal
+    /// or self-signed CA). Relative to the directory of the config file;
+    /// read when the configuration is loaded or reloaded. Default: the web
+    /// PKI roots.
+    pub ca_file: Option<Spanned<String>>,
 }
 
 /// A 1-based position in the file.
@@ -503,6 +516,7 @@ fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["routes"] => fields_of::<RawRoute>(),
         ["routes", "match"] => fields_of::<RawMatch>(),
         ["routes", "timeouts"] => fields_of::<RawTimeouts>(),
+        ["routes", "tls"] => fields_of::<RawTls>(),
         _ => &[],
     }
 }

@@ -185,7 +185,9 @@ impl Proxy {
                 return None;
             }
             previous.routes.iter().find(|old| {
-                old.route.name == route.name && old.route.timeouts.connect == route.timeouts.connect
+                old.route.name == route.name
+                    && old.route.timeouts.connect == route.timeouts.connect
+                    && old.route.tls_roots == route.tls_roots
             })
         };
         let routes = config
@@ -799,8 +801,25 @@ fn h1_pool(route: &Route, keepalive: Keepalive) -> Option<Arc<upstream::H1Pool>>
 
 fn upstream_client(route: &Route, keepalive: Keepalive) -> Result<UpstreamClient, rustls::Error> {
     let http = connector(route);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match &route.tls_roots {
+        None => builder.with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?,
+        Some(roots) => {
+            let mut store = rustls::RootCertStore::empty();
+            for der in &roots.certificates {
+                store.add(rustls::pki_types::CertificateDer::from(der.clone()))?;
+            }
+            builder.with_tls_config(
+                rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(store)
+                .with_no_client_auth(),
+            )
+        }
+    };
+    let https = builder
         .https_or_http()
         .enable_http1()
         .enable_http2()

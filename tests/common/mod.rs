@@ -61,7 +61,8 @@ pub fn split_at(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 ///   `(k + 1) × D` after the request (a known schedule);
 ///   `x-content-encoding: E` labels the body with that coding;
 /// - `x-echo: 1`: a JSON description of the request as received
-///   (method, URI, headers, body in hex), to check request transparency;
+///   (method, URI, HTTP version, headers, body in hex), to check request
+///   transparency;
 /// - `x-status: N`: that status with a small JSON body.
 ///
 /// Responses carry `x-upstream: yes` and a `connection` header that names a
@@ -154,7 +155,7 @@ impl futures_core::Stream for ChannelStream {
     }
 }
 
-async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infallible> {
+pub async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infallible> {
     let header = |name: &str| {
         req.headers()
             .get(name)
@@ -201,6 +202,7 @@ async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infall
     if header("x-echo").is_some() {
         let method = req.method().to_string();
         let uri = req.uri().to_string();
+        let version = format!("{:?}", req.version());
         let headers: Vec<(String, String)> = req
             .headers()
             .iter()
@@ -213,8 +215,7 @@ async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, Infall
             .collect();
         let body = req.into_body().collect().await.unwrap().to_bytes();
         let hex: String = body.iter().map(|b| format!("{b:02x}")).collect();
-        let json =
-            serde_json::json!({"method": method, "uri": uri, "headers": headers, "body_hex": hex});
+        let json = serde_json::json!({"method": method, "uri": uri, "version": version, "headers": headers, "body_hex": hex});
         return Ok(Response::builder()
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(json.to_string())).boxed())
@@ -375,6 +376,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             preserve_host: false,
             strip_prefix: false,
             max_in_flight: None,
+            tls_roots: None,
             slo: Some("chat".into()),
             slo_by_model: Vec::new(),
             slo_header: None,
