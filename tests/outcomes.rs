@@ -15,6 +15,16 @@ use tokenmeter::sim::SimConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// Streams of 5 s (100 tokens 50 ms apart): in flight for a whole test.
+fn long_sim() -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(50),
+        tokens: 100,
+        ..SimConfig::default()
+    }
+}
+
 fn fast_sim() -> SimConfig {
     SimConfig {
         ttft: Duration::from_millis(10),
@@ -253,13 +263,7 @@ async fn open_stream(proxy: SocketAddr, events: usize, extra: &[(&str, &str)]) -
 
 #[tokio::test]
 async fn client_abort_mid_stream_is_counted_and_reaches_the_upstream() {
-    let sim = start_sim(SimConfig {
-        ttft: Duration::from_millis(10),
-        itl: Duration::from_millis(50),
-        tokens: 100,
-        ..SimConfig::default()
-    })
-    .await;
+    let sim = start_sim(long_sim()).await;
     let proxy = start(config_for(sim)).await;
     let stream = open_stream(proxy.proxy_addr, 4, &[]).await;
     drop(stream);
@@ -336,14 +340,7 @@ async fn shutdown_drains_in_flight_streams_and_reports_not_ready() {
 
 #[tokio::test]
 async fn past_max_in_flight_requests_get_503_at_once_and_slots_free_as_streams_end() {
-    // Streams of 5 s: they stay in flight for the whole test.
-    let sim = start_sim(SimConfig {
-        ttft: Duration::from_millis(10),
-        itl: Duration::from_millis(50),
-        tokens: 100,
-        ..SimConfig::default()
-    })
-    .await;
+    let sim = start_sim(long_sim()).await;
     let mut config = config_for(sim);
     config.routes[0].max_in_flight = Some(2);
     let proxy = start(config).await;

@@ -140,6 +140,27 @@ async fn read_until(stream: &mut TcpStream, seen: &mut Vec<u8>, needle: &[u8]) {
     }
 }
 
+/// A streamed request whose head and first piece (the role chunk) have
+/// come through, its upstream body then held open by the test: the
+/// client's socket, the body's gate and what the client has read.
+async fn held_stream(
+    proxy: SocketAddr,
+    gates: &mut tokio::sync::mpsc::UnboundedReceiver<Gate>,
+    pieces: &[Vec<u8>],
+) -> (TcpStream, Gate, Vec<u8>) {
+    let (head, body) = chat_request("m1", true, &[]);
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    let gate = gates.recv().await.unwrap();
+    gate.send(Ok(Frame::data(Bytes::from(pieces[0].clone()))))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut stream, &mut seen, &pieces[0][pieces[0].len() - 24..]).await;
+    (stream, gate, seen)
+}
+
 #[tokio::test]
 async fn broken_files_keep_the_old_config_and_in_flight_streams_are_untouched() {
     let (upstream, mut gates) = gated_upstream().await;
@@ -158,18 +179,7 @@ async fn broken_files_keep_the_old_config_and_in_flight_streams_are_untouched() 
 
     // Stream A: head and role chunk through, then held open by the test.
     let pieces = pieces();
-    let (head, body) = chat_request("m1", true, &[]);
-    let mut a = TcpStream::connect(proxy.proxy_addr).await.unwrap();
-    a.write_all(head.as_bytes()).await.unwrap();
-    a.write_all(&body).await.unwrap();
-    let gate_a = gates.recv().await.unwrap();
-    gate_a
-        .send(Ok(Frame::data(Bytes::from(pieces[0].clone()))))
-        .await
-        .unwrap();
-    let mut seen_a = Vec::new();
-    let tail = &pieces[0][pieces[0].len() - 24..];
-    read_until(&mut a, &mut seen_a, tail).await;
+    let (mut a, gate_a, mut seen_a) = held_stream(proxy.proxy_addr, &mut gates, &pieces).await;
 
     // A YAML syntax error in the SLO file.
     let slo_path = dir.path().join("slo/classes.yaml");
@@ -345,17 +355,8 @@ async fn a_limit_added_by_a_reload_counts_the_streams_already_in_flight() {
 
     // Stream A, admitted with no limit in force, held open.
     let pieces = pieces();
+    let (mut a, gate_a, mut seen_a) = held_stream(proxy.proxy_addr, &mut gates, &pieces).await;
     let (head, body) = chat_request("m1", true, &[]);
-    let mut a = TcpStream::connect(proxy.proxy_addr).await.unwrap();
-    a.write_all(head.as_bytes()).await.unwrap();
-    a.write_all(&body).await.unwrap();
-    let gate_a = gates.recv().await.unwrap();
-    gate_a
-        .send(Ok(Frame::data(Bytes::from(pieces[0].clone()))))
-        .await
-        .unwrap();
-    let mut seen_a = Vec::new();
-    read_until(&mut a, &mut seen_a, &pieces[0][pieces[0].len() - 24..]).await;
 
     std::fs::write(
         dir.path().join("main.yaml"),
