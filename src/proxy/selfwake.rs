@@ -22,6 +22,17 @@
 //! wake), or by the task itself after [`MAX_ROUNDS`] rounds (tokio's
 //! cooperative budget, when spent, wakes the task this way and must not
 //! be spun on).
+//!
+//! The poll is also told whether any wake at all (during a poll or from
+//! outside) came since the previous round began: the upstream connection,
+//! which hyper would otherwise run in a task of its own that is polled only
+//! when woken, is driven only then (`upstream.rs`). Every future registers
+//! the waker it was polled with for whatever can let it go on (the socket's
+//! readiness, the body channel's capacity, the request body), and the
+//! connection is always polled with this one waker, so a round without a
+//! wake has nothing new for it: hyper's server polls the response body
+//! again after each frame it writes and after each flush, and those polls
+//! need only look at the body channel.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,9 +41,13 @@ use std::task::{Context, Poll, Wake, Waker};
 /// Rounds of polling in one call before handing the wake to the task.
 pub const MAX_ROUNDS: usize = 4;
 
-const IDLE: u8 = 0;
+/// A poll is in progress.
 const POLLING: u8 = 1;
-const WOKEN: u8 = 2;
+/// A wake came during the poll in progress: it polls again.
+const NOTED: u8 = 2;
+/// A wake came since the last round began (or the owner asked for one with
+/// [`SelfWakes::woken`]).
+const WOKEN: u8 = 4;
 
 /// A waker for the upstream connection and body channel of one response.
 pub struct SelfWakes {
@@ -42,7 +57,7 @@ pub struct SelfWakes {
 }
 
 struct Shared {
-    /// `IDLE`, `POLLING`, or `WOKEN` (polling, and a wake was noted).
+    /// `POLLING`, `NOTED` and `WOKEN` bits.
     state: AtomicU8,
     /// The task's own waker, from the last poll.
     task: Mutex<Option<Waker>>,
@@ -54,20 +69,15 @@ impl Wake for Shared {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        match self
-            .state
-            .compare_exchange(POLLING, WOKEN, Ordering::AcqRel, Ordering::Acquire)
+        // Noted when a poll is in progress: it polls again. (`NOTED` set
+        // outside a poll is cleared when the next one begins.)
+        let before = self.state.fetch_or(NOTED | WOKEN, Ordering::AcqRel);
+        // Not being polled: the task must be.
+        if before & POLLING == 0
+            && let Ok(task) = self.task.lock()
+            && let Some(task) = task.as_ref()
         {
-            // Noted: the poll in progress polls again.
-            Ok(_) | Err(WOKEN) => {}
-            // Not being polled: the task must be.
-            Err(_) => {
-                if let Ok(task) = self.task.lock()
-                    && let Some(task) = task.as_ref()
-                {
-                    task.wake_by_ref();
-                }
-            }
+            task.wake_by_ref();
         }
     }
 }
@@ -75,7 +85,7 @@ impl Wake for Shared {
 impl SelfWakes {
     pub fn new() -> Self {
         let shared = Arc::new(Shared {
-            state: AtomicU8::new(IDLE),
+            state: AtomicU8::new(WOKEN),
             task: Mutex::new(None),
         });
         let waker = Waker::from(shared.clone());
@@ -90,12 +100,21 @@ impl SelfWakes {
         }
     }
 
+    /// Makes the next round be told it was woken, as a new `SelfWakes` is:
+    /// for futures that were last polled with another waker.
+    pub fn woken(&self) {
+        self.shared.state.fetch_or(WOKEN, Ordering::AcqRel);
+    }
+
     /// Polls `f` with this waker until it is ready, or it is pending and no
     /// wake was noted during the round, for at most [`MAX_ROUNDS`] rounds.
+    /// `f` is told whether any wake came since the previous round began
+    /// (true for the first round of a new `SelfWakes`, or after
+    /// [`SelfWakes::woken`]).
     pub fn poll<T>(
         &self,
         cx: &mut Context<'_>,
-        mut f: impl FnMut(&mut Context<'_>) -> Poll<T>,
+        mut f: impl FnMut(&mut Context<'_>, bool) -> Poll<T>,
     ) -> Poll<T> {
         if let Ok(mut task) = self.shared.task.lock()
             && !task.as_ref().is_some_and(|t| t.will_wake(cx.waker()))
@@ -104,10 +123,11 @@ impl SelfWakes {
         }
         let mut inner = Context::from_waker(&self.waker);
         for _ in 0..MAX_ROUNDS {
-            self.shared.state.store(POLLING, Ordering::Release);
-            let polled = f(&mut inner);
-            let woken = self.shared.state.swap(IDLE, Ordering::AcqRel) == WOKEN;
-            if polled.is_ready() || !woken {
+            let before = self.shared.state.swap(POLLING, Ordering::AcqRel);
+            let polled = f(&mut inner, before & WOKEN != 0);
+            // Ends the round; a wake during it stays as `WOKEN` for the next.
+            let during = self.shared.state.fetch_and(WOKEN, Ordering::AcqRel);
+            if polled.is_ready() || during & NOTED == 0 {
                 return polled;
             }
         }
@@ -142,7 +162,7 @@ mod tests {
         let (task, waker) = task();
         let wakes = SelfWakes::new();
         let mut rounds = 0;
-        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx| {
+        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             rounds += 1;
             if rounds == 1 {
                 cx.waker().wake_by_ref();
@@ -159,7 +179,7 @@ mod tests {
     fn a_ready_poll_drops_the_wakes_it_noted() {
         let (task, waker) = task();
         let wakes = SelfWakes::new();
-        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx| {
+        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             cx.waker().wake_by_ref();
             Poll::Ready(7)
         });
@@ -172,7 +192,7 @@ mod tests {
         let (task, waker) = task();
         let wakes = SelfWakes::new();
         let mut kept = None;
-        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx| {
+        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             kept = Some(cx.waker().clone());
             Poll::<()>::Pending
         });
@@ -190,7 +210,7 @@ mod tests {
         let (task, waker) = task();
         let wakes = SelfWakes::new();
         let mut rounds = 0;
-        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx| {
+        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             rounds += 1;
             cx.waker().wake_by_ref();
             Poll::<()>::Pending
@@ -200,6 +220,71 @@ mod tests {
         assert_eq!(task.0.load(Ordering::SeqCst), 1);
     }
 
+    /// Whether each of `polls` polls of `wakes` (one round each, with no
+    /// wake in it) was told it had been woken.
+    fn told(wakes: &SelfWakes, waker: &Waker, polls: usize) -> Vec<bool> {
+        (0..polls)
+            .map(|_| {
+                let mut told = None;
+                let _ = wakes.poll(&mut Context::from_waker(waker), |_, woken| {
+                    told = Some(woken);
+                    Poll::<()>::Pending
+                });
+                told.unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_round_is_told_woken_only_after_a_wake() {
+        let (_task, waker) = task();
+        let wakes = SelfWakes::new();
+        // A new one has never been polled with its waker: woken.
+        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+        wakes.woken();
+        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+    }
+
+    #[test]
+    fn a_wake_from_outside_the_poll_tells_the_next_round() {
+        let (task, waker) = task();
+        let wakes = SelfWakes::new();
+        let mut kept = None;
+        let _ = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
+            kept = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        });
+        assert_eq!(told(&wakes, &waker, 1), [false]);
+        std::thread::spawn(move || kept.unwrap().wake())
+            .join()
+            .unwrap();
+        assert_eq!(task.0.load(Ordering::SeqCst), 1);
+        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+    }
+
+    #[test]
+    fn a_wake_during_a_round_tells_the_next_round() {
+        let (_task, waker) = task();
+        let wakes = SelfWakes::new();
+        let _ = told(&wakes, &waker, 1);
+        let mut rounds = Vec::new();
+        let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, woken| {
+            rounds.push(woken);
+            if rounds.len() == 1 {
+                cx.waker().wake_by_ref();
+            }
+            Poll::<()>::Pending
+        });
+        assert!(polled.is_pending());
+        assert_eq!(rounds, [false, true]);
+        // Also when the round that was woken returned ready.
+        let _ = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
+            cx.waker().wake_by_ref();
+            Poll::Ready(())
+        });
+        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+    }
+
     #[test]
     fn the_latest_task_waker_is_the_one_woken() {
         let (first, first_waker) = task();
@@ -207,7 +292,7 @@ mod tests {
         let wakes = SelfWakes::new();
         let mut kept = None;
         for waker in [&first_waker, &second_waker] {
-            let _ = wakes.poll(&mut Context::from_waker(waker), |cx| {
+            let _ = wakes.poll(&mut Context::from_waker(waker), |cx, _| {
                 kept = Some(cx.waker().clone());
                 Poll::<()>::Pending
             });

@@ -28,6 +28,11 @@
 //! hyper still signals between the connection and the channels it feeds
 //! with wakers, which here would wake the very task that is polling both;
 //! `selfwake.rs` turns those wakes into another round of the same poll.
+//! It also tells the poll whether anything woke the connection since it
+//! was last driven: if not, only the channel is polled (hyper's server
+//! polls the body again after each frame it writes and after each flush,
+//! and those polls would otherwise drive the connection each time for
+//! nothing).
 //!
 //! HTTPS upstreams (TLS, HTTP/2 by ALPN) keep hyper-util's client.
 
@@ -139,6 +144,8 @@ impl H1Pool {
             if Pin::new(&mut c.conn).poll(&mut cx).is_ready() || !c.sender.is_ready() {
                 continue;
             }
+            // Last polled with the no-op waker: drive it in the first round.
+            c.wakes.woken();
             return Some(Upstream {
                 sender: c.sender,
                 conn: Some(c.conn),
@@ -243,16 +250,21 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Drives the connection, then polls `then` (the response head or body
-    /// it feeds), as one poll of the task.
+    /// Drives the connection (if anything woke it since it was last
+    /// driven), then polls `then` (the response head or body it feeds), as
+    /// one poll of the task.
     pub fn poll_with<T>(
         &mut self,
         cx: &mut Context<'_>,
         mut then: impl FnMut(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
         let conn = &mut self.conn;
-        self.wakes.poll(cx, |cx| {
-            let _ = drive(conn, cx);
+        self.wakes.poll(cx, |cx, woken| {
+            // Polled with the one waker of `wakes` every time, the
+            // connection has nothing new to do unless it was woken since.
+            if woken {
+                let _ = drive(conn, cx);
+            }
             then(cx)
         })
     }
