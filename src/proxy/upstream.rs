@@ -54,7 +54,9 @@ use tower::ServiceExt as _;
 use super::RequestBody;
 use super::selfwake::SelfWakes;
 
-type Conn = Connection<TokioIo<TcpStream>, RequestBody>;
+/// Boxed: hyper's connection is about 700 bytes, and it changes hands at
+/// every checkout, request and release (a pointer moves instead).
+type Conn = Box<Connection<TokioIo<TcpStream>, RequestBody>>;
 
 /// Why a request could not be sent on a pooled connection.
 #[derive(Debug)]
@@ -168,7 +170,7 @@ impl H1Pool {
             .map_err(SendError::Http)?;
         Ok(Upstream {
             sender,
-            conn: Some(conn),
+            conn: Some(Box::new(conn)),
             pool: Arc::downgrade(self),
             wakes: SelfWakes::new(),
         })
@@ -210,9 +212,12 @@ impl H1Pool {
         self: &Arc<Self>,
         mut req: http::Request<RequestBody>,
     ) -> Result<(http::Response<hyper::body::Incoming>, Upstream), SendError> {
+        // `connect` is boxed: its future (the handshake's, with a whole
+        // connection in it) would otherwise be part of this one, which is
+        // moved whole into the timeout and the request's future.
         let (mut up, mut reused) = match self.checkout_idle() {
             Some(up) => (up, true),
-            None => (self.connect().await?, false),
+            None => (Box::pin(self.connect()).await?, false),
         };
         loop {
             let sent = {
@@ -228,7 +233,7 @@ impl H1Pool {
                     Some(unsent) if reused => {
                         tracing::debug!(error = %e.error(), "kept-alive upstream connection closed before the request was sent; sending on a new one");
                         req = unsent;
-                        up = self.connect().await?;
+                        up = Box::pin(self.connect()).await?;
                         reused = false;
                     }
                     _ => return Err(SendError::Http(e.into_error())),
