@@ -507,28 +507,44 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
+/// The hop-by-hop headers (RFC 9110 §7.6.1); `Connection` first.
+static HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
 /// Hop-by-hop headers (RFC 9110 §7.6.1), plus any the `Connection` header
 /// names, are for one connection only and are never forwarded.
+///
+/// One pass over the names finds which are there; only those are removed
+/// (most heads have none, or only `Transfer-Encoding`).
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    let mut present = [false; 6];
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present[i] = true;
+        }
     }
-    for name in [
-        header::CONNECTION,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-        header::TE,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
-        headers.remove(name);
+    if present[0] {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for (name, present) in HOP_BY_HOP.iter().zip(present) {
+        if present {
+            headers.remove(name);
+        }
     }
 }
 
@@ -766,6 +782,57 @@ fn upstream_client(route: &Route, keepalive: Keepalive) -> Result<UpstreamClient
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_removed_and_only_they() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("content-type", "text/event-stream"),
+            ("connection", "keep-alive, x-private"),
+            ("connection", "X-Other"),
+            ("x-private", "1"),
+            ("x-other", "2"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("x-kept", "3"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        remove_hop_by_hop(&mut headers);
+        // (Removing reorders the map, as it always did.)
+        let mut left: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        left.sort();
+        let want = [
+            ("content-type", "text/event-stream"),
+            ("x-kept", "3"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ];
+        let mut want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        want.sort();
+        assert_eq!(left, want);
+
+        // Each alone, without `Connection`.
+        for name in &HOP_BY_HOP[1..] {
+            let mut headers = HeaderMap::new();
+            headers.insert(name.clone(), HeaderValue::from_static("x"));
+            headers.insert("x-kept", HeaderValue::from_static("y"));
+            remove_hop_by_hop(&mut headers);
+            assert!(!headers.contains_key(name), "{name}");
+            assert!(headers.contains_key("x-kept"));
+        }
+    }
 
     #[test]
     fn fitted_keeps_every_value_in_order_in_a_smaller_map() {
