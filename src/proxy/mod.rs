@@ -366,7 +366,7 @@ impl Proxy {
         let sent = tokio::time::timeout(route.timeouts.response_headers, async {
             match &state.h1 {
                 Some(pool) => pool
-                    .send(origin_form(req))
+                    .send(origin_form(req, pool.host()))
                     .await
                     .map(|(resp, up)| (resp, Some(up)))
                     .map_err(|e| classify_send_error(&e)),
@@ -643,23 +643,15 @@ fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
 }
 
 /// An absolute-form request made origin-form for an HTTP/1.1 connection,
-/// with `Host` from the URI unless it has one (as hyper-util's client does:
-/// the port only when it is not the scheme's default).
-fn origin_form(req: Request<RequestBody>) -> Request<RequestBody> {
+/// with `Host` set to `host` (the upstream's, made once by its pool) unless
+/// it has one.
+fn origin_form(req: Request<RequestBody>, host: Option<&HeaderValue>) -> Request<RequestBody> {
     let (mut parts, body) = req.into_parts();
-    if let Some(host) = parts.uri.host() {
-        let default_port = if parts.uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
-            443
-        } else {
-            80
-        };
-        let value = match parts.uri.port_u16() {
-            Some(port) if port != default_port => HeaderValue::from_str(&format!("{host}:{port}")),
-            _ => HeaderValue::from_str(host),
-        };
-        if let Ok(value) = value {
-            parts.headers.entry(header::HOST).or_insert(value);
-        }
+    if let Some(host) = host {
+        parts
+            .headers
+            .entry(header::HOST)
+            .or_insert_with(|| host.clone());
     }
     parts.uri = match parts.uri.path_and_query() {
         Some(pq) if pq.as_str() != "/" => Uri::from(pq.clone()),
@@ -832,6 +824,26 @@ mod tests {
             assert!(!headers.contains_key(name), "{name}");
             assert!(headers.contains_key("x-kept"));
         }
+    }
+
+    #[test]
+    fn origin_form_keeps_the_path_and_query_and_sets_host_unless_set() {
+        let host = HeaderValue::from_static("up:8000");
+        let req = Request::builder()
+            .uri("http://up:8000/v1/chat?x=1")
+            .body(RequestBody::buffered(VecDeque::new(), None))
+            .unwrap();
+        let req = origin_form(req, Some(&host));
+        assert_eq!(req.uri().to_string(), "/v1/chat?x=1");
+        assert_eq!(req.headers()[header::HOST], "up:8000");
+        let req = Request::builder()
+            .uri("http://up:8000/")
+            .header(header::HOST, "client.example")
+            .body(RequestBody::buffered(VecDeque::new(), None))
+            .unwrap();
+        let req = origin_form(req, Some(&host));
+        assert_eq!(req.uri().to_string(), "/");
+        assert_eq!(req.headers()[header::HOST], "client.example");
     }
 
     #[test]

@@ -72,6 +72,10 @@ pub struct H1Pool {
     connector: HttpConnector,
     /// `scheme://authority/`, what the connector connects to.
     target: Uri,
+    /// The `Host` header of a request that has none: `target`'s host, and
+    /// its port unless it is the scheme's default (as hyper-util's client
+    /// sets it). Made once, not per request.
+    host: Option<http::HeaderValue>,
     idle: Mutex<VecDeque<Idle>>,
     /// At most this many idle connections are kept.
     max_idle: usize,
@@ -98,6 +102,7 @@ impl H1Pool {
     ) -> Arc<Self> {
         let pool = Arc::new(Self {
             connector,
+            host: host_header(&target),
             target,
             idle: Mutex::new(VecDeque::new()),
             max_idle,
@@ -155,6 +160,11 @@ impl H1Pool {
                 wakes: c.wakes,
             });
         }
+    }
+
+    /// The `Host` header for requests that have none.
+    pub fn host(&self) -> Option<&http::HeaderValue> {
+        self.host.as_ref()
     }
 
     /// A new connection.
@@ -286,6 +296,24 @@ impl Upstream {
             pool.give_back(self.sender, conn, self.wakes);
         }
     }
+}
+
+/// The `Host` header for `uri`: its host, with the port only when it is not
+/// the scheme's default.
+fn host_header(uri: &Uri) -> Option<http::HeaderValue> {
+    let host = uri.host()?;
+    let default_port = if uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
+        443
+    } else {
+        80
+    };
+    let value = match uri.port_u16() {
+        Some(port) if port != default_port => {
+            http::HeaderValue::from_str(&format!("{host}:{port}"))
+        }
+        _ => http::HeaderValue::from_str(host),
+    };
+    value.ok()
 }
 
 /// Drives a connection: writes what it has to, reads and decodes what the
