@@ -54,6 +54,9 @@ pub struct SelfWakes {
     shared: Arc<Shared>,
     /// `shared` as a waker, made once.
     waker: Waker,
+    /// The last round's poll returned pending (having polled everything
+    /// with `waker`, which it registered): until a wake, another would too.
+    pending: bool,
 }
 
 struct Shared {
@@ -89,7 +92,11 @@ impl SelfWakes {
             task: Mutex::new(None),
         });
         let waker = Waker::from(shared.clone());
-        Self { shared, waker }
+        Self {
+            shared,
+            waker,
+            pending: false,
+        }
     }
 
     /// Forgets the task's waker (a connection going back to the pool must
@@ -111,8 +118,14 @@ impl SelfWakes {
     /// `f` is told whether any wake came since the previous round began
     /// (true for the first round of a new `SelfWakes`, or after
     /// [`SelfWakes::woken`]).
+    ///
+    /// A round is skipped (pending, `f` not called) when the last one was
+    /// pending and nothing woke this waker since: `f` must poll everything
+    /// it waits on with the context it is given, so that it registers this
+    /// waker, and it must be the same `f` from one poll to the next while
+    /// it is pending (a ready poll ends that).
     pub fn poll<T>(
-        &self,
+        &mut self,
         cx: &mut Context<'_>,
         mut f: impl FnMut(&mut Context<'_>, bool) -> Poll<T>,
     ) -> Poll<T> {
@@ -124,7 +137,14 @@ impl SelfWakes {
         let mut inner = Context::from_waker(&self.waker);
         for _ in 0..MAX_ROUNDS {
             let before = self.shared.state.swap(POLLING, Ordering::AcqRel);
-            let polled = f(&mut inner, before & WOKEN != 0);
+            let woken = before & WOKEN != 0;
+            let polled = if woken || !self.pending {
+                let polled = f(&mut inner, woken);
+                self.pending = polled.is_pending();
+                polled
+            } else {
+                Poll::Pending
+            };
             // Ends the round; a wake during it stays as `WOKEN` for the next.
             let during = self.shared.state.fetch_and(WOKEN, Ordering::AcqRel);
             if polled.is_ready() || during & NOTED == 0 {
@@ -160,7 +180,7 @@ mod tests {
     #[test]
     fn a_wake_during_the_poll_polls_again_instead_of_waking_the_task() {
         let (task, waker) = task();
-        let wakes = SelfWakes::new();
+        let mut wakes = SelfWakes::new();
         let mut rounds = 0;
         let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             rounds += 1;
@@ -178,7 +198,7 @@ mod tests {
     #[test]
     fn a_ready_poll_drops_the_wakes_it_noted() {
         let (task, waker) = task();
-        let wakes = SelfWakes::new();
+        let mut wakes = SelfWakes::new();
         let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             cx.waker().wake_by_ref();
             Poll::Ready(7)
@@ -190,7 +210,7 @@ mod tests {
     #[test]
     fn a_wake_after_the_poll_reaches_the_task() {
         let (task, waker) = task();
-        let wakes = SelfWakes::new();
+        let mut wakes = SelfWakes::new();
         let mut kept = None;
         let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             kept = Some(cx.waker().clone());
@@ -208,7 +228,7 @@ mod tests {
     #[test]
     fn a_poll_that_keeps_waking_itself_yields_to_the_task() {
         let (task, waker) = task();
-        let wakes = SelfWakes::new();
+        let mut wakes = SelfWakes::new();
         let mut rounds = 0;
         let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             rounds += 1;
@@ -220,53 +240,69 @@ mod tests {
         assert_eq!(task.0.load(Ordering::SeqCst), 1);
     }
 
-    /// Whether each of `polls` polls of `wakes` (one round each, with no
-    /// wake in it) was told it had been woken.
-    fn told(wakes: &SelfWakes, waker: &Waker, polls: usize) -> Vec<bool> {
+    /// What each of `polls` polls of `wakes` (one round each, with no wake
+    /// in it, pending) was told: whether it had been woken, `None` when the
+    /// round was skipped.
+    fn told(wakes: &mut SelfWakes, waker: &Waker, polls: usize) -> Vec<Option<bool>> {
         (0..polls)
             .map(|_| {
                 let mut told = None;
-                let _ = wakes.poll(&mut Context::from_waker(waker), |_, woken| {
+                let polled = wakes.poll(&mut Context::from_waker(waker), |_, woken| {
                     told = Some(woken);
                     Poll::<()>::Pending
                 });
-                told.unwrap()
+                assert!(polled.is_pending());
+                told
             })
             .collect()
     }
 
     #[test]
-    fn a_round_is_told_woken_only_after_a_wake() {
+    fn a_round_after_a_pending_one_runs_only_after_a_wake() {
         let (_task, waker) = task();
-        let wakes = SelfWakes::new();
+        let mut wakes = SelfWakes::new();
         // A new one has never been polled with its waker: woken.
-        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+        assert_eq!(told(&mut wakes, &waker, 2), [Some(true), None]);
         wakes.woken();
-        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+        assert_eq!(told(&mut wakes, &waker, 2), [Some(true), None]);
     }
 
     #[test]
-    fn a_wake_from_outside_the_poll_tells_the_next_round() {
+    fn a_round_after_a_ready_one_runs_and_is_told_if_it_was_woken() {
+        let (_task, waker) = task();
+        let mut wakes = SelfWakes::new();
+        let mut told = Vec::new();
+        for _ in 0..2 {
+            let _ = wakes.poll(&mut Context::from_waker(&waker), |_, woken| {
+                told.push(woken);
+                Poll::Ready(())
+            });
+        }
+        assert_eq!(told, [true, false]);
+    }
+
+    #[test]
+    fn a_wake_from_outside_the_poll_runs_the_next_round() {
         let (task, waker) = task();
-        let wakes = SelfWakes::new();
+        let mut wakes = SelfWakes::new();
         let mut kept = None;
         let _ = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             kept = Some(cx.waker().clone());
             Poll::<()>::Pending
         });
-        assert_eq!(told(&wakes, &waker, 1), [false]);
+        assert_eq!(told(&mut wakes, &waker, 1), [None]);
         std::thread::spawn(move || kept.unwrap().wake())
             .join()
             .unwrap();
         assert_eq!(task.0.load(Ordering::SeqCst), 1);
-        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+        assert_eq!(told(&mut wakes, &waker, 2), [Some(true), None]);
     }
 
     #[test]
     fn a_wake_during_a_round_tells_the_next_round() {
         let (_task, waker) = task();
-        let wakes = SelfWakes::new();
-        let _ = told(&wakes, &waker, 1);
+        let mut wakes = SelfWakes::new();
+        let _ = wakes.poll(&mut Context::from_waker(&waker), |_, _| Poll::Ready(()));
         let mut rounds = Vec::new();
         let polled = wakes.poll(&mut Context::from_waker(&waker), |cx, woken| {
             rounds.push(woken);
@@ -278,18 +314,20 @@ mod tests {
         assert!(polled.is_pending());
         assert_eq!(rounds, [false, true]);
         // Also when the round that was woken returned ready.
+        let mut wakes = SelfWakes::new();
+        let _ = wakes.poll(&mut Context::from_waker(&waker), |_, _| Poll::Ready(()));
         let _ = wakes.poll(&mut Context::from_waker(&waker), |cx, _| {
             cx.waker().wake_by_ref();
             Poll::Ready(())
         });
-        assert_eq!(told(&wakes, &waker, 2), [true, false]);
+        assert_eq!(told(&mut wakes, &waker, 2), [Some(true), None]);
     }
 
     #[test]
     fn the_latest_task_waker_is_the_one_woken() {
         let (first, first_waker) = task();
         let (second, second_waker) = task();
-        let wakes = SelfWakes::new();
+        let mut wakes = SelfWakes::new();
         let mut kept = None;
         for waker in [&first_waker, &second_waker] {
             let _ = wakes.poll(&mut Context::from_waker(waker), |cx, _| {

@@ -267,7 +267,9 @@ pub struct Upstream {
 impl Upstream {
     /// Drives the connection (if anything woke it since it was last
     /// driven), then polls `then` (the response head or body it feeds), as
-    /// one poll of the task.
+    /// one poll of the task. `then` must poll all it waits on with the
+    /// context it is given: a poll that nothing woke since the last pending
+    /// one returns pending at once (`selfwake.rs`).
     pub fn poll_with<T>(
         &mut self,
         cx: &mut Context<'_>,
