@@ -38,8 +38,20 @@ impl Logged {
             model: model.map(str::to_owned),
             slo: slo.map(str::to_owned),
             method: method.clone(),
-            path: path.chars().take(256).collect(),
+            path: truncated(path, 256).to_owned(),
         }
+    }
+}
+
+/// The first `max` characters of `s` (a path is rarely longer, and never
+/// has more characters than bytes).
+fn truncated(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    match s.char_indices().nth(max) {
+        Some((end, _)) => &s[..end],
+        None => s,
     }
 }
 
@@ -89,5 +101,22 @@ impl Recorder for Logged {
             parse_errors = s.parse_errors,
             "request"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncated;
+
+    #[test]
+    fn truncated_keeps_the_first_characters() {
+        assert_eq!(truncated("/v1/chat", 256), "/v1/chat");
+        assert_eq!(truncated("abcdef", 3), "abc");
+        assert_eq!(truncated("abc", 3), "abc");
+        // Characters, not bytes: "é" is two bytes.
+        assert_eq!(truncated("éééé", 3), "ééé");
+        assert_eq!(truncated("ééé", 3), "ééé");
+        let long = "/".repeat(300);
+        assert_eq!(truncated(&long, 256).len(), 256);
     }
 }

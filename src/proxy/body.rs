@@ -113,22 +113,23 @@ impl UpstreamBody {
         }
     }
 
-    fn poll_upstream(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let read = &mut self.read;
+    /// The next frame, or the idle timeout.
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let (read, timer, idle) = (&mut self.read, &mut self.timer, self.idle);
         let Some(up) = self.upstream.as_mut() else {
-            return read.poll(cx);
+            return read.poll_or_idle(timer, idle, cx);
         };
         // The connection reads and decodes into the body channel first, so
-        // every frame already read is there to be taken in this poll.
-        let polled = up.poll_with(cx, |cx| read.poll(cx));
+        // every frame already read is there to be taken in this poll. The
+        // channel and the idle timer are polled in the same round, with the
+        // same waker: a poll that nothing woke since the last pending one is
+        // skipped (`selfwake.rs`).
+        let polled = up.poll_with(cx, |cx| read.poll_or_idle(timer, idle, cx));
         let ended = match &polled {
             Poll::Ready(Some(Ok(_))) => self.read.inner.is_end_stream(),
             Poll::Ready(None) => true,
             Poll::Ready(Some(Err(_))) => {
-                // A failed connection is closed, not pooled.
+                // A failed (or timed out) connection is closed, not pooled.
                 self.upstream = None;
                 false
             }
@@ -139,25 +140,44 @@ impl UpstreamBody {
         }
         polled
     }
+}
 
-    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<IdleTimeout> {
-        loop {
-            ready!(self.timer.as_mut().poll(cx));
-            let deadline = self.read.last_activity + self.idle;
-            let now = Instant::now();
-            if now < deadline {
-                self.timer.as_mut().reset(deadline);
-                continue;
-            }
-            if let Some(m) = self.read.meter.as_mut() {
-                m.fail(now, Outcome::Timeout, None);
-            }
-            return Poll::Ready(IdleTimeout(self.idle));
+/// Fires when the body has been idle for `idle` since the last frame.
+fn poll_idle(
+    timer: &mut Pin<Box<Sleep>>,
+    read: &mut Reading,
+    idle: Duration,
+    cx: &mut Context<'_>,
+) -> Poll<IdleTimeout> {
+    loop {
+        ready!(timer.as_mut().poll(cx));
+        let deadline = read.last_activity + idle;
+        let now = Instant::now();
+        if now < deadline {
+            timer.as_mut().reset(deadline);
+            continue;
         }
+        if let Some(m) = read.meter.as_mut() {
+            m.fail(now, Outcome::Timeout, None);
+        }
+        return Poll::Ready(IdleTimeout(idle));
     }
 }
 
 impl Reading {
+    /// The next frame, or, while there is none, the idle timeout.
+    fn poll_or_idle(
+        &mut self,
+        timer: &mut Pin<Box<Sleep>>,
+        idle: Duration,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Poll::Ready(item) = self.poll(cx) {
+            return Poll::Ready(item);
+        }
+        poll_idle(timer, self, idle, cx).map(|timeout| Some(Err(timeout.into())))
+    }
+
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
@@ -204,12 +224,7 @@ impl Body for ResponseBody {
             ResponseBody::Local(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
-            ResponseBody::Upstream(up) => {
-                if let Poll::Ready(item) = up.poll_upstream(cx) {
-                    return Poll::Ready(item);
-                }
-                up.poll_idle(cx).map(|timeout| Some(Err(timeout.into())))
-            }
+            ResponseBody::Upstream(up) => up.poll_body(cx),
         }
     }
 

@@ -416,7 +416,7 @@ impl Proxy {
         let sent = tokio::time::timeout(route.timeouts.response_headers, async {
             match &state.h1 {
                 Some(pool) => pool
-                    .send(origin_form(req))
+                    .send(origin_form(req, pool.host()))
                     .await
                     .map(|(resp, up)| (resp, Some(up)))
                     .map_err(|e| classify_send_error(&e)),
@@ -557,28 +557,44 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
+/// The hop-by-hop headers (RFC 9110 §7.6.1); `Connection` first.
+static HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
 /// Hop-by-hop headers (RFC 9110 §7.6.1), plus any the `Connection` header
 /// names, are for one connection only and are never forwarded.
+///
+/// One pass over the names finds which are there; only those are removed
+/// (most heads have none, or only `Transfer-Encoding`).
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    let mut present = [false; 6];
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present[i] = true;
+        }
     }
-    for name in [
-        header::CONNECTION,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-        header::TE,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
-        headers.remove(name);
+    if present[0] {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for (name, present) in HOP_BY_HOP.iter().zip(present) {
+        if present {
+            headers.remove(name);
+        }
     }
 }
 
@@ -677,23 +693,15 @@ fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
 }
 
 /// An absolute-form request made origin-form for an HTTP/1.1 connection,
-/// with `Host` from the URI unless it has one (as hyper-util's client does:
-/// the port only when it is not the scheme's default).
-fn origin_form(req: Request<RequestBody>) -> Request<RequestBody> {
+/// with `Host` set to `host` (the upstream's, made once by its pool) unless
+/// it has one.
+fn origin_form(req: Request<RequestBody>, host: Option<&HeaderValue>) -> Request<RequestBody> {
     let (mut parts, body) = req.into_parts();
-    if let Some(host) = parts.uri.host() {
-        let default_port = if parts.uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
-            443
-        } else {
-            80
-        };
-        let value = match parts.uri.port_u16() {
-            Some(port) if port != default_port => HeaderValue::from_str(&format!("{host}:{port}")),
-            _ => HeaderValue::from_str(host),
-        };
-        if let Ok(value) = value {
-            parts.headers.entry(header::HOST).or_insert(value);
-        }
+    if let Some(host) = host {
+        parts
+            .headers
+            .entry(header::HOST)
+            .or_insert_with(|| host.clone());
     }
     parts.uri = match parts.uri.path_and_query() {
         Some(pq) if pq.as_str() != "/" => Uri::from(pq.clone()),
@@ -833,6 +841,77 @@ fn upstream_client(route: &Route, keepalive: Keepalive) -> Result<UpstreamClient
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_removed_and_only_they() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("content-type", "text/event-stream"),
+            ("connection", "keep-alive, x-private"),
+            ("connection", "X-Other"),
+            ("x-private", "1"),
+            ("x-other", "2"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("x-kept", "3"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        remove_hop_by_hop(&mut headers);
+        // (Removing reorders the map, as it always did.)
+        let mut left: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        left.sort();
+        let want = [
+            ("content-type", "text/event-stream"),
+            ("x-kept", "3"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ];
+        let mut want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        want.sort();
+        assert_eq!(left, want);
+
+        // Each alone, without `Connection`.
+        for name in &HOP_BY_HOP[1..] {
+            let mut headers = HeaderMap::new();
+            headers.insert(name.clone(), HeaderValue::from_static("x"));
+            headers.insert("x-kept", HeaderValue::from_static("y"));
+            remove_hop_by_hop(&mut headers);
+            assert!(!headers.contains_key(name), "{name}");
+            assert!(headers.contains_key("x-kept"));
+        }
+    }
+
+    #[test]
+    fn origin_form_keeps_the_path_and_query_and_sets_host_unless_set() {
+        let host = HeaderValue::from_static("up:8000");
+        let req = Request::builder()
+            .uri("http://up:8000/v1/chat?x=1")
+            .body(RequestBody::buffered(VecDeque::new(), None))
+            .unwrap();
+        let req = origin_form(req, Some(&host));
+        assert_eq!(req.uri().to_string(), "/v1/chat?x=1");
+        assert_eq!(req.headers()[header::HOST], "up:8000");
+        let req = Request::builder()
+            .uri("http://up:8000/")
+            .header(header::HOST, "client.example")
+            .body(RequestBody::buffered(VecDeque::new(), None))
+            .unwrap();
+        let req = origin_form(req, Some(&host));
+        assert_eq!(req.uri().to_string(), "/");
+        assert_eq!(req.headers()[header::HOST], "client.example");
+    }
 
     #[test]
     fn fitted_keeps_every_value_in_order_in_a_smaller_map() {

@@ -28,6 +28,11 @@
 //! hyper still signals between the connection and the channels it feeds
 //! with wakers, which here would wake the very task that is polling both;
 //! `selfwake.rs` turns those wakes into another round of the same poll.
+//! It also tells the poll whether anything woke the connection since it
+//! was last driven: if not, only the channel is polled (hyper's server
+//! polls the body again after each frame it writes and after each flush,
+//! and those polls would otherwise drive the connection each time for
+//! nothing).
 //!
 //! HTTPS upstreams (TLS, HTTP/2 by ALPN) keep hyper-util's client.
 
@@ -49,7 +54,9 @@ use tower::ServiceExt as _;
 use super::RequestBody;
 use super::selfwake::SelfWakes;
 
-type Conn = Connection<TokioIo<TcpStream>, RequestBody>;
+/// Boxed: hyper's connection is about 700 bytes, and it changes hands at
+/// every checkout, request and release (a pointer moves instead).
+type Conn = Box<Connection<TokioIo<TcpStream>, RequestBody>>;
 
 /// Why a request could not be sent on a pooled connection.
 #[derive(Debug)]
@@ -65,6 +72,10 @@ pub struct H1Pool {
     connector: HttpConnector,
     /// `scheme://authority/`, what the connector connects to.
     target: Uri,
+    /// The `Host` header of a request that has none: `target`'s host, and
+    /// its port unless it is the scheme's default (as hyper-util's client
+    /// sets it). Made once, not per request.
+    host: Option<http::HeaderValue>,
     idle: Mutex<VecDeque<Idle>>,
     /// At most this many idle connections are kept.
     max_idle: usize,
@@ -91,6 +102,7 @@ impl H1Pool {
     ) -> Arc<Self> {
         let pool = Arc::new(Self {
             connector,
+            host: host_header(&target),
             target,
             idle: Mutex::new(VecDeque::new()),
             max_idle,
@@ -139,6 +151,8 @@ impl H1Pool {
             if Pin::new(&mut c.conn).poll(&mut cx).is_ready() || !c.sender.is_ready() {
                 continue;
             }
+            // Last polled with the no-op waker: drive it in the first round.
+            c.wakes.woken();
             return Some(Upstream {
                 sender: c.sender,
                 conn: Some(c.conn),
@@ -146,6 +160,11 @@ impl H1Pool {
                 wakes: c.wakes,
             });
         }
+    }
+
+    /// The `Host` header for requests that have none.
+    pub fn host(&self) -> Option<&http::HeaderValue> {
+        self.host.as_ref()
     }
 
     /// A new connection.
@@ -161,7 +180,7 @@ impl H1Pool {
             .map_err(SendError::Http)?;
         Ok(Upstream {
             sender,
-            conn: Some(conn),
+            conn: Some(Box::new(conn)),
             pool: Arc::downgrade(self),
             wakes: SelfWakes::new(),
         })
@@ -203,9 +222,12 @@ impl H1Pool {
         self: &Arc<Self>,
         mut req: http::Request<RequestBody>,
     ) -> Result<(http::Response<hyper::body::Incoming>, Upstream), SendError> {
+        // `connect` is boxed: its future (the handshake's, with a whole
+        // connection in it) would otherwise be part of this one, which is
+        // moved whole into the timeout and the request's future.
         let (mut up, mut reused) = match self.checkout_idle() {
             Some(up) => (up, true),
-            None => (self.connect().await?, false),
+            None => (Box::pin(self.connect()).await?, false),
         };
         loop {
             let sent = {
@@ -221,7 +243,7 @@ impl H1Pool {
                     Some(unsent) if reused => {
                         tracing::debug!(error = %e.error(), "kept-alive upstream connection closed before the request was sent; sending on a new one");
                         req = unsent;
-                        up = self.connect().await?;
+                        up = Box::pin(self.connect()).await?;
                         reused = false;
                     }
                     _ => return Err(SendError::Http(e.into_error())),
@@ -243,16 +265,23 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Drives the connection, then polls `then` (the response head or body
-    /// it feeds), as one poll of the task.
+    /// Drives the connection (if anything woke it since it was last
+    /// driven), then polls `then` (the response head or body it feeds), as
+    /// one poll of the task. `then` must poll all it waits on with the
+    /// context it is given: a poll that nothing woke since the last pending
+    /// one returns pending at once (`selfwake.rs`).
     pub fn poll_with<T>(
         &mut self,
         cx: &mut Context<'_>,
         mut then: impl FnMut(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
         let conn = &mut self.conn;
-        self.wakes.poll(cx, |cx| {
-            let _ = drive(conn, cx);
+        self.wakes.poll(cx, |cx, woken| {
+            // Polled with the one waker of `wakes` every time, the
+            // connection has nothing new to do unless it was woken since.
+            if woken {
+                let _ = drive(conn, cx);
+            }
             then(cx)
         })
     }
@@ -269,6 +298,24 @@ impl Upstream {
             pool.give_back(self.sender, conn, self.wakes);
         }
     }
+}
+
+/// The `Host` header for `uri`: its host, with the port only when it is not
+/// the scheme's default.
+fn host_header(uri: &Uri) -> Option<http::HeaderValue> {
+    let host = uri.host()?;
+    let default_port = if uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
+        443
+    } else {
+        80
+    };
+    let value = match uri.port_u16() {
+        Some(port) if port != default_port => {
+            http::HeaderValue::from_str(&format!("{host}:{port}"))
+        }
+        _ => http::HeaderValue::from_str(host),
+    };
+    value.ok()
 }
 
 /// Drives a connection: writes what it has to, reads and decodes what the

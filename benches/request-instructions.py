@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Instructions per non-streamed request of whole tokenmeter processes (user
+space, every thread), counted by callgrind, like benches/proxy-instructions.sh
+but for requests rather than chunks.
+
+    benches/request-instructions.py BIN [BIN...]    # e.g. OLD_BIN NEW_BIN
+
+Each binary serves (under callgrind, metering on, `protocol: auto`) in front of
+`tokenmeter sim` (ttft 0, 10 tokens at 1 ms, one JSON body per request), twice:
+N1 (200) and N2 (1,000) POST /v1/chat/completions requests with
+`"stream": false`, from 4 threads, each on one keep-alive connection. The
+figure is (instructions(N2) - instructions(N1)) / (N2 - N1): start-up and
+shutdown cancel out. A fixed count of requests, not a duration, so the
+figure does not depend on how fast the loaded machine let them go. The
+simulator is target/release/tokenmeter (or $SIM_BIN). Needs valgrind.
+N1, N2 and STREAM=1 (streamed requests) can be set in the environment."""
+import glob, http.client, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+
+SIM_BIN = os.environ.get('SIM_BIN') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'target', 'release', 'tokenmeter')
+def free_port():
+    s = socket.socket(); s.bind(('127.0.0.1', 0)); p = s.getsockname()[1]; s.close(); return p
+
+def wait_port(p, t=60):
+    end = time.time() + t
+    while time.time() < end:
+        try:
+            socket.create_connection(('127.0.0.1', p), 0.5).close(); return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f'port {p} never opened')
+
+def run(binary, n, stream):
+    d = tempfile.mkdtemp(prefix='tm-fwd-req-')
+    simp, px, adm = free_port(), free_port(), free_port()
+    sim = subprocess.Popen([SIM_BIN, 'sim', '--listen', f'127.0.0.1:{simp}', '--ttft-ms', '0', '--itl-ms', '1', '--tokens', '10'],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cfg = os.path.join(d, 'c.yaml')
+    open(cfg, 'w').write(f"listen: 127.0.0.1:{px}\nadmin:\n  listen: 127.0.0.1:{adm}\nroutes:\n  - name: bench\n    upstream: http://127.0.0.1:{simp}\n    protocol: auto\n")
+    env = dict(os.environ, TOKENMETER_LOG='warn')
+    prox = subprocess.Popen(['valgrind', '--tool=callgrind', f'--callgrind-out-file={d}/cg.%p', binary, 'serve', '--config', cfg],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    wait_port(simp); wait_port(px)
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream})
+    per = n // 4
+    errs = []
+    def worker():
+        c = http.client.HTTPConnection('127.0.0.1', px, timeout=30)
+        for _ in range(per):
+            c.request('POST', '/v1/chat/completions', body, {'content-type': 'application/json'})
+            r = c.getresponse(); r.read()
+            if r.status != 200: errs.append(r.status)
+        c.close()
+    ts = [threading.Thread(target=worker) for _ in range(4)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    prox.send_signal(signal.SIGTERM); prox.wait(120)
+    sim.send_signal(signal.SIGTERM); sim.wait(30)
+    if errs: raise SystemExit(f'errors: {errs[:5]}')
+    total = 0
+    for f in glob.glob(f'{d}/cg.*'):
+        for line in open(f):
+            if line.startswith('summary:'): total += int(line.split()[1])
+    shutil.rmtree(d, ignore_errors=True)
+    return total, per * 4
+
+stream = os.environ.get('STREAM', '0') == '1'
+n1, n2 = int(os.environ.get('N1', '200')), int(os.environ.get('N2', '1000'))
+print(f"{'binary':30} {'instr/request':>14} {'requests':>9}")
+for b in sys.argv[1:]:
+    i1, c1 = run(b, n1, stream)
+    i2, c2 = run(b, n2, stream)
+    print(f"{b:30} {(i2 - i1) // (c2 - c1):>14} {c2 - c1:>9}", flush=True)
