@@ -159,15 +159,19 @@ async fn stop(mut child: Child) {
     assert!(status.success(), "exit status {status}");
 }
 
-#[tokio::test]
-async fn serve_from_flags_proxies_and_stops_on_sigterm() {
-    let sim = start_sim(tokenmeter::sim::SimConfig {
+/// A simulator whose streams are over in a few milliseconds.
+fn short_streams() -> tokenmeter::sim::SimConfig {
+    tokenmeter::sim::SimConfig {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(1),
         tokens: 5,
         ..Default::default()
-    })
-    .await;
+    }
+}
+
+#[tokio::test]
+async fn serve_from_flags_proxies_and_stops_on_sigterm() {
+    let sim = start_sim(short_streams()).await;
     let Served {
         child,
         proxy,
@@ -233,13 +237,7 @@ fn signal(child: &std::process::Child, sig: &str) {
 
 #[tokio::test]
 async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
-    let sim = start_sim(tokenmeter::sim::SimConfig {
-        ttft: Duration::from_millis(5),
-        itl: Duration::from_millis(1),
-        tokens: 5,
-        ..Default::default()
-    })
-    .await;
+    let sim = start_sim(short_streams()).await;
     let dir = tempfile::tempdir().unwrap();
     let slo = dir.path().join("classes.yaml");
     let class =
