@@ -151,12 +151,12 @@ pub fn main() -> ExitCode {
     // to the proxy under test. Pinning the main thread before the runtime
     // starts pins every thread it starts, and tokio sizes its worker pool
     // from the affinity mask (one worker).
-    if let Command::Bench(opts) = &mut cli.command {
-        if opts.wants_pinning() {
-            match crate::bench::legs::pin_current_thread(1) {
-                Ok(()) => opts.pinned_self = true,
-                Err(e) => eprintln!("warning: cannot pin the load generator to core 1: {e}"),
-            }
+    if let Command::Bench(opts) = &mut cli.command
+        && opts.wants_pinning()
+    {
+        match crate::bench::legs::pin_current_thread(1) {
+            Ok(()) => opts.pinned_self = true,
+            Err(e) => eprintln!("warning: cannot pin the load generator to core 1: {e}"),
         }
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -413,11 +413,11 @@ async fn one_request(run: &Run, intended: u64) {
     r.fidelity.hash_sum = r.fidelity.hash_sum.wrapping_add(stream.hash.value());
     if !s.streamed {
         r.fidelity.events += 1;
-        if now >= run.measure_from {
-            if let Some(stamp) = read_stamp(&stream.pending) {
-                record(&mut r.chunk_latency, now.saturating_sub(stamp));
-                r.measured_chunks += 1;
-            }
+        if now >= run.measure_from
+            && let Some(stamp) = read_stamp(&stream.pending)
+        {
+            record(&mut r.chunk_latency, now.saturating_sub(stamp));
+            r.measured_chunks += 1;
         }
         if measured {
             record(&mut r.e2e, now.saturating_sub(intended));
@@ -453,11 +453,12 @@ fn on_frame(
         events += 1;
         let stamp = read_stamp(event);
         let token = memchr::memmem::find(event, b"\":\" tok").is_some();
-        if let Some(stamp) = stamp {
-            if now >= run.measure_from && now < run.measure_until {
-                record(&mut r.chunk_latency, now.saturating_sub(stamp));
-                r.measured_chunks += 1;
-            }
+        if let Some(stamp) = stamp
+            && now >= run.measure_from
+            && now < run.measure_until
+        {
+            record(&mut r.chunk_latency, now.saturating_sub(stamp));
+            r.measured_chunks += 1;
         }
         if !token {
             continue;
@@ -471,15 +472,16 @@ fn on_frame(
                 r.ttft_from_send_sum_ns += u128::from(from_send);
             }
         }
-        if let (Some(stamp), Some((prev_now, prev_stamp))) = (stamp, stream.prev_token) {
-            if now >= run.measure_from && now < run.measure_until {
-                let client_gap = now.saturating_sub(prev_now) as i128;
-                let sim_gap = stamp.saturating_sub(prev_stamp) as i128;
-                record(
-                    &mut r.gap_distortion,
-                    (client_gap - sim_gap).unsigned_abs() as u64,
-                );
-            }
+        if let (Some(stamp), Some((prev_now, prev_stamp))) = (stamp, stream.prev_token)
+            && now >= run.measure_from
+            && now < run.measure_until
+        {
+            let client_gap = now.saturating_sub(prev_now) as i128;
+            let sim_gap = stamp.saturating_sub(prev_stamp) as i128;
+            record(
+                &mut r.gap_distortion,
+                (client_gap - sim_gap).unsigned_abs() as u64,
+            );
         }
         if let Some(stamp) = stamp {
             stream.prev_token = Some((now, stamp));

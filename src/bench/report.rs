@@ -371,10 +371,10 @@ pub fn scenario(label: &str, s: &Scenario, rounds: usize, runs: &[LegRun]) -> Sc
             l.chunk_latency_vs_direct = Versus::of(&l.chunk_latency_us, &d.chunk_latency_us);
             l.e2e_vs_direct = Versus::of(&l.e2e_us, &d.e2e_us);
         }
-        if let Some(n) = nginx_cpu.filter(|&n| n > 0.0) {
-            if l.leg != LegKind::Direct {
-                l.cpu_vs_nginx = Some(l.cpu.proxy_us_per_chunk / n);
-            }
+        if let Some(n) = nginx_cpu.filter(|&n| n > 0.0)
+            && l.leg != LegKind::Direct
+        {
+            l.cpu_vs_nginx = Some(l.cpu.proxy_us_per_chunk / n);
         }
     }
     let (mode, rate, poisson) = match s.arrivals {

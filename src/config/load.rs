@@ -599,11 +599,10 @@ impl<'a> Checker<'a> {
                 ),
             ];
             for (name, raw_list, target) in lists {
-                if let Some(list) = raw_list {
-                    if let Some(bounds) = self.bucket_list(&format!("metrics.buckets.{name}"), list)
-                    {
-                        *target = bounds;
-                    }
+                if let Some(list) = raw_list
+                    && let Some(bounds) = self.bucket_list(&format!("metrics.buckets.{name}"), list)
+                {
+                    *target = bounds;
                 }
             }
         }
@@ -706,17 +705,17 @@ impl<'a> Checker<'a> {
             let route_pos = raw::pos(raw_route);
             let route = &raw_route.value;
 
-            if let Some(name) = &route.name {
-                if let Some(first) = names.insert(&name.value, i) {
-                    self.at(
-                        raw::pos(name),
-                        format!("{prefix}.name"),
-                        format!(
-                            "duplicate route name `{}` (also routes[{first}])",
-                            name.value
-                        ),
-                    );
-                }
+            if let Some(name) = &route.name
+                && let Some(first) = names.insert(&name.value, i)
+            {
+                self.at(
+                    raw::pos(name),
+                    format!("{prefix}.name"),
+                    format!(
+                        "duplicate route name `{}` (also routes[{first}])",
+                        name.value
+                    ),
+                );
             }
             let (built, matcher) = self.route(
                 &prefix,

@@ -723,7 +723,7 @@ impl Builder {
 pub fn prom_duration(d: Duration) -> String {
     let s = d.as_secs().max(1);
     for (unit, secs) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
-        if s % secs == 0 {
+        if s.is_multiple_of(secs) {
             return format!("{}{unit}", s / secs);
         }
     }

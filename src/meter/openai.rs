@@ -10,12 +10,9 @@
 //! call, or a legacy completion's `text`. The role-only first chunk, empty
 //! deltas, finish chunks and usage-only chunks (`choices: []`) are not.
 
-use std::fmt;
-
-use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
-
-use super::json::{self, Count, Fold, HasOutput, IsError, NonEmpty, Output, nonempty};
+use super::json::Output;
+use super::json::pull::{self, Reader};
+use super::json::reader::Error;
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
@@ -27,202 +24,111 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
             ..EventInfo::default()
         });
     }
-    let chunk: Chunk = json::parse(trimmed)?;
-    let out = chunk.choices.0;
+    let mut out = Output::NONE;
+    let mut usage = Usage::default();
+    let mut error = name == b"error";
+    pull::read(trimmed, |r| {
+        r.object(|r, key| {
+            match key {
+                b"choices" => {
+                    r.list_or_null(|r| element(r, &mut out))?;
+                }
+                b"usage" => {
+                    r.object_or_null(|r, key| usage_entry(r, key, &mut usage))?;
+                }
+                // `{"error": {...}}`, sent in-stream by OpenAI and vLLM.
+                b"error" => error |= r.not_null()?,
+                // `"object": "error"`, the bare vLLM error shape.
+                b"object" => error |= r.is_string(b"error")?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })
+    .map_err(|_| ParseError::InvalidJson)?;
     Ok(EventInfo {
         token: out.token,
         visible: out.visible,
-        usage: chunk.usage.map(Usage::from).unwrap_or_default(),
-        error: chunk.error.is_some() || chunk.object.is_some_and(|o| o.0) || name == b"error",
+        usage,
+        error,
         done: false,
     })
 }
 
-/// The parts of a `chat.completion(.chunk)` / `text_completion` object that
-/// metering needs; every other field is skipped.
-#[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    choices: Fold<Element>,
-    usage: Option<WireUsage>,
-    /// `{"error": {...}}` sent in-stream by OpenAI and vLLM.
-    error: Option<IgnoredAny>,
-    /// `"object": "error"`, the bare vLLM error shape.
-    object: Option<IsError>,
-}
-
-#[derive(Deserialize)]
-struct WireUsage {
-    prompt_tokens: Option<Count>,
-    completion_tokens: Option<Count>,
-    prompt_tokens_details: Option<PromptDetails>,
-    completion_tokens_details: Option<CompletionDetails>,
-}
-
-#[derive(Deserialize)]
-struct PromptDetails {
-    cached_tokens: Option<Count>,
-}
-
-#[derive(Deserialize)]
-struct CompletionDetails {
-    reasoning_tokens: Option<Count>,
-}
-
-impl From<WireUsage> for Usage {
-    fn from(u: WireUsage) -> Self {
-        Usage {
-            input: json::count(u.prompt_tokens),
-            output: json::count(u.completion_tokens),
-            cached_input: u
-                .prompt_tokens_details
-                .and_then(|d| json::count(d.cached_tokens)),
-            reasoning: u
-                .completion_tokens_details
-                .and_then(|d| json::count(d.reasoning_tokens)),
-            ..Usage::default()
+/// One entry of a `usage` object.
+fn usage_entry(r: &mut Reader<'_>, key: &[u8], usage: &mut Usage) -> Result<(), Error> {
+    match key {
+        b"prompt_tokens" => usage.input = r.count()?,
+        b"completion_tokens" => usage.output = r.count()?,
+        b"prompt_tokens_details" => {
+            r.object_or_null(|r, key| match key {
+                b"cached_tokens" => r.count().map(|n| usage.cached_input = n),
+                _ => r.skip(),
+            })?;
         }
-    }
-}
-
-/// One choice of a chunk. Streamed chat carries `delta`, legacy completions
-/// carry `text`; a non-streamed `message` is irrelevant to token events.
-struct Choice {
-    delta: Option<Delta>,
-    text: Option<NonEmpty>,
-}
-
-#[derive(Deserialize)]
-struct Delta {
-    content: Option<NonEmpty>,
-    refusal: Option<NonEmpty>,
-    /// DeepSeek, vLLM and SGLang reasoning parsers.
-    reasoning_content: Option<NonEmpty>,
-    /// OpenRouter, Ollama's `/v1` and newer vLLM.
-    reasoning: Option<NonEmpty>,
-    tool_calls: Option<Fold<Element>>,
-    /// The deprecated single `function_call`.
-    function_call: Option<Function>,
-}
-
-struct ToolCall {
-    function: Option<Function>,
-}
-
-#[derive(Deserialize)]
-struct Function {
-    name: Option<NonEmpty>,
-    arguments: Option<NonEmpty>,
-}
-
-impl Choice {
-    fn output(&self) -> Output {
-        Output::visible(nonempty(&self.text))
-            .or(self.delta.as_ref().map_or(Output::NONE, Delta::output))
-    }
-}
-
-impl Delta {
-    fn output(&self) -> Output {
-        Output::visible(
-            nonempty(&self.content)
-                || nonempty(&self.refusal)
-                || self.function_call.as_ref().is_some_and(Function::is_token),
-        )
-        .or(Output::reasoning(
-            nonempty(&self.reasoning_content) || nonempty(&self.reasoning),
-        ))
-        .or(self.tool_calls.as_ref().map_or(Output::NONE, |t| t.0))
-    }
-}
-
-impl Function {
-    fn is_token(&self) -> bool {
-        nonempty(&self.name) || nonempty(&self.arguments)
-    }
-}
-
-impl ToolCall {
-    fn output(&self) -> Output {
-        Output::visible(self.function.as_ref().is_some_and(Function::is_token))
-    }
-}
-
-/// A list element (of `choices` or `tool_calls`) read as both a choice and a
-/// tool call at once: their fields do not overlap (`delta`/`text` versus
-/// `function`), so one element reader serves both lists.
-struct Element {
-    choice: Choice,
-    tool_call: ToolCall,
-}
-
-impl HasOutput for Element {
-    fn output(&self) -> Output {
-        self.choice.output().or(self.tool_call.output())
-    }
-}
-
-impl<'de> Deserialize<'de> for Element {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Element;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Element, A::Error> {
-                let mut e = Element {
-                    choice: Choice {
-                        delta: None,
-                        text: None,
-                    },
-                    tool_call: ToolCall { function: None },
-                };
-                while let Some(key) = map.next_key::<Key>()? {
-                    match key {
-                        Key::Delta => e.choice.delta = map.next_value()?,
-                        Key::Text => e.choice.text = map.next_value()?,
-                        Key::Function => e.tool_call.function = map.next_value()?,
-                        Key::Other => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(e)
-            }
+        b"completion_tokens_details" => {
+            r.object_or_null(|r, key| match key {
+                b"reasoning_tokens" => r.count().map(|n| usage.reasoning = n),
+                _ => r.skip(),
+            })?;
         }
-        d.deserialize_map(V)
+        _ => r.skip()?,
     }
+    Ok(())
 }
 
-/// Keys of a list element that matter; matched on borrowed or escaped
-/// strings without allocating.
-enum Key {
-    Delta,
-    Text,
-    Function,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a key")
+/// One element of `choices` or of a delta's `tool_calls`, read as both a
+/// choice and a tool call at once: their fields do not overlap
+/// (`delta`/`text` versus `function`). Streamed chat carries `delta`,
+/// legacy completions carry `text`; a non-streamed `message` is irrelevant
+/// to token events.
+fn element(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
+    r.object(|r, key| {
+        match key {
+            b"delta" => {
+                r.object_or_null(|r, key| delta_entry(r, key, out))?;
             }
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Key, E> {
-                Ok(match v {
-                    b"delta" => Key::Delta,
-                    b"text" => Key::Text,
-                    b"function" => Key::Function,
-                    _ => Key::Other,
-                })
-            }
+            b"text" => *out = out.or(Output::visible(r.nonempty()?)),
+            b"function" => *out = out.or(Output::visible(function(r)?)),
+            _ => r.skip()?,
         }
-        d.deserialize_identifier(V)
-    }
+        Ok(())
+    })
+}
+
+/// One entry of a choice's `delta`.
+fn delta_entry(r: &mut Reader<'_>, key: &[u8], out: &mut Output) -> Result<(), Error> {
+    let more = match key {
+        b"content" | b"refusal" => Output::visible(r.nonempty()?),
+        // `reasoning_content`: DeepSeek, vLLM and SGLang reasoning parsers;
+        // `reasoning`: OpenRouter, Ollama's `/v1` and newer vLLM.
+        b"reasoning_content" | b"reasoning" => Output::reasoning(r.nonempty()?),
+        b"tool_calls" => {
+            r.list_or_null(|r| element(r, out))?;
+            Output::NONE
+        }
+        // The deprecated single `function_call`.
+        b"function_call" => Output::visible(function(r)?),
+        _ => {
+            r.skip()?;
+            Output::NONE
+        }
+    };
+    *out = out.or(more);
+    Ok(())
+}
+
+/// Whether a function (call) object carries a name or argument fragment.
+fn function(r: &mut Reader<'_>) -> Result<bool, Error> {
+    let mut token = false;
+    r.object_or_null(|r, key| {
+        match key {
+            b"name" | b"arguments" => token |= r.nonempty()?,
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(token)
 }
 
 #[cfg(test)]

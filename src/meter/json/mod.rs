@@ -15,6 +15,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+pub mod pull;
 pub mod reader;
 
 /// What a value (an event, a choice, a part) carries of generated output.

@@ -152,40 +152,15 @@ impl<'de> Deserializer<'de, '_> {
         Ok(())
     }
 
-    /// Scans the string whose opening quote is at `pos`, checking its
-    /// escapes and that it holds no control character. Returns the raw
-    /// content (between the quotes) and whether it has escapes; `pos` ends
-    /// after the closing quote.
+    /// Scans the string whose opening quote is at `pos` (see
+    /// [`string_end`]); returns its raw content (between the quotes) and
+    /// whether it has escapes; `pos` ends after the closing quote.
     #[inline(always)]
     fn string(&mut self) -> Result<(&'de [u8], bool), Error> {
-        let input = self.input;
         let start = self.pos + 1;
-        let mut i = start;
-        let mut escaped = false;
-        loop {
-            i = next_special(input, i);
-            match *input.get(i).ok_or(Error)? {
-                b'"' => {
-                    self.pos = i + 1;
-                    return Ok((&input[start..i], escaped));
-                }
-                b'\\' => {
-                    escaped = true;
-                    i += match input.get(i + 1).ok_or(Error)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
-                        b'u' => {
-                            let hex = input.get(i + 2..i + 6).ok_or(Error)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return Err(Error);
-                            }
-                            6
-                        }
-                        _ => return Err(Error),
-                    };
-                }
-                _ => return Err(Error),
-            }
-        }
+        let (end, escaped) = string_end(self.input, self.pos)?;
+        self.pos = end;
+        Ok((&self.input[start..end - 1], escaped))
     }
 
     /// The content of the string at `pos`, unescaped into the scratch
@@ -208,49 +183,12 @@ impl<'de> Deserializer<'de, '_> {
         visitor.visit_str(std::str::from_utf8(self.scratch).map_err(|_| Error)?)
     }
 
-    /// Scans the number at `pos`,
-    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, leaving `pos` after
+    /// Scans the number at `pos` (see [`number_end`]), leaving `pos` after
     /// it; returns where it started and whether it is an integer.
     fn scan_number(&mut self) -> Result<(usize, bool), Error> {
-        let input = self.input;
         let start = self.pos;
-        let mut i = start;
-        let digits = |i: &mut usize| {
-            let from = *i;
-            while input.get(*i).is_some_and(u8::is_ascii_digit) {
-                *i += 1;
-            }
-            *i - from
-        };
-        if input.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match input.get(i) {
-            Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                digits(&mut i);
-            }
-            _ => return Err(Error),
-        }
-        let mut integer = true;
-        if input.get(i) == Some(&b'.') {
-            i += 1;
-            if digits(&mut i) == 0 {
-                return Err(Error);
-            }
-            integer = false;
-        }
-        if matches!(input.get(i), Some(b'e' | b'E')) {
-            i += 1;
-            if matches!(input.get(i), Some(b'+' | b'-')) {
-                i += 1;
-            }
-            if digits(&mut i) == 0 {
-                return Err(Error);
-            }
-            integer = false;
-        }
-        self.pos = i;
+        let (end, integer) = number_end(self.input, start)?;
+        self.pos = end;
         Ok((start, integer))
     }
 
@@ -286,45 +224,8 @@ impl<'de> Deserializer<'de, '_> {
 
     /// Skips one value, checking its structure.
     fn skip(&mut self) -> Result<(), Error> {
-        match self.ws().ok_or(Error)? {
-            b'"' => self.string().map(drop),
-            b'n' => self.literal(b"null"),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'-' | b'0'..=b'9' => self.scan_number().map(drop),
-            b'[' => {
-                self.enter()?;
-                if self.ws() != Some(b']') {
-                    loop {
-                        self.skip()?;
-                        match self.ws() {
-                            Some(b',') => self.pos += 1,
-                            _ => break,
-                        }
-                    }
-                }
-                self.leave(b']')
-            }
-            b'{' => {
-                self.enter()?;
-                if self.ws() != Some(b'}') {
-                    loop {
-                        if self.ws() != Some(b'"') {
-                            return Err(Error);
-                        }
-                        self.string()?;
-                        self.colon()?;
-                        self.skip()?;
-                        match self.ws() {
-                            Some(b',') => self.pos += 1,
-                            _ => break,
-                        }
-                    }
-                }
-                self.leave(b'}')
-            }
-            _ => Err(Error),
-        }
+        self.pos = skip_value(self.input, self.pos, MAX_DEPTH - 1 - self.depth)?;
+        Ok(())
     }
 
     /// Before the next element of a list or entry of an object: `None` at
@@ -359,11 +260,227 @@ impl<'de> Deserializer<'de, '_> {
     }
 }
 
+/// Skips the value at `pos` (after whitespace), checking its structure;
+/// returns the index after it. `room` is how many lists and objects it may
+/// open. One loop over the value's tokens, the lists and objects open in it
+/// kept as a bit stack (1 for an object), so that a skipped value costs no
+/// call per element and its position stays in a register.
+pub(super) fn skip_value(input: &[u8], mut pos: usize, room: u32) -> Result<usize, Error> {
+    let mut stack: u128 = 0;
+    let mut open: u32 = 0;
+    'value: loop {
+        let b = peek(input, &mut pos)?;
+        match b {
+            b'"' => pos = string_end(input, pos)?.0,
+            b'-' | b'0'..=b'9' => pos = number_end(input, pos)?.0,
+            b'n' => pos = literal_end(input, pos, b"null")?,
+            b't' => pos = literal_end(input, pos, b"true")?,
+            b'f' => pos = literal_end(input, pos, b"false")?,
+            b'[' | b'{' => {
+                if open >= room {
+                    return Err(Error);
+                }
+                let object = b == b'{';
+                pos += 1;
+                let next = peek(input, &mut pos)?;
+                // `]` and `}` are two above `[` and `{`.
+                if next == b + 2 {
+                    pos += 1;
+                } else {
+                    open += 1;
+                    stack = stack << 1 | u128::from(object);
+                    if object {
+                        pos = key_end(input, pos, next)?;
+                    }
+                    continue 'value;
+                }
+            }
+            _ => return Err(Error),
+        }
+        // After a value: close the lists and objects that end here, up to
+        // the next comma or the end of the skipped value.
+        loop {
+            if open == 0 {
+                return Ok(pos);
+            }
+            let b = peek(input, &mut pos)?;
+            let object = stack & 1 == 1;
+            if b == b',' {
+                pos += 1;
+                if object {
+                    let next = peek(input, &mut pos)?;
+                    pos = key_end(input, pos, next)?;
+                }
+                continue 'value;
+            }
+            if b != if object { b'}' } else { b']' } {
+                return Err(Error);
+            }
+            pos += 1;
+            open -= 1;
+            stack >>= 1;
+        }
+    }
+}
+
+/// Skips whitespace from `pos` and returns the next byte (not consumed);
+/// an error at the end of the input. The usual case, no whitespace, is one
+/// comparison: every JSON whitespace byte is at most `b' '`.
+#[inline(always)]
+pub(super) fn peek(input: &[u8], pos: &mut usize) -> Result<u8, Error> {
+    match input.get(*pos) {
+        Some(&b) if b > b' ' => Ok(b),
+        _ => peek_slow(input, pos),
+    }
+}
+
+#[inline(never)]
+fn peek_slow(input: &[u8], pos: &mut usize) -> Result<u8, Error> {
+    while let Some(&b) = input.get(*pos) {
+        if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            return Ok(b);
+        }
+        *pos += 1;
+    }
+    Err(Error)
+}
+
+/// After the literal `lit` at `pos`.
+#[inline(always)]
+fn literal_end(input: &[u8], pos: usize, lit: &[u8]) -> Result<usize, Error> {
+    match input.get(pos..pos + lit.len()) {
+        Some(s) if s == lit => Ok(pos + lit.len()),
+        _ => Err(Error),
+    }
+}
+
+/// After the colon that follows the object key starting at `pos`, whose
+/// first byte is `first`.
+#[inline(always)]
+fn key_end(input: &[u8], pos: usize, first: u8) -> Result<usize, Error> {
+    if first != b'"' {
+        return Err(Error);
+    }
+    let mut pos = string_end(input, pos)?.0;
+    if peek(input, &mut pos)? != b':' {
+        return Err(Error);
+    }
+    Ok(pos + 1)
+}
+
+/// Scans the string whose opening quote is at `pos`, checking its escapes
+/// and that it holds no control character. Returns the index after its
+/// closing quote and whether it has escapes.
+#[inline(always)]
+pub(super) fn string_end(input: &[u8], pos: usize) -> Result<(usize, bool), Error> {
+    let mut i = pos + 1;
+    let mut escaped = false;
+    loop {
+        i = next_special(input, i);
+        match *input.get(i).ok_or(Error)? {
+            b'"' => return Ok((i + 1, escaped)),
+            b'\\' => {
+                escaped = true;
+                i += match input.get(i + 1).ok_or(Error)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
+                    b'u' => {
+                        let hex = input.get(i + 2..i + 6).ok_or(Error)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return Err(Error);
+                        }
+                        6
+                    }
+                    _ => return Err(Error),
+                };
+            }
+            _ => return Err(Error),
+        }
+    }
+}
+
+/// Scans the number at `pos`,
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`; returns the index after
+/// it and whether it is an integer.
+#[inline(always)]
+pub(super) fn number_end(input: &[u8], pos: usize) -> Result<(usize, bool), Error> {
+    let digits = |i: &mut usize| {
+        let from = *i;
+        while input.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - from
+    };
+    let mut i = pos;
+    if input.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match input.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            digits(&mut i);
+        }
+        _ => return Err(Error),
+    }
+    let mut integer = true;
+    if input.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return Err(Error);
+        }
+        integer = false;
+    }
+    if matches!(input.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(input.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return Err(Error);
+        }
+        integer = false;
+    }
+    Ok((i, integer))
+}
+
 /// The index of the first byte at or after `i` that is `"`, `\` or a
-/// control character (below 0x20), or `input.len()`: eight bytes at a time
-/// (strings are mostly plain text), then byte by byte for the last few.
+/// control character (below 0x20), or `input.len()`: sixteen bytes at a time
+/// where the CPU has SSE2 (every x86_64 does), then eight at a time, then
+/// byte by byte for the last few.
 #[inline(always)]
 fn next_special(input: &[u8], mut i: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    while let Some(found) = special16(input, i) {
+        if found != 0 {
+            return i + found.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    next_special_swar(input, i)
+}
+
+/// The special bytes (as [`next_special`]) of the sixteen at `i`, one bit
+/// each; `None` when fewer than sixteen are left.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn special16(input: &[u8], i: usize) -> Option<u32> {
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, m128i, min_u8_m128i, move_mask_i8_m128i,
+        set_splat_i8_m128i,
+    };
+    let bytes: [u8; 16] = input.get(i..i + 16)?.try_into().ok()?;
+    let v = m128i::from(bytes);
+    let splat = |b: u8| set_splat_i8_m128i(i8::from_ne_bytes([b]));
+    let quote = cmp_eq_mask_i8_m128i(v, splat(b'"'));
+    let backslash = cmp_eq_mask_i8_m128i(v, splat(b'\\'));
+    // `min(b, 0x1f) == b` exactly for the bytes below 0x20.
+    let control = cmp_eq_mask_i8_m128i(min_u8_m128i(v, splat(0x1f)), v);
+    let found = move_mask_i8_m128i(bitor_m128i(bitor_m128i(quote, backslash), control));
+    Some(found.cast_unsigned())
+}
+
+/// [`next_special`] without SSE2: eight bytes at a time in a `u64`.
+#[inline(always)]
+fn next_special_swar(input: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(chunk) = input.get(i..i + 8) {
@@ -393,7 +510,7 @@ fn next_special(input: &[u8], mut i: usize) -> usize {
 }
 
 /// Writes the unescaped form of a scanned string's content into `out`.
-fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+pub(super) fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
     out.clear();
     let mut i = 0;
     while let Some(at) = raw[i..].iter().position(|&b| b == b'\\') {
