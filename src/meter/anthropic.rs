@@ -21,102 +21,100 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use serde::Deserialize;
-
-use super::json::{self, Count, NonEmpty, Output, nonempty};
+use super::json::{self, Error, Output, Reader};
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
-    let ev: Wire = json::parse(data)?;
-    let kind = match ev.kind {
-        Some(k) => k,
-        None => Kind::from_name(name),
-    };
-    let out = match (kind, &ev.delta) {
-        (Kind::ContentBlockDelta, Some(d)) => {
-            Output::visible(nonempty(&d.text) || nonempty(&d.partial_json))
-                .or(Output::reasoning(nonempty(&d.thinking)))
-        }
+    let mut kind = None;
+    let mut delta = Output::NONE;
+    // `message_delta`'s usage, or a non-streamed message's.
+    let mut usage = None;
+    // The usage in `message_start`'s message.
+    let mut message_usage = None;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"type" => kind = r.string_or_null(Kind::from_name)?,
+                b"delta" => {
+                    r.object_or_null(|r, key| {
+                        let more = match key {
+                            b"text" | b"partial_json" => Output::visible(r.nonempty()?),
+                            b"thinking" => Output::reasoning(r.nonempty()?),
+                            _ => {
+                                r.skip()?;
+                                Output::NONE
+                            }
+                        };
+                        delta = delta.or(more);
+                        Ok(())
+                    })?;
+                }
+                b"message" => {
+                    r.object_or_null(|r, key| match key {
+                        b"usage" => wire_usage(r).map(|u| message_usage = u),
+                        _ => r.skip(),
+                    })?;
+                }
+                b"usage" => usage = wire_usage(r)?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })?;
+    let kind = kind.unwrap_or_else(|| Kind::from_name(name));
+    let out = match kind {
+        Kind::ContentBlockDelta => delta,
         _ => Output::NONE,
-    };
-    let usage = match (ev.message.and_then(|m| m.usage), ev.usage) {
-        (_, Some(u)) => Usage::from(u),
-        (Some(u), None) => Usage::from(u),
-        (None, None) => Usage::default(),
     };
     Ok(EventInfo {
         token: out.token,
         visible: out.visible,
-        usage,
+        usage: usage.or(message_usage).unwrap_or_default(),
         error: kind == Kind::Error,
         done: false,
     })
 }
 
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(rename = "type")]
-    kind: Option<Kind>,
-    delta: Option<Delta>,
-    /// The message of `message_start`.
-    message: Option<Message>,
-    /// `message_delta`'s usage, or a non-streamed message's.
-    usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-struct Delta {
-    text: Option<NonEmpty>,
-    partial_json: Option<NonEmpty>,
-    thinking: Option<NonEmpty>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-struct WireUsage {
-    input_tokens: Option<Count>,
-    output_tokens: Option<Count>,
-    cache_read_input_tokens: Option<Count>,
-    cache_creation_input_tokens: Option<Count>,
-    output_tokens_details: Option<OutputDetails>,
-}
-
-#[derive(Deserialize)]
-struct OutputDetails {
-    thinking_tokens: Option<Count>,
-}
-
-impl From<WireUsage> for Usage {
-    fn from(u: WireUsage) -> Self {
-        let read = json::count(u.cache_read_input_tokens);
-        let creation = json::count(u.cache_creation_input_tokens);
-        Usage {
-            input: json::count(u.input_tokens).map(|n| {
-                n.saturating_add(read.unwrap_or(0))
-                    .saturating_add(creation.unwrap_or(0))
-            }),
-            output: json::count(u.output_tokens),
-            cached_input: read,
-            cache_creation_input: creation,
-            reasoning: u
-                .output_tokens_details
-                .and_then(|d| json::count(d.thinking_tokens)),
+/// A usage object (`None` for `null`).
+fn wire_usage(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
+    let mut input = None;
+    let mut read = None;
+    let mut creation = None;
+    let mut usage = Usage::default();
+    let object = r.object_or_null(|r, key| {
+        match key {
+            b"input_tokens" => input = r.count()?,
+            b"output_tokens" => usage.output = r.count()?,
+            b"cache_read_input_tokens" => read = r.count()?,
+            b"cache_creation_input_tokens" => creation = r.count()?,
+            b"output_tokens_details" => {
+                r.object_or_null(|r, key| match key {
+                    b"thinking_tokens" => r.count().map(|n| usage.reasoning = n),
+                    _ => r.skip(),
+                })?;
+            }
+            _ => r.skip()?,
         }
+        Ok(())
+    })?;
+    if !object {
+        return Ok(None);
     }
+    usage.input = input.map(|n: u64| {
+        n.saturating_add(read.unwrap_or(0))
+            .saturating_add(creation.unwrap_or(0))
+    });
+    usage.cached_input = read;
+    usage.cache_creation_input = creation;
+    Ok(Some(usage))
 }
 
 /// What an event type means for metering. Unknown types are `Other`.
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     ContentBlockDelta,
     Error,
-    #[serde(other)]
     Other,
 }
 

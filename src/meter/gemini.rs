@@ -17,95 +17,89 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use serde::Deserialize;
-
-use super::json::{self, Count, Fold, HasOutput, IsTrue, NonEmpty, Output, Present, present};
+use super::json::{self, Error, Output, Reader};
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one event's data, one array element, or a whole body.
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
-    let ev: Wire = json::parse(data)?;
-    let out = ev.candidates.0;
+    let mut out = Output::NONE;
+    let mut usage = Usage::default();
+    let mut error = false;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"candidates" => {
+                    r.list_or_null(|r| candidate(r, &mut out))?;
+                }
+                b"usageMetadata" => usage = metadata(r)?.unwrap_or_default(),
+                b"error" => error = r.present()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })?;
     Ok(EventInfo {
         token: out.token,
         visible: out.visible,
-        usage: ev.usage_metadata.map(Usage::from).unwrap_or_default(),
-        error: present(&ev.error),
+        usage,
+        error,
         done: false,
     })
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Wire {
-    #[serde(default)]
-    candidates: Fold<Candidate>,
-    usage_metadata: Option<Metadata>,
-    error: Option<Present>,
+/// One candidate: the output of its `content.parts`.
+fn candidate(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
+    r.object(|r, key| match key {
+        b"content" => r
+            .object_or_null(|r, key| match key {
+                b"parts" => r.list_or_null(|r| part(r, out)).map(drop),
+                _ => r.skip(),
+            })
+            .map(drop),
+        _ => r.skip(),
+    })
 }
 
-#[derive(Deserialize)]
-struct Candidate {
-    content: Option<Content>,
-}
-
-impl HasOutput for Candidate {
-    fn output(&self) -> Output {
-        self.content.as_ref().map_or(Output::NONE, |c| c.parts.0)
-    }
-}
-
-#[derive(Deserialize)]
-struct Content {
-    #[serde(default)]
-    parts: Fold<Part>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Part {
-    text: Option<NonEmpty>,
-    thought: Option<IsTrue>,
-    function_call: Option<Present>,
-    executable_code: Option<Present>,
-}
-
-impl HasOutput for Part {
-    fn output(&self) -> Output {
-        let text = json::nonempty(&self.text);
-        let thought = self.thought.as_ref().is_some_and(|t| t.0);
-        Output::visible(
-            (text && !thought) || present(&self.function_call) || present(&self.executable_code),
-        )
-        .or(Output::reasoning(text && thought))
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Metadata {
-    prompt_token_count: Option<Count>,
-    candidates_token_count: Option<Count>,
-    thoughts_token_count: Option<Count>,
-    cached_content_token_count: Option<Count>,
-}
-
-impl From<Metadata> for Usage {
-    fn from(m: Metadata) -> Self {
-        let candidates = json::count(m.candidates_token_count);
-        let thoughts = json::count(m.thoughts_token_count);
-        let output = match (candidates, thoughts) {
-            (None, None) => None,
-            (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
-        };
-        Usage {
-            input: json::count(m.prompt_token_count),
-            output,
-            cached_input: json::count(m.cached_content_token_count),
-            reasoning: thoughts,
-            ..Usage::default()
+/// One part of a candidate's content.
+fn part(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
+    let mut text = false;
+    let mut thought = false;
+    let mut call = false;
+    r.object(|r, key| {
+        match key {
+            b"text" => text = r.nonempty()?,
+            b"thought" => thought = r.is_true()?,
+            b"functionCall" | b"executableCode" => call |= r.present()?,
+            _ => r.skip()?,
         }
-    }
+        Ok(())
+    })?;
+    *out = out
+        .or(Output::visible((text && !thought) || call))
+        .or(Output::reasoning(text && thought));
+    Ok(())
+}
+
+/// A `usageMetadata` object (`None` for `null`). The output is the
+/// candidates' count plus the thoughts' (see the module's documentation).
+fn metadata(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
+    let mut usage = Usage::default();
+    let mut candidates = None;
+    let object = r.object_or_null(|r, key| {
+        match key {
+            b"promptTokenCount" => usage.input = r.count()?,
+            b"candidatesTokenCount" => candidates = r.count()?,
+            b"thoughtsTokenCount" => usage.reasoning = r.count()?,
+            b"cachedContentTokenCount" => usage.cached_input = r.count()?,
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    usage.output = match (candidates, usage.reasoning) {
+        (None, None) => None,
+        (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
+    };
+    Ok(object.then_some(usage))
 }
 
 #[cfg(test)]

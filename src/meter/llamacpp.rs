@@ -13,41 +13,39 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use serde::Deserialize;
-
-use super::json::{self, Count, NonEmpty, Present, nonempty, present};
+use super::json;
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
-    let ev: Wire = json::parse(data)?;
-    let token = nonempty(&ev.content);
+    let mut token = false;
+    let mut usage = Usage::default();
+    let mut error = false;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"content" => token = r.nonempty()?,
+                b"tokens_predicted" => usage.output = r.count()?,
+                b"tokens_evaluated" => usage.input = r.count()?,
+                b"timings" => {
+                    r.object_or_null(|r, key| match key {
+                        b"cache_n" => r.count().map(|n| usage.cached_input = n),
+                        _ => r.skip(),
+                    })?;
+                }
+                b"error" => error = r.present()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })?;
     Ok(EventInfo {
         token,
         visible: token,
-        usage: Usage {
-            input: json::count(ev.tokens_evaluated),
-            output: json::count(ev.tokens_predicted),
-            cached_input: ev.timings.and_then(|t| json::count(t.cache_n)),
-            ..Usage::default()
-        },
-        error: present(&ev.error),
+        usage,
+        error,
         done: false,
     })
-}
-
-#[derive(Deserialize)]
-struct Wire {
-    content: Option<NonEmpty>,
-    tokens_predicted: Option<Count>,
-    tokens_evaluated: Option<Count>,
-    timings: Option<Timings>,
-    error: Option<Present>,
-}
-
-#[derive(Deserialize)]
-struct Timings {
-    cache_n: Option<Count>,
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@
 //! Every protocol module (`openai`, `responses`, `anthropic`, `tgi`,
 //! `ollama`, `llamacpp`, `gemini`, `sglang`, `triton`) has the same shape: a
 //! `classify(name, data)` that reads one framed event (or a whole
-//! non-streamed body) into an [`EventInfo`], with borrowed typed serde and
-//! the shared visitors of [`json`], never a JSON tree.
+//! non-streamed body) into an [`EventInfo`], walking it with the pull reader
+//! of [`json`]: keys matched as bytes, the rest skipped, never a JSON tree.
 //!
 //! It must not know about Prometheus, axum or config files, and it never
 //! sees the forwarded bytes mutably: it reads a shared reference to each

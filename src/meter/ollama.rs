@@ -13,51 +13,48 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use serde::Deserialize;
-
-use super::json::{self, Count, NonEmpty, Output, Present, nonempty, present};
+use super::json::{self, Output};
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one NDJSON line (or a whole non-streamed body).
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
-    let ev: Wire = json::parse(data)?;
-    let mut out =
-        Output::visible(nonempty(&ev.response)).or(Output::reasoning(nonempty(&ev.thinking)));
-    if let Some(m) = &ev.message {
-        out = out
-            .or(Output::visible(
-                nonempty(&m.content) || nonempty(&m.tool_calls),
-            ))
-            .or(Output::reasoning(nonempty(&m.thinking)));
-    }
+    let mut out = Output::NONE;
+    let mut usage = Usage::default();
+    let mut error = false;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"response" => out = out.or(Output::visible(r.nonempty()?)),
+                b"thinking" => out = out.or(Output::reasoning(r.nonempty()?)),
+                b"message" => {
+                    r.object_or_null(|r, key| {
+                        let more = match key {
+                            b"content" | b"tool_calls" => Output::visible(r.nonempty()?),
+                            b"thinking" => Output::reasoning(r.nonempty()?),
+                            _ => {
+                                r.skip()?;
+                                Output::NONE
+                            }
+                        };
+                        out = out.or(more);
+                        Ok(())
+                    })?;
+                }
+                b"eval_count" => usage.output = r.count()?,
+                b"prompt_eval_count" => usage.input = r.count()?,
+                b"error" => error = r.present()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })?;
     Ok(EventInfo {
         token: out.token,
         visible: out.visible,
-        usage: Usage {
-            input: json::count(ev.prompt_eval_count),
-            output: json::count(ev.eval_count),
-            ..Usage::default()
-        },
-        error: present(&ev.error),
+        usage,
+        error,
         done: false,
     })
-}
-
-#[derive(Deserialize)]
-struct Wire {
-    response: Option<NonEmpty>,
-    thinking: Option<NonEmpty>,
-    message: Option<Message>,
-    eval_count: Option<Count>,
-    prompt_eval_count: Option<Count>,
-    error: Option<Present>,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    content: Option<NonEmpty>,
-    thinking: Option<NonEmpty>,
-    tool_calls: Option<NonEmpty>,
 }
 
 #[cfg(test)]

@@ -2,17 +2,15 @@
 //! speak them: vLLM, SGLang, TGI's and llama.cpp's `/v1`, Ollama's `/v1`,
 //! Groq, DeepSeek, OpenRouter...).
 //!
-//! Each event is deserialized into borrowed, purpose-built types that visit
-//! only the fields that matter and skip the rest: no JSON tree is built and no
-//! string is copied. A *token event* is a chunk in which some choice carries
+//! Each event is walked with the metering reader, which reads only the fields
+//! that matter and skips the rest: no JSON tree is built and no string is
+//! copied. A *token event* is a chunk in which some choice carries
 //! non-empty generated output: `content`, `refusal`, `reasoning_content` /
 //! `reasoning`, a tool call's name or argument fragment, a legacy function
 //! call, or a legacy completion's `text`. The role-only first chunk, empty
 //! deltas, finish chunks and usage-only chunks (`choices: []`) are not.
 
-use super::json::Output;
-use super::json::pull::{self, Reader};
-use super::json::reader::Error;
+use super::json::{self, Error, Output, Reader};
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
@@ -27,7 +25,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut out = Output::NONE;
     let mut usage = Usage::default();
     let mut error = name == b"error";
-    pull::read(trimmed, |r| {
+    json::read(trimmed, |r| {
         r.object(|r, key| {
             match key {
                 b"choices" => {
@@ -44,8 +42,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
             }
             Ok(())
         })
-    })
-    .map_err(|_| ParseError::InvalidJson)?;
+    })?;
     Ok(EventInfo {
         token: out.token,
         visible: out.visible,

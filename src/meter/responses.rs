@@ -18,129 +18,116 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use serde::Deserialize;
-
-use super::json::{self, Count, NonEmpty, Output, Present, nonempty, present};
+use super::json::{self, Error, Output, Reader};
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
-    let ev: Wire = json::parse(data)?;
-    let kind = match ev.kind {
-        Some(k) => k,
-        None => Kind::from_name(name),
-    };
-    let has_delta = nonempty(&ev.delta);
+    let mut kind = None;
+    let mut has_delta = false;
+    // The response object of lifecycle events, and its usage.
+    let mut response = None;
+    // Usage of a non-streamed response object.
+    let mut usage = None;
+    // A non-streamed response's `error` (null when it succeeded). On a
+    // streamed `error` event the error is nested here too.
+    let mut error = false;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"type" => kind = r.string_or_null(Kind::from_name)?,
+                b"delta" => has_delta = r.nonempty()?,
+                b"response" => {
+                    let mut inner = None;
+                    if r.object_or_null(|r, key| match key {
+                        b"usage" => wire_usage(r).map(|u| inner = u),
+                        _ => r.skip(),
+                    })? {
+                        response = Some(inner);
+                    }
+                }
+                b"usage" => usage = wire_usage(r)?,
+                b"error" => error = r.present()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })?;
+    let kind = kind.unwrap_or_else(|| Kind::from_name(name));
     let out = match kind {
         Kind::Visible => Output::visible(has_delta),
         Kind::Reasoning => Output::reasoning(has_delta),
         _ => Output::NONE,
     };
-    let usage = match (ev.response, ev.usage) {
-        (Some(r), _) => r.usage.map(Usage::from).unwrap_or_default(),
-        (None, Some(u)) => Usage::from(u),
-        (None, None) => Usage::default(),
+    let usage = match response {
+        Some(inner) => inner,
+        None => usage,
     };
     Ok(EventInfo {
         token: out.token,
         visible: out.visible,
-        usage,
-        error: matches!(kind, Kind::Error | Kind::Failed) || present(&ev.error),
+        usage: usage.unwrap_or_default(),
+        error: matches!(kind, Kind::Error | Kind::Failed) || error,
         done: false,
     })
 }
 
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(rename = "type")]
-    kind: Option<Kind>,
-    delta: Option<NonEmpty>,
-    /// The response object of lifecycle events.
-    response: Option<Response>,
-    /// Usage of a non-streamed response object.
-    usage: Option<WireUsage>,
-    /// A non-streamed response's `error` (null when it succeeded). On a
-    /// streamed `error` event the error is nested here too.
-    error: Option<Present>,
-}
-
-#[derive(Deserialize)]
-struct Response {
-    usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-struct WireUsage {
-    input_tokens: Option<Count>,
-    output_tokens: Option<Count>,
-    input_tokens_details: Option<InputDetails>,
-    output_tokens_details: Option<OutputDetails>,
-}
-
-#[derive(Deserialize)]
-struct InputDetails {
-    cached_tokens: Option<Count>,
-}
-
-#[derive(Deserialize)]
-struct OutputDetails {
-    reasoning_tokens: Option<Count>,
-}
-
-impl From<WireUsage> for Usage {
-    fn from(u: WireUsage) -> Self {
-        Usage {
-            input: json::count(u.input_tokens),
-            output: json::count(u.output_tokens),
-            cached_input: u
-                .input_tokens_details
-                .and_then(|d| json::count(d.cached_tokens)),
-            reasoning: u
-                .output_tokens_details
-                .and_then(|d| json::count(d.reasoning_tokens)),
-            ..Usage::default()
+/// A usage object (`None` for `null`).
+fn wire_usage(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
+    let mut usage = Usage::default();
+    let object = r.object_or_null(|r, key| {
+        match key {
+            b"input_tokens" => usage.input = r.count()?,
+            b"output_tokens" => usage.output = r.count()?,
+            b"input_tokens_details" => {
+                r.object_or_null(|r, key| match key {
+                    b"cached_tokens" => r.count().map(|n| usage.cached_input = n),
+                    _ => r.skip(),
+                })?;
+            }
+            b"output_tokens_details" => {
+                r.object_or_null(|r, key| match key {
+                    b"reasoning_tokens" => r.count().map(|n| usage.reasoning = n),
+                    _ => r.skip(),
+                })?;
+            }
+            _ => r.skip()?,
         }
-    }
+        Ok(())
+    })?;
+    Ok(object.then_some(usage))
 }
 
 /// What an event type means for metering. Unknown types are `Other`.
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    #[serde(
-        rename = "response.output_text.delta",
-        alias = "response.refusal.delta",
-        alias = "response.function_call_arguments.delta",
-        alias = "response.custom_tool_call_input.delta",
-        alias = "response.mcp_call_arguments.delta",
-        alias = "response.mcp_call.arguments.delta",
-        alias = "response.code_interpreter_call_code.delta",
-        alias = "response.code_interpreter_call.code.delta"
-    )]
     Visible,
-    #[serde(
-        rename = "response.reasoning_text.delta",
-        alias = "response.reasoning_summary_text.delta",
-        alias = "response.reasoning.delta",
-        alias = "response.reasoning_summary.delta"
-    )]
     Reasoning,
-    #[serde(rename = "error")]
     Error,
-    #[serde(rename = "response.failed")]
     Failed,
-    #[serde(other)]
     Other,
 }
 
 impl Kind {
-    /// The kind named by an SSE `event:` field, for data without `type`.
+    /// The kind of an event type, from the data's `type` or the SSE
+    /// `event:` name.
     fn from_name(name: &[u8]) -> Kind {
-        match std::str::from_utf8(name) {
-            Ok(s) => Kind::deserialize(
-                serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s),
-            )
-            .unwrap_or(Kind::Other),
-            Err(_) => Kind::Other,
+        match name {
+            b"response.output_text.delta"
+            | b"response.refusal.delta"
+            | b"response.function_call_arguments.delta"
+            | b"response.custom_tool_call_input.delta"
+            | b"response.mcp_call_arguments.delta"
+            | b"response.mcp_call.arguments.delta"
+            | b"response.code_interpreter_call_code.delta"
+            | b"response.code_interpreter_call.code.delta" => Kind::Visible,
+            b"response.reasoning_text.delta"
+            | b"response.reasoning_summary_text.delta"
+            | b"response.reasoning.delta"
+            | b"response.reasoning_summary.delta" => Kind::Reasoning,
+            b"error" => Kind::Error,
+            b"response.failed" => Kind::Failed,
+            _ => Kind::Other,
         }
     }
 }

@@ -23,12 +23,7 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use std::fmt;
-
-use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-
-use super::json::{self, Count, IsError, Present, present};
+use super::json;
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one event on its own (delta mode) or a non-streamed body.
@@ -39,18 +34,22 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 /// Whether a payload looks like SGLang's (`Some(true)`), like TGI's
 /// (`Some(false)`), or cannot tell (`None`): both serve `POST /generate`.
 pub fn sniff(data: &[u8]) -> Option<bool> {
-    #[derive(Deserialize)]
-    struct Sniff {
-        text: Option<IgnoredAny>,
-        meta_info: Option<IgnoredAny>,
-        token: Option<IgnoredAny>,
-        generated_text: Option<IgnoredAny>,
-        details: Option<IgnoredAny>,
-    }
-    let s: Sniff = json::parse(data).ok()?;
-    if s.text.is_some() || s.meta_info.is_some() {
+    let mut sglang = false;
+    let mut tgi = false;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"text" | b"meta_info" => sglang |= r.not_null()?,
+                b"token" | b"generated_text" | b"details" => tgi |= r.not_null()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })
+    .ok()?;
+    if sglang {
         Some(true)
-    } else if s.token.is_some() || s.generated_text.is_some() || s.details.is_some() {
+    } else if tgi {
         Some(false)
     } else {
         None
@@ -88,11 +87,38 @@ impl Cumulative {
                 ..EventInfo::default()
             });
         }
-        let ev = json::reader::from_slice_seed(trimmed, EventSeed { slots: &self.slots })
-            .map_err(|_| ParseError::InvalidJson)?;
+        let mut text = None;
+        let mut index = None;
+        let mut usage = Usage::default();
+        let mut error = false;
+        json::read(trimmed, |r| {
+            r.object(|r, key| {
+                match key {
+                    // The index of the event may come after `text` in the
+                    // object, so the text is checked against every slot.
+                    b"text" => text = r.string_or_null(|t| Text::new(t, &self.slots))?,
+                    b"meta_info" => {
+                        r.object_or_null(|r, key| {
+                            match key {
+                                b"prompt_tokens" => usage.input = r.count()?,
+                                b"completion_tokens" => usage.output = r.count()?,
+                                b"cached_tokens" => usage.cached_input = r.count()?,
+                                _ => r.skip()?,
+                            }
+                            Ok(())
+                        })?;
+                    }
+                    b"index" => index = r.count()?,
+                    b"error" => error |= r.present()?,
+                    b"object" => error |= r.is_string(b"error")?,
+                    _ => r.skip()?,
+                }
+                Ok(())
+            })
+        })?;
         let mut token = false;
-        if let Some(text) = ev.text {
-            let index = json::count(ev.index).unwrap_or(0);
+        if let Some(text) = text {
+            let index = index.unwrap_or(0);
             match self.slots.iter().position(|s| s.index == index) {
                 Some(k) => {
                     let slot = &mut self.slots[k];
@@ -122,34 +148,11 @@ impl Cumulative {
         Ok(EventInfo {
             token,
             visible: token,
-            usage: ev
-                .meta_info
-                .map(|m| Usage {
-                    input: json::count(m.prompt_tokens),
-                    output: json::count(m.completion_tokens),
-                    cached_input: json::count(m.cached_tokens),
-                    ..Usage::default()
-                })
-                .unwrap_or_default(),
-            error: present(&ev.error) || ev.object.is_some_and(|o| o.0),
+            usage,
+            error,
             done: false,
         })
     }
-}
-
-struct Event {
-    text: Option<Text>,
-    meta_info: Option<MetaInfo>,
-    index: Option<Count>,
-    error: Option<Present>,
-    object: Option<IsError>,
-}
-
-#[derive(Deserialize)]
-struct MetaInfo {
-    prompt_tokens: Option<Count>,
-    completion_tokens: Option<Count>,
-    cached_tokens: Option<Count>,
 }
 
 /// What is kept of a text: its length, its hash, and for each tracked slot
@@ -161,92 +164,19 @@ struct Text {
     extends: u64,
 }
 
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "snake_case")]
-enum Key {
-    Text,
-    MetaInfo,
-    Index,
-    Error,
-    Object,
-    #[serde(other)]
-    Other,
-}
-
-struct EventSeed<'a> {
-    slots: &'a [Slot],
-}
-
-impl<'de> DeserializeSeed<'de> for EventSeed<'_> {
-    type Value = Event;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Event, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventSeed<'_> {
-    type Value = Event;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
-        let mut ev = Event {
-            text: None,
-            meta_info: None,
-            index: None,
-            error: None,
-            object: None,
-        };
-        while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Text => ev.text = map.next_value_seed(TextSeed { slots: self.slots })?,
-                Key::MetaInfo => ev.meta_info = map.next_value()?,
-                Key::Index => ev.index = map.next_value()?,
-                Key::Error => ev.error = map.next_value()?,
-                Key::Object => ev.object = map.next_value()?,
-                Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(ev)
-    }
-}
-
-struct TextSeed<'a> {
-    slots: &'a [Slot],
-}
-
-impl<'de> DeserializeSeed<'de> for TextSeed<'_> {
-    type Value = Option<Text>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<Text>, D::Error> {
-        d.deserialize_bytes(self)
-    }
-}
-
-impl<'de> Visitor<'de> for TextSeed<'_> {
-    type Value = Option<Text>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string or null")
-    }
-    fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Option<Text>, E> {
+impl Text {
+    fn new(bytes: &[u8], slots: &[Slot]) -> Text {
         let mut extends = 0u64;
-        for (k, s) in self.slots.iter().enumerate().take(MAX_SLOTS) {
+        for (k, s) in slots.iter().enumerate().take(MAX_SLOTS) {
             if bytes.get(..s.len).is_some_and(|p| fnv(p) == s.hash) {
                 extends |= 1 << k;
             }
         }
-        Ok(Some(Text {
+        Text {
             len: bytes.len(),
             hash: fnv(bytes),
             extends,
-        }))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<Text>, E> {
-        Ok(None)
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Option<Text>, E> {
-        Ok(None)
+        }
     }
 }
 

@@ -14,42 +14,41 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use serde::Deserialize;
-
-use super::json::{self, Count, Present, present};
+use super::json;
 use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
-    let ev: Wire = json::parse(data)?;
-    let token = present(&ev.token);
+    let mut token = false;
+    let mut usage = Usage::default();
+    let mut error = false;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"token" => token = r.present()?,
+                b"details" => {
+                    r.object_or_null(|r, key| {
+                        match key {
+                            b"generated_tokens" => usage.output = r.count()?,
+                            b"input_length" => usage.input = r.count()?,
+                            _ => r.skip()?,
+                        }
+                        Ok(())
+                    })?;
+                }
+                b"error" => error = r.present()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })?;
     Ok(EventInfo {
         token,
         visible: token,
-        usage: ev
-            .details
-            .map(|d| Usage {
-                input: json::count(d.input_length),
-                output: json::count(d.generated_tokens),
-                ..Usage::default()
-            })
-            .unwrap_or_default(),
-        error: present(&ev.error),
+        usage,
+        error,
         done: false,
     })
-}
-
-#[derive(Deserialize)]
-struct Wire {
-    token: Option<Present>,
-    details: Option<Details>,
-    error: Option<Present>,
-}
-
-#[derive(Deserialize)]
-struct Details {
-    generated_tokens: Option<Count>,
-    input_length: Option<Count>,
 }
 
 #[cfg(test)]

@@ -8,27 +8,29 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use serde::Deserialize;
-
-use super::json::{self, NonEmpty, Present, nonempty, present};
+use super::json;
 use super::{EventInfo, ParseError};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
-    let ev: Wire = json::parse(data)?;
-    let token = nonempty(&ev.text_output);
+    let mut token = false;
+    let mut error = false;
+    json::read(data, |r| {
+        r.object(|r, key| {
+            match key {
+                b"text_output" => token = r.nonempty()?,
+                b"error" => error = r.present()?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })
+    })?;
     Ok(EventInfo {
         token,
         visible: token,
-        error: present(&ev.error),
+        error,
         ..EventInfo::default()
     })
-}
-
-#[derive(Deserialize)]
-struct Wire {
-    text_output: Option<NonEmpty>,
-    error: Option<Present>,
 }
 
 #[cfg(test)]
