@@ -33,34 +33,40 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     // The usage in `message_start`'s message.
     let mut message_usage = None;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"type" => kind = r.string_or_null(Kind::from_name)?,
                 b"delta" => {
-                    r.object_or_null(|r, key| {
-                        let more = match key {
-                            b"text" | b"partial_json" => Output::visible(r.nonempty()?),
-                            b"thinking" => Output::reasoning(r.nonempty()?),
-                            _ => {
-                                r.skip()?;
-                                Output::NONE
-                            }
-                        };
-                        delta = delta.or(more);
-                        Ok(())
-                    })?;
+                    if r.open_object_or_null()? {
+                        while let Some(key) = r.key()? {
+                            let more = match key {
+                                b"text" | b"partial_json" => Output::visible(r.nonempty()?),
+                                b"thinking" => Output::reasoning(r.nonempty()?),
+                                _ => {
+                                    r.skip()?;
+                                    Output::NONE
+                                }
+                            };
+                            delta = delta.or(more);
+                        }
+                    }
                 }
                 b"message" => {
-                    r.object_or_null(|r, key| match key {
-                        b"usage" => wire_usage(r).map(|u| message_usage = u),
-                        _ => r.skip(),
-                    })?;
+                    if r.open_object_or_null()? {
+                        while let Some(key) = r.key()? {
+                            match key {
+                                b"usage" => message_usage = wire_usage(r)?,
+                                _ => r.skip()?,
+                            }
+                        }
+                    }
                 }
                 b"usage" => usage = wire_usage(r)?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     let kind = kind.unwrap_or_else(|| Kind::from_name(name));
     let out = match kind {
@@ -78,28 +84,22 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 
 /// A usage object (`None` for `null`).
 fn wire_usage(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
+    if !r.open_object_or_null()? {
+        return Ok(None);
+    }
     let mut input = None;
     let mut read = None;
     let mut creation = None;
     let mut usage = Usage::default();
-    let object = r.object_or_null(|r, key| {
+    while let Some(key) = r.key()? {
         match key {
             b"input_tokens" => input = r.count()?,
             b"output_tokens" => usage.output = r.count()?,
             b"cache_read_input_tokens" => read = r.count()?,
             b"cache_creation_input_tokens" => creation = r.count()?,
-            b"output_tokens_details" => {
-                r.object_or_null(|r, key| match key {
-                    b"thinking_tokens" => r.count().map(|n| usage.reasoning = n),
-                    _ => r.skip(),
-                })?;
-            }
+            b"output_tokens_details" => usage.reasoning = r.count_in(b"thinking_tokens")?,
             _ => r.skip()?,
         }
-        Ok(())
-    })?;
-    if !object {
-        return Ok(None);
     }
     usage.input = input.map(|n: u64| {
         n.saturating_add(read.unwrap_or(0))

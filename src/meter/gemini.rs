@@ -26,17 +26,22 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut usage = Usage::default();
     let mut error = false;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"candidates" => {
-                    r.list_or_null(|r| candidate(r, &mut out))?;
+                    if r.open_list_or_null()? {
+                        while r.element()? {
+                            candidate(r, &mut out)?;
+                        }
+                    }
                 }
                 b"usageMetadata" => usage = metadata(r)?.unwrap_or_default(),
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     Ok(EventInfo {
         token: out.token,
@@ -49,15 +54,29 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 
 /// One candidate: the output of its `content.parts`.
 fn candidate(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
-    r.object(|r, key| match key {
-        b"content" => r
-            .object_or_null(|r, key| match key {
-                b"parts" => r.list_or_null(|r| part(r, out)).map(drop),
-                _ => r.skip(),
-            })
-            .map(drop),
-        _ => r.skip(),
-    })
+    r.open_object()?;
+    while let Some(key) = r.key()? {
+        match key {
+            b"content" => {
+                if r.open_object_or_null()? {
+                    while let Some(key) = r.key()? {
+                        match key {
+                            b"parts" => {
+                                if r.open_list_or_null()? {
+                                    while r.element()? {
+                                        part(r, out)?;
+                                    }
+                                }
+                            }
+                            _ => r.skip()?,
+                        }
+                    }
+                }
+            }
+            _ => r.skip()?,
+        }
+    }
+    Ok(())
 }
 
 /// One part of a candidate's content.
@@ -65,15 +84,15 @@ fn part(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
     let mut text = false;
     let mut thought = false;
     let mut call = false;
-    r.object(|r, key| {
+    r.open_object()?;
+    while let Some(key) = r.key()? {
         match key {
             b"text" => text = r.nonempty()?,
             b"thought" => thought = r.is_true()?,
             b"functionCall" | b"executableCode" => call |= r.present()?,
             _ => r.skip()?,
         }
-        Ok(())
-    })?;
+    }
     *out = out
         .or(Output::visible((text && !thought) || call))
         .or(Output::reasoning(text && thought));
@@ -83,9 +102,12 @@ fn part(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
 /// A `usageMetadata` object (`None` for `null`). The output is the
 /// candidates' count plus the thoughts' (see the module's documentation).
 fn metadata(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
+    if !r.open_object_or_null()? {
+        return Ok(None);
+    }
     let mut usage = Usage::default();
     let mut candidates = None;
-    let object = r.object_or_null(|r, key| {
+    while let Some(key) = r.key()? {
         match key {
             b"promptTokenCount" => usage.input = r.count()?,
             b"candidatesTokenCount" => candidates = r.count()?,
@@ -93,13 +115,12 @@ fn metadata(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
             b"cachedContentTokenCount" => usage.cached_input = r.count()?,
             _ => r.skip()?,
         }
-        Ok(())
-    })?;
+    }
     usage.output = match (candidates, usage.reasoning) {
         (None, None) => None,
         (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
     };
-    Ok(object.then_some(usage))
+    Ok(Some(usage))
 }
 
 #[cfg(test)]

@@ -22,22 +22,18 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut usage = Usage::default();
     let mut error = false;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"content" => token = r.nonempty()?,
                 b"tokens_predicted" => usage.output = r.count()?,
                 b"tokens_evaluated" => usage.input = r.count()?,
-                b"timings" => {
-                    r.object_or_null(|r, key| match key {
-                        b"cache_n" => r.count().map(|n| usage.cached_input = n),
-                        _ => r.skip(),
-                    })?;
-                }
+                b"timings" => usage.cached_input = r.count_in(b"cache_n")?,
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     Ok(EventInfo {
         token,

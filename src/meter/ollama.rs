@@ -22,31 +22,33 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut usage = Usage::default();
     let mut error = false;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"response" => out = out.or(Output::visible(r.nonempty()?)),
                 b"thinking" => out = out.or(Output::reasoning(r.nonempty()?)),
                 b"message" => {
-                    r.object_or_null(|r, key| {
-                        let more = match key {
-                            b"content" | b"tool_calls" => Output::visible(r.nonempty()?),
-                            b"thinking" => Output::reasoning(r.nonempty()?),
-                            _ => {
-                                r.skip()?;
-                                Output::NONE
-                            }
-                        };
-                        out = out.or(more);
-                        Ok(())
-                    })?;
+                    if r.open_object_or_null()? {
+                        while let Some(key) = r.key()? {
+                            let more = match key {
+                                b"content" | b"tool_calls" => Output::visible(r.nonempty()?),
+                                b"thinking" => Output::reasoning(r.nonempty()?),
+                                _ => {
+                                    r.skip()?;
+                                    Output::NONE
+                                }
+                            };
+                            out = out.or(more);
+                        }
+                    }
                 }
                 b"eval_count" => usage.output = r.count()?,
                 b"prompt_eval_count" => usage.input = r.count()?,
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     Ok(EventInfo {
         token: out.token,

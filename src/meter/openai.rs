@@ -26,13 +26,32 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut usage = Usage::default();
     let mut error = name == b"error";
     json::read(trimmed, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"choices" => {
-                    r.list_or_null(|r| element(r, &mut out))?;
+                    if r.open_list_or_null()? {
+                        while r.element()? {
+                            element(r, &mut out)?;
+                        }
+                    }
                 }
                 b"usage" => {
-                    r.object_or_null(|r, key| usage_entry(r, key, &mut usage))?;
+                    if r.open_object_or_null()? {
+                        while let Some(key) = r.key()? {
+                            match key {
+                                b"prompt_tokens" => usage.input = r.count()?,
+                                b"completion_tokens" => usage.output = r.count()?,
+                                b"prompt_tokens_details" => {
+                                    usage.cached_input = r.count_in(b"cached_tokens")?;
+                                }
+                                b"completion_tokens_details" => {
+                                    usage.reasoning = r.count_in(b"reasoning_tokens")?;
+                                }
+                                _ => r.skip()?,
+                            }
+                        }
+                    }
                 }
                 // `{"error": {...}}`, sent in-stream by OpenAI and vLLM.
                 b"error" => error |= r.not_null()?,
@@ -40,8 +59,8 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                 b"object" => error |= r.is_string(b"error")?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     Ok(EventInfo {
         token: out.token,
@@ -52,79 +71,62 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     })
 }
 
-/// One entry of a `usage` object.
-fn usage_entry(r: &mut Reader<'_>, key: &[u8], usage: &mut Usage) -> Result<(), Error> {
-    match key {
-        b"prompt_tokens" => usage.input = r.count()?,
-        b"completion_tokens" => usage.output = r.count()?,
-        b"prompt_tokens_details" => {
-            r.object_or_null(|r, key| match key {
-                b"cached_tokens" => r.count().map(|n| usage.cached_input = n),
-                _ => r.skip(),
-            })?;
-        }
-        b"completion_tokens_details" => {
-            r.object_or_null(|r, key| match key {
-                b"reasoning_tokens" => r.count().map(|n| usage.reasoning = n),
-                _ => r.skip(),
-            })?;
-        }
-        _ => r.skip()?,
-    }
-    Ok(())
-}
-
 /// One element of `choices` or of a delta's `tool_calls`, read as both a
 /// choice and a tool call at once: their fields do not overlap
 /// (`delta`/`text` versus `function`). Streamed chat carries `delta`,
 /// legacy completions carry `text`; a non-streamed `message` is irrelevant
 /// to token events.
 fn element(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
-    r.object(|r, key| {
+    r.open_object()?;
+    while let Some(key) = r.key()? {
         match key {
             b"delta" => {
-                r.object_or_null(|r, key| delta_entry(r, key, out))?;
+                if r.open_object_or_null()? {
+                    while let Some(key) = r.key()? {
+                        let more = match key {
+                            b"content" | b"refusal" => Output::visible(r.nonempty()?),
+                            // `reasoning_content`: DeepSeek, vLLM and SGLang
+                            // reasoning parsers; `reasoning`: OpenRouter,
+                            // Ollama's `/v1` and newer vLLM.
+                            b"reasoning_content" | b"reasoning" => Output::reasoning(r.nonempty()?),
+                            b"tool_calls" => {
+                                if r.open_list_or_null()? {
+                                    while r.element()? {
+                                        element(r, out)?;
+                                    }
+                                }
+                                Output::NONE
+                            }
+                            // The deprecated single `function_call`.
+                            b"function_call" => Output::visible(function(r)?),
+                            _ => {
+                                r.skip()?;
+                                Output::NONE
+                            }
+                        };
+                        *out = out.or(more);
+                    }
+                }
             }
             b"text" => *out = out.or(Output::visible(r.nonempty()?)),
             b"function" => *out = out.or(Output::visible(function(r)?)),
             _ => r.skip()?,
         }
-        Ok(())
-    })
-}
-
-/// One entry of a choice's `delta`.
-fn delta_entry(r: &mut Reader<'_>, key: &[u8], out: &mut Output) -> Result<(), Error> {
-    let more = match key {
-        b"content" | b"refusal" => Output::visible(r.nonempty()?),
-        // `reasoning_content`: DeepSeek, vLLM and SGLang reasoning parsers;
-        // `reasoning`: OpenRouter, Ollama's `/v1` and newer vLLM.
-        b"reasoning_content" | b"reasoning" => Output::reasoning(r.nonempty()?),
-        b"tool_calls" => {
-            r.list_or_null(|r| element(r, out))?;
-            Output::NONE
-        }
-        // The deprecated single `function_call`.
-        b"function_call" => Output::visible(function(r)?),
-        _ => {
-            r.skip()?;
-            Output::NONE
-        }
-    };
-    *out = out.or(more);
+    }
     Ok(())
 }
 
 /// Whether a function (call) object carries a name or argument fragment.
 fn function(r: &mut Reader<'_>) -> Result<bool, Error> {
     let mut token = false;
-    r.object_or_null(|r, key| {
-        match key {
-            b"name" | b"arguments" => token |= r.nonempty()?,
-            _ => r.skip()?,
+    if r.open_object_or_null()? {
+        while let Some(key) = r.key()? {
+            match key {
+                b"name" | b"arguments" => token |= r.nonempty()?,
+                _ => r.skip()?,
+            }
         }
-        Ok(())
-    })?;
+    }
     Ok(token)
 }
 

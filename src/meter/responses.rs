@@ -25,7 +25,7 @@ use super::{EventInfo, ParseError, Usage};
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut kind = None;
     let mut has_delta = false;
-    // The response object of lifecycle events, and its usage.
+    // The response object of lifecycle events: its usage.
     let mut response = None;
     // Usage of a non-streamed response object.
     let mut usage = None;
@@ -33,16 +33,20 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     // streamed `error` event the error is nested here too.
     let mut error = false;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"type" => kind = r.string_or_null(Kind::from_name)?,
                 b"delta" => has_delta = r.nonempty()?,
                 b"response" => {
-                    let mut inner = None;
-                    if r.object_or_null(|r, key| match key {
-                        b"usage" => wire_usage(r).map(|u| inner = u),
-                        _ => r.skip(),
-                    })? {
+                    if r.open_object_or_null()? {
+                        let mut inner = None;
+                        while let Some(key) = r.key()? {
+                            match key {
+                                b"usage" => inner = wire_usage(r)?,
+                                _ => r.skip()?,
+                            }
+                        }
                         response = Some(inner);
                     }
                 }
@@ -50,8 +54,8 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     let kind = kind.unwrap_or_else(|| Kind::from_name(name));
     let out = match kind {
@@ -74,28 +78,20 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 
 /// A usage object (`None` for `null`).
 fn wire_usage(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
+    if !r.open_object_or_null()? {
+        return Ok(None);
+    }
     let mut usage = Usage::default();
-    let object = r.object_or_null(|r, key| {
+    while let Some(key) = r.key()? {
         match key {
             b"input_tokens" => usage.input = r.count()?,
             b"output_tokens" => usage.output = r.count()?,
-            b"input_tokens_details" => {
-                r.object_or_null(|r, key| match key {
-                    b"cached_tokens" => r.count().map(|n| usage.cached_input = n),
-                    _ => r.skip(),
-                })?;
-            }
-            b"output_tokens_details" => {
-                r.object_or_null(|r, key| match key {
-                    b"reasoning_tokens" => r.count().map(|n| usage.reasoning = n),
-                    _ => r.skip(),
-                })?;
-            }
+            b"input_tokens_details" => usage.cached_input = r.count_in(b"cached_tokens")?,
+            b"output_tokens_details" => usage.reasoning = r.count_in(b"reasoning_tokens")?,
             _ => r.skip()?,
         }
-        Ok(())
-    })?;
-    Ok(object.then_some(usage))
+    }
+    Ok(Some(usage))
 }
 
 /// What an event type means for metering. Unknown types are `Other`.

@@ -37,14 +37,15 @@ pub fn sniff(data: &[u8]) -> Option<bool> {
     let mut sglang = false;
     let mut tgi = false;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"text" | b"meta_info" => sglang |= r.not_null()?,
                 b"token" | b"generated_text" | b"details" => tgi |= r.not_null()?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })
     .ok()?;
     if sglang {
@@ -92,29 +93,31 @@ impl Cumulative {
         let mut usage = Usage::default();
         let mut error = false;
         json::read(trimmed, |r| {
-            r.object(|r, key| {
+            r.open_object()?;
+            while let Some(key) = r.key()? {
                 match key {
                     // The index of the event may come after `text` in the
                     // object, so the text is checked against every slot.
                     b"text" => text = r.string_or_null(|t| Text::new(t, &self.slots))?,
                     b"meta_info" => {
-                        r.object_or_null(|r, key| {
-                            match key {
-                                b"prompt_tokens" => usage.input = r.count()?,
-                                b"completion_tokens" => usage.output = r.count()?,
-                                b"cached_tokens" => usage.cached_input = r.count()?,
-                                _ => r.skip()?,
+                        if r.open_object_or_null()? {
+                            while let Some(key) = r.key()? {
+                                match key {
+                                    b"prompt_tokens" => usage.input = r.count()?,
+                                    b"completion_tokens" => usage.output = r.count()?,
+                                    b"cached_tokens" => usage.cached_input = r.count()?,
+                                    _ => r.skip()?,
+                                }
                             }
-                            Ok(())
-                        })?;
+                        }
                     }
                     b"index" => index = r.count()?,
                     b"error" => error |= r.present()?,
                     b"object" => error |= r.is_string(b"error")?,
                     _ => r.skip()?,
                 }
-                Ok(())
-            })
+            }
+            Ok(())
         })?;
         let mut token = false;
         if let Some(text) = text {

@@ -23,24 +23,26 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut usage = Usage::default();
     let mut error = false;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"token" => token = r.present()?,
                 b"details" => {
-                    r.object_or_null(|r, key| {
-                        match key {
-                            b"generated_tokens" => usage.output = r.count()?,
-                            b"input_length" => usage.input = r.count()?,
-                            _ => r.skip()?,
+                    if r.open_object_or_null()? {
+                        while let Some(key) = r.key()? {
+                            match key {
+                                b"generated_tokens" => usage.output = r.count()?,
+                                b"input_length" => usage.input = r.count()?,
+                                _ => r.skip()?,
+                            }
                         }
-                        Ok(())
-                    })?;
+                    }
                 }
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     Ok(EventInfo {
         token,

@@ -16,14 +16,15 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut token = false;
     let mut error = false;
     json::read(data, |r| {
-        r.object(|r, key| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
             match key {
                 b"text_output" => token = r.nonempty()?,
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
-            Ok(())
-        })
+        }
+        Ok(())
     })?;
     Ok(EventInfo {
         token,

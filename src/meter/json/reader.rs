@@ -63,12 +63,14 @@ pub fn read<'a, T>(
         input,
         pos: 0,
         depth: 0,
-        scratch: SCRATCH.with(Cell::take),
+        first: false,
+        scratch: None,
     };
     let out = value(&mut r);
     let end = peek(input, &mut r.pos);
-    let mut scratch = std::mem::take(&mut r.scratch);
-    if scratch.capacity() <= SCRATCH_KEEP {
+    if let Some(mut scratch) = r.scratch.take()
+        && scratch.capacity() <= SCRATCH_KEEP
+    {
         scratch.clear();
         SCRATCH.with(|cell| cell.set(scratch));
     }
@@ -79,12 +81,22 @@ pub fn read<'a, T>(
 }
 
 /// The reader's position in the value being read.
+///
+/// Objects and lists are read in loops: [`open_object`](Self::open_object)
+/// then `while let Some(key) = r.key()? { match key { .. } }`, each arm
+/// reading the key's value (or [`skip`](Self::skip)ping it);
+/// [`open_list_or_null`](Self::open_list_or_null) then
+/// `while r.element()? { .. }`, each pass reading one element.
 pub struct Reader<'a> {
     input: &'a [u8],
     pos: usize,
     /// Lists and objects open around the position.
     depth: u32,
-    scratch: Vec<u8>,
+    /// The next key or element is the first of the object or list opened
+    /// last (no comma before it).
+    first: bool,
+    /// The thread's unescaping buffer, taken at the first escape.
+    scratch: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Reader<'_> {
@@ -102,7 +114,7 @@ impl<'a> Reader<'a> {
 
     /// Skips the next value, checking it. Strings, numbers and `null`, the
     /// values skipped most, are scanned here; lists, objects and the rest
-    /// by the reader's skip loop.
+    /// by the skip loop.
     #[inline(always)]
     pub fn skip(&mut self) -> Result<(), Error> {
         self.pos = match self.peek()? {
@@ -114,86 +126,85 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// Reads an object, calling `entry` with each key; `entry` must read
-    /// the key's value. Any other value is an error.
+    /// Opens the object at the position, to be read with [`key`](Self::key).
+    /// Any other value is an error.
     #[inline(always)]
-    pub fn object(
-        &mut self,
-        entry: impl FnMut(&mut Self, &[u8]) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+    pub fn open_object(&mut self) -> Result<(), Error> {
         if self.peek()? != b'{' {
             return Err(Error);
         }
-        self.object_or_null(entry).map(drop)
+        self.enter()
     }
 
-    /// [`object`](Self::object), or `null` for no object (`false`).
+    /// [`open_object`](Self::open_object), or `null` for no object: whether
+    /// there is one to read.
     #[inline(always)]
-    pub fn object_or_null(
-        &mut self,
-        mut entry: impl FnMut(&mut Self, &[u8]) -> Result<(), Error>,
-    ) -> Result<bool, Error> {
+    pub fn open_object_or_null(&mut self) -> Result<bool, Error> {
         match self.peek()? {
-            b'{' => {}
-            b'n' => return self.null(),
-            _ => return Err(Error),
-        }
-        self.enter()?;
-        if self.peek()? == b'}' {
-            return self.leave();
-        }
-        loop {
-            if self.peek()? != b'"' {
-                return Err(Error);
-            }
-            let start = self.pos + 1;
-            let (end, escaped) = string_end(self.input, self.pos)?;
-            self.pos = end;
-            if self.peek()? != b':' {
-                return Err(Error);
-            }
-            self.pos += 1;
-            let key = &self.input[start..end - 1];
-            if escaped {
-                let mut buf = std::mem::take(&mut self.scratch);
-                unescape(key, &mut buf)?;
-                let read = entry(self, &buf);
-                self.scratch = buf;
-                read?;
-            } else {
-                entry(self, key)?;
-            }
-            match self.peek()? {
-                b',' => self.pos += 1,
-                b'}' => return self.leave(),
-                _ => return Err(Error),
-            }
+            b'{' => self.enter().map(|()| true),
+            b'n' => self.null(),
+            _ => Err(Error),
         }
     }
 
-    /// Reads a list, calling `element` for each element, which it must
-    /// read. `null` is no list (`false`); any other value is an error.
+    /// The next key of the open object (unescaped), past its colon, for the
+    /// caller to read its value; `None` once the object is closed.
     #[inline(always)]
-    pub fn list_or_null(
-        &mut self,
-        mut element: impl FnMut(&mut Self) -> Result<(), Error>,
-    ) -> Result<bool, Error> {
+    pub fn key(&mut self) -> Result<Option<&[u8]>, Error> {
+        let first = std::mem::replace(&mut self.first, false);
         match self.peek()? {
-            b'[' => {}
-            b'n' => return self.null(),
+            b'"' if first => {}
+            b',' if !first => {
+                self.pos += 1;
+                if self.peek()? != b'"' {
+                    return Err(Error);
+                }
+            }
+            b'}' => return self.leave().map(|()| None),
             _ => return Err(Error),
         }
-        self.enter()?;
-        if self.peek()? == b']' {
-            return self.leave();
+        let start = self.pos + 1;
+        let (end, escaped) = string_end(self.input, self.pos)?;
+        self.pos = end;
+        if self.peek()? != b':' {
+            return Err(Error);
         }
-        loop {
-            element(self)?;
-            match self.peek()? {
-                b',' => self.pos += 1,
-                b']' => return self.leave(),
-                _ => return Err(Error),
+        self.pos += 1;
+        let key = &self.input[start..end - 1];
+        if escaped {
+            return self.unescaped(key).map(Some);
+        }
+        Ok(Some(key))
+    }
+
+    /// Opens the list at the position, to be read with
+    /// [`element`](Self::element), or `null` for no list: whether there is
+    /// one to read. Any other value is an error.
+    #[inline(always)]
+    pub fn open_list_or_null(&mut self) -> Result<bool, Error> {
+        match self.peek()? {
+            b'[' => self.enter().map(|()| true),
+            b'n' => self.null(),
+            _ => Err(Error),
+        }
+    }
+
+    /// Whether the open list has another element, for the caller to read
+    /// (past the comma before it); `false` once the list is closed.
+    #[inline(always)]
+    pub fn element(&mut self) -> Result<bool, Error> {
+        let first = std::mem::replace(&mut self.first, false);
+        match self.peek()? {
+            b']' => self.leave().map(|()| false),
+            b',' if !first => {
+                self.pos += 1;
+                if self.peek()? == b']' {
+                    return Err(Error);
+                }
+                Ok(true)
             }
+            _ if first => Ok(true),
+            _ => Err(Error),
         }
     }
 
@@ -213,11 +224,10 @@ impl<'a> Reader<'a> {
         let (end, escaped) = string_end(self.input, self.pos)?;
         self.pos = end;
         let raw = &self.input[start..end - 1];
-        if !escaped {
-            return Ok(Some(content(raw)));
+        if escaped {
+            return self.unescaped(raw).map(|s| Some(content(s)));
         }
-        unescape(raw, &mut self.scratch)?;
-        Ok(Some(content(&self.scratch)))
+        Ok(Some(content(raw)))
     }
 
     /// Whether the next value is a non-empty string or a non-empty list;
@@ -286,6 +296,23 @@ impl<'a> Reader<'a> {
         }))
     }
 
+    /// The [`count`](Self::count) of the key `name` in the object at the
+    /// position (the rest skipped); `None` without it, or for `null`.
+    #[inline]
+    pub fn count_in(&mut self, name: &[u8]) -> Result<Option<u64>, Error> {
+        let mut n = None;
+        if self.open_object_or_null()? {
+            while let Some(key) = self.key()? {
+                if key == name {
+                    n = self.count()?;
+                } else {
+                    self.skip()?;
+                }
+            }
+        }
+        Ok(n)
+    }
+
     fn nonempty_string(&mut self) -> Result<bool, Error> {
         let start = self.pos;
         self.pos = string_end(self.input, start)?.0;
@@ -307,6 +334,15 @@ impl<'a> Reader<'a> {
         Ok(false)
     }
 
+    /// The unescaped content of a scanned string's `raw` content, in the
+    /// thread's buffer.
+    #[cold]
+    fn unescaped(&mut self, raw: &[u8]) -> Result<&[u8], Error> {
+        let buf = self.scratch.get_or_insert_with(|| SCRATCH.with(Cell::take));
+        unescape(raw, buf)?;
+        Ok(buf)
+    }
+
     #[inline(always)]
     fn enter(&mut self) -> Result<(), Error> {
         self.depth += 1;
@@ -314,14 +350,15 @@ impl<'a> Reader<'a> {
             return Err(Error);
         }
         self.pos += 1;
+        self.first = true;
         Ok(())
     }
 
     #[inline(always)]
-    fn leave(&mut self) -> Result<bool, Error> {
+    fn leave(&mut self) -> Result<(), Error> {
         self.pos += 1;
         self.depth -= 1;
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -646,17 +683,19 @@ mod tests {
         Ok(match r.peek()? {
             b'{' => {
                 let mut map = Map::new();
-                r.object(|r, key| {
+                r.open_object()?;
+                while let Some(key) = r.key()? {
                     let key = String::from_utf8(key.to_vec()).map_err(|_| Error)?;
-                    let v = tree(r)?;
-                    map.insert(key, v);
-                    Ok(())
-                })?;
+                    map.insert(key, tree(r)?);
+                }
                 Value::Object(map)
             }
             b'[' => {
                 let mut list = Vec::new();
-                r.list_or_null(|r| tree(r).map(|v| list.push(v)))?;
+                r.open_list_or_null()?;
+                while r.element()? {
+                    list.push(tree(r)?);
+                }
                 Value::Array(list)
             }
             b'"' => {
@@ -818,16 +857,20 @@ mod tests {
             }
         }
         // The bound counts the lists and objects around a skipped value.
+        let two_then_skip = |r: &mut Reader<'_>| {
+            r.open_list_or_null()?;
+            while r.element()? {
+                r.open_list_or_null()?;
+                while r.element()? {
+                    r.skip()?;
+                }
+            }
+            Ok(())
+        };
         let text = format!("{}{}", "[".repeat(127), "]".repeat(127));
-        let nested = read(text.as_bytes(), |r| {
-            r.list_or_null(|r| r.list_or_null(|r| r.skip()).map(drop))
-        });
-        assert_eq!(nested, Ok(true));
+        assert_eq!(read(text.as_bytes(), two_then_skip), Ok(()));
         let text = format!("{}{}", "[".repeat(128), "]".repeat(128));
-        let nested = read(text.as_bytes(), |r| {
-            r.list_or_null(|r| r.list_or_null(|r| r.skip()).map(drop))
-        });
-        assert_eq!(nested, Err(Error));
+        assert_eq!(read(text.as_bytes(), two_then_skip), Err(Error));
     }
 
     #[test]
@@ -891,14 +934,14 @@ mod tests {
     fn field(input: &[u8], name: &[u8]) -> Result<Option<u64>, Error> {
         read(input, |r| {
             let mut n = None;
-            r.object(|r, key| {
+            r.open_object()?;
+            while let Some(key) = r.key()? {
                 if key == name {
                     n = r.count()?;
-                    Ok(())
                 } else {
-                    r.skip()
+                    r.skip()?;
                 }
-            })?;
+            }
             Ok(n)
         })
     }
@@ -915,7 +958,10 @@ mod tests {
         assert!(
             read(br#"{"error"  :  "err\u006fr"}"#, |r| {
                 let mut yes = false;
-                r.object(|r, _| r.is_string(b"error").map(|y| yes = y))?;
+                r.open_object()?;
+                while r.key()?.is_some() {
+                    yes = r.is_string(b"error")?;
+                }
                 Ok(yes)
             })
             .unwrap()
@@ -954,10 +1000,13 @@ mod tests {
                 let input = format!(r#"{{"a": {text} ,"b":1}}"#);
                 let got = read(input.as_bytes(), |r| {
                     let mut answer = None;
-                    r.object(|r, key| match key {
-                        b"a" => probe(r).map(|y| answer = Some(y)),
-                        _ => r.skip(),
-                    })?;
+                    r.open_object()?;
+                    while let Some(key) = r.key()? {
+                        match key {
+                            b"a" => answer = Some(probe(r)?),
+                            _ => r.skip()?,
+                        }
+                    }
                     Ok(answer)
                 });
                 assert_eq!(got, Ok(Some(*want)), "{name} of {text}");
@@ -986,28 +1035,73 @@ mod tests {
     }
 
     /// Each reading method takes its own type or `null` where it says so,
-    /// and fails on any other.
+    /// and fails on any other; keys and elements need their commas.
     #[test]
     fn shapes_are_checked() {
-        let object = |input: &[u8]| read(input, |r| r.object(|r, _| r.skip()));
-        assert_eq!(object(br#"{"a":1}"#), Ok(()));
-        for bad in [&b"null"[..], b"[]", b"\"x\"", b"1"] {
-            assert_eq!(object(bad), Err(Error));
+        fn all(r: &mut Reader<'_>) -> Result<(), Error> {
+            while r.key()?.is_some() {
+                r.skip()?;
+            }
+            Ok(())
         }
-        let or_null = |input: &[u8]| read(input, |r| r.object_or_null(|r, _| r.skip()));
+        let object = |input: &[u8]| read(input, |r| r.open_object().and_then(|()| all(r)));
+        assert_eq!(object(br#"{"a":1}"#), Ok(()));
+        assert_eq!(object(br#" { "a" : 1 , "b" : [ ] } "#), Ok(()));
+        for bad in [
+            &b"null"[..],
+            b"[]",
+            b"\"x\"",
+            b"1",
+            br#"{"a":1,}"#,
+            br#"{,"a":1}"#,
+            br#"{"a":1 "b":2}"#,
+            br#"{"a" 1}"#,
+            br#"{"a":}"#,
+            b"{",
+        ] {
+            assert_eq!(
+                object(bad),
+                Err(Error),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let or_null = |input: &[u8]| {
+            read(input, |r| {
+                let open = r.open_object_or_null()?;
+                if open {
+                    all(r)?;
+                }
+                Ok(open)
+            })
+        };
         assert_eq!(or_null(b"null"), Ok(false));
         assert_eq!(or_null(b"{}"), Ok(true));
         assert_eq!(or_null(b"[]"), Err(Error));
-        let list = |input: &[u8]| read(input, |r| r.list_or_null(Reader::skip));
-        assert_eq!(list(b"null"), Ok(false));
-        assert_eq!(list(b"[1,[2]]"), Ok(true));
-        assert_eq!(list(b"{}"), Err(Error));
+        let list = |input: &[u8]| {
+            read(input, |r| {
+                let mut n = 0;
+                if r.open_list_or_null()? {
+                    while r.element()? {
+                        r.skip()?;
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })
+        };
+        assert_eq!(list(b"null"), Ok(0));
+        assert_eq!(list(b"[ ]"), Ok(0));
+        assert_eq!(list(b"[1,[2] , {}]"), Ok(3));
+        for bad in [&b"{}"[..], b"[1,]", b"[,1]", b"[1 2]", b"[", b"[1"] {
+            assert_eq!(list(bad), Err(Error), "{:?}", String::from_utf8_lossy(bad));
+        }
         let string = |input: &[u8]| read(input, |r| r.string_or_null(<[u8]>::len));
         assert_eq!(string(b"null"), Ok(None));
         assert_eq!(string(b"\"abc\""), Ok(Some(3)));
         assert_eq!(string(b"3"), Err(Error));
         // Only whitespace may follow the value.
-        assert_eq!(read(b" {} \n", |r| r.object(|r, _| r.skip())), Ok(()));
-        assert_eq!(read(b"{} {}", |r| r.object(|r, _| r.skip())), Err(Error));
+        assert_eq!(object(b" {} \n"), Ok(()));
+        assert_eq!(object(b"{} {}"), Err(Error));
     }
 }
