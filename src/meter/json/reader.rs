@@ -268,12 +268,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Whether the next value is the string `s`.
-    #[inline]
+    #[inline(always)]
     pub fn is_string(&mut self, s: &[u8]) -> Result<bool, Error> {
         if self.peek()? != b'"' {
             return self.skip().map(|()| false);
         }
-        self.string_or_null(|v| v == s).map(|v| v == Some(true))
+        let start = self.pos + 1;
+        let (end, escaped) = string_end(self.input, self.pos)?;
+        self.pos = end;
+        let raw = &self.input[start..end - 1];
+        if escaped {
+            return self.unescaped(raw).map(|v| v == s);
+        }
+        Ok(raw == s)
     }
 
     /// A token count: the next value if it is a non-negative integer that
