@@ -1,14 +1,15 @@
 //! The metering JSON reader: a pull reader over one JSON value, on which
 //! every protocol classifier walks its events.
 //!
-//! A classifier reads an event itself: [`Reader::object`] hands it each key
-//! (raw bytes, unescaped only when the key has escapes) and it reads the
-//! value with the method that answers its question ([`Reader::nonempty`],
-//! [`Reader::present`], [`Reader::count`], a nested object or list...) or
-//! [`Reader::skip`]s it. There is no visitor and no intermediate value: one
-//! loop per object, strings borrowed from the event, and no allocation
-//! (escaped keys and strings are unescaped into a buffer reused by the
-//! thread, and a steady stream has none).
+//! A classifier reads an event itself: in a loop over an object,
+//! [`Reader::key`] hands it each key (raw bytes, unescaped only when the key
+//! has escapes) and it reads the value with the method that answers its
+//! question ([`Reader::nonempty`], [`Reader::present`], [`Reader::count`], a
+//! nested object or list...) or [`Reader::skip`]s it. There is no visitor
+//! and no intermediate value: one loop per object in the classifier's own
+//! code, strings borrowed from the event, and no allocation (escaped keys
+//! and strings are unescaped into a buffer reused by the thread, and a
+//! steady stream has none).
 //!
 //! It accepts exactly RFC 8259 JSON, as `serde_json` does (the tests check
 //! this against it on damaged input): one value, optional surrounding
@@ -24,8 +25,8 @@
 //! - errors carry no message (metering counts them, it does not report
 //!   them), so failing costs no allocation either.
 //!
-//! A key repeated in an object is handed to the classifier each time; what
-//! it read last wins.
+//! A key repeated in an object is handed to the classifier, and read, each
+//! time it appears.
 
 use std::cell::Cell;
 use std::fmt;
