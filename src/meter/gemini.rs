@@ -52,28 +52,32 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     })
 }
 
-/// One candidate: the output of its `content.parts`.
+/// One candidate: the output of its `content`.
 fn candidate(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
     r.open_object()?;
     while let Some(key) = r.key()? {
         match key {
-            b"content" => {
-                if r.open_object_or_null()? {
-                    while let Some(key) = r.key()? {
-                        match key {
-                            b"parts" => {
-                                if r.open_list_or_null()? {
-                                    while r.element()? {
-                                        part(r, out)?;
-                                    }
-                                }
-                            }
-                            _ => r.skip()?,
+            b"content" => content(r, out)?,
+            _ => r.skip()?,
+        }
+    }
+    Ok(())
+}
+
+/// A candidate's content: the output of its `parts`.
+fn content(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
+    if r.open_object_or_null()? {
+        while let Some(key) = r.key()? {
+            match key {
+                b"parts" => {
+                    if r.open_list_or_null()? {
+                        while r.element()? {
+                            part(r, out)?;
                         }
                     }
                 }
+                _ => r.skip()?,
             }
-            _ => r.skip()?,
         }
     }
     Ok(())

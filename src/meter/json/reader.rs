@@ -164,14 +164,11 @@ impl<'a> Reader<'a> {
             b'}' => return self.leave().map(|()| None),
             _ => return Err(Error),
         }
-        let start = self.pos + 1;
-        let (end, escaped) = string_end(self.input, self.pos)?;
-        self.pos = end;
+        let (key, escaped) = self.scan_string()?;
         if self.peek()? != b':' {
             return Err(Error);
         }
         self.pos += 1;
-        let key = &self.input[start..end - 1];
         if escaped {
             return self.unescaped(key).map(Some);
         }
@@ -221,10 +218,7 @@ impl<'a> Reader<'a> {
             b'n' => return self.null().map(|_| None),
             _ => return Err(Error),
         }
-        let start = self.pos + 1;
-        let (end, escaped) = string_end(self.input, self.pos)?;
-        self.pos = end;
-        let raw = &self.input[start..end - 1];
+        let (raw, escaped) = self.scan_string()?;
         if escaped {
             return self.unescaped(raw).map(|s| Some(content(s)));
         }
@@ -274,10 +268,7 @@ impl<'a> Reader<'a> {
         if self.peek()? != b'"' {
             return self.skip().map(|()| false);
         }
-        let start = self.pos + 1;
-        let (end, escaped) = string_end(self.input, self.pos)?;
-        self.pos = end;
-        let raw = &self.input[start..end - 1];
+        let (raw, escaped) = self.scan_string()?;
         if escaped {
             return self.unescaped(raw).map(|v| v == s);
         }
@@ -335,11 +326,19 @@ impl<'a> Reader<'a> {
     }
 
     fn null(&mut self) -> Result<bool, Error> {
-        if self.input.get(self.pos..self.pos + 4) != Some(b"null") {
-            return Err(Error);
-        }
-        self.pos += 4;
+        self.pos = literal_end(self.input, self.pos, b"null")?;
         Ok(false)
+    }
+
+    /// Scans the string at the position: its raw content (between the
+    /// quotes, borrowed from the input) and whether it has escapes.
+    #[inline(always)]
+    fn scan_string(&mut self) -> Result<(&'a [u8], bool), Error> {
+        let input = self.input;
+        let start = self.pos + 1;
+        let (end, escaped) = string_end(input, self.pos)?;
+        self.pos = end;
+        Ok((&input[start..end - 1], escaped))
     }
 
     /// The unescaped content of a scanned string's `raw` content, in the
