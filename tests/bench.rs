@@ -100,9 +100,19 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
             "{name}"
         );
         if name != "direct" {
+            let cpu = &leg["cpu"];
+            assert!(cpu["proxy_seconds"].as_f64().unwrap() > 0.0, "{name}");
+            // The split into user space and kernel counts the same CPU, in
+            // clock ticks: it is within a few ticks of the total.
+            let chunks = leg["fidelity"]["client_events"].as_f64().unwrap();
+            let split = (cpu["proxy_user_us_per_chunk"].as_f64().unwrap()
+                + cpu["proxy_kernel_us_per_chunk"].as_f64().unwrap())
+                * chunks
+                / 1e6;
+            let total = cpu["proxy_seconds"].as_f64().unwrap();
             assert!(
-                leg["cpu"]["proxy_seconds"].as_f64().unwrap() > 0.0,
-                "{name}"
+                split > 0.0 && (split - total).abs() <= 0.05 + total * 0.2,
+                "{name}: user + kernel {split} s against {total} s"
             );
             assert!(leg["memory"]["peak_bytes"].as_u64().unwrap() > 0, "{name}");
             let memory = &leg["memory"];

@@ -404,6 +404,13 @@ impl Rig {
         let idle_anon = procfs::sum(&pids, procfs::anon_rss_bytes);
         let cpu = |pids: &[u32]| procfs::sum(pids, procfs::cpu_seconds);
         let (proxy0, sim0, me0) = (cpu(&pids), procfs::cpu_seconds(self.sim.pid), cpu(&[me]));
+        let split = |pids: &[u32]| {
+            pids.iter().try_fold((0.0, 0.0), |(u, s), &pid| {
+                let (pu, ps) = procfs::user_system_seconds(pid)?;
+                Some((u + pu, s + ps))
+            })
+        };
+        let split0 = split(&pids);
         let wall0 = std::time::Instant::now();
 
         // Resident memory while the measured window runs, every 200 ms.
@@ -437,6 +444,9 @@ impl Rig {
         let wall = wall0.elapsed().as_secs_f64();
         let diff = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
         let proxy_cpu = diff(proxy0, cpu(&pids));
+        let proxy_split = split0
+            .zip(split(&pids))
+            .map(|((u0, s0), (u1, s1))| (u1 - u0, s1 - s0));
         let sim_cpu = diff(sim0, procfs::cpu_seconds(self.sim.pid));
         let loadgen_cpu = diff(me0, cpu(&[me]));
         let peak_rss = procfs::sum(&pids, procfs::peak_rss_bytes);
@@ -477,6 +487,11 @@ impl Rig {
                 Some(0.0)
             } else {
                 proxy_cpu
+            },
+            proxy_user_system_seconds: if pids.is_empty() {
+                Some((0.0, 0.0))
+            } else {
+                proxy_split
             },
             sim_cpu_seconds: sim_cpu,
             loadgen_cpu_seconds: loadgen_cpu,
@@ -540,6 +555,8 @@ pub struct LegRun {
     pub wall_seconds: f64,
     /// CPU of the proxy (all its processes); 0 for `direct`.
     pub proxy_cpu_seconds: Option<f64>,
+    /// The proxy's CPU split into user space and kernel (`utime`, `stime`).
+    pub proxy_user_system_seconds: Option<(f64, f64)>,
     pub sim_cpu_seconds: Option<f64>,
     pub loadgen_cpu_seconds: Option<f64>,
     pub idle_rss: Option<u64>,

@@ -6,7 +6,8 @@
 //! `/proc/<pid>/stat` (all threads, in clock ticks) where schedstats are
 //! unavailable, so it counts what the process cost, whichever thread spent
 //! it. Threads that exited during a leg are missed by the first; the
-//! processes measured here keep theirs. Memory is `VmRSS` (now) and `VmHWM`
+//! processes measured here keep theirs. The split between user space and
+//! the kernel comes from `utime` and `stime` alone. Memory is `VmRSS` (now) and `VmHWM`
 //! (peak since the last reset) of `/proc/<pid>/status`, in bytes; the peak
 //! is reset between legs by writing `5` to `/proc/<pid>/clear_refs`.
 
@@ -29,6 +30,14 @@ fn schedstat_seconds(pid: u32) -> Option<f64> {
 }
 
 fn stat_seconds(pid: u32) -> Option<f64> {
+    let (user, system) = user_system_seconds(pid)?;
+    Some(user + system)
+}
+
+/// CPU seconds `pid` has spent so far in user space and in the kernel, every
+/// thread (`utime` and `stime` of `/proc/<pid>/stat`, in clock ticks, 10 ms
+/// on most systems).
+pub fn user_system_seconds(pid: u32) -> Option<(f64, f64)> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: the fields
     // that follow start after its last `)`.
@@ -38,7 +47,7 @@ fn stat_seconds(pid: u32) -> Option<f64> {
     let utime: u64 = fields.nth(11)?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
     let ticks = rustix::param::clock_ticks_per_second() as f64;
-    Some((utime + stime) as f64 / ticks)
+    Some((utime as f64 / ticks, stime as f64 / ticks))
 }
 
 /// The parent process id of `pid`.
@@ -113,6 +122,7 @@ mod tests {
         let me = std::process::id();
         assert!(cpu_seconds(me).is_some());
         assert!(stat_seconds(me).is_some());
+        assert!(user_system_seconds(me).is_some_and(|(u, s)| u >= 0.0 && s >= 0.0));
         assert!(rss_bytes(me).is_some_and(|r| r > 0));
         assert!(anon_rss_bytes(me).is_some_and(|a| a > 0 && Some(a) <= rss_bytes(me)));
         assert!(peak_rss_bytes(me) >= rss_bytes(me).map(|r| r / 2));

@@ -99,6 +99,10 @@ pub struct CpuReport {
     pub proxy_us_per_chunk: f64,
     /// Proxy CPU seconds per thousand requests.
     pub proxy_seconds_per_1k_requests: f64,
+    /// Of the proxy's CPU per chunk, what `/proc/<pid>/stat` counts in user
+    /// space and in the kernel (clock ticks: coarser than the total).
+    pub proxy_user_us_per_chunk: f64,
+    pub proxy_kernel_us_per_chunk: f64,
     pub sim_seconds: f64,
     pub loadgen_seconds: f64,
     /// Share of the rig's core (simulator + load generator) that was busy.
@@ -414,6 +418,8 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
     let sum = |f: &dyn Fn(&LegRun) -> Option<f64>| runs.iter().filter_map(|r| f(r)).sum::<f64>();
     let wall = sum(&|r| Some(r.wall_seconds));
     let proxy_cpu = sum(&|r| r.proxy_cpu_seconds);
+    let proxy_user = sum(&|r| r.proxy_user_system_seconds.map(|(u, _)| u));
+    let proxy_kernel = sum(&|r| r.proxy_user_system_seconds.map(|(_, s)| s));
     let sim_cpu = sum(&|r| r.sim_cpu_seconds);
     let loadgen_cpu = sum(&|r| r.loadgen_cpu_seconds);
     let f = load.fidelity;
@@ -492,6 +498,8 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
             proxy_seconds: proxy_cpu,
             proxy_us_per_chunk: proxy_cpu / all_chunks * 1e6,
             proxy_seconds_per_1k_requests: proxy_cpu / all_requests * 1000.0,
+            proxy_user_us_per_chunk: proxy_user / all_chunks * 1e6,
+            proxy_kernel_us_per_chunk: proxy_kernel / all_chunks * 1e6,
             sim_seconds: sim_cpu,
             loadgen_seconds: loadgen_cpu,
             rig_core_busy: if wall > 0.0 {
@@ -868,6 +876,15 @@ pub fn text(r: &Report) -> String {
                 f.client_frames,
                 f.merged_frames,
                 f.split_frames,
+            );
+        }
+        for l in s.legs.iter().filter(|l| l.leg != LegKind::Direct) {
+            let _ = writeln!(
+                o,
+                "cpu split ({}): {:.2} us/chunk in user space, {:.2} in the kernel (utime/stime)",
+                l.leg.name(),
+                l.cpu.proxy_user_us_per_chunk,
+                l.cpu.proxy_kernel_us_per_chunk,
             );
         }
         if s.rounds > 1 {
