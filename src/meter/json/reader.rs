@@ -439,19 +439,22 @@ fn skip_value(input: &[u8], mut pos: usize, room: u32) -> Result<usize, Error> {
 fn peek(input: &[u8], pos: &mut usize) -> Result<u8, Error> {
     match input.get(*pos) {
         Some(&b) if b > b' ' => Ok(b),
-        _ => peek_slow(input, pos),
+        _ => {
+            *pos = skip_whitespace(input, *pos);
+            input.get(*pos).copied().ok_or(Error)
+        }
     }
 }
 
+/// The index of the first byte at or after `pos` that is not JSON
+/// whitespace, or `input.len()`. Out of line, and given the position by
+/// value, so that callers keep theirs in a register.
 #[inline(never)]
-fn peek_slow(input: &[u8], pos: &mut usize) -> Result<u8, Error> {
-    while let Some(&b) = input.get(*pos) {
-        if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-            return Ok(b);
-        }
-        *pos += 1;
+fn skip_whitespace(input: &[u8], mut pos: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\r' | b'\t') = input.get(pos) {
+        pos += 1;
     }
-    Err(Error)
+    pos
 }
 
 /// After the literal `lit` at `pos`.
