@@ -5,6 +5,7 @@
 #
 #   benches/instructions.sh                 # every capture
 #   benches/instructions.sh openai-chat-n3.sse gemini-stream-text.sse
+#   BENCH=OLD_BENCH_BINARY benches/instructions.sh   # another build's bench
 #
 # Each capture runs under callgrind for one second of criterion's
 # `--profile-time`; the count is the inclusive cost of the bench's
@@ -13,12 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
-bin=$(cargo bench --bench meter --no-run --message-format=json 2>/dev/null |
+bin=${BENCH:-$(cargo bench --bench meter --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "meter":
-        print(m["executable"])')
+        print(m["executable"])')}
 if [ $# -eq 0 ]; then
     set -- $(cd tests/data/streams && ls *.sse *.ndjson)
 fi
