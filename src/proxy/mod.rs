@@ -280,9 +280,13 @@ impl Proxy {
         };
         let Some(api) = api else {
             self.metrics.passthrough(&route.name);
-            return match self.forward(state, req, client_addr, None).await {
-                Ok(resp) => resp.map(|body| body.holding(admitted)),
-                Err((e, _)) => e.response(),
+            let (parts, body) = req.into_parts();
+            let req = Request::from_parts(parts, RequestBody::streaming(body));
+            return match self.send(state, req, client_addr).await {
+                Ok((resp, upstream)) => {
+                    Self::respond(route, resp, upstream, None).map(|body| body.holding(admitted))
+                }
+                Err(e) => e.response(),
             };
         };
 
@@ -302,17 +306,14 @@ impl Proxy {
                 return err.response();
             }
         };
-        let meter = self.meter(t0, api, route, &parts, model.as_deref(), declared);
+        let mut meter = self.meter(t0, api, route, &parts, model.as_deref(), declared);
         let req = Request::from_parts(parts, body);
-        match self
-            .forward_body(state, req, client_addr, Some(meter))
-            .await
-        {
-            Ok(resp) => resp.map(|body| body.holding(admitted)),
-            Err((e, meter)) => {
-                if let Some(mut meter) = meter {
-                    meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
-                }
+        match self.send(state, req, client_addr).await {
+            Ok((resp, upstream)) => {
+                Self::respond(route, resp, upstream, Some(meter)).map(|body| body.holding(admitted))
+            }
+            Err(e) => {
+                meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
                 tracing::debug!(route = %route.name, error = %e, "request failed before the response head");
                 e.response()
             }
@@ -388,31 +389,20 @@ impl Proxy {
         })
     }
 
-    /// Forwards an unmetered request with its body streaming through.
-    async fn forward(
-        &self,
-        state: &RouteState,
-        req: Request<Incoming>,
-        client_addr: SocketAddr,
-        meter: Option<Meter>,
-    ) -> Result<Response<ResponseBody>, (ProxyError, Option<Meter>)> {
-        let (parts, body) = req.into_parts();
-        let req = Request::from_parts(parts, RequestBody::streaming(body));
-        self.forward_body(state, req, client_addr, meter).await
-    }
-
-    async fn forward_body(
+    /// Sends the request upstream and waits for the response head (within
+    /// the route's `response_headers` timeout).
+    ///
+    /// It holds no meter: the meter stays in [`handle`](Self::handle)'s
+    /// future, once, and this future, which the request's awaits in turn,
+    /// is only the upstream exchange.
+    async fn send(
         &self,
         state: &RouteState,
         req: Request<RequestBody>,
         client_addr: SocketAddr,
-        mut meter: Option<Meter>,
-    ) -> Result<Response<ResponseBody>, (ProxyError, Option<Meter>)> {
+    ) -> Result<(Response<Incoming>, Option<upstream::Upstream>), ProxyError> {
         let route = &state.route;
-        let req = match self.upstream_request(route, req, client_addr) {
-            Ok(req) => req,
-            Err(e) => return Err((e, meter)),
-        };
+        let req = self.upstream_request(route, req, client_addr)?;
         let sent = tokio::time::timeout(route.timeouts.response_headers, async {
             match &state.h1 {
                 Some(pool) => pool
@@ -429,16 +419,19 @@ impl Proxy {
             }
         })
         .await;
-        let (resp, upstream) = match sent {
-            Ok(Ok(sent)) => sent,
-            Ok(Err(e)) => return Err((e, meter)),
-            Err(_) => {
-                return Err((
-                    ProxyError::HeadersTimeout(route.timeouts.response_headers),
-                    meter,
-                ));
-            }
-        };
+        sent.unwrap_or(Err(ProxyError::HeadersTimeout(
+            route.timeouts.response_headers,
+        )))
+    }
+
+    /// The client's response for the upstream's `resp`: its head without
+    /// hop-by-hop headers, its body forwarded through `meter`.
+    fn respond(
+        route: &Route,
+        resp: Response<Incoming>,
+        upstream: Option<upstream::Upstream>,
+        mut meter: Option<Meter>,
+    ) -> Response<ResponseBody> {
         // t_headers: the upstream's response head has been received.
         let now = Instant::now();
         let (mut parts, body) = resp.into_parts();
@@ -459,10 +452,7 @@ impl Proxy {
         remove_hop_by_hop(&mut parts.headers);
         parts.headers = fitted(std::mem::take(&mut parts.headers));
         let body = body::UpstreamBody::new(body, upstream, meter, route.timeouts.idle, now);
-        Ok(Response::from_parts(
-            parts,
-            ResponseBody::Upstream(Box::new(body)),
-        ))
+        Response::from_parts(parts, ResponseBody::Upstream(Box::new(body)))
     }
 
     /// Rewrites the client's request into the upstream's.
