@@ -392,9 +392,10 @@ impl Proxy {
     /// Sends the request upstream and waits for the response head (within
     /// the route's `response_headers` timeout).
     ///
-    /// It holds no meter: the meter stays in [`handle`](Self::handle)'s
-    /// future, once, and this future, which the request's awaits in turn,
-    /// is only the upstream exchange.
+    /// It takes no meter: the meter stays, once, in
+    /// [`handle`](Self::handle)'s future, and the future awaited there is
+    /// the upstream exchange alone (an async fn's state can hold a moved
+    /// argument twice, and the meter is 824 bytes).
     async fn send(
         &self,
         state: &RouteState,
