@@ -353,9 +353,6 @@ impl Body for RequestBody {
 mod tests {
     use super::*;
 
-    /// Every forwarded stream holds one: within jemalloc's 1,792-byte size
-    /// class (the next is 2,048), which the boxed decompressor of the meter
-    /// keeps it in.
     #[test]
     fn small_frames_leave_the_read_buffer_and_large_ones_stay_in_it() {
         let read_buffer = Bytes::from(vec![b'x'; 3 * OWN_BUFFER_MAX]);
@@ -380,6 +377,9 @@ mod tests {
         assert_eq!(out.into_trailers().unwrap(), trailers);
     }
 
+    /// Every forwarded stream holds one: within jemalloc's 1,792-byte size
+    /// class (the next is 2,048), which the boxed decompressor of the meter
+    /// keeps it in.
     #[test]
     fn an_upstream_body_fits_its_size_class() {
         let size = std::mem::size_of::<UpstreamBody>();
