@@ -7,7 +7,9 @@
 //!
 //! `cargo bench --bench meter` runs it; `cargo bench --bench meter -- --quick`
 //! for a short run. The framers, the classifiers and the JSON reader
-//! skipping each event are also measured alone.
+//! skipping each event are also measured alone, and (`request_model`) the
+//! read of a request body's `model`, against the `serde_json` parse it
+//! replaced.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -187,5 +189,54 @@ fn meter_path(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, meter_path);
+/// A chat completion request whose messages hold `content_bytes` of text
+/// (with the quotes and newlines a prompt has), `model` after them.
+fn chat_request(content_bytes: usize) -> Vec<u8> {
+    let line = r#"Summarise the \"quarterly\" report below.\nRevenue grew 12 % on the year; "#;
+    let mut content = String::new();
+    while content.len() < content_bytes {
+        content.push_str(line);
+    }
+    format!(
+        r#"{{"messages":[{{"role":"system","content":"You are a careful analyst."}},{{"role":"user","content":"{content}"}}],"model":"llama-3.1-70b-instruct","stream":true,"stream_options":{{"include_usage":true}},"max_tokens":512}}"#
+    )
+    .into_bytes()
+}
+
+/// The request body's `model`, read before the request goes upstream (on
+/// the TTFT path): the metering reader against the `serde_json` parse it
+/// replaced, side by side, on a short prompt and a long one.
+fn request_model(c: &mut Criterion) {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        model: Option<std::borrow::Cow<'a, str>>,
+    }
+    let mut group = c.benchmark_group("request_model");
+    for (name, body) in [
+        ("short", chat_request(200)),
+        ("100k", chat_request(100_000)),
+    ] {
+        assert_eq!(
+            tokenmeter::meter::request_model(&body).as_deref(),
+            Some("llama-3.1-70b-instruct")
+        );
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(format!("reader/{name}"), |b| {
+            b.iter(|| black_box(tokenmeter::meter::request_model(black_box(&body))))
+        });
+        group.bench_function(format!("serde_json/{name}"), |b| {
+            b.iter(|| {
+                let head: Option<Head<'_>> = serde_json::from_slice(black_box(&body)).ok();
+                black_box(
+                    head.and_then(|h| h.model)
+                        .map(|m| m.chars().take(200).collect::<String>()),
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, meter_path, request_model);
 criterion_main!(benches);

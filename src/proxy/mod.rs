@@ -659,28 +659,19 @@ async fn read_ahead(
     Ok((RequestBody::buffered(frames, None), model))
 }
 
-/// The `model` field of a JSON request body.
+/// The `model` of a request body read ahead ([`crate::meter::request_model`]).
 fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        model: Option<std::borrow::Cow<'a, str>>,
-    }
     let parts: Vec<&Bytes> = frames.iter().filter_map(Frame::data_ref).collect();
-    let joined: Vec<u8>;
-    let bytes: &[u8] = match parts.as_slice() {
-        [one] => one,
+    match parts.as_slice() {
+        [one] => crate::meter::request_model(one),
         _ => {
             let mut all = Vec::with_capacity(parts.iter().map(|b| b.len()).sum());
             for part in &parts {
                 all.extend_from_slice(part);
             }
-            joined = all;
-            &joined
+            crate::meter::request_model(&all)
         }
-    };
-    let head: Head<'_> = serde_json::from_slice(bytes).ok()?;
-    head.model.map(|m| m.chars().take(200).collect())
+    }
 }
 
 /// An absolute-form request made origin-form for an HTTP/1.1 connection,
