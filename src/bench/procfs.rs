@@ -7,9 +7,10 @@
 //! unavailable, so it counts what the process cost, whichever thread spent
 //! it. Threads that exited during a leg are missed by the first; the
 //! processes measured here keep theirs. The split between user space and
-//! the kernel comes from `utime` and `stime` alone. Memory is `VmRSS` (now) and `VmHWM`
-//! (peak since the last reset) of `/proc/<pid>/status`, in bytes; the peak
-//! is reset between legs by writing `5` to `/proc/<pid>/clear_refs`.
+//! the kernel comes from `utime` and `stime` alone. Memory is `VmRSS` (now)
+//! and `VmHWM` (peak since the last reset) of `/proc/<pid>/status`, in
+//! bytes; the peak is reset between legs by writing `5` to
+//! `/proc/<pid>/clear_refs`.
 
 use std::fs;
 
