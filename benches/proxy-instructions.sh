@@ -12,6 +12,10 @@
 # measured window. The figure is the difference in instructions divided by
 # the difference in chunks, so start-up and shutdown cancel out; requests
 # (one per 400 chunks) are included. Kernel work (syscalls) is not counted.
+#
+# KEEP=DIR keeps the callgrind profile of each binary's long run in DIR
+# (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
+# `callgrind_annotate --inclusive=yes DIR/1.cg.*` (where the instructions go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
@@ -44,5 +48,10 @@ printf '%-50s %14s %12s\n' binary instructions/chunk chunks
 for bin in "$@"; do
     read -r i1 c1 < <(run "$bin" 3s)
     read -r i2 c2 < <(run "$bin" 9s)
+    if [ -n "${KEEP:-}" ]; then
+        mkdir -p "$KEEP"
+        n=$(( ${n:-0} + 1 ))
+        for f in "$out"/cg.*; do cp "$f" "$KEEP/$n.$(basename "$f")"; done
+    fi
     printf '%-50s %14s %12s\n' "$bin" "$(( (i2 - i1) / (c2 - c1) ))" "$((c2 - c1))"
 done

@@ -13,7 +13,10 @@ figure is (instructions(N2) - instructions(N1)) / (N2 - N1): start-up and
 shutdown cancel out. A fixed count of requests, not a duration, so the
 figure does not depend on how fast the loaded machine let them go. The
 simulator is target/release/tokenmeter (or $SIM_BIN). Needs valgrind.
-N1, N2 and STREAM=1 (streamed requests) can be set in the environment."""
+N1, N2 and STREAM=1 (streamed requests) can be set in the environment;
+KEEP=DIR keeps the callgrind profile of each binary's N2 run in DIR
+(DIR/<n>.cg.<pid>, n counting the binaries from 1), for
+`callgrind_annotate DIR/1.cg.*`."""
 import glob, http.client, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 SIM_BIN = os.environ.get('SIM_BIN') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'target', 'release', 'tokenmeter')
@@ -29,7 +32,7 @@ def wait_port(p, t=60):
             time.sleep(0.2)
     raise SystemExit(f'port {p} never opened')
 
-def run(binary, n, stream):
+def run(binary, n, stream, keep_as=None):
     d = tempfile.mkdtemp(prefix='tm-fwd-req-')
     simp, px, adm = free_port(), free_port(), free_port()
     sim = subprocess.Popen([SIM_BIN, 'sim', '--listen', f'127.0.0.1:{simp}', '--ttft-ms', '0', '--itl-ms', '1', '--tokens', '10'],
@@ -59,13 +62,18 @@ def run(binary, n, stream):
     for f in glob.glob(f'{d}/cg.*'):
         for line in open(f):
             if line.startswith('summary:'): total += int(line.split()[1])
+    keep = os.environ.get('KEEP')
+    if keep and keep_as:
+        os.makedirs(keep, exist_ok=True)
+        for f in glob.glob(f'{d}/cg.*'):
+            shutil.copy(f, os.path.join(keep, f'{keep_as}.{os.path.basename(f)}'))
     shutil.rmtree(d, ignore_errors=True)
     return total, per * 4
 
 stream = os.environ.get('STREAM', '0') == '1'
 n1, n2 = int(os.environ.get('N1', '200')), int(os.environ.get('N2', '1000'))
 print(f"{'binary':30} {'instr/request':>14} {'requests':>9}")
-for b in sys.argv[1:]:
+for k, b in enumerate(sys.argv[1:], 1):
     i1, c1 = run(b, n1, stream)
-    i2, c2 = run(b, n2, stream)
+    i2, c2 = run(b, n2, stream, keep_as=str(k))
     print(f"{b:30} {(i2 - i1) // (c2 - c1):>14} {c2 - c1:>9}", flush=True)

@@ -492,23 +492,25 @@ type FrameResult<'a> = Result<sse::Event<'a>, sse::FrameError>;
 mod request_model_tests {
     use super::{MODEL_MAX_CHARS, request_model};
 
-    fn model(body: &[u8]) -> Option<String> {
-        request_model(body)
-    }
-
     #[test]
     fn reads_the_top_level_model_only() {
         let chat = br#"{"messages":[{"role":"user","content":"say \"model\": \"x\"","model":"inner"}],"model":"gpt-4o","stream":true}"#;
-        assert_eq!(model(chat).as_deref(), Some("gpt-4o"));
-        assert_eq!(model(b" \n{\"model\" : \"m\"}\n").as_deref(), Some("m"));
-        assert_eq!(model(br#"{"messages":[{"model":"inner"}]}"#), None);
+        assert_eq!(request_model(chat).as_deref(), Some("gpt-4o"));
+        assert_eq!(
+            request_model(b" \n{\"model\" : \"m\"}\n").as_deref(),
+            Some("m")
+        );
+        assert_eq!(request_model(br#"{"messages":[{"model":"inner"}]}"#), None);
         // Escapes in the key and the value.
         assert_eq!(
-            model(br#"{"mod\u0065l":"caf\u00e9\/1"}"#).as_deref(),
+            request_model(br#"{"mod\u0065l":"caf\u00e9\/1"}"#).as_deref(),
             Some("café/1")
         );
         // The last of repeated keys.
-        assert_eq!(model(br#"{"model":"a","model":"b"}"#).as_deref(), Some("b"));
+        assert_eq!(
+            request_model(br#"{"model":"a","model":"b"}"#).as_deref(),
+            Some("b")
+        );
     }
 
     #[test]
@@ -525,14 +527,19 @@ mod request_model_tests {
             b"model=gpt-4o",
             b"{\"model\":\"\xff\xfe\"}",
         ] {
-            assert_eq!(model(body), None, "{}", String::from_utf8_lossy(body));
+            assert_eq!(
+                request_model(body),
+                None,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 
     #[test]
     fn invalid_utf8_elsewhere_does_not_hide_the_model() {
         assert_eq!(
-            model(b"{\"messages\":[\"\xff\"],\"model\":\"m\"}").as_deref(),
+            request_model(b"{\"messages\":[\"\xff\"],\"model\":\"m\"}").as_deref(),
             Some("m")
         );
     }
@@ -541,7 +548,7 @@ mod request_model_tests {
     fn long_models_are_cut() {
         let long = "é".repeat(MODEL_MAX_CHARS + 50);
         let body = format!(r#"{{"model":"{long}"}}"#);
-        let got = model(body.as_bytes()).unwrap();
+        let got = request_model(body.as_bytes()).unwrap();
         assert_eq!(got.chars().count(), MODEL_MAX_CHARS);
         assert!(long.starts_with(&got));
     }
@@ -566,7 +573,7 @@ mod request_model_tests {
             let serde = serde_json::from_str::<Head>(body)
                 .ok()
                 .and_then(|h| h.model);
-            assert_eq!(model(body.as_bytes()), serde, "{body}");
+            assert_eq!(request_model(body.as_bytes()), serde, "{body}");
         }
     }
 }
