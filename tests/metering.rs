@@ -103,6 +103,70 @@ async fn streamed_timings_match_the_upstream_schedule() {
     proxy.stop().await;
 }
 
+/// `t0` is when the request reached the proxy's socket, not when the proxy
+/// got to it: a request that waits for a busy proxy has that wait in its
+/// latencies, as its client does.
+#[tokio::test]
+async fn the_time_a_request_waits_for_a_busy_proxy_is_in_its_latencies() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = start_sim(SimConfig {
+        ttft: Duration::ZERO,
+        itl: Duration::from_millis(1),
+        tokens: 3,
+        ..SimConfig::default()
+    })
+    .await;
+    let proxy = start(config_for(sim)).await;
+    // The kernel switches receive timestamps on for the host a moment after
+    // the proxy's listener asks: a first request, and a pause, let it.
+    let (head, body) = chat_request("m1", true, &[]);
+    assert_eq!(
+        raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let s = scrape(proxy.admin_addr).await.1;
+    let sums = |s: &[Sample]| {
+        [
+            "llm_time_to_first_token_seconds",
+            "llm_time_to_response_headers_seconds",
+            "llm_e2e_request_latency_seconds",
+        ]
+        .map(|name| value(s, &format!("{name}_sum"), &ROUTE))
+    };
+    let before = sums(&s);
+
+    // The request is in the proxy's socket while the one thread of this
+    // runtime, which also runs the proxy, is held.
+    let mut conn = tokio::net::TcpStream::connect(proxy.proxy_addr)
+        .await
+        .unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&body).await.unwrap();
+    let held = Duration::from_millis(150);
+    std::thread::sleep(held);
+    let mut buf = Vec::new();
+    conn.read_to_end(&mut buf).await.unwrap();
+    assert_eq!(parse_response(&buf).status, 200);
+
+    let s = scrape_until(proxy.admin_addr, |s| {
+        value(s, "llm_requests_total", &[("outcome", "ok")]) == 2.0
+    })
+    .await;
+    let after = sums(&s);
+    for ((name, b), a) in ["TTFT", "time to headers", "E2EL"]
+        .iter()
+        .zip(before)
+        .zip(after)
+    {
+        let took = a - b;
+        assert!(
+            took >= held.as_secs_f64() - 0.005 && took < 5.0,
+            "{name} {took:.4}s, held {held:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn histogram_buckets_count_each_observation_once() {
     let sim = start_sim(SimConfig {

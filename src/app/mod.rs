@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, arrival};
 
 /// A started proxy and admin listener.
 pub struct Running {
@@ -195,6 +195,9 @@ async fn serve_proxy(
         .http1()
         .max_buf_size(live.load().config().proxy.max_request_head_bytes);
     builder.http2().timer(TokioTimer::new());
+    if let Err(e) = arrival::enable(&listener) {
+        tracing::warn!(error = %e, "no kernel receive timestamps: t0 is read when a request head is parsed, so the time a request waits for the proxy is not in its latencies");
+    }
     let graceful = GracefulShutdown::new();
     loop {
         let (stream, client_addr) = tokio::select! {
@@ -212,8 +215,12 @@ async fn serve_proxy(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
+        let (stream, arrival) = arrival::stamped(stream);
         let live = live.clone();
         let service = service_fn(move |req| {
+            // t0, as hyper hands the request over (HTTP/2 runs the future
+            // below in a task of its own, later).
+            let t0 = arrival.t0();
             // Read once per request: a reload affects the next request, even
             // on this connection, never this one.
             let proxy = live.load_full();
@@ -221,7 +228,7 @@ async fn serve_proxy(
             // life; the request's own state (the upstream exchange, the
             // meter before the response head) is boxed apart so it is freed
             // as soon as the response head is out.
-            async move { Ok::<_, Infallible>(Box::pin(proxy.handle(req, client_addr)).await) }
+            async move { Ok::<_, Infallible>(Box::pin(proxy.handle(req, t0, client_addr)).await) }
         });
         let conn = builder
             .serve_connection(TokioIo::new(stream), service)

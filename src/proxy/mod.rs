@@ -14,6 +14,7 @@
 
 pub mod access;
 mod admission;
+pub mod arrival;
 pub mod body;
 mod selfwake;
 pub mod upstream;
@@ -249,14 +250,14 @@ impl Proxy {
         self.shutdown_grace
     }
 
-    /// Forwards one request. Never fails: problems become responses.
+    /// Forwards one request whose head was received at `t0`
+    /// ([`arrival::Arrival::t0`]). Never fails: problems become responses.
     pub async fn handle(
         &self,
         req: Request<Incoming>,
+        t0: Instant,
         client_addr: SocketAddr,
     ) -> Response<ResponseBody> {
-        // t0: the request head has been received; nothing is read or sent yet.
-        let t0 = Instant::now();
         let Some(state) = self.find_route(&req) else {
             self.metrics.unrouted();
             return ProxyError::NoRoute.response();
