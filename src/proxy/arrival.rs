@@ -58,7 +58,8 @@ pub fn stamped(stream: TcpStream) -> (Stamped, Arrival) {
     (Stamped { stream, latest }, arrival)
 }
 
-/// When the data of a connection's latest read arrived.
+/// When the data of a connection's latest read arrived (wall clock, ns
+/// since the epoch; 0 if that read had no stamp, or before any read).
 #[derive(Clone, Debug)]
 pub struct Arrival(Arc<AtomicU64>);
 
@@ -146,10 +147,10 @@ impl AsyncRead for Stamped {
             });
             match read {
                 Ok((n, stamp)) => {
-                    if n > 0
-                        && let Some(ns) = stamp
-                    {
-                        this.latest.store(ns, Ordering::Relaxed);
+                    // A read without a stamp clears the last one: `t0` must
+                    // never come from an earlier request's data.
+                    if n > 0 {
+                        this.latest.store(stamp.unwrap_or(0), Ordering::Relaxed);
                     }
                     return Poll::Ready(Ok(()));
                 }
@@ -302,6 +303,17 @@ mod tests {
             "t0 only {age:?} ago"
         );
         assert!(age < MAX_AGE, "t0 {age:?} ago");
+
+        // A read without a stamp (stamping turned off on this socket)
+        // leaves no earlier stamp behind to date the next request.
+        use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
+        setsockopt(&server.stream, ReceiveTimestampns, &false).unwrap();
+        client.write_all(b"GET").await.unwrap();
+        tokio::time::sleep(waited).await;
+        let n = server.read(&mut got).await.unwrap();
+        assert_eq!(&got[..n], b"GET");
+        let before = Instant::now();
+        assert!(arrival.t0() >= before, "t0 dated by an earlier read");
 
         // Writes go through unchanged, and the peer closing reads as the end.
         server.write_all(b"reply").await.unwrap();
