@@ -87,8 +87,11 @@ fn back_dated(now: Instant, wall_now: u64, received: u64) -> Instant {
 
 /// Nanoseconds since the epoch (0 before it).
 fn wall_nanos(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    t.duration_since(UNIX_EPOCH).map_or(0, nanos)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A client connection whose reads keep the kernel's receive stamp of
@@ -180,13 +183,15 @@ fn receive(stream: &TcpStream, dst: &mut [u8]) -> io::Result<(usize, Option<u64>
         Some(&mut control),
         MsgFlags::empty(),
     )?;
-    let mut stamp = None;
-    for cmsg in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmTimestampns(ts) = cmsg {
-            let since_epoch = Duration::from(ts);
-            stamp = Some(wall_nanos(UNIX_EPOCH + since_epoch));
-        }
-    }
+    // The bytes are read whatever the control data says: control data that
+    // did not fit (never expected: only the stamp is asked for) is no stamp,
+    // not an error that would lose them.
+    let stamp = msg.cmsgs().ok().and_then(|mut cmsgs| {
+        cmsgs.find_map(|cmsg| match cmsg {
+            ControlMessageOwned::ScmTimestampns(ts) => Some(nanos(Duration::from(ts))),
+            _ => None,
+        })
+    });
     Ok((msg.bytes, stamp))
 }
 
