@@ -235,6 +235,25 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A client socket and the proxy's end of its connection, read through
+    /// [`Stamped`]; `stamp` asks the kernel for receive stamps (on Linux).
+    async fn connection(stamp: bool) -> (TcpStream, Stamped, Arrival) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        if stamp {
+            let stamping = enable(&listener);
+            assert!(
+                stamping.is_ok() || cfg!(not(target_os = "linux")),
+                "{stamping:?}"
+            );
+        }
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (server, arrival) = stamped(server);
+        (client, server, arrival)
+    }
+
     #[test]
     fn a_stamp_moves_t0_back_by_its_age() {
         let now = Instant::now();
@@ -245,7 +264,7 @@ mod tests {
             now - Duration::from_millis(3)
         );
         assert_eq!(back_dated(now, wall, wall), now);
-        let max = u64::try_from(MAX_AGE.as_nanos()).unwrap();
+        let max = nanos(MAX_AGE);
         assert_eq!(back_dated(now, wall, wall - max), now - MAX_AGE);
     }
 
@@ -253,7 +272,7 @@ mod tests {
     fn a_stamp_that_cannot_be_trusted_leaves_t0_at_now() {
         let now = Instant::now();
         let wall = 1_800_000_000_000_000_000;
-        let max = u64::try_from(MAX_AGE.as_nanos()).unwrap();
+        let max = nanos(MAX_AGE);
         // From the future: the wall clock went back since.
         assert_eq!(back_dated(now, wall, wall + 1), now);
         // Older than the bound: the wall clock went forward since.
@@ -273,13 +292,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn data_that_waited_in_the_socket_dates_t0_from_its_arrival() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        enable(&listener).unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let (mut server, arrival) = stamped(server);
+        let (mut client, mut server, arrival) = connection(true).await;
         let waited = Duration::from_millis(50);
         let mut got = [0u8; 64];
         // The kernel turns stamping on for the whole host a moment after the
@@ -334,14 +347,8 @@ mod tests {
     /// waits for data that is already there.
     #[tokio::test]
     async fn long_data_reads_whole() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         // Stamped reads on Linux, plain ones elsewhere.
-        let _ = enable(&listener);
-        let mut client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let (mut server, _arrival) = stamped(server);
+        let (mut client, mut server, _arrival) = connection(true).await;
         let sent: Vec<u8> = (0..3 * READ_MAX + 17).map(|i| (i % 251) as u8).collect();
         let writer = {
             let sent = sent.clone();
@@ -372,12 +379,7 @@ mod tests {
     /// On a socket the kernel does not stamp, reads work and `t0` is now.
     #[tokio::test]
     async fn without_stamps_reads_work_and_t0_is_now() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let (mut server, arrival) = stamped(server);
+        let (mut client, mut server, arrival) = connection(false).await;
         client.write_all(b"abc").await.unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
         let mut got = [0u8; 8];
