@@ -135,13 +135,30 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
         }
     }
 
-    // The proxy's own TTFT covers exactly the requests the client measured.
+    // Every stream the client measured has the proxy's own TTFT beside it,
+    // from its access-log line, and the proxy's clock runs inside the
+    // client's (it starts later and stops earlier).
     let metered = &legs[1];
     let accuracy = &metered["metering_accuracy"];
+    let client = accuracy["client_requests"].as_u64().unwrap();
+    assert_eq!(client, metered["ttft_us"]["count"].as_u64().unwrap());
     assert_eq!(
-        accuracy["proxy_requests"].as_f64().unwrap() as u64,
-        accuracy["client_requests"].as_u64().unwrap(),
+        accuracy["paired_requests"].as_u64().unwrap(),
+        client,
         "{accuracy}"
+    );
+    assert_eq!(accuracy["proxy_longer"], 0, "{accuracy}");
+    assert!(
+        accuracy["mean_diff_us"].as_f64().unwrap() > 0.0,
+        "{accuracy}"
+    );
+    assert!(
+        accuracy["proxy_mean_us"].as_f64().unwrap() >= 2_000.0,
+        "the simulator waits 2 ms before the first token: {accuracy}"
+    );
+    assert!(
+        stdout.contains("metering accuracy (tokenmeter)"),
+        "{stdout}"
     );
     assert!(legs[2]["metering_accuracy"].is_null());
 }
@@ -163,10 +180,9 @@ fn smoke_run_with_a_baseline_binary() {
     assert_eq!(f["byte_identical"], true, "{f}");
     assert_eq!(f["client_frames"], f["sim"]["frames"], "{f}");
     assert!(baseline["cpu"]["proxy_seconds"].as_f64().unwrap() > 0.0);
+    let accuracy = &baseline["metering_accuracy"];
     assert!(
-        baseline["metering_accuracy"]["proxy_requests"]
-            .as_f64()
-            .unwrap()
-            > 0.0
+        accuracy["paired_requests"].as_u64().unwrap() > 0,
+        "{accuracy}"
     );
 }

@@ -178,7 +178,7 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
         admin,
         mut lines,
     } = serve_in_front_of(sim);
-    let (head, body) = chat_request("m1", true, &[]);
+    let (head, body) = chat_request("m1", true, &[("x-request-id", "req-7f3a")]);
     let resp = raw_exchange(proxy, &head, &body).await;
     assert_eq!(resp.status, 200);
     let s = scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
@@ -201,6 +201,7 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
     let f = &access["fields"];
     assert_eq!(f["route"], "default");
     assert_eq!(f["model"], "m1");
+    assert_eq!(f["request_id"], "req-7f3a");
     assert_eq!(f["status"], 200);
     assert_eq!(f["outcome"], "ok");
     assert_eq!(f["output_tokens"], 5);

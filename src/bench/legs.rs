@@ -24,7 +24,7 @@ use anyhow::{Context as _, bail};
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
-use super::load::{self, LoadResult, MEASURED_MODEL, Scenario};
+use super::load::{self, LoadResult, REQUEST_ID_PREFIX, Scenario};
 use super::procfs;
 
 /// A proxy (or none) under test.
@@ -111,12 +111,15 @@ struct Proc {
 }
 
 impl Proc {
+    /// Starts `program`, its stdout and stderr going to `<dir>/<name>.log`,
+    /// `TOKENMETER_LOG` set to `log`.
     fn spawn(
         name: &'static str,
         core: Option<usize>,
         program: &Path,
         args: &[String],
         dir: &Path,
+        log_filter: &str,
     ) -> anyhow::Result<Self> {
         let log = dir.join(format!("{name}.log"));
         let file = std::fs::File::create(&log)?;
@@ -129,7 +132,7 @@ impl Proc {
             None => Command::new(program),
         };
         cmd.args(args)
-            .env("TOKENMETER_LOG", "warn")
+            .env("TOKENMETER_LOG", log_filter)
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
             .stderr(file)
@@ -198,8 +201,8 @@ struct Target {
     addr: SocketAddr,
     /// The proxy process (none for `direct`).
     proc: Option<Proc>,
-    /// The admin listener of a metering tokenmeter.
-    admin: Option<SocketAddr>,
+    /// A metering tokenmeter: its access log pairs with the client.
+    metered: bool,
 }
 
 /// The simulator and every proxy under test, started once per session.
@@ -229,8 +232,6 @@ pub struct RigOptions {
     pub nginx: String,
     /// The binary of the `baseline` leg.
     pub baseline_bin: Option<PathBuf>,
-    /// The scenario's simulated TTFT, to centre the proxy's fine buckets.
-    pub ttft_ms: u64,
 }
 
 impl Rig {
@@ -264,6 +265,7 @@ impl Rig {
                 "--stamp".into(),
             ],
             &dir,
+            "warn",
         )?;
         sim.ready(sim_addr).await?;
 
@@ -274,7 +276,7 @@ impl Rig {
                     kind,
                     addr: sim_addr,
                     proc: None,
-                    admin: None,
+                    metered: false,
                 },
                 LegKind::Tokenmeter | LegKind::Unmetered | LegKind::Baseline => {
                     let program = if kind == LegKind::Baseline {
@@ -299,27 +301,30 @@ impl Rig {
                     let admin = free_addr()?;
                     let metered = kind != LegKind::Unmetered;
                     let config = dir.join(format!("{}.yaml", kind.name()));
-                    std::fs::write(
-                        &config,
-                        tokenmeter_config(addr, admin, sim_addr, metered, opts.ttft_ms),
-                    )?;
+                    std::fs::write(&config, tokenmeter_config(addr, admin, sim_addr, metered))?;
                     let mut proc = Proc::spawn(
                         kind.name(),
                         proxy_core,
                         &program,
                         &[
                             "serve".into(),
+                            "--log-format".into(),
+                            "json".into(),
                             "--config".into(),
                             config.display().to_string(),
                         ],
                         &dir,
+                        // Warnings, and the access log that metering
+                        // accuracy pairs with the client's requests (on by
+                        // default in production too).
+                        "warn,tokenmeter::access=info",
                     )?;
                     proc.ready(addr).await?;
                     Target {
                         kind,
                         addr,
                         proc: Some(proc),
-                        admin: metered.then_some(admin),
+                        metered,
                     }
                 }
                 LegKind::Nginx => {
@@ -348,6 +353,7 @@ impl Rig {
                             prefix.join("error.log").display().to_string(),
                         ],
                         &dir,
+                        "warn",
                     )?;
                     proc.ready(addr).await?;
                     notes.push(format!(
@@ -358,7 +364,7 @@ impl Rig {
                         kind,
                         addr,
                         proc: Some(proc),
-                        admin: None,
+                        metered: false,
                     }
                 }
             };
@@ -396,7 +402,10 @@ impl Rig {
         let me = std::process::id();
 
         let sim_before = self.sim_stats()?;
-        let prom_before = target.admin.map(scrape_ttft).transpose()?;
+        let log = target.proc.as_ref().filter(|_| target.metered).map(|p| {
+            let from = std::fs::metadata(&p.log).map_or(0, |m| m.len());
+            (p.log.as_path(), from)
+        });
         for &pid in &pids {
             procfs::reset_peak(pid);
         }
@@ -475,9 +484,9 @@ impl Rig {
             }
         };
         let sim_after = self.sim_stats()?;
-        let proxy_ttft = match (prom_before, target.admin) {
-            (Some(before), Some(admin)) => Some(scrape_ttft(admin)?.minus(&before)),
-            _ => None,
+        let accuracy = match log {
+            Some((path, from)) => Some(pair_with_access_log(&load, path, from).await?),
+            None => None,
         };
         Ok(LegRun {
             kind,
@@ -503,7 +512,7 @@ impl Rig {
             idle_anon,
             after_anon: procfs::sum(&pids, procfs::anon_rss_bytes),
             sim: sim_after.minus(&sim_before),
-            proxy_ttft,
+            accuracy,
         })
     }
 
@@ -573,117 +582,77 @@ pub struct LegRun {
     pub idle_anon: Option<u64>,
     pub after_anon: Option<u64>,
     pub sim: SimTotals,
-    /// The proxy's own TTFT histogram over the measured requests.
-    pub proxy_ttft: Option<PromHistogram>,
+    /// A metering leg: its TTFTs paired with the client's, request by
+    /// request.
+    pub accuracy: Option<Pairing>,
 }
 
-/// A Prometheus histogram read from `/metrics` (cumulative buckets).
+/// The proxy's TTFT of each measured stream against the client's, matched
+/// by `x-request-id`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PromHistogram {
-    /// `(le, cumulative count)`, ascending, `+Inf` excluded.
-    pub buckets: Vec<(f64, f64)>,
-    pub sum: f64,
-    pub count: f64,
+pub struct Pairing {
+    /// Client TTFT minus proxy TTFT of each paired request, nanoseconds.
+    pub diffs_ns: Vec<i64>,
+    /// The proxy's TTFT of the same requests, nanoseconds.
+    pub proxy_ns: Vec<u64>,
+    /// Streams the client measured that no access line matched.
+    pub unpaired: u64,
 }
 
-impl PromHistogram {
-    fn minus(&self, before: &PromHistogram) -> PromHistogram {
-        PromHistogram {
-            buckets: self
-                .buckets
-                .iter()
-                .zip(before.buckets.iter().chain(std::iter::repeat(&(0.0, 0.0))))
-                .map(|(&(le, c), &(_, b))| (le, c - b))
-                .collect(),
-            sum: self.sum - before.sum,
-            count: self.count - before.count,
+/// Pairs the client's TTFT of each measured stream with the `ttft_ms` of
+/// the access-log line carrying its `x-request-id`, reading the proxy's log
+/// from byte `from` (where it stood when the run began). The log writer
+/// flushes on its own thread: lines still missing are waited for, up to
+/// 5 s, before they count as unpaired.
+async fn pair_with_access_log(load: &LoadResult, log: &Path, from: u64) -> anyhow::Result<Pairing> {
+    let wanted = load.ttft_by_request.len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let bytes = std::fs::read(log).with_context(|| format!("reading {}", log.display()))?;
+        let new = bytes.get(from as usize..).unwrap_or_default();
+        let proxy = access_ttfts(&String::from_utf8_lossy(new));
+        let pairing = pair(&load.ttft_by_request, &proxy);
+        if pairing.unpaired == 0 || wanted == 0 || std::time::Instant::now() >= deadline {
+            return Ok(pairing);
         }
-    }
-
-    pub fn merge(&mut self, other: &PromHistogram) {
-        if self.buckets.is_empty() {
-            self.buckets = other.buckets.clone();
-        } else {
-            for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
-                mine.1 += theirs.1;
-            }
-        }
-        self.sum += other.sum;
-        self.count += other.count;
-    }
-
-    /// The `q` quantile, interpolated linearly inside its bucket (as
-    /// PromQL's `histogram_quantile` does), in seconds.
-    pub fn quantile(&self, q: f64) -> Option<f64> {
-        if self.count <= 0.0 {
-            return None;
-        }
-        let rank = q * self.count;
-        let mut lower = (0.0, 0.0);
-        for &(le, cum) in &self.buckets {
-            if cum >= rank {
-                let width = cum - lower.1;
-                let frac = if width > 0.0 {
-                    (rank - lower.1) / width
-                } else {
-                    1.0
-                };
-                return Some(lower.0 + (le - lower.0) * frac);
-            }
-            lower = (le, cum);
-        }
-        Some(lower.0)
-    }
-
-    /// The width of the bucket holding the `q` quantile, in seconds.
-    pub fn resolution(&self, q: f64) -> Option<f64> {
-        let rank = q * self.count;
-        let mut lower = 0.0;
-        for &(le, cum) in &self.buckets {
-            if cum >= rank {
-                return Some(le - lower);
-            }
-            lower = le;
-        }
-        None
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// Parses the measured model's TTFT histogram out of a `/metrics` page.
-pub fn parse_ttft(text: &str) -> PromHistogram {
-    let model = format!("model=\"{MEASURED_MODEL}\"");
-    let mut h = PromHistogram::default();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("llm_time_to_first_token_seconds") else {
-            continue;
-        };
-        if !rest.contains(&model) {
-            continue;
-        }
-        let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
-            continue;
-        };
-        if rest.starts_with("_bucket") {
-            let le = rest
-                .split("le=\"")
-                .nth(1)
-                .and_then(|s| s.split('"').next())
-                .and_then(|s| s.parse::<f64>().ok());
-            if let Some(le) = le.filter(|le| le.is_finite()) {
-                h.buckets.push((le, value));
+/// Each bench request's TTFT in an access log (JSON lines), by the number
+/// in its `x-request-id`, in nanoseconds (the log gives microseconds).
+pub fn access_ttfts(log: &str) -> std::collections::HashMap<u64, u64> {
+    log.lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            if v["target"] != "tokenmeter::access" {
+                return None;
             }
-        } else if rest.starts_with("_sum") {
-            h.sum = value;
-        } else if rest.starts_with("_count") {
-            h.count = value;
-        }
-    }
-    h.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    h
+            let f = &v["fields"];
+            let id = f["request_id"]
+                .as_str()?
+                .strip_prefix(REQUEST_ID_PREFIX)?
+                .parse()
+                .ok()?;
+            let ms = f["ttft_ms"].as_f64()?;
+            Some((id, (ms * 1e6).round() as u64))
+        })
+        .collect()
 }
 
-fn scrape_ttft(admin: SocketAddr) -> anyhow::Result<PromHistogram> {
-    Ok(parse_ttft(&http_get(admin, "/metrics")?))
+/// Matches the client's `(id, ttft)` list with the proxy's by id.
+pub fn pair(client: &[(u64, u64)], proxy: &std::collections::HashMap<u64, u64>) -> Pairing {
+    let mut out = Pairing::default();
+    for &(id, client_ns) in client {
+        match proxy.get(&id) {
+            Some(&proxy_ns) => {
+                out.diffs_ns.push(client_ns as i64 - proxy_ns as i64);
+                out.proxy_ns.push(proxy_ns);
+            }
+            None => out.unpaired += 1,
+        }
+    }
+    out
 }
 
 /// A plain HTTP/1.0 GET on a blocking socket (admin endpoints only, between
@@ -721,51 +690,18 @@ fn try_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     Ok(body.to_owned())
 }
 
-/// Fine TTFT buckets around the simulated TTFT, so the proxy's percentiles
-/// can be compared with the client's (10 µs steps for the first 2 ms, then
-/// 50 µs to 10 ms, 250 µs to 50 ms, then coarse).
-fn ttft_buckets(ttft_ms: u64) -> Vec<f64> {
-    let base = ttft_ms as f64 / 1000.0;
-    let mut out: Vec<f64> = Vec::new();
-    let mut push = |v: f64| {
-        if out.last().is_none_or(|&l| v > l + 1e-9) {
-            out.push(v);
-        }
-    };
-    for i in 1..=200 {
-        push(base + i as f64 * 10e-6);
-    }
-    for i in 1..=160 {
-        push(base + 0.002 + i as f64 * 50e-6);
-    }
-    for i in 1..=160 {
-        push(base + 0.010 + i as f64 * 250e-6);
-    }
-    for v in [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 600.0] {
-        push(base + v);
-    }
-    out
-}
-
 fn tokenmeter_config(
     listen: SocketAddr,
     admin: SocketAddr,
     upstream: SocketAddr,
     metered: bool,
-    ttft_ms: u64,
 ) -> String {
-    let buckets: Vec<String> = ttft_buckets(ttft_ms)
-        .iter()
-        .map(|b| format!("{b:.6}"))
-        .collect();
     let protocol = if metered { "auto" } else { "none" };
     format!(
         "# Generated by `tokenmeter bench`.\n\
          listen: {listen}\n\
          admin:\n  listen: {admin}\n\
-         metrics:\n  buckets:\n    time_to_first_token: [{}]\n\
-         routes:\n  - name: bench\n    upstream: http://{upstream}\n    protocol: {protocol}\n",
-        buckets.join(", ")
+         routes:\n  - name: bench\n    upstream: http://{upstream}\n    protocol: {protocol}\n"
     )
 }
 
@@ -819,31 +755,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_measured_models_ttft_and_interpolates() {
-        let text = "\
-# TYPE llm_time_to_first_token_seconds histogram
-llm_time_to_first_token_seconds_bucket{model=\"warmup\",route=\"bench\",slo=\"\",le=\"0.001\"} 9
-llm_time_to_first_token_seconds_bucket{model=\"bench\",route=\"bench\",slo=\"\",le=\"0.001\"} 0
-llm_time_to_first_token_seconds_bucket{model=\"bench\",route=\"bench\",slo=\"\",le=\"0.002\"} 10
-llm_time_to_first_token_seconds_bucket{model=\"bench\",route=\"bench\",slo=\"\",le=\"+Inf\"} 10
-llm_time_to_first_token_seconds_sum{model=\"bench\",route=\"bench\",slo=\"\"} 0.015
-llm_time_to_first_token_seconds_count{model=\"bench\",route=\"bench\",slo=\"\"} 10
-";
-        let h = parse_ttft(text);
-        assert_eq!(h.buckets, vec![(0.001, 0.0), (0.002, 10.0)]);
-        assert_eq!((h.sum, h.count), (0.015, 10.0));
-        let p50 = h.quantile(0.5).unwrap();
-        assert!((p50 - 0.0015).abs() < 1e-9, "{p50}");
-        assert!((h.resolution(0.5).unwrap() - 0.001).abs() < 1e-9);
-        let none = h.minus(&h);
-        assert_eq!(none.count, 0.0);
-        assert_eq!(none.quantile(0.5), None);
+    fn pairs_access_lines_with_the_clients_requests_by_id() {
+        // Lines as `--log-format json` writes them: other targets, other
+        // ids, a line with no TTFT and a torn last line are skipped.
+        let log = r#"{"timestamp":"t","level":"WARN","fields":{"message":"slow"},"target":"tokenmeter::proxy"}
+{"timestamp":"t","level":"INFO","fields":{"message":"request","request_id":"bench-0000000003","ttft_ms":2.0415},"target":"tokenmeter::access"}
+{"timestamp":"t","level":"INFO","fields":{"message":"request","request_id":"bench-0000000004","ttft_ms":1.9},"target":"tokenmeter::access"}
+{"timestamp":"t","level":"INFO","fields":{"message":"request","request_id":"other-0000000005","ttft_ms":1.0},"target":"tokenmeter::access"}
+{"timestamp":"t","level":"INFO","fields":{"message":"request","request_id":"bench-0000000006","status":502},"target":"tokenmeter::access"}
+{"timestamp":"t","level":"INFO","fields":{"message":"request","request_id":"bench-0000000007","ttft_ms":1"#;
+        let proxy = access_ttfts(log);
+        assert_eq!(proxy.len(), 2, "{proxy:?}");
+        assert_eq!(proxy[&3], 2_041_500);
+        assert_eq!(proxy[&4], 1_900_000);
+
+        let client = [
+            (3, 2_100_000),
+            (4, 1_899_000),
+            (5, 1_000_000),
+            (7, 1_000_000),
+        ];
+        let p = pair(&client, &proxy);
+        assert_eq!(p.diffs_ns, vec![58_500, -1_000]);
+        assert_eq!(p.proxy_ns, vec![2_041_500, 1_900_000]);
+        assert_eq!(p.unpaired, 2);
     }
 
-    #[test]
-    fn buckets_strictly_increase() {
-        let b = ttft_buckets(0);
-        assert!(b.windows(2).all(|w| w[0] < w[1]));
-        assert!(b[0] > 0.0);
+    #[tokio::test]
+    async fn lines_written_after_the_run_began_are_the_only_ones_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("tokenmeter.log");
+        let line = |id: u64, ms: f64| {
+            format!(
+                "{{\"fields\":{{\"request_id\":\"bench-{id:010}\",\"ttft_ms\":{ms}}},\"target\":\"tokenmeter::access\"}}\n"
+            )
+        };
+        // The previous round's request 0 had another TTFT.
+        let earlier = line(0, 9.0);
+        std::fs::write(&log, format!("{earlier}{}", line(0, 2.0))).unwrap();
+        let mut load = LoadResult::empty().unwrap();
+        load.ttft_by_request = vec![(0, 2_000_100)];
+        let p = pair_with_access_log(&load, &log, earlier.len() as u64)
+            .await
+            .unwrap();
+        assert_eq!(p.diffs_ns, vec![100]);
+        assert_eq!(p.unpaired, 0);
     }
 }

@@ -20,10 +20,15 @@
 //! Requests whose intended send time falls in the warm-up are sent with
 //! `"model":"warmup"`, measured ones with `"model":"bench"`, so the proxy's
 //! own per-model metrics cover exactly the requests the client measured.
+//! Every request carries `x-request-id: bench-<n>` (`n` counts the leg's
+//! requests, fixed width so every leg sends the same number of bytes): the
+//! client's TTFT of each measured stream is kept by that number, to be
+//! paired with the proxy's access-log line of the same request.
 //! Chunks count as measured when they arrive after the warm-up. Fidelity is
 //! counted over every request, warm-up included, to match the simulator's
 //! totals.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,6 +46,9 @@ use crate::sim::stamp::{Fnv64, mono_ns, read_stamp};
 
 /// The model name of measured requests (warm-up ones use `warmup`).
 pub const MEASURED_MODEL: &str = "bench";
+
+/// The prefix of every request's `x-request-id`; the rest is its number.
+pub const REQUEST_ID_PREFIX: &str = "bench-";
 
 /// How requests are sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,6 +125,10 @@ pub struct LoadResult {
     /// HTTP client, and its exact sum, to compare with the proxy's own TTFT.
     pub ttft_from_send: Histogram<u64>,
     pub ttft_from_send_sum_ns: u128,
+    /// The same TTFT of each measured stream, by the number in its
+    /// `x-request-id`, in nanoseconds. Numbers restart with each run, so
+    /// this is paired with the proxy's log per run and not merged.
+    pub ttft_by_request: Vec<(u64, u64)>,
     /// One-way latency of each stamped event: receipt minus `sim_sent_ns`.
     pub chunk_latency: Histogram<u64>,
     /// `|client gap - simulator gap|` between consecutive token events.
@@ -142,6 +154,7 @@ impl LoadResult {
             ttft: histogram(),
             ttft_from_send: histogram(),
             ttft_from_send_sum_ns: 0,
+            ttft_by_request: Vec::new(),
             chunk_latency: histogram(),
             gap_distortion: histogram(),
             e2e: histogram(),
@@ -191,6 +204,8 @@ struct Run {
     /// Mono ns: end of the warm-up and end of the measured window.
     measure_from: u64,
     measure_until: u64,
+    /// The number of the next request's `x-request-id`.
+    next_id: AtomicU64,
     result: Mutex<LoadResult>,
 }
 
@@ -243,6 +258,7 @@ pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::Creati
         body_warmup: request_body("warmup"),
         measure_from,
         measure_until,
+        next_id: AtomicU64::new(0),
         result: Mutex::new(LoadResult::empty()?),
     });
 
@@ -319,6 +335,8 @@ pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::Creati
 
 /// What one request saw; folded into the leg's result at each event.
 struct Stream {
+    /// The number in the request's `x-request-id`.
+    id: u64,
     hash: Fnv64,
     /// Bytes of an event not yet complete (split across frames).
     pending: Vec<u8>,
@@ -343,8 +361,10 @@ async fn one_request(run: &Run, intended: u64) {
     } else {
         run.body_warmup.clone()
     };
+    let id = run.next_id.fetch_add(1, Ordering::Relaxed);
     let request = Request::post(format!("{}/v1/chat/completions", s.base))
         .header("content-type", "application/json")
+        .header("x-request-id", format!("{REQUEST_ID_PREFIX}{id:010}"))
         .header("x-sim-stamp", "1")
         .header("x-sim-ttft-ms", s.ttft_ms)
         .header("x-sim-itl-ms", s.itl_ms)
@@ -371,6 +391,7 @@ async fn one_request(run: &Run, intended: u64) {
     }
     let mut body = response.into_body();
     let mut stream = Stream {
+        id,
         hash: Fnv64::default(),
         pending: Vec::new(),
         prev_token: None,
@@ -470,6 +491,7 @@ fn on_frame(
                 let from_send = now.saturating_sub(sent);
                 record(&mut r.ttft_from_send, from_send);
                 r.ttft_from_send_sum_ns += u128::from(from_send);
+                r.ttft_by_request.push((stream.id, from_send));
             }
         }
         if let (Some(stamp), Some((prev_now, prev_stamp))) = (stamp, stream.prev_token)

@@ -180,7 +180,6 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
         pin: opts.pinned_self,
         nginx: opts.nginx.clone(),
         baseline_bin: opts.baseline_bin.clone(),
-        ttft_ms: opts.ttft_ms,
     })
     .await?;
     let mut notes = rig.notes.clone();

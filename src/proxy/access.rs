@@ -1,7 +1,9 @@
 //! The access log: one structured line per metered request, written when
 //! the request ends, with what an operator greps for (route, model, status,
-//! outcome, TTFT, TPOT, E2EL, tokens). It wraps the metrics recorder, so the
-//! meter reports once and both see the same numbers.
+//! outcome, TTFT, TPOT, E2EL, tokens) and the client's `x-request-id`, to
+//! find the request in the client's and the upstream's logs. It wraps the
+//! metrics recorder, so the meter reports once and both see the same
+//! numbers.
 //!
 //! Lines go to the `tokenmeter::access` tracing target at INFO: turn them
 //! off with `TOKENMETER_LOG=info,tokenmeter::access=off`.
@@ -21,7 +23,14 @@ pub struct Logged {
     slo: Option<String>,
     method: http::Method,
     path: String,
+    /// The request's `x-request-id` header, at most 128 characters.
+    request_id: Option<String>,
 }
+
+/// The header whose value the access line carries as `request_id` (the
+/// name load balancers, Envoy and nginx's `$request_id` setups use). The
+/// proxy never adds one: requests are forwarded as they came.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 impl Logged {
     pub fn new(
@@ -31,7 +40,12 @@ impl Logged {
         slo: Option<&str>,
         method: &http::Method,
         path: &str,
+        headers: &http::HeaderMap,
     ) -> Self {
+        let request_id = headers
+            .get(REQUEST_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|id| truncated(id, 128).to_owned());
         Self {
             inner,
             route: route.to_owned(),
@@ -39,6 +53,7 @@ impl Logged {
             slo: slo.map(str::to_owned),
             method: method.clone(),
             path: truncated(path, 256).to_owned(),
+            request_id,
         }
     }
 }
@@ -88,6 +103,7 @@ impl Recorder for Logged {
             slo = self.slo.as_deref(),
             method = %self.method,
             path = %self.path,
+            request_id = self.request_id.as_deref(),
             status = s.status,
             outcome = s.outcome.as_str(),
             streamed = s.streamed,

@@ -371,6 +371,7 @@ impl Proxy {
             slo,
             &parts.method,
             parts.uri.path(),
+            &parts.headers,
         );
         StreamMeter::new(t0, api, self.limits, logged)
     }
