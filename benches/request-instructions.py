@@ -13,7 +13,10 @@ figure is (instructions(N2) - instructions(N1)) / (N2 - N1): start-up and
 shutdown cancel out. A fixed count of requests, not a duration, so the
 figure does not depend on how fast the loaded machine let them go. The
 simulator is target/release/tokenmeter (or $SIM_BIN). Needs valgrind.
-N1, N2 and STREAM=1 (streamed requests) can be set in the environment;
+N1, N2 and STREAM=1 (streamed requests) can be set in the environment,
+and ACCESS=json or ACCESS=text runs the proxy with its access log on, in
+that format (`tokenmeter bench` runs json; the default leaves logging at
+`warn`);
 KEEP=DIR keeps the callgrind profile of each binary's N2 run in DIR
 (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 `callgrind_annotate DIR/1.cg.*`."""
@@ -39,8 +42,10 @@ def run(binary, n, stream, keep_as=None):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cfg = os.path.join(d, 'c.yaml')
     open(cfg, 'w').write(f"listen: 127.0.0.1:{px}\nadmin:\n  listen: 127.0.0.1:{adm}\nroutes:\n  - name: bench\n    upstream: http://127.0.0.1:{simp}\n    protocol: auto\n")
-    env = dict(os.environ, TOKENMETER_LOG='warn')
-    prox = subprocess.Popen(['valgrind', '--tool=callgrind', f'--callgrind-out-file={d}/cg.%p', binary, 'serve', '--config', cfg],
+    access = os.environ.get('ACCESS')
+    env = dict(os.environ, TOKENMETER_LOG='warn,tokenmeter::access=info' if access else 'warn')
+    log = ['--log-format', access] if access else []
+    prox = subprocess.Popen(['valgrind', '--tool=callgrind', f'--callgrind-out-file={d}/cg.%p', binary, 'serve', *log, '--config', cfg],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wait_port(simp); wait_port(px)
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream})

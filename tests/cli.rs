@@ -112,6 +112,12 @@ impl Drop for Child {
 
 /// Starts `tokenmeter serve` on ephemeral ports with `args` added.
 fn serve(args: &[&std::ffi::OsStr]) -> Served {
+    serve_logging(args, "info")
+}
+
+/// [`serve`] with `TOKENMETER_LOG` set to `filter`, which must let
+/// `tokenmeter::app` INFO lines through (the start-up line gives the ports).
+fn serve_logging(args: &[&std::ffi::OsStr], filter: &str) -> Served {
     let mut child = Command::new(BIN)
         .args([
             "serve",
@@ -122,7 +128,7 @@ fn serve(args: &[&std::ffi::OsStr]) -> Served {
         ])
         .args(["--log-format", "json"])
         .args(args)
-        .env("TOKENMETER_LOG", "info")
+        .env("TOKENMETER_LOG", filter)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -224,6 +230,97 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
     )
     .await;
     assert_eq!(health.status, 200);
+    stop(child).await;
+}
+
+#[tokio::test]
+async fn the_log_filter_turns_the_access_log_off() {
+    let sim = start_sim(short_streams()).await;
+    let upstream = format!("http://{sim}");
+    let Served {
+        child,
+        proxy,
+        admin,
+        lines,
+    } = serve_logging(
+        &["--upstream".as_ref(), upstream.as_ref()],
+        "info,tokenmeter::access=off",
+    );
+    let (head, body) = chat_request("m1", true, &[("x-request-id", "r1")]);
+    assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
+    scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
+    stop(child).await;
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    // The lines written after the request are there, its access line not.
+    assert!(
+        rest.iter().any(|v| v["fields"]["message"] == "drained"),
+        "{rest:?}"
+    );
+    assert!(
+        rest.iter().all(|v| v["target"] != "tokenmeter::access"),
+        "{rest:?}"
+    );
+}
+
+/// Text lines into a pipe (a file, a log collector) carry no colour codes,
+/// the access line included.
+#[tokio::test]
+async fn text_logs_into_a_pipe_have_no_colour_codes() {
+    let sim = start_sim(short_streams()).await;
+    let mut child = Child(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .args([
+                "--upstream",
+                &format!("http://{sim}"),
+                "--log-format",
+                "text",
+            ])
+            .env("TOKENMETER_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
+    let started = loop {
+        let line = lines.next().expect("serve exited before starting").unwrap();
+        if line.contains("tokenmeter started") {
+            break line;
+        }
+    };
+    let proxy: std::net::SocketAddr = started
+        .split("proxy_addr=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (head, body) = chat_request("m1", true, &[("x-request-id", "r1")]);
+    assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
+    let access = loop {
+        let line = lines.next().expect("serve exited").unwrap();
+        if line.contains("tokenmeter::access") {
+            break line;
+        }
+    };
+    assert!(!started.contains('\x1b'), "{started:?}");
+    assert!(!access.contains('\x1b'), "{access:?}");
+    assert!(
+        access.contains(" INFO tokenmeter::access: request route=default model=\"m1\""),
+        "{access}"
+    );
+    assert!(
+        access.contains(" request_id=\"r1\" status=200 outcome=\"ok\""),
+        "{access}"
+    );
     stop(child).await;
 }
 

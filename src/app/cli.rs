@@ -291,10 +291,21 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         .thread_name("tokenmeter-log")
         .finish(std::io::BufWriter::new(std::io::stderr()));
     let _ = LOG_DROPS.set(writer.error_counter());
+    // Colours only for a person at a terminal, not in a file or a log
+    // collector's pipe.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    crate::proxy::access::install(
+        writer.clone(),
+        match format {
+            LogFormat::Text => crate::proxy::access::Format::Text { ansi },
+            LogFormat::Json => crate::proxy::access::Format::Json,
+        },
+    );
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOKENMETER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),

@@ -5,10 +5,19 @@
 //! metrics recorder, so the meter reports once and both see the same
 //! numbers.
 //!
-//! Lines go to the `tokenmeter::access` tracing target at INFO: turn them
-//! off with `TOKENMETER_LOG=info,tokenmeter::access=off`.
+//! A line is formatted here, into a per-thread buffer, and handed to the
+//! process's log writer in one write ([`install`]): the same lines, in the
+//! same shape, as a `tracing` event at INFO on the `tokenmeter::access`
+//! target through the `fmt` subscriber, for about a tenth of the
+//! instructions (docs/benchmarks.md, session 8). The log filter still
+//! decides: turn the lines off with `TOKENMETER_LOG=info,tokenmeter::access=off`.
 
-use std::time::Duration;
+use std::cell::RefCell;
+use std::io::Write as _;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use tracing_appender::non_blocking::NonBlocking;
 
 use crate::meter::{ParseError, Recorder, Summary};
 use crate::metrics::RequestRecorder;
@@ -70,10 +79,6 @@ fn truncated(s: &str, max: usize) -> &str {
     }
 }
 
-fn ms(d: Option<Duration>) -> Option<f64> {
-    d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
-}
-
 impl Recorder for Logged {
     fn response_headers(&mut self, elapsed: Duration) {
         self.inner.response_headers(elapsed);
@@ -92,37 +97,389 @@ impl Recorder for Logged {
     }
     fn finish(&mut self, s: &Summary) {
         self.inner.finish(s);
-        let (tokens, source) = match s.output_tokens {
-            Some((n, source)) => (Some(n), Some(source.as_str())),
-            None => (None, None),
+        let Some(sink) = SINK.get() else {
+            return;
         };
-        tracing::info!(
-            target: "tokenmeter::access",
-            route = %self.route,
-            model = self.model.as_deref(),
-            slo = self.slo.as_deref(),
-            method = %self.method,
-            path = %self.path,
-            request_id = self.request_id.as_deref(),
-            status = s.status,
-            outcome = s.outcome.as_str(),
-            streamed = s.streamed,
-            ttft_ms = ms(s.ttft),
-            tpot_ms = ms(s.tpot),
-            e2el_ms = ms(s.e2el),
-            elapsed_ms = ms(Some(s.elapsed)),
-            output_tokens = tokens,
-            output_source = source,
-            input_tokens = s.usage.input,
-            parse_errors = s.parse_errors,
-            "request"
-        );
+        if !tracing::enabled!(target: TARGET, tracing::Level::INFO) {
+            return;
+        }
+        LINE.with_borrow_mut(|buf| {
+            buf.clear();
+            self.line(buf, s, sink.format, SystemTime::now());
+            // One write is one line for the writer: it queues it whole or
+            // drops it whole (and counts the drop).
+            let _ = sink.writer.clone().write(buf);
+        });
     }
+}
+
+impl Logged {
+    /// Formats the line of a request that ended with `s`, at `now`.
+    fn line(&self, buf: &mut Vec<u8>, s: &Summary, format: Format, now: SystemTime) {
+        let mut l = Line::start(buf, format, now);
+        l.plain("route", &self.route);
+        l.string("model", self.model.as_deref());
+        l.string("slo", self.slo.as_deref());
+        l.plain("method", self.method.as_str());
+        l.plain("path", &self.path);
+        l.string("request_id", self.request_id.as_deref());
+        l.number("status", s.status.map(u64::from));
+        l.string("outcome", Some(s.outcome.as_str()));
+        l.boolean("streamed", s.streamed);
+        l.ms("ttft_ms", s.ttft);
+        l.ms("tpot_ms", s.tpot);
+        l.ms("e2el_ms", s.e2el);
+        l.ms("elapsed_ms", Some(s.elapsed));
+        l.number("output_tokens", s.output_tokens.map(|(n, _)| n));
+        l.string(
+            "output_source",
+            s.output_tokens.map(|(_, source)| source.as_str()),
+        );
+        l.number("input_tokens", s.usage.input);
+        l.number("parse_errors", Some(u64::from(s.parse_errors)));
+        l.end();
+    }
+}
+
+/// The target the lines are filtered and labelled by.
+const TARGET: &str = "tokenmeter::access";
+
+/// How lines are written: `--log-format`, and for text whether standard
+/// error is a terminal (colours, as the `fmt` subscriber uses them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Text { ansi: bool },
+}
+
+struct Sink {
+    writer: NonBlocking,
+    format: Format,
+}
+
+static SINK: OnceLock<Sink> = OnceLock::new();
+
+thread_local! {
+    /// The line being formatted (its capacity kept between lines).
+    static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Sends access lines to `writer` (the process's log writer) from now on.
+/// Set once, by the command line's logging set-up; without it (the library
+/// used on its own) no lines are written.
+pub fn install(writer: NonBlocking, format: Format) {
+    let _ = SINK.set(Sink { writer, format });
+}
+
+/// One line being written, field by field. Fields whose value is `None`
+/// are left out, as `tracing` leaves out empty `Option`s.
+struct Line<'a> {
+    buf: &'a mut Vec<u8>,
+    format: Format,
+}
+
+impl<'a> Line<'a> {
+    /// The timestamp (RFC 3339, microseconds, UTC), level, target and
+    /// message.
+    fn start(buf: &'a mut Vec<u8>, format: Format, now: SystemTime) -> Self {
+        let ts = humantime::format_rfc3339_micros(now);
+        let _ = match format {
+            Format::Json => write!(
+                buf,
+                "{{\"timestamp\":\"{ts}\",\"level\":\"INFO\",\"fields\":{{\"message\":\"request\""
+            ),
+            Format::Text { ansi: false } => write!(buf, "{ts}  INFO {TARGET}: request"),
+            Format::Text { ansi: true } => write!(
+                buf,
+                "\x1b[2m{ts}\x1b[0m \x1b[32m INFO\x1b[0m \x1b[2m{TARGET}\x1b[0m\x1b[2m:\x1b[0m request"
+            ),
+        };
+        Self { buf, format }
+    }
+
+    fn key(&mut self, key: &str) {
+        let b = &mut *self.buf;
+        match self.format {
+            Format::Json => {
+                b.extend_from_slice(b",\"");
+                b.extend_from_slice(key.as_bytes());
+                b.extend_from_slice(b"\":");
+            }
+            Format::Text { ansi: false } => {
+                b.push(b' ');
+                b.extend_from_slice(key.as_bytes());
+                b.push(b'=');
+            }
+            Format::Text { ansi: true } => {
+                b.extend_from_slice(b" \x1b[3m");
+                b.extend_from_slice(key.as_bytes());
+                b.extend_from_slice(b"\x1b[0m\x1b[2m=\x1b[0m");
+            }
+        }
+    }
+
+    /// A string, quoted and escaped in both formats.
+    fn string(&mut self, key: &str, value: Option<&str>) {
+        if let Some(v) = value {
+            self.key(key);
+            quoted(self.buf, v);
+        }
+    }
+
+    /// A string the text format writes bare (a route name, a method, a
+    /// path: no spaces or quotes in them, as `tracing` writes `Display`
+    /// fields). Control characters are escaped all the same: a line is one
+    /// line.
+    fn plain(&mut self, key: &str, value: &str) {
+        self.key(key);
+        match self.format {
+            Format::Json => quoted(self.buf, value),
+            Format::Text { .. } => escaped(self.buf, value),
+        }
+    }
+
+    fn number(&mut self, key: &str, value: Option<u64>) {
+        if let Some(n) = value {
+            self.key(key);
+            self.buf
+                .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        }
+    }
+
+    fn boolean(&mut self, key: &str, value: bool) {
+        self.key(key);
+        self.buf
+            .extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    /// A duration in milliseconds, to the microsecond (`12.345`).
+    fn ms(&mut self, key: &str, value: Option<Duration>) {
+        if let Some(d) = value {
+            self.key(key);
+            let us = (d.as_nanos() + 500) / 1000;
+            let mut b = itoa::Buffer::new();
+            self.buf.extend_from_slice(b.format(us / 1000).as_bytes());
+            let frac = (us % 1000) as u16;
+            self.buf.extend_from_slice(&[
+                b'.',
+                b'0' + (frac / 100) as u8,
+                b'0' + (frac / 10 % 10) as u8,
+                b'0' + (frac % 10) as u8,
+            ]);
+        }
+    }
+
+    fn end(self) {
+        if self.format == Format::Json {
+            self.buf.extend_from_slice(b"},\"target\":\"");
+            self.buf.extend_from_slice(TARGET.as_bytes());
+            self.buf.extend_from_slice(b"\"}");
+        }
+        self.buf.push(b'\n');
+    }
+}
+
+/// `s` as a JSON string: quoted, with `"`, `\` and control characters
+/// escaped.
+fn quoted(buf: &mut Vec<u8>, s: &str) {
+    buf.push(b'"');
+    escaped(buf, s);
+    buf.push(b'"');
+}
+
+/// `s` with `"`, `\` and control characters escaped as JSON escapes them.
+fn escaped(buf: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f | 0x7f => b"",
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[from..i]);
+        if escape.is_empty() {
+            let _ = write!(buf, "\\u{:04x}", b);
+        } else {
+            buf.extend_from_slice(escape);
+        }
+        from = i + 1;
+    }
+    buf.extend_from_slice(&bytes[from..]);
 }
 
 #[cfg(test)]
 mod tests {
-    use super::truncated;
+    #![allow(clippy::unwrap_used)]
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::config::MetricsSettings;
+    use crate::meter::{Outcome, TokenSource, Usage};
+    use crate::metrics::Metrics;
+
+    fn logged(model: Option<&str>, request_id: Option<&str>) -> Logged {
+        let metrics = Metrics::new(
+            &MetricsSettings::default(),
+            &[],
+            prometheus::Registry::new(),
+        )
+        .unwrap();
+        let mut headers = http::HeaderMap::new();
+        if let Some(id) = request_id {
+            headers.insert(REQUEST_ID_HEADER, id.parse().unwrap());
+        }
+        Logged::new(
+            metrics.request("chat", model, Some("interactive"), None),
+            "chat",
+            model,
+            Some("interactive"),
+            &http::Method::POST,
+            "/v1/chat/completions",
+            &headers,
+        )
+    }
+
+    fn summary() -> Summary {
+        Summary {
+            outcome: Outcome::Ok,
+            status: Some(200),
+            streamed: true,
+            ttft: Some(Duration::from_nanos(2_041_500)),
+            ttft_visible: Some(Duration::from_nanos(2_041_500)),
+            e2el: Some(Duration::from_millis(1182)),
+            elapsed: Duration::from_millis(1182),
+            tpot: Some(Duration::from_nanos(19_984_499)),
+            output_tokens: Some((50, TokenSource::Usage)),
+            usage: Usage {
+                input: Some(12),
+                output: Some(50),
+                ..Usage::default()
+            },
+            events: 52,
+            token_events: 50,
+            first_token_event: Some(1),
+            first_visible_event: Some(1),
+            parse_errors: 0,
+        }
+    }
+
+    /// 2026-12-01T20:48:00.123456Z.
+    fn at() -> SystemTime {
+        UNIX_EPOCH + Duration::from_micros(1_796_158_080_123_456)
+    }
+
+    fn line(l: &Logged, s: &Summary, format: Format) -> String {
+        let mut buf = Vec::new();
+        l.line(&mut buf, s, format, at());
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn json_lines_have_the_shape_of_the_fmt_subscribers() {
+        let text = line(&logged(Some("m1"), Some("req-7")), &summary(), Format::Json);
+        assert!(
+            text.ends_with('\n') && text.matches('\n').count() == 1,
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "timestamp": "2026-12-01T20:48:00.123456Z",
+                "level": "INFO",
+                "fields": {
+                    "message": "request",
+                    "route": "chat",
+                    "model": "m1",
+                    "slo": "interactive",
+                    "method": "POST",
+                    "path": "/v1/chat/completions",
+                    "request_id": "req-7",
+                    "status": 200,
+                    "outcome": "ok",
+                    "streamed": true,
+                    "ttft_ms": 2.042,
+                    "tpot_ms": 19.984,
+                    "e2el_ms": 1182.0,
+                    "elapsed_ms": 1182.0,
+                    "output_tokens": 50,
+                    "output_source": "usage",
+                    "input_tokens": 12,
+                    "parse_errors": 0
+                },
+                "target": "tokenmeter::access"
+            })
+        );
+    }
+
+    #[test]
+    fn fields_without_a_value_are_left_out() {
+        let mut s = summary();
+        s.ttft = None;
+        s.tpot = None;
+        s.e2el = None;
+        s.status = None;
+        s.output_tokens = None;
+        s.usage = Usage::default();
+        s.outcome = Outcome::ClientAbort;
+        let text = line(&logged(None, None), &s, Format::Json);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let f = v["fields"].as_object().unwrap();
+        for key in [
+            "model",
+            "request_id",
+            "status",
+            "ttft_ms",
+            "tpot_ms",
+            "e2el_ms",
+            "output_tokens",
+            "output_source",
+            "input_tokens",
+        ] {
+            assert!(!f.contains_key(key), "{key} in {text}");
+        }
+        assert_eq!(f["outcome"], "client_abort");
+        assert_eq!(f["elapsed_ms"], 1182.0);
+    }
+
+    #[test]
+    fn any_string_a_client_sends_stays_one_line_and_round_trips() {
+        let odd = "a\"b\\c\nd\re\tf\u{1}g\u{7f}h é 字 🦀";
+        // A header value is visible ASCII and spaces at most.
+        let l = logged(Some(odd), Some("id \"quoted\" \\"));
+        let text = line(&l, &summary(), Format::Json);
+        assert_eq!(text.matches('\n').count(), 1, "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["fields"]["model"], odd);
+        assert_eq!(v["fields"]["request_id"], "id \"quoted\" \\");
+        let text = line(&l, &summary(), Format::Text { ansi: false });
+        assert_eq!(text.matches('\n').count(), 1, "{text}");
+        assert!(!text.contains('\u{1}') && !text.contains('\r'), "{text}");
+    }
+
+    #[test]
+    fn text_lines_read_like_the_fmt_subscribers() {
+        let l = logged(Some("m1"), Some("req-7"));
+        assert_eq!(
+            line(&l, &summary(), Format::Text { ansi: false }),
+            "2026-12-01T20:48:00.123456Z  INFO tokenmeter::access: request route=chat \
+             model=\"m1\" slo=\"interactive\" method=POST path=/v1/chat/completions \
+             request_id=\"req-7\" status=200 outcome=\"ok\" streamed=true ttft_ms=2.042 \
+             tpot_ms=19.984 e2el_ms=1182.000 elapsed_ms=1182.000 output_tokens=50 \
+             output_source=\"usage\" input_tokens=12 parse_errors=0\n"
+        );
+        let coloured = line(&l, &summary(), Format::Text { ansi: true });
+        assert!(coloured.contains("\x1b[32m INFO\x1b[0m"), "{coloured}");
+        assert!(
+            coloured.contains("\x1b[3mroute\x1b[0m\x1b[2m=\x1b[0mchat"),
+            "{coloured}"
+        );
+    }
 
     #[test]
     fn truncated_keeps_the_first_characters() {
