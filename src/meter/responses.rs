@@ -11,7 +11,13 @@
 //!
 //! Usage is on `response.completed` / `response.incomplete` /
 //! `response.failed` (`response.usage`), or at the top level of a
-//! non-streamed response object. An `error` event, a `response.failed`
+//! non-streamed response object. The other lifecycle events
+//! (`response.created`, `in_progress`, `output_item.*`, `content_part.*`,
+//! the `*.done` of text and arguments) carry nothing metered, and an
+//! `error` event nothing but its type: their data is read up to its `type`
+//! and no further (OpenAI writes it first), so the response object and
+//! output items they repeat are not scanned (nor checked: a malformed rest
+//! of such an event is not a parse error). An `error` event, a `response.failed`
 //! event, or a non-streamed object with a non-null `error` is an error.
 //! There is no `[DONE]`.
 //!
@@ -36,7 +42,13 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         r.open_object()?;
         while let Some(key) = r.key()? {
             match key {
-                b"type" => kind = r.string_or_null(Kind::from_name)?,
+                b"type" => {
+                    kind = r.string_or_null(Kind::from_name)?;
+                    if matches!(kind, Some(Kind::Lifecycle | Kind::Error)) {
+                        r.leave_the_rest();
+                        break;
+                    }
+                }
                 b"delta" => has_delta = r.nonempty()?,
                 b"response" => {
                     if r.open_object_or_null()? {
@@ -101,6 +113,8 @@ enum Kind {
     Reasoning,
     Error,
     Failed,
+    /// A lifecycle event that carries no usage (see the module's doc).
+    Lifecycle,
     Other,
 }
 
@@ -123,6 +137,21 @@ impl Kind {
             | b"response.reasoning_summary.delta" => Kind::Reasoning,
             b"error" => Kind::Error,
             b"response.failed" => Kind::Failed,
+            b"response.created"
+            | b"response.in_progress"
+            | b"response.queued"
+            | b"response.output_item.added"
+            | b"response.output_item.done"
+            | b"response.content_part.added"
+            | b"response.content_part.done"
+            | b"response.output_text.done"
+            | b"response.output_text.annotation.added"
+            | b"response.refusal.done"
+            | b"response.function_call_arguments.done"
+            | b"response.reasoning_summary_part.added"
+            | b"response.reasoning_summary_part.done"
+            | b"response.reasoning_summary_text.done"
+            | b"response.reasoning_text.done" => Kind::Lifecycle,
             _ => Kind::Other,
         }
     }
@@ -209,5 +238,33 @@ mod tests {
         assert_eq!(i.usage.output, Some(5));
         assert!(info("", r#"{"object":"response","error":{"code":"x"}}"#).error);
         assert!(classify(b"", b"{").is_err());
+    }
+
+    #[test]
+    fn lifecycle_events_are_read_up_to_their_type() {
+        // What follows the type is not read: not even a broken rest.
+        let i = info(
+            "response.output_item.added",
+            r#"{"type":"response.output_item.added","item":{"content":[{"text":"x"#,
+        );
+        assert!(!i.token && !i.error);
+        assert_eq!(i.usage, Usage::default());
+        assert!(info("error", r#"{"type":"error","error":{"code":"#).error);
+        // The events that carry usage or a token are read whole.
+        for data in [
+            r#"{"type":"response.completed","response":{"usage":{"#,
+            r#"{"type":"response.output_text.delta","delta":"#,
+            r#"{"type":"response.failed","response":"#,
+        ] {
+            assert!(classify(b"", data.as_bytes()).is_err(), "{data}");
+        }
+        // A type after other keys: what came before it was read.
+        let i = info(
+            "",
+            r#"{"response":{"usage":{"output_tokens":4}},"type":"response.in_progress","x":1}"#,
+        );
+        assert_eq!(i.usage.output, Some(4));
+        // Without a `type`, the event name does not cut the read short.
+        assert!(classify(b"response.created", br#"{"response":"#).is_err());
     }
 }

@@ -127,6 +127,13 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Ends the read here: the caller needs nothing more from this input,
+    /// and the rest of it is neither read nor checked (`read` then
+    /// succeeds). For events whose first keys say all there is to know.
+    pub fn leave_the_rest(&mut self) {
+        self.pos = self.input.len();
+    }
+
     /// Opens the object at the position, to be read with [`key`](Self::key).
     /// Any other value is an error.
     #[inline(always)]
