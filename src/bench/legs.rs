@@ -605,14 +605,24 @@ pub struct Pairing {
 /// flushes on its own thread: lines still missing are waited for, up to
 /// 5 s, before they count as unpaired.
 async fn pair_with_access_log(load: &LoadResult, log: &Path, from: u64) -> anyhow::Result<Pairing> {
-    let wanted = load.ttft_by_request.len();
+    use std::io::Seek as _;
+    // Nothing to pair (a non-streamed scenario): the log, which can hold a
+    // line for each of a million requests, is not read.
+    if load.ttft_by_request.is_empty() {
+        return Ok(Pairing::default());
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let bytes = std::fs::read(log).with_context(|| format!("reading {}", log.display()))?;
-        let new = bytes.get(from as usize..).unwrap_or_default();
-        let proxy = access_ttfts(&String::from_utf8_lossy(new));
+        let mut new = Vec::new();
+        std::fs::File::open(log)
+            .and_then(|mut f| {
+                f.seek(std::io::SeekFrom::Start(from))?;
+                f.read_to_end(&mut new)
+            })
+            .with_context(|| format!("reading {}", log.display()))?;
+        let proxy = access_ttfts(&String::from_utf8_lossy(&new));
         let pairing = pair(&load.ttft_by_request, &proxy);
-        if pairing.unpaired == 0 || wanted == 0 || std::time::Instant::now() >= deadline {
+        if pairing.unpaired == 0 || std::time::Instant::now() >= deadline {
             return Ok(pairing);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
