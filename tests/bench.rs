@@ -186,3 +186,16 @@ fn smoke_run_with_a_baseline_binary() {
         "{accuracy}"
     );
 }
+
+/// `--colocate` puts the proxy on the rig's core (when the bench pins at
+/// all) and says so.
+#[test]
+fn smoke_run_co_located() {
+    let (_, report) = smoke(&["--legs", "direct,tokenmeter", "--colocate"]);
+    let notes = report["notes"].to_string();
+    if notes.contains("pinned") && !notes.contains("not pinned") {
+        assert!(notes.contains("all on core 1"), "{notes}");
+    }
+    let legs = report["scenarios"][0]["legs"].as_array().unwrap();
+    assert_eq!(legs[1]["fidelity"]["byte_identical"], true);
+}

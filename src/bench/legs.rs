@@ -5,7 +5,8 @@
 //! Pinning (Linux, 2 cores or more): proxies run on core 0 (`taskset -c 0`),
 //! the simulator on core 1 (`taskset -c 1`), and the bench process itself,
 //! the load generator, pins itself to core 1 with `sched_setaffinity`
-//! before its runtime starts ([`pin_current_thread`]).
+//! before its runtime starts ([`pin_current_thread`]). `--colocate` puts
+//! the proxies on core 1 too.
 //!
 //! Legs: `direct` (the simulator itself), `tokenmeter` (metering on),
 //! `unmetered` (tokenmeter with the route's `protocol: none`: it forwards
@@ -229,6 +230,8 @@ pub struct RigOptions {
     pub legs: Vec<LegKind>,
     /// The bench process pinned itself to core 1: pin the others too.
     pub pin: bool,
+    /// Pin the proxies to core 1 as well (`--colocate`).
+    pub colocate: bool,
     pub nginx: String,
     /// The binary of the `baseline` leg.
     pub baseline_bin: Option<PathBuf>,
@@ -241,7 +244,14 @@ impl Rig {
         let exe = std::env::current_exe().context("locating the tokenmeter binary")?;
         let mut notes = Vec::new();
         let pinned = opts.pin;
-        let (proxy_core, rig_core) = if pinned {
+        let (proxy_core, rig_core) = if pinned && opts.colocate {
+            notes.push(
+                "pinned, co-located: proxy under test (taskset -c 1), simulator (taskset -c 1) \
+                 and load generator (sched_setaffinity) all on core 1"
+                    .to_owned(),
+            );
+            (Some(1), Some(1))
+        } else if pinned {
             notes.push(
                 "pinned: proxy under test on core 0 (taskset -c 0); simulator (taskset -c 1) \
                  and load generator (sched_setaffinity) on core 1"
