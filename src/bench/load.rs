@@ -121,13 +121,11 @@ pub struct LoadResult {
     pub measured_chunks: u64,
     /// Time to first token from the intended send time (measured requests).
     pub ttft: Histogram<u64>,
-    /// Time to first token from the moment the request was handed to the
-    /// HTTP client, and its exact sum, to compare with the proxy's own TTFT.
-    pub ttft_from_send: Histogram<u64>,
-    pub ttft_from_send_sum_ns: u128,
-    /// The same TTFT of each measured stream, by the number in its
-    /// `x-request-id`, in nanoseconds. Numbers restart with each run, so
-    /// this is paired with the proxy's log per run and not merged.
+    /// Time to first token of each measured stream from the moment the
+    /// request was handed to the HTTP client (to compare with the proxy's
+    /// own TTFT), by the number in its `x-request-id`, in nanoseconds.
+    /// Numbers restart with each run, so this is paired with the proxy's
+    /// log per run and not merged.
     pub ttft_by_request: Vec<(u64, u64)>,
     /// One-way latency of each stamped event: receipt minus `sim_sent_ns`.
     pub chunk_latency: Histogram<u64>,
@@ -152,8 +150,6 @@ impl LoadResult {
             measured_requests: 0,
             measured_chunks: 0,
             ttft: histogram(),
-            ttft_from_send: histogram(),
-            ttft_from_send_sum_ns: 0,
             ttft_by_request: Vec::new(),
             chunk_latency: histogram(),
             gap_distortion: histogram(),
@@ -171,7 +167,6 @@ impl LoadResult {
         self.measured_chunks += other.measured_chunks;
         for (mine, theirs) in [
             (&mut self.ttft, &other.ttft),
-            (&mut self.ttft_from_send, &other.ttft_from_send),
             (&mut self.chunk_latency, &other.chunk_latency),
             (&mut self.gap_distortion, &other.gap_distortion),
             (&mut self.e2e, &other.e2e),
@@ -179,7 +174,6 @@ impl LoadResult {
             // Same bounds on both sides: adding cannot fail.
             let _ = mine.add(theirs);
         }
-        self.ttft_from_send_sum_ns += other.ttft_from_send_sum_ns;
         let f = &mut self.fidelity;
         let o = &other.fidelity;
         f.responses += o.responses;
@@ -488,10 +482,8 @@ fn on_frame(
             stream.first_token = true;
             if measured {
                 record(&mut r.ttft, now.saturating_sub(intended));
-                let from_send = now.saturating_sub(sent);
-                record(&mut r.ttft_from_send, from_send);
-                r.ttft_from_send_sum_ns += u128::from(from_send);
-                r.ttft_by_request.push((stream.id, from_send));
+                r.ttft_by_request
+                    .push((stream.id, now.saturating_sub(sent)));
             }
         }
         if let (Some(stamp), Some((prev_now, prev_stamp))) = (stamp, stream.prev_token)

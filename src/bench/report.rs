@@ -146,8 +146,10 @@ pub struct AccuracyReport {
     pub proxy_mean_us: f64,
     /// Client TTFT minus proxy TTFT, averaged over the paired requests.
     pub mean_diff_us: f64,
-    /// `|client TTFT - proxy TTFT|` of each paired request.
-    pub abs_diff_us: Quantiles,
+    /// `|client TTFT - proxy TTFT|` of each paired request (none when no
+    /// request was paired, as with a baseline binary that logs no
+    /// `request_id`).
+    pub abs_diff_us: Option<Quantiles>,
     /// Paired requests whose proxy TTFT was the longer one (the proxy's
     /// clock starts after the client's and stops before it: this should
     /// be none, up to the access log's 1 µs rounding).
@@ -155,6 +157,13 @@ pub struct AccuracyReport {
 }
 
 impl AccuracyReport {
+    /// Every measured stream was paired, and `|client - proxy|` is within
+    /// `limit_us` at p99.
+    fn within(&self, limit_us: f64) -> bool {
+        self.paired_requests == self.client_requests
+            && self.abs_diff_us.is_some_and(|q| q.p99 <= limit_us)
+    }
+
     fn of(runs: &[&LegRun]) -> Option<Self> {
         let pairings: Vec<&Pairing> = runs.iter().filter_map(|r| r.accuracy.as_ref()).collect();
         if pairings.is_empty() {
@@ -175,6 +184,9 @@ impl AccuracyReport {
             }
             unpaired += p.unpaired;
         }
+        if paired + unpaired == 0 {
+            return None;
+        }
         let n = paired.max(1) as f64;
         let proxy_mean_us = proxy_sum as f64 / n / 1000.0;
         let mean_diff_us = diff_sum as f64 / n / 1000.0;
@@ -184,7 +196,7 @@ impl AccuracyReport {
             client_mean_us: proxy_mean_us + mean_diff_us,
             proxy_mean_us,
             mean_diff_us,
-            abs_diff_us: Quantiles::of(&abs)?,
+            abs_diff_us: Quantiles::of(&abs),
             proxy_longer: longer,
         })
     }
@@ -621,7 +633,7 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
                     check(
                         "proxy TTFT within 200 us of the client's at p99",
                         accuracy_measured(&a, direct),
-                        a.abs_diff_us.p99 <= 200.0 && a.paired_requests == a.client_requests,
+                        a.within(200.0),
                         one_hop_fits(direct, 200.0),
                     );
                 }
@@ -636,7 +648,7 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
                         s.streams.unwrap_or(0)
                     ),
                     accuracy_measured(&a, direct),
-                    a.abs_diff_us.p99 <= 1000.0 && a.paired_requests == a.client_requests,
+                    a.within(1000.0),
                     !direct_errors && one_hop_fits(direct, 1000.0),
                 );
             }
@@ -735,8 +747,6 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
     out
 }
 
-/// Highest stream count of a sweep whose added chunk p99 stayed <= 1 ms
-/// with no errors and full fidelity, per leg.
 /// The accuracy figures a target check quotes, with the direct leg's chunk
 /// latency p99 (see [`one_hop_fits`]).
 fn accuracy_measured(a: &AccuracyReport, direct: Option<&LegReport>) -> String {
@@ -745,9 +755,12 @@ fn accuracy_measured(a: &AccuracyReport, direct: Option<&LegReport>) -> String {
         .map_or_else(String::new, |c| {
             format!("; one hop to the client (direct chunk p99) {:.1} us", c.p99)
         });
+    let p99 = a
+        .abs_diff_us
+        .map_or_else(|| "-".to_owned(), |q| format!("{:.1}", q.p99));
     format!(
-        "|client-proxy| p99 {:.1} us, mean client-proxy {:.1} us, {}/{} paired{hop}",
-        a.abs_diff_us.p99, a.mean_diff_us, a.paired_requests, a.client_requests
+        "|client-proxy| p99 {p99} us, mean client-proxy {:.1} us, {}/{} paired{hop}",
+        a.mean_diff_us, a.paired_requests, a.client_requests
     )
 }
 
@@ -763,6 +776,8 @@ fn one_hop_fits(direct: Option<&LegReport>, limit_us: f64) -> bool {
         .is_none_or(|c| c.p99 <= limit_us)
 }
 
+/// Highest stream count of a sweep whose added chunk p99 stayed <= 1 ms
+/// with no errors and full fidelity, per leg.
 pub fn max_streams_under_1ms(scenarios: &[ScenarioReport]) -> Vec<(LegKind, Option<usize>)> {
     let mut kinds: Vec<LegKind> = Vec::new();
     for s in scenarios {
@@ -963,6 +978,15 @@ pub fn text(r: &Report) -> String {
         }
         for l in &s.legs {
             if let Some(a) = &l.metering_accuracy {
+                let Some(q) = a.abs_diff_us else {
+                    let _ = writeln!(
+                        o,
+                        "metering accuracy ({}): 0/{} requests paired (does the proxy log `request_id`?)",
+                        l.leg.name(),
+                        a.client_requests
+                    );
+                    continue;
+                };
                 let _ = writeln!(
                     o,
                     "metering accuracy ({}): TTFT client/proxy mean {:.1}/{:.1} us (client-proxy {:.1}); per request |client-proxy| p50 {:.1}, p99 {:.1}, p99.9 {:.1}, max {:.1} us; {}/{} requests paired, {} with the proxy's longer",
@@ -970,10 +994,10 @@ pub fn text(r: &Report) -> String {
                     a.client_mean_us,
                     a.proxy_mean_us,
                     a.mean_diff_us,
-                    a.abs_diff_us.p50,
-                    a.abs_diff_us.p99,
-                    a.abs_diff_us.p999,
-                    a.abs_diff_us.max,
+                    q.p50,
+                    q.p99,
+                    q.p999,
+                    q.max,
                     a.paired_requests,
                     a.client_requests,
                     a.proxy_longer
@@ -1097,7 +1121,7 @@ mod tests {
         let report = scenario("s", &scenario_of(1), 1, &runs);
         let a = report.legs[0].metering_accuracy.unwrap();
         assert_eq!((a.paired_requests, a.client_requests), (100, 100));
-        assert!((a.abs_diff_us.p99 - 50.0).abs() < 0.1, "{a:?}");
+        assert!((a.abs_diff_us.unwrap().p99 - 50.0).abs() < 0.1, "{a:?}");
         assert!((a.mean_diff_us - (99.0 * 50.0 + 5000.0) / 100.0).abs() < 0.01);
         assert_eq!(a.proxy_longer, 0);
         assert_eq!(accuracy_verdict(1, 100_000, &diffs), "met");
@@ -1139,5 +1163,40 @@ mod tests {
             .find(|c| c.target.starts_with("proxy TTFT within"))
             .unwrap();
         assert_eq!(c.verdict, "missed", "{}", c.measured);
+    }
+
+    #[test]
+    fn a_leg_with_no_request_paired_still_reports_its_count() {
+        let mut r = run(LegKind::Baseline, 100_000, &[]);
+        r.accuracy.as_mut().unwrap().unpaired = 7;
+        let report = scenario(
+            "s",
+            &scenario_of(1),
+            1,
+            &[run(LegKind::Direct, 100_000, &[]), r],
+        );
+        let a = report.legs[1].metering_accuracy.unwrap();
+        assert_eq!((a.paired_requests, a.client_requests), (0, 7));
+        assert!(a.abs_diff_us.is_none());
+        let checks = check_targets(std::slice::from_ref(&report));
+        let c = checks
+            .iter()
+            .find(|c| c.target.starts_with("proxy TTFT within"))
+            .unwrap();
+        assert_eq!(c.verdict, "missed", "{}", c.measured);
+        let text = text(&Report {
+            tool: String::new(),
+            command: String::new(),
+            date: String::new(),
+            machine: Machine::read(),
+            notes: Vec::new(),
+            scenarios: vec![report],
+            max_streams_under_1ms: Vec::new(),
+            targets: checks,
+        });
+        assert!(
+            text.contains("metering accuracy (baseline): 0/7 requests paired"),
+            "{text}"
+        );
     }
 }
