@@ -1104,12 +1104,21 @@ mod tests {
             run(LegKind::Tokenmeter, direct_chunk_ns, diffs_ns),
         ];
         let report = scenario("s", &scenario_of(concurrency), 1, &runs);
-        let checks = check_targets(&[report]);
-        let check = checks
+        accuracy_check(&check_targets(&[report])).verdict
+    }
+
+    /// A concurrency-1 scenario of a direct leg and `leg`.
+    fn beside_direct(leg: LegRun) -> ScenarioReport {
+        let runs = [run(LegKind::Direct, 100_000, &[]), leg];
+        scenario("s", &scenario_of(1), 1, &runs)
+    }
+
+    /// The accuracy target's check among `checks`.
+    fn accuracy_check(checks: &[TargetCheck]) -> &TargetCheck {
+        checks
             .iter()
             .find(|c| c.target.starts_with("proxy TTFT within"))
-            .unwrap();
-        check.verdict
+            .unwrap()
     }
 
     #[test]
@@ -1147,21 +1156,12 @@ mod tests {
     fn unpaired_requests_and_a_longer_proxy_ttft_are_reported() {
         let mut r = run(LegKind::Tokenmeter, 100_000, &[10_000, -5_000]);
         r.accuracy.as_mut().unwrap().unpaired = 3;
-        let report = scenario(
-            "s",
-            &scenario_of(1),
-            1,
-            &[run(LegKind::Direct, 100_000, &[]), r],
-        );
+        let report = beside_direct(r);
         let a = report.legs[1].metering_accuracy.unwrap();
         assert_eq!((a.paired_requests, a.client_requests), (2, 5));
         assert_eq!(a.proxy_longer, 1);
         // A request without the proxy's figure fails the target.
-        let checks = check_targets(&[report]);
-        let c = checks
-            .iter()
-            .find(|c| c.target.starts_with("proxy TTFT within"))
-            .unwrap();
+        let c = accuracy_check(&check_targets(&[report])).clone();
         assert_eq!(c.verdict, "missed", "{}", c.measured);
     }
 
@@ -1169,20 +1169,12 @@ mod tests {
     fn a_leg_with_no_request_paired_still_reports_its_count() {
         let mut r = run(LegKind::Baseline, 100_000, &[]);
         r.accuracy.as_mut().unwrap().unpaired = 7;
-        let report = scenario(
-            "s",
-            &scenario_of(1),
-            1,
-            &[run(LegKind::Direct, 100_000, &[]), r],
-        );
+        let report = beside_direct(r);
         let a = report.legs[1].metering_accuracy.unwrap();
         assert_eq!((a.paired_requests, a.client_requests), (0, 7));
         assert!(a.abs_diff_us.is_none());
         let checks = check_targets(std::slice::from_ref(&report));
-        let c = checks
-            .iter()
-            .find(|c| c.target.starts_with("proxy TTFT within"))
-            .unwrap();
+        let c = accuracy_check(&checks);
         assert_eq!(c.verdict, "missed", "{}", c.measured);
         let text = text(&Report {
             tool: String::new(),
