@@ -208,6 +208,8 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
     assert_eq!(f["route"], "default");
     assert_eq!(f["model"], "m1");
     assert_eq!(f["request_id"], "req-7f3a");
+    let client = f["client"].as_str().unwrap();
+    assert!(client.starts_with("127.0.0.1:"), "{client}");
     assert_eq!(f["status"], 200);
     assert_eq!(f["outcome"], "ok");
     assert_eq!(f["output_tokens"], 5);
@@ -318,9 +320,10 @@ async fn text_logs_into_a_pipe_have_no_colour_codes() {
         "{access}"
     );
     assert!(
-        access.contains(" request_id=\"r1\" status=200 outcome=\"ok\""),
+        access.contains(" request_id=\"r1\" client=127.0.0.1:"),
         "{access}"
     );
+    assert!(access.contains(" status=200 outcome=\"ok\""), "{access}");
     stop(child).await;
 }
 

@@ -1,7 +1,8 @@
 //! The access log: one structured line per metered request, written when
 //! the request ends, with what an operator greps for (route, model, status,
-//! outcome, TTFT, TPOT, E2EL, tokens) and the client's `x-request-id`, to
-//! find the request in the client's and the upstream's logs. It wraps the
+//! outcome, TTFT, TPOT, E2EL, tokens), the client's address and its
+//! `x-request-id`, to find the request in the client's and the upstream's
+//! logs. It wraps the
 //! metrics recorder, so the meter reports once and both see the same
 //! numbers.
 //!
@@ -14,6 +15,7 @@
 
 use std::cell::RefCell;
 use std::io::Write as _;
+use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
@@ -34,6 +36,9 @@ pub struct Logged {
     path: String,
     /// The request's `x-request-id` header, at most 128 characters.
     request_id: Option<String>,
+    /// The client connection's peer (the proxy's own view, not
+    /// `X-Forwarded-For`).
+    client: SocketAddr,
 }
 
 /// The header whose value the access line carries as `request_id` (the
@@ -50,6 +55,7 @@ impl Logged {
         method: &http::Method,
         path: &str,
         headers: &http::HeaderMap,
+        client: SocketAddr,
     ) -> Self {
         let request_id = headers
             .get(REQUEST_ID_HEADER)
@@ -63,6 +69,7 @@ impl Logged {
             method: method.clone(),
             path: truncated(path, 256).to_owned(),
             request_id,
+            client,
         }
     }
 }
@@ -123,6 +130,7 @@ impl Logged {
         l.plain("method", self.method.as_str());
         l.plain("path", &self.path);
         l.string("request_id", self.request_id.as_deref());
+        l.address("client", self.client);
         l.number("status", s.status.map(u64::from));
         l.string("outcome", Some(s.outcome.as_str()));
         l.boolean("streamed", s.streamed);
@@ -238,6 +246,16 @@ impl<'a> Line<'a> {
         }
     }
 
+    /// A socket address, a string in JSON and bare in text (nothing in it
+    /// needs escaping).
+    fn address(&mut self, key: &str, value: SocketAddr) {
+        self.key(key);
+        let _ = match self.format {
+            Format::Json => write!(self.buf, "\"{value}\""),
+            Format::Text { .. } => write!(self.buf, "{value}"),
+        };
+    }
+
     fn number(&mut self, key: &str, value: Option<u64>) {
         if let Some(n) = value {
             self.key(key);
@@ -341,6 +359,7 @@ mod tests {
             &http::Method::POST,
             "/v1/chat/completions",
             &headers,
+            "[::1]:41234".parse().unwrap(),
         )
     }
 
@@ -400,6 +419,7 @@ mod tests {
                     "method": "POST",
                     "path": "/v1/chat/completions",
                     "request_id": "req-7",
+                    "client": "[::1]:41234",
                     "status": 200,
                     "outcome": "ok",
                     "streamed": true,
@@ -469,7 +489,7 @@ mod tests {
             line(&l, &summary(), Format::Text { ansi: false }),
             "2026-12-01T20:48:00.123456Z  INFO tokenmeter::access: request route=chat \
              model=\"m1\" slo=\"interactive\" method=POST path=/v1/chat/completions \
-             request_id=\"req-7\" status=200 outcome=\"ok\" streamed=true ttft_ms=2.042 \
+             request_id=\"req-7\" client=[::1]:41234 status=200 outcome=\"ok\" streamed=true ttft_ms=2.042 \
              tpot_ms=19.984 e2el_ms=1182.000 elapsed_ms=1182.000 output_tokens=50 \
              output_source=\"usage\" input_tokens=12 parse_errors=0\n"
         );

@@ -277,7 +277,7 @@ impl Proxy {
             Protocol::Auto => Api::detect(req.method(), req.uri().path()),
         };
         let Some(admitted) = state.in_flight.admit(route.max_in_flight) else {
-            return self.reject(t0, api, route, req);
+            return self.reject(t0, client_addr, api, route, req);
         };
         let Some(api) = api else {
             self.metrics.passthrough(&route.name);
@@ -292,7 +292,6 @@ impl Proxy {
         };
 
         let (parts, body) = req.into_parts();
-        let declared = self.declared_class(route, &parts.headers);
         let content_length = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -301,13 +300,13 @@ impl Proxy {
         let (body, model) = match read_ahead(body, content_length, self.max_request_body).await {
             Ok(read) => read,
             Err(e) => {
-                let mut meter = self.meter(t0, api, route, &parts, None, declared);
+                let mut meter = self.meter(t0, client_addr, api, route, &parts, None);
                 let err = ProxyError::RequestBody(e.to_string());
                 meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
                 return err.response();
             }
         };
-        let mut meter = self.meter(t0, api, route, &parts, model.as_deref(), declared);
+        let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref());
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
             Ok((resp, upstream)) => {
@@ -327,6 +326,7 @@ impl Proxy {
     fn reject(
         &self,
         t0: Instant,
+        client_addr: SocketAddr,
         api: Option<Api>,
         route: &Route,
         req: Request<Incoming>,
@@ -335,8 +335,7 @@ impl Proxy {
         self.metrics.rejected(&route.name, "max_in_flight");
         if let Some(api) = api {
             let (parts, _) = req.into_parts();
-            let declared = self.declared_class(route, &parts.headers);
-            let mut meter = self.meter(t0, api, route, &parts, None, declared);
+            let mut meter = self.meter(t0, client_addr, api, route, &parts, None);
             meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
         }
         tracing::debug!(route = %route.name, "request rejected: max_in_flight reached");
@@ -352,15 +351,18 @@ impl Proxy {
             .map(|(name, _)| name.as_str())
     }
 
+    /// The meter of a request that arrived at `t0` from `client_addr`, its
+    /// SLO class chosen from `model` and the class it declares.
     fn meter(
         &self,
         t0: Instant,
+        client_addr: SocketAddr,
         api: Api,
         route: &Route,
         parts: &http::request::Parts,
         model: Option<&str>,
-        declared: Option<&str>,
     ) -> Meter {
+        let declared = self.declared_class(route, &parts.headers);
         let slo = slo_class(route, model, declared);
         let class = slo.and_then(|name| self.classes.get(name)).cloned();
         let recorder = self.metrics.request(&route.name, model, slo, class);
@@ -372,6 +374,7 @@ impl Proxy {
             &parts.method,
             parts.uri.path(),
             &parts.headers,
+            client_addr,
         );
         StreamMeter::new(t0, api, self.limits, logged)
     }
