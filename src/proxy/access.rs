@@ -47,17 +47,18 @@ pub struct Logged {
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 impl Logged {
+    /// The recorder of the request `parts` from `client`, with the route,
+    /// model and SLO class it was metered under.
     pub fn new(
         inner: RequestRecorder,
         route: &str,
         model: Option<&str>,
         slo: Option<&str>,
-        method: &http::Method,
-        path: &str,
-        headers: &http::HeaderMap,
+        parts: &http::request::Parts,
         client: SocketAddr,
     ) -> Self {
-        let request_id = headers
+        let request_id = parts
+            .headers
             .get(REQUEST_ID_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(|id| truncated(id, 128).to_owned());
@@ -66,8 +67,8 @@ impl Logged {
             route: route.to_owned(),
             model: model.map(str::to_owned),
             slo: slo.map(str::to_owned),
-            method: method.clone(),
-            path: truncated(path, 256).to_owned(),
+            method: parts.method.clone(),
+            path: truncated(parts.uri.path(), 256).to_owned(),
             request_id,
             client,
         }
@@ -347,18 +348,17 @@ mod tests {
             prometheus::Registry::new(),
         )
         .unwrap();
-        let mut headers = http::HeaderMap::new();
+        let mut request = http::Request::post("/v1/chat/completions");
         if let Some(id) = request_id {
-            headers.insert(REQUEST_ID_HEADER, id.parse().unwrap());
+            request = request.header(REQUEST_ID_HEADER, id);
         }
+        let (parts, ()) = request.body(()).unwrap().into_parts();
         Logged::new(
             metrics.request("chat", model, Some("interactive"), None),
             "chat",
             model,
             Some("interactive"),
-            &http::Method::POST,
-            "/v1/chat/completions",
-            &headers,
+            &parts,
             "[::1]:41234".parse().unwrap(),
         )
     }

@@ -366,16 +366,7 @@ impl Proxy {
         let slo = slo_class(route, model, declared);
         let class = slo.and_then(|name| self.classes.get(name)).cloned();
         let recorder = self.metrics.request(&route.name, model, slo, class);
-        let logged = access::Logged::new(
-            recorder,
-            &route.name,
-            model,
-            slo,
-            &parts.method,
-            parts.uri.path(),
-            &parts.headers,
-            client_addr,
-        );
+        let logged = access::Logged::new(recorder, &route.name, model, slo, parts, client_addr);
         StreamMeter::new(t0, api, self.limits, logged)
     }
 
