@@ -9,7 +9,7 @@
 //! A line is formatted here, into a per-thread buffer, and handed to the
 //! process's log writer in one write ([`install`]): the same lines, in the
 //! same shape, as a `tracing` event at INFO on the `tokenmeter::access`
-//! target through the `fmt` subscriber, for about a fifth of the
+//! target through the `fmt` subscriber, for about a quarter of the
 //! instructions (docs/benchmarks.md, session 8). The log filter still
 //! decides: turn the lines off with `TOKENMETER_LOG=info,tokenmeter::access=off`.
 
