@@ -601,10 +601,9 @@ pub struct LegRun {
 /// by `x-request-id`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Pairing {
-    /// Client TTFT minus proxy TTFT of each paired request, nanoseconds.
-    pub diffs_ns: Vec<i64>,
-    /// The proxy's TTFT of the same requests, nanoseconds.
-    pub proxy_ns: Vec<u64>,
+    /// The client's and the proxy's TTFT of each paired request,
+    /// nanoseconds.
+    pub ttft_ns: Vec<(u64, u64)>,
     /// Streams the client measured that no access line matched.
     pub unpaired: u64,
 }
@@ -665,10 +664,7 @@ pub fn pair(client: &[(u64, u64)], proxy: &std::collections::HashMap<u64, u64>) 
     let mut out = Pairing::default();
     for &(id, client_ns) in client {
         match proxy.get(&id) {
-            Some(&proxy_ns) => {
-                out.diffs_ns.push(client_ns as i64 - proxy_ns as i64);
-                out.proxy_ns.push(proxy_ns);
-            }
+            Some(&proxy_ns) => out.ttft_ns.push((client_ns, proxy_ns)),
             None => out.unpaired += 1,
         }
     }
@@ -796,8 +792,10 @@ mod tests {
             (7, 1_000_000),
         ];
         let p = pair(&client, &proxy);
-        assert_eq!(p.diffs_ns, vec![58_500, -1_000]);
-        assert_eq!(p.proxy_ns, vec![2_041_500, 1_900_000]);
+        assert_eq!(
+            p.ttft_ns,
+            vec![(2_100_000, 2_041_500), (1_899_000, 1_900_000)]
+        );
         assert_eq!(p.unpaired, 2);
     }
 
@@ -818,7 +816,7 @@ mod tests {
         let p = pair_with_access_log(&load, &log, earlier.len() as u64)
             .await
             .unwrap();
-        assert_eq!(p.diffs_ns, vec![100]);
+        assert_eq!(p.ttft_ns, vec![(2_000_100, 2_000_000)]);
         assert_eq!(p.unpaired, 0);
     }
 }

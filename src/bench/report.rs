@@ -173,7 +173,8 @@ impl AccuracyReport {
         let (mut diff_sum, mut proxy_sum, mut paired, mut unpaired, mut longer) =
             (0i128, 0u128, 0u64, 0u64, 0u64);
         for p in &pairings {
-            for (&d, &proxy) in p.diffs_ns.iter().zip(&p.proxy_ns) {
+            for &(client, proxy) in &p.ttft_ns {
+                let d = client as i64 - proxy as i64;
                 abs.saturating_record(d.unsigned_abs().max(1));
                 diff_sum += i128::from(d);
                 proxy_sum += u128::from(proxy);
@@ -1086,8 +1087,10 @@ mod tests {
                 ..SimTotals::default()
             },
             accuracy: (kind != LegKind::Direct).then(|| Pairing {
-                diffs_ns: diffs_ns.to_vec(),
-                proxy_ns: vec![1_000_000; diffs_ns.len()],
+                ttft_ns: diffs_ns
+                    .iter()
+                    .map(|&d| ((1_000_000 + d) as u64, 1_000_000))
+                    .collect(),
                 unpaired: 0,
             }),
         }
