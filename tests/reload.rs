@@ -4,7 +4,8 @@
 //! frame (no timing decides what is in flight).
 //!
 //! The only sleeps make latencies (a first token at least 300 ms late, far
-//! from both the 100 ms and the 10 s thresholds); none synchronises.
+//! from both the 100 ms and the 10 s thresholds) or pace a log's writes;
+//! none synchronises.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -344,6 +345,45 @@ async fn the_watcher_reloads_on_file_changes_without_a_call() {
             && x.labels.get("slo").map(String::as_str) == Some("batch")),
         "the removed class's target is gone"
     );
+    proxy.stop().await;
+}
+
+/// A log written beside the config (`serve --config x.yaml 2>> x.log` in
+/// one directory) changes that directory every few milliseconds; its
+/// events must neither hold back a reload nor reach the proxy's threads.
+#[tokio::test]
+async fn a_file_written_beside_the_config_does_not_hold_back_the_watcher() {
+    let (upstream, _gates) = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_files(dir.path(), upstream, true).await;
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = std::thread::spawn({
+        let (stop, log) = (stop.clone(), dir.path().join("tokenmeter.log"));
+        move || {
+            use std::io::Write as _;
+            let mut log = std::fs::File::create(log).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                log.write_all(b"{\"level\":\"INFO\"}\n").unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    });
+
+    std::fs::write(
+        dir.path().join("main.yaml"),
+        main_file(upstream, "    max_in_flight: 3\n"),
+    )
+    .unwrap();
+    let s = scrape_until(proxy.admin_addr, |s| reloads(s, "success") >= 1.0).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(
+        reloads(&s, "success"),
+        1.0,
+        "the config's change was reloaded while the log beside it grew"
+    );
+    assert_eq!(reloads(&s, "failure"), 0.0);
     proxy.stop().await;
 }
 

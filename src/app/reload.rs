@@ -251,7 +251,7 @@ fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
 }
 
 /// The files and directories to watch for one config.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 struct WatchSet {
     files: Vec<PathBuf>,
     patterns: Vec<glob::Pattern>,
@@ -322,13 +322,27 @@ impl WatchSet {
                     .is_some_and(|d| self.dirs.iter().any(|(w, _)| w == d)))
     }
 
+    /// Whether `event` can change the config: a change of content (not a
+    /// read) of one of its files.
+    fn triggers(&self, event: &notify::Event) -> bool {
+        is_change(&event.kind) && event.paths.iter().any(|p| self.relevant(p))
+    }
+
     /// Starts watching; directories that do not exist are skipped (a glob
-    /// directory created later is seen after the next reload).
+    /// directory created later is seen after the next reload). Only the
+    /// events that [trigger](Self::triggers) a reload, and errors, are
+    /// sent on `tx`: the other files of a watched directory (a log written
+    /// beside the config) may change at every request, and each of their
+    /// events would wake the runtime and restart the debounce.
     fn watch(
         &self,
         tx: mpsc::Sender<notify::Result<notify::Event>>,
     ) -> Option<Box<dyn notify::Watcher + Send>> {
-        let watcher = notify::recommended_watcher(move |event| {
+        let set = self.clone();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.as_ref().is_ok_and(|e| !set.triggers(e)) {
+                return;
+            }
             // A full queue already holds events that trigger a reload.
             let _ = tx.try_send(event);
         });
@@ -384,17 +398,11 @@ pub(super) fn spawn_watcher(
                 () = stop.cancelled() => return,
             };
             let Some(event) = event else { return };
-            let event = match event {
-                Ok(event) => event,
-                Err(e) => {
-                    tracing::warn!(error = %e, "config watch error");
-                    continue;
-                }
-            };
-            if !is_change(&event.kind) || !event.paths.iter().any(|p| set.relevant(p)) {
+            if let Err(e) = event {
+                tracing::warn!(error = %e, "config watch error");
                 continue;
             }
-            // Wait for a quiet period: every further event restarts it.
+            // Wait for a quiet period: every further change restarts it.
             loop {
                 tokio::select! {
                     more = rx.recv() => if more.is_none() { return },
@@ -441,6 +449,15 @@ mod tests {
         assert!(set.relevant(Path::new("/etc/tm/..data")));
         assert!(!set.relevant(Path::new("/etc/tm/other.txt")));
         assert!(!set.relevant(Path::new("/etc/tm/slo/notes.md")));
+
+        // What the watcher passes on: changes of the config's files only.
+        let event = |kind, path: &str| notify::Event::new(kind).add_path(path.into());
+        let write = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
+        assert!(set.triggers(&event(write, "/etc/tm/main.yaml")));
+        assert!(set.triggers(&event(write, "/etc/tm/slo/new.yaml")));
+        assert!(!set.triggers(&event(write, "/etc/tm/tokenmeter.log")));
+        let read = EventKind::Access(AccessKind::Close(AccessMode::Read));
+        assert!(!set.triggers(&event(read, "/etc/tm/main.yaml")));
     }
 
     #[test]

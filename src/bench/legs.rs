@@ -112,8 +112,12 @@ struct Proc {
 }
 
 impl Proc {
-    /// Starts `program`, its stdout and stderr going to `<dir>/<name>.log`,
-    /// `TOKENMETER_LOG` set to `log`.
+    /// Starts `program`, its stdout and stderr going to
+    /// `<dir>/logs/<name>.log`, `TOKENMETER_LOG` set to `log`. The logs
+    /// are kept out of `dir`, where the proxies' configs are: each proxy
+    /// watches that directory, and every line written there would wake
+    /// each proxy's watcher thread, which no production setup with its
+    /// logs on a pipe pays.
     fn spawn(
         name: &'static str,
         core: Option<usize>,
@@ -122,7 +126,9 @@ impl Proc {
         dir: &Path,
         log_filter: &str,
     ) -> anyhow::Result<Self> {
-        let log = dir.join(format!("{name}.log"));
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs)?;
+        let log = logs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log)?;
         let mut cmd = match core {
             Some(core) => {
