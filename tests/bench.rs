@@ -42,6 +42,9 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
     for leg in legs {
         let name = leg["leg"].as_str().unwrap();
         assert_eq!(leg["rounds"], 2, "{name}");
+        // Each round of a proxy leg on a process of its own.
+        let processes = if name == "direct" { 0 } else { 2 };
+        assert_eq!(leg["processes"], processes, "{name}");
         assert_eq!(leg["errors"], 0, "{name}: {leg}");
         assert!(leg["measured_requests"].as_u64().unwrap() > 0, "{name}");
         assert!(leg["measured_chunks"].as_u64().unwrap() > 0, "{name}");

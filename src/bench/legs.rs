@@ -109,6 +109,12 @@ struct Proc {
     pid: u32,
     name: &'static str,
     log: PathBuf,
+    /// How it was started, to start it again ([`Proc::restart`]).
+    core: Option<usize>,
+    program: PathBuf,
+    args: Vec<String>,
+    dir: PathBuf,
+    log_filter: String,
 }
 
 impl Proc {
@@ -153,7 +159,28 @@ impl Proc {
             pid,
             name,
             log,
+            core,
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            dir: dir.to_path_buf(),
+            log_filter: log_filter.to_owned(),
         })
+    }
+
+    /// Stops the process and starts it again as it was started (its log
+    /// begun anew), then waits until `addr` accepts connections.
+    async fn restart(&mut self, addr: SocketAddr) -> anyhow::Result<()> {
+        self.stop();
+        let _ = self.child.wait().await;
+        *self = Proc::spawn(
+            self.name,
+            self.core,
+            &self.program,
+            &self.args,
+            &self.dir,
+            &self.log_filter,
+        )?;
+        self.ready(addr).await
     }
 
     /// Waits until `addr` accepts connections, failing if the process ends.
@@ -172,12 +199,12 @@ impl Proc {
     }
 }
 
-impl Drop for Proc {
-    /// Asks the process to stop (SIGTERM) and gives it a moment before
-    /// `kill_on_drop`'s SIGKILL: nginx's master only stops its workers when
-    /// it is asked, and a SIGKILLed master leaves them running, orphaned,
-    /// holding their sockets.
-    fn drop(&mut self) {
+impl Proc {
+    /// Asks the process to stop (SIGTERM) and gives it two seconds before
+    /// SIGKILL: nginx's master only stops its workers when it is asked, and
+    /// a SIGKILLed master leaves them running, orphaned, holding their
+    /// sockets.
+    fn stop(&mut self) {
         // Only a child that has not been reaped still owns its pid.
         if !matches!(self.child.try_wait(), Ok(None)) {
             return;
@@ -185,15 +212,21 @@ impl Drop for Proc {
         let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
             return;
         };
-        if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_err() {
-            return;
-        }
-        for _ in 0..40 {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
+        if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok() {
+            for _ in 0..40 {
+                if !matches!(self.child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -212,7 +245,8 @@ struct Target {
     metered: bool,
 }
 
-/// The simulator and every proxy under test, started once per session.
+/// The simulator, started once per session, and every proxy under test,
+/// started with it and again for each later round ([`Rig::restart`]).
 pub struct Rig {
     dir: PathBuf,
     sim: Proc,
@@ -396,6 +430,24 @@ impl Rig {
         })
     }
 
+    /// Starts `kind`'s proxy process again, so that each round of a leg
+    /// measures a process of its own: how fast one process of the same
+    /// binary runs differs from the next by up to ±15 % on this machine
+    /// (session 9: steady over one process's rounds, not between
+    /// processes), so one process per leg would make that difference look
+    /// like the legs'. `direct` has none.
+    pub async fn restart(&mut self, kind: LegKind) -> anyhow::Result<()> {
+        let target = self
+            .targets
+            .iter_mut()
+            .find(|t| t.kind == kind)
+            .context("leg not started")?;
+        match &mut target.proc {
+            Some(proc) => proc.restart(target.addr).await,
+            None => Ok(()),
+        }
+    }
+
     /// The legs that could be started, in session order.
     pub fn legs(&self) -> Vec<LegKind> {
         self.targets.iter().map(|t| t.kind).collect()
@@ -506,6 +558,7 @@ impl Rig {
         };
         Ok(LegRun {
             kind,
+            proxy_pid: target.proc.as_ref().map(|p| p.pid),
             load,
             wall_seconds: wall,
             proxy_cpu_seconds: if pids.is_empty() {
@@ -576,6 +629,8 @@ impl SimTotals {
 #[derive(Debug, Clone)]
 pub struct LegRun {
     pub kind: LegKind,
+    /// The proxy's process (none for `direct`).
+    pub proxy_pid: Option<u32>,
     pub load: LoadResult,
     pub wall_seconds: f64,
     /// CPU of the proxy (all its processes); 0 for `direct`.

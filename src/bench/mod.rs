@@ -4,8 +4,8 @@
 //! and each proxy under test as child processes, then runs the same load
 //! through every leg — `direct` to the simulator, `tokenmeter`, `unmetered`
 //! (tokenmeter with `protocol: none`) and `nginx` when installed —
-//! interleaved in rounds (A B C D, A B C D, …) with each leg's warm-up
-//! discarded, and reports per leg the client's TTFT, one-way latency of each
+//! interleaved in rounds (A B C D, A B C D, …), each round of a proxy leg
+//! on a fresh process and with its warm-up discarded, and reports per leg the client's TTFT, one-way latency of each
 //! chunk, gap distortion, fidelity (bytes fingerprinted, frames counted), CPU
 //! and memory of the proxy, and the proxy's own TTFT against the client's.
 //!
@@ -182,7 +182,7 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let machine = report::Machine::read();
     let fd_limit = legs::raise_fd_limit();
-    let rig = Rig::start(&RigOptions {
+    let mut rig = Rig::start(&RigOptions {
         legs: opts.legs.clone(),
         pin: opts.pinned_self,
         colocate: opts.colocate,
@@ -197,6 +197,10 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
     if opts.smoke {
         notes.push("smoke run: checks the rig and its output, not a measurement".to_owned());
     }
+    notes.push(
+        "each round of a leg runs a fresh proxy process (processes of one binary differ in speed)"
+            .to_owned(),
+    );
     let legs = rig.legs();
     let counts = if opts.sweep.is_empty() || opts.rate.is_some() {
         vec![opts.concurrency]
@@ -222,9 +226,20 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
                     opts.rounds,
                     kind.name()
                 );
+                // Every round of a leg is a fresh process (`Rig::restart`);
+                // the session's first was started with the rig.
+                let fresh = if round > 0 || !scenarios.is_empty() {
+                    rig.restart(kind).await
+                } else {
+                    Ok(())
+                };
+                let run = match fresh {
+                    Ok(()) => rig.run_leg(kind, &scenario).await,
+                    Err(e) => Err(e.context("restarting the leg's proxy")),
+                };
                 // One failed leg (a process that stopped answering) is
                 // reported, not allowed to lose the session's other figures.
-                match rig.run_leg(kind, &scenario).await {
+                match run {
                     Ok(run) => runs.push(run),
                     Err(e) => {
                         let note = format!(

@@ -208,6 +208,9 @@ impl AccuracyReport {
 pub struct LegReport {
     pub leg: LegKind,
     pub rounds: usize,
+    /// How many proxy processes its rounds ran on (one each; 0 for
+    /// `direct`).
+    pub processes: usize,
     pub sent: u64,
     pub errors: u64,
     pub measured_requests: u64,
@@ -496,9 +499,13 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
     };
     let metering_accuracy = AccuracyReport::of(runs);
     let measured_s = load.measured_seconds.max(1e-9);
+    let mut pids: Vec<u32> = runs.iter().filter_map(|r| r.proxy_pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
     Some(LegReport {
         leg: kind,
         rounds: runs.len(),
+        processes: pids.len(),
         sent: load.sent,
         errors: load.errors,
         measured_requests: load.measured_requests,
@@ -1069,6 +1076,7 @@ mod tests {
         load.fidelity.responses = 1;
         LegRun {
             kind,
+            proxy_pid: None,
             load,
             wall_seconds: 10.0,
             proxy_cpu_seconds: Some(0.0),
