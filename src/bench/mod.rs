@@ -5,9 +5,10 @@
 //! through every leg — `direct` to the simulator, `tokenmeter`, `unmetered`
 //! (tokenmeter with `protocol: none`) and `nginx` when installed —
 //! interleaved in rounds (A B C D, A B C D, …), each round of a proxy leg
-//! on a fresh process and with its warm-up discarded, and reports per leg the client's TTFT, one-way latency of each
-//! chunk, gap distortion, fidelity (bytes fingerprinted, frames counted), CPU
-//! and memory of the proxy, and the proxy's own TTFT against the client's.
+//! on a fresh process and with its warm-up discarded, and reports per leg
+//! the client's TTFT, one-way latency of each chunk, gap distortion,
+//! fidelity (bytes fingerprinted, frames counted), CPU and memory of the
+//! proxy, and the proxy's own TTFT against the client's.
 //!
 //! Files: [`load`] is the load generator, [`legs`] the rig and one leg's
 //! run, [`report`] the figures, deltas and target checks, [`procfs`] the
