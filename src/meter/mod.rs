@@ -322,6 +322,8 @@ struct Decoder {
     api: Api,
     /// SGLang's cumulative-text tracking (empty, so free, for other APIs).
     sglang: sglang::Cumulative,
+    /// The OpenAI chunks' shared envelope (likewise).
+    openai: openai::Envelope,
 }
 
 impl Decoder {
@@ -335,6 +337,7 @@ impl Decoder {
         }
         match self.api {
             Api::Sglang => self.sglang.classify(name, data),
+            Api::OpenAi => self.openai.classify(name, data),
             api => api.classify(name, data),
         }
     }
@@ -643,6 +646,7 @@ impl<R: Recorder> StreamMeter<R> {
                 decoder: Decoder {
                     api,
                     sglang: sglang::Cumulative::default(),
+                    openai: openai::Envelope::default(),
                 },
                 limits,
                 framing: Framing::Pending,

@@ -10,11 +10,41 @@
 //! call, or a legacy completion's `text`. The role-only first chunk, empty
 //! deltas, finish chunks and usage-only chunks (`choices: []`) are not.
 
-use super::json::{self, Error, Output, Reader};
+use super::json::{self, Error, Output, Prefix, Reader};
 use super::{EventInfo, ParseError, Usage};
 
-/// Classifies one SSE event's data (or a whole non-streamed body).
+/// Classifies one SSE event's data (or a whole non-streamed body), alone.
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+    read(name, data, None)
+}
+
+/// What consecutive chunks of one stream share: the envelope before their
+/// `choices` (`"id"`, `"object"`, `"created"`, `"model"`,
+/// `"system_fingerprint"`), the same bytes in every chunk of a response
+/// from OpenAI, vLLM, SGLang and most servers that speak this API. A
+/// chunk that starts with the last envelope is read from where it ends,
+/// which skips about a third of a typical chunk's reading; what the
+/// envelope said (an `"object": "error"`) is kept with it.
+#[derive(Debug, Default)]
+pub struct Envelope {
+    prefix: Prefix,
+    /// The prefix held `"object": "error"` or a non-null `"error"`.
+    error: bool,
+}
+
+impl Envelope {
+    /// Classifies the stream's next event: [`classify`], with the envelope
+    /// of the events before it.
+    pub fn classify(&mut self, name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+        read(name, data, Some(self))
+    }
+}
+
+fn read(
+    name: &[u8],
+    data: &[u8],
+    envelope: Option<&mut Envelope>,
+) -> Result<EventInfo, ParseError> {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(EventInfo {
@@ -24,12 +54,31 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     }
     let mut out = Output::NONE;
     let mut usage = Usage::default();
-    let mut error = name == b"error";
+    let mut error = false;
+    // The last member boundary before `choices` or `usage`, and `error` there.
+    let mut boundary = None;
+    let mut resumed = false;
     json::read(trimmed, |r| {
-        r.open_object()?;
-        while let Some(key) = r.key()? {
+        match &envelope {
+            Some(env) => {
+                resumed = r.open_object_after(&env.prefix)?;
+                if resumed {
+                    error = env.error;
+                }
+            }
+            None => r.open_object()?,
+        }
+        let mut in_envelope = envelope.is_some();
+        loop {
+            if in_envelope && let Some(at) = r.boundary() {
+                boundary = Some((at, error));
+            }
+            let Some(key) = r.key()? else {
+                break;
+            };
             match key {
                 b"choices" => {
+                    in_envelope = false;
                     if r.open_list_or_null()? {
                         while r.element()? {
                             element(r, &mut out)?;
@@ -37,6 +86,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                     }
                 }
                 b"usage" => {
+                    in_envelope = false;
                     if r.open_object_or_null()? {
                         while let Some(key) = r.key()? {
                             match key {
@@ -62,11 +112,17 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         }
         Ok(())
     })?;
+    if let (Some(env), Some((at, prefix_error))) = (envelope, boundary)
+        && !(resumed && at + 1 == env.prefix.len())
+    {
+        env.prefix.set(trimmed, at);
+        env.error = prefix_error;
+    }
     Ok(EventInfo {
         token: out.token,
         visible: out.visible,
         usage,
-        error,
+        error: error || name == b"error",
         done: false,
     })
 }
@@ -133,6 +189,114 @@ fn function(r: &mut Reader<'_>) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The `data` of every event of the chat captures, in order.
+    fn capture_events() -> Vec<Vec<Vec<u8>>> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/streams");
+        [
+            "openai-chat-basic-usage.sse",
+            "openai-chat-logprobs.sse",
+            "openai-chat-n3.sse",
+            "openai-chat-parallel-tool-calls.sse",
+            "deepseek-chat-text.sse",
+            "groq-chat-text.sse",
+            "openrouter-chat-text.sse",
+        ]
+        .iter()
+        .map(|name| {
+            let text = std::fs::read(dir.join(name)).unwrap();
+            text.split(|&b| b == b'\n')
+                .filter_map(|line| line.strip_prefix(b"data: "))
+                .map(<[u8]>::to_vec)
+                .collect()
+        })
+        .collect()
+    }
+
+    /// Each event read through one envelope, as a stream's are, gives what
+    /// it gives alone, whatever came before it.
+    fn same_as_alone(events: &[Vec<u8>]) -> Result<(), TestCaseError> {
+        let mut envelope = Envelope::default();
+        for (i, data) in events.iter().enumerate() {
+            let alone = classify(b"", data);
+            prop_assert_eq!(
+                envelope.classify(b"", data),
+                alone,
+                "event {} {:?}",
+                i,
+                String::from_utf8_lossy(data)
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_envelope_is_reused_across_a_streams_chunks() {
+        for events in capture_events() {
+            same_as_alone(&events).unwrap();
+        }
+        let first = br#"{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"delta":{"role":"assistant"}}]}"#;
+        let mut envelope = Envelope::default();
+        envelope.classify(b"", first).unwrap();
+        assert_eq!(
+            envelope.prefix.len(),
+            br#"{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","#.len()
+        );
+        // A number the prefix ends is followed by its comma in the prefix:
+        // a longer one does not match it.
+        let longer = br#"{"id":"c1","object":"chat.completion.chunk","created":170,"model":"m","choices":[{"delta":{"content":"x"}}]}"#;
+        assert!(envelope.classify(b"", longer).unwrap().token);
+        // What the envelope said stays with it.
+        let error = br#"{"object":"error","message":"boom","choices":[]}"#;
+        assert!(envelope.classify(b"", error).unwrap().error);
+        assert!(envelope.classify(b"", error).unwrap().error);
+        assert!(envelope.classify(b"error", error).unwrap().error);
+        // The same envelope before a broken rest is still an error.
+        assert_eq!(
+            envelope.classify(b"", br#"{"object":"error","message":"boom","choices":[}"#),
+            Err(ParseError::InvalidJson)
+        );
+        // Whatever follows, the rest is read.
+        let ok =
+            br#"{"object":"error","message":"boom","choices":[],"usage":{"completion_tokens":3}}"#;
+        assert_eq!(envelope.classify(b"", ok).unwrap().usage.output, Some(3));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+        /// Consecutive chunks of a capture, each damaged at one byte or not
+        /// at all (a byte replaced, removed or inserted), classify through
+        /// one envelope as they do alone.
+        #[test]
+        fn damaged_chunks_classify_as_they_do_alone(
+            capture in 0usize..7,
+            start in 0usize..64,
+            damage in prop::collection::vec((any::<bool>(), 0usize..400, 0u8..4, prop::sample::select(&b"0123456789,:\"{}[] ne\\x"[..])), 1..12),
+        ) {
+            let all = capture_events();
+            let events = &all[capture];
+            let start = start % events.len();
+            let chosen: Vec<Vec<u8>> = damage
+                .iter()
+                .enumerate()
+                .map(|(i, &(damaged, at, how, byte))| {
+                    let mut data = events[(start + i) % events.len()].clone();
+                    let at = at % (data.len() + 1);
+                    if damaged {
+                        match how {
+                            0 if at < data.len() => data[at] = byte,
+                            1 if at < data.len() => drop(data.remove(at)),
+                            _ => data.insert(at, byte),
+                        }
+                    }
+                    data
+                })
+                .collect();
+            same_as_alone(&chosen)?;
+        }
+    }
 
     fn token(data: &str) -> bool {
         classify(b"", data.as_bytes())

@@ -81,6 +81,42 @@ pub fn read<'a, T>(
     }
 }
 
+/// The start of an event that the next events of the same stream may repeat
+/// byte for byte, such as the envelope of a chat chunk before its
+/// `choices` (`id`, `object`, `created`, `model`...): the bytes of one
+/// event up to and with a comma between two members of its outermost
+/// object ([`Reader::boundary`]).
+///
+/// An event that starts with the same bytes is resumed at that comma
+/// ([`Reader::open_object_after`]) instead of read from its start: same
+/// bytes, so the same reader state there and the same verdicts on them
+/// (the comma itself ends any number before it, so no byte after the
+/// prefix took part in reading it). What the caller made of those bytes it
+/// keeps itself, beside the prefix.
+#[derive(Debug, Default)]
+pub struct Prefix {
+    bytes: Vec<u8>,
+}
+
+impl Prefix {
+    /// Makes the prefix `input` up to and with its comma at `boundary`, as
+    /// [`Reader::boundary`] found it while reading `input`.
+    pub fn set(&mut self, input: &[u8], boundary: usize) {
+        self.bytes.clear();
+        self.bytes.extend_from_slice(&input[..=boundary]);
+    }
+
+    /// Its length in bytes (0 when there is none).
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
 /// The reader's position in the value being read.
 ///
 /// Objects and lists are read in loops: [`open_object`](Self::open_object)
@@ -142,6 +178,33 @@ impl<'a> Reader<'a> {
             return Err(Error);
         }
         self.enter()
+    }
+
+    /// Opens the outermost object like [`open_object`](Self::open_object),
+    /// or, when the input starts with `prefix`, resumes it at the comma
+    /// that ends the prefix: whether it resumed. A caller that resumes
+    /// takes back what it made of the prefix's bytes when it set it.
+    #[inline]
+    pub fn open_object_after(&mut self, prefix: &Prefix) -> Result<bool, Error> {
+        if self.depth == 0
+            && self.pos == 0
+            && !prefix.is_empty()
+            && self.input.starts_with(&prefix.bytes)
+        {
+            self.pos = prefix.len() - 1;
+            self.depth = 1;
+            self.first = false;
+            return Ok(true);
+        }
+        self.open_object().map(|()| false)
+    }
+
+    /// Where a [`Prefix`] may end: the position of the next byte, past
+    /// whitespace, when it is a comma between two members of the outermost
+    /// object. To be asked between members, before [`key`](Self::key).
+    #[inline]
+    pub fn boundary(&mut self) -> Option<usize> {
+        (self.depth == 1 && self.peek() == Ok(b',')).then_some(self.pos)
     }
 
     /// [`open_object`](Self::open_object), or `null` for no object: whether
