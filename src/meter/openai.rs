@@ -261,6 +261,15 @@ mod tests {
         let ok =
             br#"{"object":"error","message":"boom","choices":[],"usage":{"completion_tokens":3}}"#;
         assert_eq!(envelope.classify(b"", ok).unwrap().usage.output, Some(3));
+        // An envelope longer than a stream may keep is read every time.
+        let long = format!(
+            r#"{{"id":"{}","choices":[{{"delta":{{"content":"x"}}}}]}}"#,
+            "i".repeat(Prefix::MAX_LEN)
+        );
+        for _ in 0..2 {
+            assert!(envelope.classify(b"", long.as_bytes()).unwrap().token);
+            assert!(envelope.prefix.is_empty());
+        }
     }
 
     proptest! {

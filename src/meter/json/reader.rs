@@ -99,11 +99,18 @@ pub struct Prefix {
 }
 
 impl Prefix {
+    /// The longest prefix kept, in bytes: each stream holds its own, and a
+    /// longer one is forgotten instead (its events are read whole).
+    pub const MAX_LEN: usize = 1024;
+
     /// Makes the prefix `input` up to and with its comma at `boundary`, as
-    /// [`Reader::boundary`] found it while reading `input`.
+    /// [`Reader::boundary`] found it while reading `input` (or none, past
+    /// [`MAX_LEN`](Self::MAX_LEN)).
     pub fn set(&mut self, input: &[u8], boundary: usize) {
         self.bytes.clear();
-        self.bytes.extend_from_slice(&input[..=boundary]);
+        if boundary < Self::MAX_LEN {
+            self.bytes.extend_from_slice(&input[..=boundary]);
+        }
     }
 
     /// Its length in bytes (0 when there is none).
