@@ -105,10 +105,12 @@ impl Prefix {
 
     /// Makes the prefix `input` up to and with its comma at `boundary`, as
     /// [`Reader::boundary`] found it while reading `input` (or none, past
-    /// [`MAX_LEN`](Self::MAX_LEN)).
+    /// [`MAX_LEN`](Self::MAX_LEN), or when `input`'s value is not an
+    /// object).
     pub fn set(&mut self, input: &[u8], boundary: usize) {
         self.bytes.clear();
-        if boundary < Self::MAX_LEN {
+        let object = input.trim_ascii_start().first() == Some(&b'{');
+        if object && boundary < Self::MAX_LEN {
             self.bytes.extend_from_slice(&input[..=boundary]);
         }
     }
@@ -933,6 +935,55 @@ mod tests {
     /// Nesting is bounded like serde_json's trees (127 levels), skipped
     /// values included (serde_json skips without a bound; this reader keeps
     /// the bound there too).
+    /// An input that starts with a prefix resumes at its comma, as if read
+    /// from its start; a prefix is only kept for an object.
+    #[test]
+    fn a_prefix_resumes_at_its_comma() {
+        fn keys(r: &mut Reader<'_>) -> Result<Vec<Vec<u8>>, Error> {
+            let mut keys = Vec::new();
+            while let Some(key) = r.key()? {
+                keys.push(key.to_vec());
+                r.skip()?;
+            }
+            Ok(keys)
+        }
+        let first = br#"{"a":1,"b":"x","c":[2]}"#;
+        let mut prefix = Prefix::default();
+        let mut at = None;
+        read(first, |r| {
+            r.open_object()?;
+            r.key()?;
+            r.skip()?;
+            at = r.boundary();
+            keys(r)
+        })
+        .unwrap();
+        prefix.set(first, at.unwrap());
+        assert_eq!(prefix.len(), br#"{"a":1,"#.len());
+        let resume = |input: &[u8]| {
+            let mut resumed = false;
+            let out = read(input, |r| {
+                resumed = r.open_object_after(&prefix)?;
+                keys(r)
+            });
+            (resumed, out)
+        };
+        let (resumed, out) = resume(br#"{"a":1,"d":null}"#);
+        assert!(resumed);
+        assert_eq!(out.unwrap(), vec![b"d".to_vec()]);
+        // Not the prefix: read from the start.
+        let (resumed, out) = resume(br#"{"a":12,"d":null}"#);
+        assert!(!resumed);
+        assert_eq!(out.unwrap(), vec![b"a".to_vec(), b"d".to_vec()]);
+        // Resumed, the rest is still checked.
+        assert_eq!(resume(br#"{"a":1,"d":}"#).1, Err(Error));
+        assert_eq!(resume(br#"{"a":1,}"#).1, Err(Error));
+        // A list's comma makes no prefix.
+        let list = br#"[1,2]"#;
+        prefix.set(list, 2);
+        assert!(prefix.is_empty());
+    }
+
     #[test]
     fn nesting_is_bounded() {
         for depth in [1, 127, 128, 129, 100_000] {
