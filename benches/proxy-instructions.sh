@@ -13,6 +13,11 @@
 # the difference in chunks, so start-up and shutdown cancel out; requests
 # (one per 400 chunks) are included. Kernel work (syscalls) is not counted.
 #
+# STREAMS, ITL_MS and TOKENS change the load (4, 5 and 400 by default);
+# CACHE=1 also simulates the caches (callgrind --cache-sim=yes, the host's
+# cache sizes) and prints the data-cache misses per chunk, first level
+# (D1) and last level (LL), reads and writes together.
+#
 # KEEP=DIR keeps the callgrind profile of each binary's long run in DIR
 # (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 # `callgrind_annotate --inclusive=yes DIR/1.cg.*` (where the instructions go).
@@ -25,33 +30,52 @@ rig=target/release/tokenmeter
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# Instructions and chunks of one run of `$1` with a measured window of `$2`.
+streams=${STREAMS:-4} itl=${ITL_MS:-5} tokens=${TOKENS:-400}
+sim=""
+[ -n "${CACHE:-}" ] && sim="--cache-sim=yes"
+
+# Instructions, D1 and LL misses (0 without CACHE) and chunks of one run of
+# `$1` with a measured window of `$2`.
 run() {
     local bin wrapper
     bin=$(realpath "$1")
     wrapper="$out/wrapper"
     rm -f "$out"/cg.*
-    printf '#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/cg.%%p %s "$@"\n' \
-        "$out" "$bin" >"$wrapper"
+    printf '#!/bin/sh\nexec valgrind --tool=callgrind %s --callgrind-out-file=%s/cg.%%p %s "$@"\n' \
+        "$sim" "$out" "$bin" >"$wrapper"
     chmod +x "$wrapper"
-    "$rig" bench --concurrency 4 --itl-ms 5 --tokens 400 --duration "$2" --warmup 2s \
+    "$rig" bench --concurrency "$streams" --itl-ms "$itl" --tokens "$tokens" --duration "$2" --warmup 2s \
         --rounds 1 --settle 1s --legs baseline --baseline-bin "$wrapper" >"$out/report" 2>&1 ||
         { cat "$out/report" >&2; exit 1; }
-    local chunks instructions
+    local chunks counts
     chunks=$(grep -oE 'events=[0-9]+' "$out/report" | head -n 1 | cut -d= -f2)
-    instructions=$(cat "$out"/cg.* | awk '/^summary:/ { s += $2 } END { printf "%d", s }')
+    # The summary's events: Ir, or with the cache simulation
+    # Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw.
+    counts=$(cat "$out"/cg.* | awk '/^summary:/ { ir += $2; d1 += $6 + $7; ll += $9 + $10 }
+        END { printf "%d %d %d", ir, d1, ll }')
     grep -q 'identical=true' "$out/report" || { echo "fidelity check failed" >&2; exit 1; }
-    echo "$instructions $chunks"
+    echo "$counts $chunks"
 }
 
-printf '%-50s %14s %12s\n' binary instructions/chunk chunks
+if [ -n "$sim" ]; then
+    printf '%-50s %14s %10s %10s %12s\n' binary instructions/chunk D1/chunk LL/chunk chunks
+else
+    printf '%-50s %14s %12s\n' binary instructions/chunk chunks
+fi
 for bin in "$@"; do
-    read -r i1 c1 < <(run "$bin" 3s)
-    read -r i2 c2 < <(run "$bin" 9s)
+    read -r i1 d1 l1 c1 < <(run "$bin" 3s)
+    read -r i2 d2 l2 c2 < <(run "$bin" 9s)
     if [ -n "${KEEP:-}" ]; then
         mkdir -p "$KEEP"
         n=$(( ${n:-0} + 1 ))
         for f in "$out"/cg.*; do cp "$f" "$KEEP/$n.$(basename "$f")"; done
     fi
-    printf '%-50s %14s %12s\n' "$bin" "$(( (i2 - i1) / (c2 - c1) ))" "$((c2 - c1))"
+    c=$((c2 - c1))
+    if [ -n "$sim" ]; then
+        printf '%-50s %14s %10s %10s %12s\n' "$bin" "$(( (i2 - i1) / c ))" \
+            "$(awk -v a="$d1" -v b="$d2" -v c="$c" 'BEGIN { printf "%.1f", (b - a) / c }')" \
+            "$(awk -v a="$l1" -v b="$l2" -v c="$c" 'BEGIN { printf "%.2f", (b - a) / c }')" "$c"
+    else
+        printf '%-50s %14s %12s\n' "$bin" "$(( (i2 - i1) / c ))" "$c"
+    fi
 done
