@@ -170,7 +170,13 @@ impl Proc {
     /// Stops the process and starts it again as it was started (its log
     /// begun anew), then waits until `addr` accepts connections.
     async fn restart(&mut self, addr: SocketAddr) -> anyhow::Result<()> {
-        self.stop();
+        // As `stop`, without blocking the runtime while the process exits.
+        if self.terminate() {
+            let exited = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+            if exited.is_err() {
+                let _ = self.child.start_kill();
+            }
+        }
         let _ = self.child.wait().await;
         *self = Proc::spawn(
             self.name,
@@ -205,22 +211,32 @@ impl Proc {
     /// a SIGKILLed master leaves them running, orphaned, holding their
     /// sockets.
     fn stop(&mut self) {
-        // Only a child that has not been reaped still owns its pid.
-        if !matches!(self.child.try_wait(), Ok(None)) {
+        if !self.terminate() {
             return;
         }
-        let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) else {
-            return;
-        };
-        if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok() {
-            for _ in 0..40 {
-                if !matches!(self.child.try_wait(), Ok(None)) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+        for _ in 0..40 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
             }
+            std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.start_kill();
+    }
+
+    /// Sends SIGTERM to a process still running: whether there is one to
+    /// wait for (when the signal cannot be sent, it is SIGKILLed at once).
+    fn terminate(&mut self) -> bool {
+        // Only a child that has not been reaped still owns its pid.
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return false;
+        }
+        let sent = rustix::process::Pid::from_raw(self.pid as i32).is_some_and(|pid| {
+            rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok()
+        });
+        if !sent {
+            let _ = self.child.start_kill();
+        }
+        sent
     }
 }
 

@@ -191,8 +191,14 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The `data` of every event of the chat captures, in order.
-    fn capture_events() -> Vec<Vec<Vec<u8>>> {
+    /// The `data` of every event of the chat captures, in order (read once).
+    fn capture_events() -> &'static [Vec<Vec<u8>>] {
+        static EVENTS: std::sync::LazyLock<Vec<Vec<Vec<u8>>>> =
+            std::sync::LazyLock::new(read_capture_events);
+        &EVENTS
+    }
+
+    fn read_capture_events() -> Vec<Vec<Vec<u8>>> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/streams");
         [
             "openai-chat-basic-usage.sse",
@@ -234,7 +240,7 @@ mod tests {
     #[test]
     fn the_envelope_is_reused_across_a_streams_chunks() {
         for events in capture_events() {
-            same_as_alone(&events).unwrap();
+            same_as_alone(events).unwrap();
         }
         let first = br#"{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"delta":{"role":"assistant"}}]}"#;
         let mut envelope = Envelope::default();
@@ -284,8 +290,7 @@ mod tests {
             start in 0usize..64,
             damage in prop::collection::vec((any::<bool>(), 0usize..400, 0u8..4, prop::sample::select(&b"0123456789,:\"{}[] ne\\x"[..])), 1..12),
         ) {
-            let all = capture_events();
-            let events = &all[capture];
+            let events = &capture_events()[capture];
             let start = start % events.len();
             let chosen: Vec<Vec<u8>> = damage
                 .iter()
