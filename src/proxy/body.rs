@@ -25,7 +25,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::admission::Admitted;
-use super::upstream::Upstream;
+use super::h1;
 use crate::meter::Outcome;
 
 /// Errors a forwarded body can end with.
@@ -67,17 +67,54 @@ pub struct UpstreamBody {
     /// `read.last_activity` only when it fires, so a frame costs no timer
     /// work.
     timer: Pin<Box<Sleep>>,
-    /// The upstream connection of a plain-HTTP route, driven from here (see
-    /// [`super::upstream`]); given back to its pool when the body has
-    /// ended, dropped (closed) otherwise.
-    upstream: Option<Upstream>,
     /// The request's slot among its route's requests in flight.
     admitted: Option<Admitted>,
 }
 
+/// Where an upstream's response body comes from.
+pub enum FromUpstream {
+    /// A plain-HTTP upstream's connection, read as the body is polled
+    /// (`h1.rs`); it goes back to its pool at the body's end.
+    Pooled(h1::Body),
+    /// hyper-util's client (HTTPS upstreams).
+    Client(Incoming),
+}
+
+impl Body for FromUpstream {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            FromUpstream::Pooled(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            FromUpstream::Client(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map_ok(own_buffer)
+                .map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            FromUpstream::Pooled(body) => body.is_end_stream(),
+            FromUpstream::Client(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            FromUpstream::Pooled(body) => body.size_hint(),
+            FromUpstream::Client(body) => body.size_hint(),
+        }
+    }
+}
+
 /// The frames read from the upstream body, and their meter.
 struct Reading {
-    inner: Incoming,
+    inner: FromUpstream,
     /// `None` for unmetered requests.
     meter: Option<super::Meter>,
     /// When the last frame (or the head) arrived.
@@ -86,20 +123,16 @@ struct Reading {
 
 impl UpstreamBody {
     pub fn new(
-        inner: Incoming,
-        mut upstream: Option<Upstream>,
+        inner: FromUpstream,
         mut meter: Option<super::Meter>,
         idle: Duration,
         now: Instant,
     ) -> Self {
         // hyper may never poll a body that is empty from the start.
-        if inner.is_end_stream() {
-            if let Some(m) = meter.as_mut() {
-                m.end(now);
-            }
-            if let Some(up) = upstream.take() {
-                up.release();
-            }
+        if inner.is_end_stream()
+            && let Some(m) = meter.as_mut()
+        {
+            m.end(now);
         }
         Self {
             read: Reading {
@@ -109,37 +142,13 @@ impl UpstreamBody {
             },
             idle,
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
-            upstream,
             admitted: None,
         }
     }
 
     /// The next frame, or the idle timeout.
     fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let (read, timer, idle) = (&mut self.read, &mut self.timer, self.idle);
-        let Some(up) = self.upstream.as_mut() else {
-            return read.poll_or_idle(timer, idle, cx);
-        };
-        // The connection reads and decodes into the body channel first, so
-        // every frame already read is there to be taken in this poll. The
-        // channel and the idle timer are polled in the same round, with the
-        // same waker: a poll that nothing woke since the last pending one is
-        // skipped (`selfwake.rs`).
-        let polled = up.poll_with(cx, |cx| read.poll_or_idle(timer, idle, cx));
-        let ended = match &polled {
-            Poll::Ready(Some(Ok(_))) => self.read.inner.is_end_stream(),
-            Poll::Ready(None) => true,
-            Poll::Ready(Some(Err(_))) => {
-                // A failed (or timed out) connection is closed, not pooled.
-                self.upstream = None;
-                false
-            }
-            Poll::Pending => false,
-        };
-        if ended && let Some(up) = self.upstream.take() {
-            up.release();
-        }
-        polled
+        self.read.poll_or_idle(&mut self.timer, self.idle, cx)
     }
 }
 
@@ -194,13 +203,13 @@ impl Reading {
                         m.end(now);
                     }
                 }
-                Poll::Ready(Some(Ok(own_buffer(frame))))
+                Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
                 if let Some(m) = self.meter.as_mut() {
                     m.fail(Instant::now(), Outcome::UpstreamError, None);
                 }
-                Poll::Ready(Some(Err(e.into())))
+                Poll::Ready(Some(Err(e)))
             }
             Poll::Ready(None) => {
                 if let Some(m) = self.meter.as_mut() {

@@ -16,7 +16,7 @@ pub mod access;
 mod admission;
 pub mod arrival;
 pub mod body;
-mod selfwake;
+mod h1;
 pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};
@@ -38,6 +38,7 @@ use tokio::time::Instant;
 use crate::config::{Config, Protocol, Route, SloClass};
 use crate::meter::{Api, Limits, Outcome, StreamMeter};
 use crate::metrics::Metrics;
+use body::FromUpstream;
 
 pub use body::{BoxError, RequestBody, ResponseBody};
 
@@ -284,9 +285,7 @@ impl Proxy {
             let (parts, body) = req.into_parts();
             let req = Request::from_parts(parts, RequestBody::streaming(body));
             return match self.send(state, req, client_addr).await {
-                Ok((resp, upstream)) => {
-                    Self::respond(route, resp, upstream, None).map(|body| body.holding(admitted))
-                }
+                Ok(resp) => Self::respond(route, resp, None).map(|body| body.holding(admitted)),
                 Err(e) => e.response(),
             };
         };
@@ -309,9 +308,7 @@ impl Proxy {
         let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref());
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
-            Ok((resp, upstream)) => {
-                Self::respond(route, resp, upstream, Some(meter)).map(|body| body.holding(admitted))
-            }
+            Ok(resp) => Self::respond(route, resp, Some(meter)).map(|body| body.holding(admitted)),
             Err(e) => {
                 meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
                 tracing::debug!(route = %route.name, error = %e, "request failed before the response head");
@@ -397,7 +394,7 @@ impl Proxy {
         state: &RouteState,
         req: Request<RequestBody>,
         client_addr: SocketAddr,
-    ) -> Result<(Response<Incoming>, Option<upstream::Upstream>), ProxyError> {
+    ) -> Result<Response<FromUpstream>, ProxyError> {
         let route = &state.route;
         let req = self.upstream_request(route, req, client_addr)?;
         let sent = tokio::time::timeout(route.timeouts.response_headers, async {
@@ -405,13 +402,17 @@ impl Proxy {
                 Some(pool) => pool
                     .send(origin_form(req, pool.host()))
                     .await
-                    .map(|(resp, up)| (resp, Some(up)))
+                    .map(|resp| resp.map(FromUpstream::Pooled))
                     .map_err(|e| classify_send_error(&e)),
                 None => state
                     .client
                     .request(req)
                     .await
-                    .map(|resp| (resp, None))
+                    .map(|resp| {
+                        let (mut parts, body) = resp.into_parts();
+                        parts.headers = fitted(std::mem::take(&mut parts.headers));
+                        Response::from_parts(parts, FromUpstream::Client(body))
+                    })
                     .map_err(|e| classify_client_error(&e)),
             }
         })
@@ -425,8 +426,7 @@ impl Proxy {
     /// hop-by-hop headers, its body forwarded through `meter`.
     fn respond(
         route: &Route,
-        resp: Response<Incoming>,
-        upstream: Option<upstream::Upstream>,
+        resp: Response<FromUpstream>,
         mut meter: Option<Meter>,
     ) -> Response<ResponseBody> {
         // t_headers: the upstream's response head has been received.
@@ -447,8 +447,7 @@ impl Proxy {
             );
         }
         remove_hop_by_hop(&mut parts.headers);
-        parts.headers = fitted(std::mem::take(&mut parts.headers));
-        let body = body::UpstreamBody::new(body, upstream, meter, route.timeouts.idle, now);
+        let body = body::UpstreamBody::new(body, meter, route.timeouts.idle, now);
         Response::from_parts(parts, ResponseBody::Upstream(Box::new(body)))
     }
 

@@ -1,0 +1,1366 @@
+//! An HTTP/1.1 client connection of our own, for plain-HTTP upstreams:
+//! writes one request, reads its response head, and hands the response
+//! body to the client's connection frame by frame, from the task that
+//! writes to the client.
+//!
+//! hyper's client connection (used here before) decodes a chunked body one
+//! byte at a time through its buffered reader, and hands every frame to the
+//! response's body through a channel, with a wake-up for each end: 26 % of
+//! the proxy's instructions per streamed chunk went there (callgrind,
+//! docs/benchmarks.md). Here the response body *is* the connection: a poll
+//! of it decodes what is in the read buffer ([`Decoder`]) and reads the
+//! socket only when that is empty, so a frame costs a scan of its size line
+//! and a copy.
+//!
+//! What it forwards is what hyper's did: each chunk's data as it arrived
+//! (one frame per chunk, or per part of a chunk that arrived in one read:
+//! never two chunks in one frame), trailers as a trailers frame, and the
+//! body framed as RFC 9112 §6.3 says (`HEAD`, 1xx, 204 and 304 have none;
+//! `Transfer-Encoding` ending in `chunked`, else `Content-Length`, else
+//! until the upstream closes). Interim (1xx) responses are skipped.
+//!
+//! The request goes out with the framing of its body: its
+//! `Content-Length`, the exact length of a body read ahead, or chunked. If
+//! the response head arrives before the request body is all sent (an
+//! upstream that answers an upload early), sending stops there and the
+//! connection is closed after the response, as nginx does.
+//!
+//! A connection is kept for the next request only when both messages
+//! ended cleanly at their framing's end: HTTP/1.1, no `Connection: close`,
+//! a body that was not delimited by the close, and nothing read past it.
+
+use std::future::Future as _;
+use std::pin::Pin;
+use std::sync::Weak;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body::{Body as _, Frame, SizeHint};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+
+use super::RequestBody;
+use super::upstream::H1Pool;
+
+/// A read takes at least this much room in the read buffer.
+const READ_MIN: usize = 8 * 1024;
+/// ... and at most this much: a read that filled its room doubles the next
+/// one's, up to here (bulk bodies), one that used less than half halves it.
+const READ_MAX: usize = 64 * 1024;
+/// Longest response head (status line and headers), and longest trailer
+/// section, read.
+const MAX_HEAD: usize = 64 * 1024;
+/// Most headers in a response head (hyper's default too).
+const MAX_HEADERS: usize = 100;
+/// Longest chunk size line (size and extensions).
+const MAX_SIZE_LINE: usize = 4 * 1024;
+/// Data frames up to this size are copied out of the read buffer into one
+/// of their own size, so that the read buffer is reused in place (see
+/// `body.rs`); larger ones are split off it.
+const OWN_BUFFER_MAX: usize = 4096;
+/// Request body bytes gathered before a write (frames that are ready at
+/// once go out together with the head).
+const WRITE_GATHER: usize = 64 * 1024;
+
+/// Why an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("upstream connection: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("upstream closed the connection before the response head")]
+    ClosedBeforeHead,
+    #[error("upstream closed the connection before the end of the response body")]
+    ClosedInBody,
+    #[error("invalid response head from upstream: {0}")]
+    Head(&'static str),
+    #[error("invalid chunked response body from upstream: {0}")]
+    Chunked(&'static str),
+    #[error("request body: {0}")]
+    RequestBody(hyper::Error),
+    #[error("request body does not match its Content-Length")]
+    RequestLength,
+}
+
+/// An open connection to the upstream, between exchanges.
+pub struct Conn {
+    io: TcpStream,
+    /// Bytes read and not yet decoded; empty between exchanges.
+    buf: BytesMut,
+}
+
+impl Conn {
+    pub fn new(io: TcpStream) -> Self {
+        Self {
+            io,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Whether an idle connection can take a request: the upstream has not
+    /// closed it (nor sent anything unasked). Reads nothing that matters:
+    /// what an idle connection has to read is its end.
+    pub fn is_open(&self) -> bool {
+        let mut probe = [0u8; 1];
+        match self.io.try_read(&mut probe) {
+            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+            Ok(_) => false,
+        }
+    }
+
+    /// Sends `req` (origin-form target, `Host` set) and reads the response
+    /// head; the response's body reads the rest from this connection, and
+    /// gives it back to `pool` at its end if it can be kept.
+    pub async fn send(
+        mut self,
+        req: Request<RequestBody>,
+        pool: Weak<H1Pool>,
+    ) -> Result<Response<Body>, Error> {
+        let (parts, mut body) = req.into_parts();
+        let (out, framing) = request_head(&parts, &body);
+        let mut buf = std::mem::take(&mut self.buf);
+        let (head, request_complete) = {
+            let (mut reader, mut writer) = self.io.split();
+            let mut writing = std::pin::pin!(write_request(&mut writer, out, &mut body, framing));
+            let mut sent = None;
+            let head = std::future::poll_fn(|cx| {
+                if sent.is_none()
+                    && let Poll::Ready(result) = writing.as_mut().poll(cx)
+                {
+                    sent = Some(result);
+                }
+                // A request that cannot be completed (the client's body
+                // failed) gets no answer: no use waiting for one.
+                if matches!(
+                    sent,
+                    Some(Err(Error::RequestBody(_) | Error::RequestLength))
+                ) && let Some(Err(e)) = sent.take()
+                {
+                    return Poll::Ready(Err(e));
+                }
+                poll_head(&mut reader, &mut buf, cx)
+            })
+            .await;
+            match (head, sent) {
+                (Ok(head), sent) => (head, matches!(sent, Some(Ok(())))),
+                // An upstream that could not take the request whole and
+                // closed: the write's error is the one to report.
+                (Err(_), Some(Err(e))) | (Err(e), _) => return Err(e),
+            }
+            // A write still going on (the response came first) is dropped
+            // here: the rest of the request is not sent.
+        };
+        self.buf = buf;
+        let Head {
+            status,
+            reason,
+            version,
+            headers,
+            framing,
+        } = head;
+        let framing = if parts.method == Method::HEAD
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
+            BodyFraming::Empty
+        } else {
+            framing
+        };
+        let keep = request_complete
+            && version == Version::HTTP_11
+            && framing != BodyFraming::Close
+            && !connection_close(&headers);
+        let mut resp = Response::new(Body {
+            conn: Some(self),
+            decoder: Decoder::new(framing),
+            keep,
+            pool,
+            read_size: READ_MIN,
+        });
+        *resp.status_mut() = status;
+        *resp.version_mut() = version;
+        *resp.headers_mut() = headers;
+        if let Some(reason) = reason {
+            resp.extensions_mut().insert(reason);
+        }
+        // A body that is empty from the start has ended already.
+        resp.body_mut().ended();
+        Ok(resp)
+    }
+}
+
+/// How the request body is framed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RequestFraming {
+    /// Exactly this many bytes (`Content-Length`; 0 for no body).
+    Length(u64),
+    Chunked,
+}
+
+/// The request's head, ready to be written, and its body's framing: the
+/// request's own `Content-Length` if it has one, else the body's exact
+/// length when it is known (none for an empty body of a method that has
+/// no body semantics, as hyper does), else chunked.
+fn request_head(parts: &http::request::Parts, body: &RequestBody) -> (Vec<u8>, RequestFraming) {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.push(b' ');
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in &parts.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let framing = match declared {
+        Some(n) => RequestFraming::Length(n),
+        None => match body.size_hint().exact() {
+            Some(0) if !has_body_semantics(&parts.method) => RequestFraming::Length(0),
+            Some(n) => {
+                out.extend_from_slice(b"content-length: ");
+                out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                out.extend_from_slice(b"\r\n");
+                RequestFraming::Length(n)
+            }
+            None => {
+                out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+                RequestFraming::Chunked
+            }
+        },
+    };
+    out.extend_from_slice(b"\r\n");
+    (out, framing)
+}
+
+/// Methods whose requests are expected to carry a body.
+fn has_body_semantics(method: &Method) -> bool {
+    *method == Method::POST || *method == Method::PUT || *method == Method::PATCH
+}
+
+/// Writes the request: `out` (its head), then its body, gathering the
+/// frames that are ready at once into one write.
+async fn write_request(
+    io: &mut (impl AsyncWrite + Unpin),
+    mut out: Vec<u8>,
+    body: &mut RequestBody,
+    framing: RequestFraming,
+) -> Result<(), Error> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut remaining = match framing {
+        RequestFraming::Length(n) => Some(n),
+        RequestFraming::Chunked => None,
+    };
+    let mut done = remaining == Some(0) && body.is_end_stream();
+    while !done {
+        // Takes every frame that is ready now, up to WRITE_GATHER bytes.
+        let frame = std::future::poll_fn(|cx| match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Pending if !out.is_empty() => Poll::Ready(Poll::Pending),
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(frame) => Poll::Ready(Poll::Ready(frame)),
+        })
+        .await;
+        match frame {
+            Poll::Pending => {}
+            Poll::Ready(None) => {
+                if remaining.is_some_and(|n| n > 0) {
+                    return Err(Error::RequestLength);
+                }
+                if remaining.is_none() {
+                    out.extend_from_slice(b"0\r\n\r\n");
+                }
+                done = true;
+            }
+            Poll::Ready(Some(Err(e))) => return Err(Error::RequestBody(e)),
+            Poll::Ready(Some(Ok(frame))) => {
+                // Trailers of a client's chunked body are not forwarded.
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if data.is_empty() {
+                    continue;
+                }
+                match &mut remaining {
+                    Some(n) => {
+                        *n = n
+                            .checked_sub(data.len() as u64)
+                            .ok_or(Error::RequestLength)?;
+                        out.extend_from_slice(&data);
+                    }
+                    None => {
+                        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                        out.extend_from_slice(&data);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                }
+                if remaining == Some(0) && body.is_end_stream() {
+                    done = true;
+                } else if out.len() < WRITE_GATHER {
+                    continue;
+                }
+            }
+        }
+        if !out.is_empty() {
+            io.write_all(&out).await?;
+            out.clear();
+        }
+    }
+    if !out.is_empty() {
+        io.write_all(&out).await?;
+    }
+    Ok(())
+}
+
+/// A response head.
+struct Head {
+    status: StatusCode,
+    /// The reason phrase, when it is not the status code's usual one (as
+    /// hyper keeps it, for its server to write the same).
+    reason: Option<hyper::ext::ReasonPhrase>,
+    version: Version,
+    headers: HeaderMap,
+    framing: BodyFraming,
+}
+
+/// Reads into `buf` until it holds a final response head, which it takes
+/// off the front of `buf`; interim (1xx) responses are taken and skipped.
+fn poll_head(
+    io: &mut (impl tokio::io::AsyncRead + Unpin),
+    buf: &mut BytesMut,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Head, Error>> {
+    loop {
+        if !buf.is_empty() {
+            match parse_head(buf)? {
+                Some(Some(head)) => return Poll::Ready(Ok(head)),
+                // An interim response, taken off: the next one follows.
+                Some(None) => continue,
+                None if buf.len() >= MAX_HEAD => {
+                    return Poll::Ready(Err(Error::Head("longer than 64 KiB")));
+                }
+                None => {}
+            }
+        }
+        buf.reserve(READ_MIN);
+        let n = ready!(tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf))?;
+        if n == 0 {
+            return Poll::Ready(Err(Error::ClosedBeforeHead));
+        }
+    }
+}
+
+/// Parses the response head at the front of `buf`: `None` while it is
+/// incomplete; `Some(None)` for an interim response (taken off `buf`);
+/// the final head (taken off `buf`) otherwise.
+fn parse_head(buf: &mut BytesMut) -> Result<Option<Option<Head>>, Error> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut slots);
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(Error::Head("too many headers")),
+        Err(_) => return Err(Error::Head("not HTTP/1.x")),
+    };
+    let code = parsed.code.unwrap_or(0);
+    let status = StatusCode::from_u16(code).map_err(|_| Error::Head("invalid status code"))?;
+    if status.is_informational() {
+        if status == StatusCode::SWITCHING_PROTOCOLS {
+            return Err(Error::Head("protocol upgrades are not forwarded"));
+        }
+        buf.advance(len);
+        return Ok(Some(None));
+    }
+    let reason = parsed
+        .reason
+        .filter(|r| Some(*r) != status.canonical_reason())
+        .and_then(|r| hyper::ext::ReasonPhrase::try_from(r.as_bytes()).ok());
+    let version = match parsed.version {
+        Some(1) => Version::HTTP_11,
+        _ => Version::HTTP_10,
+    };
+    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+    let mut length: Option<u64> = None;
+    let mut chunked = None;
+    for h in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| Error::Head("invalid header name"))?;
+        let value =
+            HeaderValue::from_bytes(h.value).map_err(|_| Error::Head("invalid header value"))?;
+        if name == header::TRANSFER_ENCODING {
+            // The last coding says whether the body is chunked.
+            let last = value
+                .as_bytes()
+                .rsplit(|&b| b == b',')
+                .next()
+                .unwrap_or(b"");
+            chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if name == header::CONTENT_LENGTH {
+            let n = content_length(value.as_bytes())?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Error::Head("conflicting Content-Length"));
+            }
+            length = Some(n);
+        }
+        headers.append(name, value);
+    }
+    let framing = match (chunked, length) {
+        (Some(true), _) => BodyFraming::Chunked,
+        // A body in another coding runs to the end of the connection.
+        (Some(false), _) => BodyFraming::Close,
+        (None, Some(0)) => BodyFraming::Empty,
+        (None, Some(n)) => BodyFraming::Length(n),
+        (None, None) => BodyFraming::Close,
+    };
+    buf.advance(len);
+    Ok(Some(Some(Head {
+        status,
+        reason,
+        version,
+        headers,
+        framing,
+    })))
+}
+
+/// A `Content-Length` value: digits, or the same digits repeated in a list
+/// (`42, 42`), as RFC 9110 §8.6 lets a recipient accept.
+fn content_length(value: &[u8]) -> Result<u64, Error> {
+    let mut out = None;
+    for part in value.split(|&b| b == b',') {
+        let part = part.trim_ascii();
+        if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
+            return Err(Error::Head("invalid Content-Length"));
+        }
+        let n = part.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+        if out.is_some_and(|o| o != n) {
+            return Err(Error::Head("conflicting Content-Length"));
+        }
+        out = Some(n);
+    }
+    out.ok_or(Error::Head("invalid Content-Length"))
+}
+
+/// Whether the `Connection` header has the `close` option.
+fn connection_close(headers: &HeaderMap) -> bool {
+    headers.get_all(header::CONNECTION).iter().any(|v| {
+        v.as_bytes()
+            .split(|&b| b == b',')
+            .any(|o| o.trim_ascii().eq_ignore_ascii_case(b"close"))
+    })
+}
+
+/// How a response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BodyFraming {
+    Empty,
+    Length(u64),
+    Chunked,
+    /// Until the upstream closes the connection.
+    Close,
+}
+
+/// Where the chunked decoder is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Chunk {
+    /// In a chunk's size line: the size so far and its number of digits.
+    Size {
+        size: u64,
+        digits: u8,
+    },
+    /// In the whitespace after the size.
+    SizeSpace {
+        size: u64,
+    },
+    /// In a chunk extension (ignored): how many bytes of it were read.
+    Extension {
+        size: u64,
+        len: usize,
+    },
+    /// After the CR of the size line.
+    SizeLf {
+        size: u64,
+    },
+    /// In a chunk's data: how many bytes remain.
+    Data(u64),
+    DataCr,
+    DataLf,
+    /// After the last chunk: the trailer section.
+    Trailers,
+}
+
+impl Chunk {
+    const START: Chunk = Chunk::Size { size: 0, digits: 0 };
+
+    /// The state after the framing byte `b` (never called in `Data` or
+    /// `Trailers`, which take their bytes whole).
+    fn step(self, b: u8) -> Result<Chunk, Error> {
+        let hex = |b: u8| (b as char).to_digit(16).map(u64::from);
+        Ok(match self {
+            Chunk::Size { size, digits } => match (b, hex(b)) {
+                (_, Some(d)) if digits < 16 => Chunk::Size {
+                    size: size << 4 | d,
+                    digits: digits + 1,
+                },
+                (_, Some(_)) => return Err(Error::Chunked("chunk size over 16 hex digits")),
+                (b'\r', None) if digits > 0 => Chunk::SizeLf { size },
+                (b' ' | b'\t', None) if digits > 0 => Chunk::SizeSpace { size },
+                (b';', None) if digits > 0 => Chunk::Extension { size, len: 0 },
+                _ => return Err(Error::Chunked("invalid chunk size")),
+            },
+            Chunk::SizeSpace { size } => match b {
+                b' ' | b'\t' => self,
+                b';' => Chunk::Extension { size, len: 0 },
+                b'\r' => Chunk::SizeLf { size },
+                _ => return Err(Error::Chunked("invalid chunk size")),
+            },
+            Chunk::Extension { size, len } => match b {
+                b'\r' => Chunk::SizeLf { size },
+                b'\n' => return Err(Error::Chunked("bare LF in a chunk extension")),
+                _ if len >= MAX_SIZE_LINE => {
+                    return Err(Error::Chunked("chunk extension over 4 KiB"));
+                }
+                _ => Chunk::Extension { size, len: len + 1 },
+            },
+            Chunk::SizeLf { size } => match (b, size) {
+                (b'\n', 0) => Chunk::Trailers,
+                (b'\n', _) => Chunk::Data(size),
+                _ => return Err(Error::Chunked("no LF after a chunk size")),
+            },
+            Chunk::DataCr => match b {
+                b'\r' => Chunk::DataLf,
+                _ => return Err(Error::Chunked("chunk data longer than its size")),
+            },
+            Chunk::DataLf => match b {
+                b'\n' => Chunk::START,
+                _ => return Err(Error::Chunked("no LF after chunk data")),
+            },
+            Chunk::Data(_) | Chunk::Trailers => self,
+        })
+    }
+}
+
+/// Decodes a response body out of the read buffer.
+#[derive(Debug)]
+struct Decoder {
+    state: State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Length(u64),
+    Chunked(Chunk),
+    Close,
+    Done,
+}
+
+impl Decoder {
+    fn new(framing: BodyFraming) -> Self {
+        let state = match framing {
+            BodyFraming::Empty | BodyFraming::Length(0) => State::Done,
+            BodyFraming::Length(n) => State::Length(n),
+            BodyFraming::Chunked => State::Chunked(Chunk::START),
+            BodyFraming::Close => State::Close,
+        };
+        Self { state }
+    }
+
+    fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// The upstream closed the connection: whether that ends the body.
+    fn closed(&mut self) -> bool {
+        let ends = self.state == State::Close;
+        if ends {
+            self.state = State::Done;
+        }
+        ends
+    }
+
+    /// The next frame that `buf` holds (taken off its front), or `None`
+    /// when it needs more bytes or the body has ended (`is_done`). After a
+    /// data frame, the framing that follows it in `buf` is taken too, up to
+    /// the next chunk's data, so that the last frame of a body whose end
+    /// was read with it already says the body has ended.
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame<Bytes>>, Error> {
+        let frame = match self.state {
+            State::Done => None,
+            State::Close if buf.is_empty() => None,
+            State::Close => Some(Frame::data(take(buf, buf.len()))),
+            State::Length(_) if buf.is_empty() => None,
+            State::Length(rest) => {
+                let n = usize::try_from(rest).unwrap_or(usize::MAX).min(buf.len());
+                let rest = rest - n as u64;
+                self.state = if rest == 0 {
+                    State::Done
+                } else {
+                    State::Length(rest)
+                };
+                Some(Frame::data(take(buf, n)))
+            }
+            State::Chunked(_) => {
+                let frame = self.chunked(buf, true)?;
+                if frame.as_ref().is_some_and(Frame::is_data) {
+                    // An error there leaves the state and `buf` as they
+                    // were: the next call meets it, after this frame.
+                    let _ = self.chunked(buf, false);
+                }
+                frame
+            }
+        };
+        Ok(frame)
+    }
+
+    /// Runs the chunked decoder over `buf`: the next data frame (only when
+    /// `data`) or trailers frame, or `None` when `buf` has no more for it
+    /// (or, without `data`, at the next data or non-empty trailers). An
+    /// error leaves the state and `buf` unchanged.
+    fn chunked(&mut self, buf: &mut BytesMut, data: bool) -> Result<Option<Frame<Bytes>>, Error> {
+        let State::Chunked(mut at) = self.state else {
+            return Ok(None);
+        };
+        // Framing bytes read, taken off `buf` at the end.
+        let mut i = 0;
+        let frame = loop {
+            match at {
+                Chunk::Data(rest) => {
+                    if !data || i == buf.len() {
+                        break None;
+                    }
+                    buf.advance(i);
+                    i = 0;
+                    let n = usize::try_from(rest).unwrap_or(usize::MAX).min(buf.len());
+                    at = match rest - n as u64 {
+                        0 => Chunk::DataCr,
+                        rest => Chunk::Data(rest),
+                    };
+                    break Some(Frame::data(take(buf, n)));
+                }
+                Chunk::Trailers => {
+                    let section = &buf[i..];
+                    if section.starts_with(b"\r\n") {
+                        buf.advance(i + 2);
+                        self.state = State::Done;
+                        return Ok(None);
+                    }
+                    if !data {
+                        break None;
+                    }
+                    let Some(end) = memchr::memmem::find(section, b"\r\n\r\n") else {
+                        if section.len() > MAX_HEAD {
+                            return Err(Error::Chunked("trailers longer than 64 KiB"));
+                        }
+                        break None;
+                    };
+                    let trailers = trailers(&section[..end + 4])?;
+                    buf.advance(i + end + 4);
+                    self.state = State::Done;
+                    return Ok(Some(Frame::trailers(trailers)));
+                }
+                _ => {}
+            }
+            let Some(&b) = buf.get(i) else { break None };
+            at = at.step(b)?;
+            i += 1;
+        };
+        buf.advance(i);
+        self.state = State::Chunked(at);
+        Ok(frame)
+    }
+}
+
+/// A trailer section (its fields and the empty line after them).
+fn trailers(section: &[u8]) -> Result<HeaderMap, Error> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(section, &mut slots)
+    else {
+        return Err(Error::Chunked("invalid trailers"));
+    };
+    let mut map = HeaderMap::with_capacity(fields.len());
+    for f in fields {
+        let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(f.name.as_bytes()),
+            HeaderValue::from_bytes(f.value),
+        ) else {
+            return Err(Error::Chunked("invalid trailers"));
+        };
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// The first `n` bytes of `buf`, taken off it: copied when small, so that
+/// `buf` stays unshared and is reused in place; split off when large.
+fn take(buf: &mut BytesMut, n: usize) -> Bytes {
+    if n <= OWN_BUFFER_MAX {
+        let out = Bytes::copy_from_slice(&buf[..n]);
+        buf.advance(n);
+        out
+    } else {
+        buf.split_to(n).freeze()
+    }
+}
+
+/// A response body, read from its connection as it is polled.
+pub struct Body {
+    /// `None` once the body has ended (or failed).
+    conn: Option<Conn>,
+    decoder: Decoder,
+    /// Whether the connection can be kept once the body has ended.
+    keep: bool,
+    pool: Weak<H1Pool>,
+    /// Room reserved for the next read (adaptive, `READ_MIN..=READ_MAX`).
+    read_size: usize,
+}
+
+impl Body {
+    /// Once the body has ended: its connection back to the pool, if it can
+    /// be kept, else closed.
+    fn ended(&mut self) {
+        if !self.decoder.is_done() {
+            return;
+        }
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        if self.keep
+            && conn.buf.is_empty()
+            && let Some(pool) = self.pool.upgrade()
+        {
+            pool.give_back(conn);
+        }
+    }
+}
+
+impl http_body::Body for Body {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = self.get_mut();
+        loop {
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match this.decoder.decode(&mut conn.buf) {
+                Err(e) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Ok(Some(frame)) => {
+                    this.ended();
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Ok(None) if this.decoder.is_done() => {
+                    this.ended();
+                    return Poll::Ready(None);
+                }
+                Ok(None) => {}
+            }
+            conn.buf.reserve(this.read_size);
+            let room = conn.buf.capacity() - conn.buf.len();
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut conn.io), cx, &mut conn.buf);
+            match ready!(read) {
+                Err(e) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+                Ok(0) if this.decoder.closed() => {
+                    this.keep = false;
+                    this.ended();
+                    return Poll::Ready(None);
+                }
+                Ok(0) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(Error::ClosedInBody)));
+                }
+                Ok(n) if n == room => this.read_size = (this.read_size * 2).min(READ_MAX),
+                Ok(n) if n < room / 2 => this.read_size = (this.read_size / 2).max(READ_MIN),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.decoder.is_done()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.decoder.state {
+            State::Done => SizeHint::with_exact(0),
+            State::Length(n) => SizeHint::with_exact(n),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames, each with whether the body had ended right after it.
+    type Frames = Vec<(Frame<Bytes>, bool)>;
+
+    /// The frames `decoder` makes of `wire` handed over in the pieces cut
+    /// at `cuts` (as reads would), each with whether the body had ended
+    /// right after it; the decoder's last word is the result's second part.
+    fn frames(
+        framing: BodyFraming,
+        wire: &[u8],
+        cuts: &[usize],
+    ) -> (Frames, Result<(BytesMut, bool), Error>) {
+        let mut decoder = Decoder::new(framing);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain([&wire.len()]) {
+            buf.extend_from_slice(&wire[from..to]);
+            from = to;
+            loop {
+                match decoder.decode(&mut buf) {
+                    Ok(Some(frame)) => out.push((frame, decoder.is_done())),
+                    Ok(None) => break,
+                    Err(e) => return (out, Err(e)),
+                }
+            }
+        }
+        let done = decoder.is_done();
+        (out, Ok((buf, done)))
+    }
+
+    fn data(frames: &Frames) -> Vec<Vec<u8>> {
+        frames
+            .iter()
+            .filter_map(|(f, _)| f.data_ref().map(|d| d.to_vec()))
+            .collect()
+    }
+
+    const CHUNKED: &[u8] = b"7\r\ndata: a\r\n\
+        19;name=value\r\ndata: {\"x\":1}\n\ndata: bc\n\n\r\n\
+        3 \r\nxyz\r\n0\r\n\r\n";
+
+    /// Read whole, every chunk is one frame with its bytes, and the last one
+    /// ends the body (the terminator came with it).
+    #[test]
+    fn a_chunk_is_one_frame() {
+        let (out, rest) = frames(BodyFraming::Chunked, CHUNKED, &[]);
+        assert_eq!(
+            data(&out),
+            [&b"data: a"[..], b"data: {\"x\":1}\n\ndata: bc\n\n", b"xyz"]
+        );
+        assert_eq!(
+            out.iter().map(|(_, end)| *end).collect::<Vec<_>>(),
+            [false, false, true]
+        );
+        assert!(rest.unwrap().0.is_empty());
+    }
+
+    /// Cut anywhere, in one or two places: the same bytes, no frame
+    /// crosses a chunk's boundary (a chunk cut in its data is two frames),
+    /// and the body ends exactly at its terminator.
+    #[test]
+    fn chunked_bodies_cut_anywhere_decode_the_same() {
+        let chunks: [&[u8]; 3] = [b"data: a", b"data: {\"x\":1}\n\ndata: bc\n\n", b"xyz"];
+        let n = CHUNKED.len();
+        for a in 0..=n {
+            for b in a..=n {
+                let (out, rest) = frames(BodyFraming::Chunked, CHUNKED, &[a, b]);
+                let (rest, done) = rest.unwrap_or_else(|e| panic!("cut at {a}, {b}: {e}"));
+                assert!(rest.is_empty() && done, "cut at {a}, {b}");
+                // Each frame lies inside one chunk: regrouped, the chunks.
+                let mut regrouped: Vec<Vec<u8>> = vec![Vec::new()];
+                let mut i = 0;
+                for d in data(&out) {
+                    assert!(!d.is_empty(), "cut at {a}, {b}: empty frame");
+                    regrouped[i].extend_from_slice(&d);
+                    assert!(regrouped[i].len() <= chunks[i].len());
+                    if regrouped[i].len() == chunks[i].len() {
+                        regrouped.push(Vec::new());
+                        i += 1;
+                    }
+                }
+                assert_eq!(&regrouped[..3], chunks, "cut at {a}, {b}");
+                // Only the last frame can say the body ended (it does when
+                // the terminator came in the same piece).
+                assert!(out[..out.len() - 1].iter().all(|(_, end)| !end));
+                // The last data byte is 8 before the end.
+                let last_piece = [a, b].into_iter().filter(|&c| c < n).max().unwrap_or(0);
+                if last_piece <= n - 8 {
+                    assert!(out.last().unwrap().1, "cut at {a}, {b}: ended");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn trailers_come_as_a_last_frame() {
+        let wire = b"3\r\nabc\r\n0\r\nx-usage: 12\r\nx-b: 2\r\n\r\n";
+        for cut in 0..=wire.len() {
+            let (out, rest) = frames(BodyFraming::Chunked, wire, &[cut]);
+            assert_eq!(rest.unwrap(), (BytesMut::new(), true), "cut at {cut}");
+            assert_eq!(data(&out).concat(), b"abc", "cut at {cut}");
+            let (last, end) = out.last().unwrap();
+            let trailers = last.trailers_ref().expect("trailers");
+            assert_eq!(trailers["x-usage"], "12");
+            assert_eq!(trailers["x-b"], "2");
+            assert!(end);
+        }
+    }
+
+    #[test]
+    fn bad_chunked_framing_is_an_error_after_the_good_frames() {
+        for (wire, good) in [
+            (&b"3\r\nabcd\r\n"[..], 1),
+            (b"3\r\nabc\nx", 1),
+            (b"g\r\n", 0),
+            (b"\r\n", 0),
+            (b"3 4\r\nabc\r\n", 0),
+            (b"3\n", 0),
+            (b"11111111111111111\r\n", 0),
+            (b"3;\n", 0),
+            (b"3\r\nabc\r\n0\r\nno colon\r\n\r\n", 1),
+        ] {
+            let (out, rest) = frames(BodyFraming::Chunked, wire, &[]);
+            assert!(
+                matches!(rest, Err(Error::Chunked(_))),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+            assert_eq!(out.len(), good, "{:?}", String::from_utf8_lossy(wire));
+        }
+    }
+
+    #[test]
+    fn a_chunk_extension_is_bounded() {
+        let mut wire = b"3;".to_vec();
+        wire.extend(std::iter::repeat_n(b'x', MAX_SIZE_LINE + 1));
+        wire.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
+        assert!(frames(BodyFraming::Chunked, &wire, &[]).1.is_err());
+        let mut wire = b"3;".to_vec();
+        wire.extend(std::iter::repeat_n(b'x', MAX_SIZE_LINE));
+        wire.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
+        assert_eq!(data(&frames(BodyFraming::Chunked, &wire, &[]).0), [b"abc"]);
+    }
+
+    #[test]
+    fn a_length_body_ends_at_its_length() {
+        let wire = b"hello, world";
+        for cut in 0..=wire.len() {
+            let (out, rest) = frames(BodyFraming::Length(5), wire, &[cut]);
+            assert_eq!(data(&out).concat(), b"hello", "cut at {cut}");
+            assert!(out.last().unwrap().1);
+            // What follows the body is left for the connection to refuse.
+            let (rest, done) = rest.unwrap();
+            assert!(done);
+            assert_eq!(&rest[..], &wire[5..]);
+        }
+    }
+
+    #[test]
+    fn small_frames_are_copied_and_large_ones_split_off() {
+        let mut buf = BytesMut::from(&vec![b'x'; 3 * OWN_BUFFER_MAX][..]);
+        let small = take(&mut buf, OWN_BUFFER_MAX);
+        assert_eq!(small.len(), OWN_BUFFER_MAX);
+        let large = take(&mut buf, OWN_BUFFER_MAX + 1);
+        assert_eq!(large.len(), OWN_BUFFER_MAX + 1);
+        assert_eq!(buf.len(), OWN_BUFFER_MAX - 1);
+    }
+
+    fn head(wire: &[u8]) -> Result<Option<Option<Head>>, Error> {
+        parse_head(&mut BytesMut::from(wire))
+    }
+
+    fn framing(wire: &str) -> BodyFraming {
+        head(wire.as_bytes()).unwrap().unwrap().unwrap().framing
+    }
+
+    #[test]
+    fn the_head_says_how_the_body_is_framed() {
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n"),
+            BodyFraming::Length(12)
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nContent-Length: 12, 12\r\n\r\n"),
+            BodyFraming::Length(12)
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
+            BodyFraming::Empty
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n"),
+            BodyFraming::Chunked
+        );
+        assert_eq!(
+            framing(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\ncontent-length: 5\r\n\r\n"
+            ),
+            BodyFraming::Chunked
+        );
+        assert_eq!(
+            framing("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n"),
+            BodyFraming::Close
+        );
+        assert_eq!(framing("HTTP/1.0 200 OK\r\n\r\n"), BodyFraming::Close);
+        for bad in [
+            "HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            "HTTP/2 200 OK\r\n\r\n",
+            "hello\r\n\r\n",
+        ] {
+            assert!(head(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        // Incomplete: more to read.
+        assert!(head(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap().is_none());
+    }
+
+    #[test]
+    fn an_unusual_reason_phrase_is_kept() {
+        let reason = |wire: &str| head(wire.as_bytes()).unwrap().unwrap().unwrap().reason;
+        assert!(reason("HTTP/1.1 200 OK\r\n\r\n").is_none());
+        let kept = reason("HTTP/1.1 200 Fine Thanks\r\n\r\n").expect("kept");
+        assert_eq!(kept.as_bytes(), b"Fine Thanks");
+    }
+
+    #[test]
+    fn interim_responses_are_skipped() {
+        let mut buf = BytesMut::from(&b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"[..]);
+        assert!(matches!(parse_head(&mut buf), Ok(Some(None))));
+        let head = parse_head(&mut buf).unwrap().unwrap().unwrap();
+        assert_eq!(head.status, StatusCode::OK);
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn the_request_head_carries_its_framing() {
+        let head = |method: Method, headers: &[(&str, &str)], body: RequestBody| {
+            let mut req = Request::new(body);
+            *req.method_mut() = method;
+            *req.uri_mut() = "/v1/chat?x=1".parse().unwrap();
+            for (n, v) in headers {
+                req.headers_mut().append(
+                    HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            let (parts, body) = req.into_parts();
+            let (out, framing) = request_head(&parts, &body);
+            (String::from_utf8(out).unwrap(), framing)
+        };
+        let buffered =
+            |s: &str| RequestBody::buffered([Frame::data(Bytes::from(s.to_owned()))].into(), None);
+        let empty = || RequestBody::buffered(Default::default(), None);
+
+        let (out, framing) = head(Method::POST, &[("host", "up:8000")], buffered("{}"));
+        assert_eq!(
+            out,
+            "POST /v1/chat?x=1 HTTP/1.1\r\nhost: up:8000\r\ncontent-length: 2\r\n\r\n"
+        );
+        assert_eq!(framing, RequestFraming::Length(2));
+        let (out, framing) = head(Method::POST, &[("content-length", "2")], buffered("{}"));
+        assert_eq!(
+            out,
+            "POST /v1/chat?x=1 HTTP/1.1\r\ncontent-length: 2\r\n\r\n"
+        );
+        assert_eq!(framing, RequestFraming::Length(2));
+        let (out, framing) = head(Method::GET, &[], empty());
+        assert_eq!(out, "GET /v1/chat?x=1 HTTP/1.1\r\n\r\n");
+        assert_eq!(framing, RequestFraming::Length(0));
+        let (out, _) = head(Method::POST, &[], empty());
+        assert_eq!(
+            out,
+            "POST /v1/chat?x=1 HTTP/1.1\r\ncontent-length: 0\r\n\r\n"
+        );
+    }
+
+    /// Socket-level: a scripted upstream on 127.0.0.1 that answers each
+    /// request it reads (head, and a body of its `content-length`) with the
+    /// next of `answers`, and counts its connections; an answer of `None`
+    /// closes the connection instead.
+    mod wire {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+
+        use http_body_util::BodyExt as _;
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio::net::TcpListener;
+
+        use super::super::*;
+        use crate::proxy::upstream::SendError;
+
+        struct Upstream {
+            pool: Arc<H1Pool>,
+            connections: Arc<AtomicUsize>,
+            requests: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+        }
+
+        async fn upstream(answers: Vec<Option<&'static str>>) -> Upstream {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let connections = Arc::new(AtomicUsize::new(0));
+            let (tx, requests) = tokio::sync::mpsc::unbounded_channel();
+            let counted = connections.clone();
+            let answers = Arc::new(std::sync::Mutex::new(answers.into_iter()));
+            tokio::spawn(async move {
+                loop {
+                    let Ok((mut sock, _)) = listener.accept().await else {
+                        return;
+                    };
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let (answers, tx) = (answers.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        let mut got = Vec::new();
+                        loop {
+                            let mut buf = [0u8; 4096];
+                            // One request: its head, then its body.
+                            let end = loop {
+                                if let Some(end) = memchr::memmem::find(&got, b"\r\n\r\n") {
+                                    break end + 4;
+                                }
+                                match sock.read(&mut buf).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                                }
+                            };
+                            let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
+                            let len: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length: "))
+                                .map_or(0, |v| v.trim().parse().unwrap());
+                            while got.len() < end + len {
+                                match sock.read(&mut buf).await {
+                                    Ok(0) | Err(_) => return,
+                                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                                }
+                            }
+                            let request: Vec<u8> = got.drain(..end + len).collect();
+                            let _ = tx.send(request);
+                            let answer = answers.lock().unwrap().next().flatten();
+                            let Some(answer) = answer else { return };
+                            if sock.write_all(answer.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            if answer.contains("connection: close")
+                                || answer.contains("x-then-close")
+                            {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            let target: http::Uri = format!("http://{addr}/").parse().unwrap();
+            let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            connector.set_nodelay(true);
+            Upstream {
+                pool: H1Pool::new(connector, target, 8, Duration::from_secs(30)),
+                connections,
+                requests,
+            }
+        }
+
+        fn post(body: &'static str) -> Request<RequestBody> {
+            let mut req = Request::new(RequestBody::buffered(
+                [Frame::data(Bytes::from_static(body.as_bytes()))].into(),
+                None,
+            ));
+            *req.method_mut() = Method::POST;
+            *req.uri_mut() = "/v1/completions".parse().unwrap();
+            req.headers_mut()
+                .insert(header::HOST, HeaderValue::from_static("up"));
+            req
+        }
+
+        /// The response's status, and its body's data frames (or error).
+        async fn exchange(
+            pool: &Arc<H1Pool>,
+            req: Request<RequestBody>,
+        ) -> (StatusCode, Result<Vec<Bytes>, Error>) {
+            let resp = pool.send(req).await.expect("a response head");
+            let status = resp.status();
+            let mut body = resp.into_body();
+            let mut frames = Vec::new();
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(f) => frames.extend(f.into_data().ok()),
+                    Err(e) => return (status, Err(e)),
+                }
+            }
+            (status, Ok(frames))
+        }
+
+        const CHUNKED: &str =
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+
+        #[tokio::test]
+        async fn a_connection_is_kept_between_clean_exchanges() {
+            let mut up = upstream(vec![
+                Some(CHUNKED),
+                Some("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+                Some("HTTP/1.1 204 No Content\r\n\r\n"),
+            ])
+            .await;
+            let (status, frames) = exchange(&up.pool, post("{\"a\":1}")).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(frames.unwrap(), [&b"abc"[..], b"de"]);
+            let request = up.requests.recv().await.unwrap();
+            assert_eq!(
+                String::from_utf8(request).unwrap(),
+                "POST /v1/completions HTTP/1.1\r\nhost: up\r\ncontent-length: 7\r\n\r\n{\"a\":1}"
+            );
+            let (_, frames) = exchange(&up.pool, post("x")).await;
+            assert_eq!(frames.unwrap(), [&b"ok"[..]]);
+            let (status, frames) = exchange(&up.pool, post("y")).await;
+            assert_eq!(status, StatusCode::NO_CONTENT);
+            assert!(frames.unwrap().is_empty());
+            assert_eq!(up.connections.load(Ordering::SeqCst), 1);
+        }
+
+        #[tokio::test]
+        async fn a_connection_is_not_kept_when_the_response_says_close_or_runs_to_it() {
+            let up = upstream(vec![
+                Some("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"),
+                Some("HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil the end"),
+                Some(CHUNKED),
+            ])
+            .await;
+            assert_eq!(exchange(&up.pool, post("1")).await.1.unwrap(), [&b"ok"[..]]);
+            let body = exchange(&up.pool, post("2")).await.1.unwrap();
+            assert_eq!(body.concat(), b"until the end");
+            let body = exchange(&up.pool, post("3")).await.1.unwrap();
+            assert_eq!(body.concat(), b"abcde");
+            assert_eq!(up.connections.load(Ordering::SeqCst), 3);
+        }
+
+        #[tokio::test]
+        async fn bytes_past_the_body_close_the_connection() {
+            let up = upstream(vec![
+                Some("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokEXTRA"),
+                Some(CHUNKED),
+            ])
+            .await;
+            assert_eq!(exchange(&up.pool, post("1")).await.1.unwrap(), [&b"ok"[..]]);
+            assert_eq!(
+                exchange(&up.pool, post("2")).await.1.unwrap().concat(),
+                b"abcde"
+            );
+            assert_eq!(up.connections.load(Ordering::SeqCst), 2);
+        }
+
+        /// The upstream closes a kept connection after a while (as servers
+        /// do after their keep-alive timeout): the pool finds it closed and
+        /// sends the next request on a new one.
+        #[tokio::test]
+        async fn a_connection_the_upstream_closed_while_idle_is_not_used() {
+            let then_close = "HTTP/1.1 200 OK\r\nx-then-close: 1\r\ncontent-length: 2\r\n\r\nok";
+            let up = upstream(vec![Some(then_close), Some(CHUNKED)]).await;
+            assert!(exchange(&up.pool, post("1")).await.1.is_ok());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(
+                exchange(&up.pool, post("2")).await.1.unwrap().concat(),
+                b"abcde"
+            );
+            assert_eq!(up.connections.load(Ordering::SeqCst), 2);
+        }
+
+        /// An upstream that closes instead of answering: an error before
+        /// the head, and the connection is not kept.
+        #[tokio::test]
+        async fn no_answer_is_an_error_before_the_head() {
+            let up = upstream(vec![Some(CHUNKED), None, Some(CHUNKED)]).await;
+            assert!(exchange(&up.pool, post("1")).await.1.is_ok());
+            let resp = up.pool.send(post("2")).await;
+            assert!(
+                matches!(resp, Err(SendError::Http(Error::ClosedBeforeHead))),
+                "{:?}",
+                resp.map(|_| ())
+            );
+            assert!(exchange(&up.pool, post("3")).await.1.is_ok());
+            assert_eq!(up.connections.load(Ordering::SeqCst), 2);
+        }
+
+        #[tokio::test]
+        async fn a_body_cut_short_is_an_error() {
+            let up = upstream(vec![Some(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n3\r\nabc\r\n5\r\nde",
+            )])
+            .await;
+            let (_, frames) = exchange(&up.pool, post("1")).await;
+            assert!(matches!(frames, Err(Error::ClosedInBody)), "{frames:?}");
+        }
+
+        /// A chunked request body, streamed: sent chunked, frame by frame.
+        #[tokio::test]
+        async fn a_streamed_request_body_goes_out_chunked() {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = tokio::spawn(async move {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !got.ends_with(b"0\r\n\r\n") {
+                    let n = sock.read(&mut buf).await.unwrap();
+                    assert!(n > 0);
+                    got.extend_from_slice(&buf[..n]);
+                }
+                sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await
+                    .unwrap();
+                got
+            });
+            // A client connection whose body streams in two frames.
+            let client = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let caddr = client.local_addr().unwrap();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let (sock, _) = client.accept().await.unwrap();
+                let tx = std::sync::Mutex::new(Some(tx));
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    if let Some(tx) = tx.lock().unwrap().take() {
+                        let _ = tx.send(req.into_body());
+                    }
+                    // Answers once the body was taken and read.
+                    std::future::pending::<Result<http::Response<String>, std::convert::Infallible>>(
+                    )
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
+                    .await;
+            });
+            let mut csock = tokio::net::TcpStream::connect(caddr).await.unwrap();
+            csock
+                .write_all(b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n")
+                .await
+                .unwrap();
+            let incoming = rx.await.unwrap();
+            let mut req = Request::new(RequestBody::streaming(incoming));
+            *req.method_mut() = Method::POST;
+            *req.uri_mut() = "/up".parse().unwrap();
+            let conn = Conn::new(tokio::net::TcpStream::connect(addr).await.unwrap());
+            let send = tokio::spawn(conn.send(req, Weak::new()));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            csock.write_all(b"6\r\n world\r\n0\r\n\r\n").await.unwrap();
+            let resp = send.await.unwrap().unwrap();
+            assert_eq!(resp.status(), StatusCode::OK);
+            let got = String::from_utf8(server.await.unwrap()).unwrap();
+            assert_eq!(
+                got,
+                "POST /up HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+            );
+        }
+    }
+}
