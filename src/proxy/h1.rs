@@ -1303,6 +1303,85 @@ mod tests {
             assert!(matches!(frames, Err(Error::ClosedInBody)), "{frames:?}");
         }
 
+        /// A request body streaming in from a client connection (a hyper
+        /// server's), which has sent `first` of its chunked body so far;
+        /// the socket writes the rest.
+        async fn client_body(first: &[u8]) -> (tokio::net::TcpStream, hyper::body::Incoming) {
+            let client = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let caddr = client.local_addr().unwrap();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let (sock, _) = client.accept().await.unwrap();
+                let tx = std::sync::Mutex::new(Some(tx));
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    if let Some(tx) = tx.lock().unwrap().take() {
+                        let _ = tx.send(req.into_body());
+                    }
+                    // Never answers: the test only takes the body.
+                    std::future::pending::<Result<http::Response<String>, std::convert::Infallible>>(
+                    )
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
+                    .await;
+            });
+            let mut csock = tokio::net::TcpStream::connect(caddr).await.unwrap();
+            csock
+                .write_all(b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
+                .await
+                .unwrap();
+            csock.write_all(first).await.unwrap();
+            (csock, rx.await.unwrap())
+        }
+
+        /// An upstream that answers before the request body is all there:
+        /// the answer is forwarded, the rest of the request is not sent,
+        /// and the connection is not kept.
+        #[tokio::test]
+        async fn an_early_answer_ends_the_request() {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let connections = Arc::new(AtomicUsize::new(0));
+            let counted = connections.clone();
+            tokio::spawn(async move {
+                loop {
+                    let (mut sock, _) = listener.accept().await.unwrap();
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(async move {
+                        let mut buf = [0u8; 4096];
+                        let _ = sock.read(&mut buf).await;
+                        let _ = sock
+                            .write_all(
+                                b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 4\r\n\r\nbig!",
+                            )
+                            .await;
+                        // Reads on (as a server draining the upload would).
+                        while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
+                    });
+                }
+            });
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            let target: http::Uri = format!("http://{addr}/").parse().unwrap();
+            let pool = H1Pool::new(connector, target, 8, Duration::from_secs(30));
+            // The client's body never ends.
+            let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
+            let mut req = Request::new(RequestBody::streaming(incoming));
+            *req.method_mut() = Method::POST;
+            *req.uri_mut() = "/up".parse().unwrap();
+            let resp = tokio::time::timeout(Duration::from_secs(5), exchange(&pool, req))
+                .await
+                .expect("the early answer, not a wait for the request body");
+            assert_eq!(resp.0, StatusCode::PAYLOAD_TOO_LARGE);
+            assert_eq!(resp.1.unwrap().concat(), b"big!");
+            // Not kept: the next request opens a new connection.
+            let next = tokio::time::timeout(Duration::from_secs(5), exchange(&pool, post("x")));
+            assert_eq!(
+                next.await.expect("an answer on a new connection").0,
+                StatusCode::PAYLOAD_TOO_LARGE
+            );
+            assert_eq!(connections.load(Ordering::SeqCst), 2);
+        }
+
         /// A chunked request body, streamed: sent chunked, frame by frame.
         #[tokio::test]
         async fn a_streamed_request_body_goes_out_chunked() {
@@ -1323,30 +1402,7 @@ mod tests {
                 got
             });
             // A client connection whose body streams in two frames.
-            let client = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let caddr = client.local_addr().unwrap();
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            tokio::spawn(async move {
-                let (sock, _) = client.accept().await.unwrap();
-                let tx = std::sync::Mutex::new(Some(tx));
-                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                    if let Some(tx) = tx.lock().unwrap().take() {
-                        let _ = tx.send(req.into_body());
-                    }
-                    // Answers once the body was taken and read.
-                    std::future::pending::<Result<http::Response<String>, std::convert::Infallible>>(
-                    )
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
-                    .await;
-            });
-            let mut csock = tokio::net::TcpStream::connect(caddr).await.unwrap();
-            csock
-                .write_all(b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n")
-                .await
-                .unwrap();
-            let incoming = rx.await.unwrap();
+            let (mut csock, incoming) = client_body(b"5\r\nhello\r\n").await;
             let mut req = Request::new(RequestBody::streaming(incoming));
             *req.method_mut() = Method::POST;
             *req.uri_mut() = "/up".parse().unwrap();
