@@ -729,13 +729,16 @@ impl Body {
         if !self.decoder.is_done() {
             return;
         }
-        let Some(conn) = self.conn.take() else {
+        let Some(mut conn) = self.conn.take() else {
             return;
         };
         if self.keep
             && conn.buf.is_empty()
             && let Some(pool) = self.pool.upgrade()
         {
+            // An idle connection holds no buffer (up to `max_idle` of
+            // them wait in the pool); the next exchange takes a new one.
+            conn.buf = BytesMut::new();
             pool.give_back(conn);
         }
     }
