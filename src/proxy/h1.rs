@@ -595,7 +595,7 @@ impl Decoder {
         let frame = match self.state {
             State::Done => None,
             State::Close if buf.is_empty() => None,
-            State::Close => Some(Frame::data(take(buf, buf.len()))),
+            State::Close => Some(Frame::data(take(buf, 0, buf.len()))),
             State::Length(_) if buf.is_empty() => None,
             State::Length(rest) => {
                 let n = usize::try_from(rest).unwrap_or(usize::MAX).min(buf.len());
@@ -605,7 +605,7 @@ impl Decoder {
                 } else {
                     State::Length(rest)
                 };
-                Some(Frame::data(take(buf, n)))
+                Some(Frame::data(take(buf, 0, n)))
             }
             State::Chunked(_) => {
                 let frame = self.chunked(buf, true)?;
@@ -636,14 +636,33 @@ impl Decoder {
                     if !data || i == buf.len() {
                         break None;
                     }
-                    buf.advance(i);
-                    i = 0;
-                    let n = usize::try_from(rest).unwrap_or(usize::MAX).min(buf.len());
+                    let n = usize::try_from(rest)
+                        .unwrap_or(usize::MAX)
+                        .min(buf.len() - i);
                     at = match rest - n as u64 {
                         0 => Chunk::DataCr,
                         rest => Chunk::Data(rest),
                     };
-                    break Some(Frame::data(take(buf, n)));
+                    let data = take(buf, i, n);
+                    i = 0;
+                    break Some(Frame::data(data));
+                }
+                // The usual framing, whole in `buf`, read at once: the CRLF
+                // after a chunk's data, and a size line without extensions.
+                Chunk::DataCr if buf[i..].starts_with(b"\r\n") => {
+                    i += 2;
+                    at = Chunk::START;
+                    continue;
+                }
+                Chunk::START => {
+                    if let Some((size, len)) = size_line(&buf[i..]) {
+                        i += len;
+                        at = match size {
+                            0 => Chunk::Trailers,
+                            size => Chunk::Data(size),
+                        };
+                        continue;
+                    }
                 }
                 Chunk::Trailers => {
                     let section = &buf[i..];
@@ -678,6 +697,22 @@ impl Decoder {
     }
 }
 
+/// A whole chunk size line of hex digits and CRLF at the start of `bytes`:
+/// the size and the line's length. `None` for anything else (more to read,
+/// an extension, whitespace, an error), which the byte-by-byte path takes.
+fn size_line(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut size = 0u64;
+    let mut digits = 0;
+    for &b in bytes.iter().take(16) {
+        match (b as char).to_digit(16) {
+            Some(d) => size = size << 4 | u64::from(d),
+            None => break,
+        }
+        digits += 1;
+    }
+    (digits > 0 && bytes[digits..].starts_with(b"\r\n")).then_some((size, digits + 2))
+}
+
 /// A trailer section (its fields and the empty line after them).
 fn trailers(section: &[u8]) -> Result<HeaderMap, Error> {
     let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -698,14 +733,16 @@ fn trailers(section: &[u8]) -> Result<HeaderMap, Error> {
     Ok(map)
 }
 
-/// The first `n` bytes of `buf`, taken off it: copied when small, so that
-/// `buf` stays unshared and is reused in place; split off when large.
-fn take(buf: &mut BytesMut, n: usize) -> Bytes {
+/// The `n` bytes of `buf` after its first `skip`, taken off it with those:
+/// copied when small, so that `buf` stays unshared and is reused in place;
+/// split off when large.
+fn take(buf: &mut BytesMut, skip: usize, n: usize) -> Bytes {
     if n <= OWN_BUFFER_MAX {
-        let out = Bytes::copy_from_slice(&buf[..n]);
-        buf.advance(n);
+        let out = Bytes::copy_from_slice(&buf[skip..skip + n]);
+        buf.advance(skip + n);
         out
     } else {
+        buf.advance(skip);
         buf.split_to(n).freeze()
     }
 }
@@ -974,11 +1011,11 @@ mod tests {
     #[test]
     fn small_frames_are_copied_and_large_ones_split_off() {
         let mut buf = BytesMut::from(&vec![b'x'; 3 * OWN_BUFFER_MAX][..]);
-        let small = take(&mut buf, OWN_BUFFER_MAX);
+        let small = take(&mut buf, 1, OWN_BUFFER_MAX);
         assert_eq!(small.len(), OWN_BUFFER_MAX);
-        let large = take(&mut buf, OWN_BUFFER_MAX + 1);
+        let large = take(&mut buf, 0, OWN_BUFFER_MAX + 1);
         assert_eq!(large.len(), OWN_BUFFER_MAX + 1);
-        assert_eq!(buf.len(), OWN_BUFFER_MAX - 1);
+        assert_eq!(buf.len(), OWN_BUFFER_MAX - 2);
     }
 
     proptest::proptest! {
