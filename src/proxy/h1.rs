@@ -158,6 +158,7 @@ impl Conn {
             version,
             headers,
             framing,
+            ambiguous,
         } = head;
         let framing = if parts.method == Method::HEAD
             || status == StatusCode::NO_CONTENT
@@ -168,6 +169,7 @@ impl Conn {
             framing
         };
         let keep = request_complete
+            && !ambiguous
             && version == Version::HTTP_11
             && framing != BodyFraming::Close
             && !connection_close(&headers);
@@ -330,6 +332,9 @@ struct Head {
     version: Version,
     headers: HeaderMap,
     framing: BodyFraming,
+    /// The framing was ambiguous (`Transfer-Encoding` beside
+    /// `Content-Length`): the connection is closed after this response.
+    ambiguous: bool,
 }
 
 /// Reads into `buf` until it holds a final response head, which it takes
@@ -413,6 +418,14 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Option<Head>>, Error> {
         }
         headers.append(name, value);
     }
+    // Transfer-Encoding overrides Content-Length, which is dropped so that
+    // the client is not told a length the body does not have, and the
+    // connection, whose framing a third party may read differently, is not
+    // kept (RFC 9112 §6.3).
+    let ambiguous = chunked.is_some() && length.is_some();
+    if ambiguous {
+        headers.remove(header::CONTENT_LENGTH);
+    }
     let framing = match (chunked, length) {
         (Some(true), _) => BodyFraming::Chunked,
         // A body in another coding runs to the end of the connection.
@@ -428,6 +441,7 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Option<Head>>, Error> {
         version,
         headers,
         framing,
+        ambiguous,
     })))
 }
 
@@ -1113,6 +1127,15 @@ mod tests {
             framing("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n"),
             BodyFraming::Close
         );
+        // Transfer-Encoding beside Content-Length: the length is dropped
+        // and the connection will not be kept.
+        let both =
+            head(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n");
+        let both = both.unwrap().unwrap().unwrap();
+        assert_eq!(both.framing, BodyFraming::Chunked);
+        assert!(both.ambiguous && !both.headers.contains_key(header::CONTENT_LENGTH));
+        let one = head(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n");
+        assert!(!one.unwrap().unwrap().unwrap().ambiguous);
         assert_eq!(framing("HTTP/1.0 200 OK\r\n\r\n"), BodyFraming::Close);
         for bad in [
             "HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
@@ -1333,10 +1356,12 @@ mod tests {
         }
 
         #[tokio::test]
-        async fn a_connection_is_not_kept_when_the_response_says_close_or_runs_to_it() {
+        async fn a_connection_is_not_kept_after_close_a_close_delimited_body_or_ambiguous_framing()
+        {
             let up = upstream(vec![
                 Some("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"),
                 Some("HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil the end"),
+                Some("HTTP/1.1 200 OK\r\ncontent-length: 9\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
                 Some(CHUNKED),
             ])
             .await;
@@ -1344,8 +1369,10 @@ mod tests {
             let body = exchange(&up.pool, post("2")).await.1.unwrap();
             assert_eq!(body.concat(), b"until the end");
             let body = exchange(&up.pool, post("3")).await.1.unwrap();
+            assert_eq!(body.concat(), b"abc");
+            let body = exchange(&up.pool, post("4")).await.1.unwrap();
             assert_eq!(body.concat(), b"abcde");
-            assert_eq!(up.connections.load(Ordering::SeqCst), 3);
+            assert_eq!(up.connections.load(Ordering::SeqCst), 4);
         }
 
         #[tokio::test]
