@@ -3,7 +3,8 @@
 //! [`ResponseBody`] carries the upstream's response to the client frame for
 //! frame: each frame is stamped and shown to the meter by shared reference,
 //! then returned with the same bytes, never merged, split or held back (a
-//! small one in a buffer of its own, [`own_buffer`]). It
+//! small one in a buffer of its own: [`own_buffer`], and `h1::take` for a
+//! pooled connection's). It
 //! also enforces the idle timeout (silence between frames), and it ends the
 //! meter exactly once: at the end of the body, on an upstream error or
 //! timeout, or, when the client goes away and hyper drops it, as a client
@@ -222,8 +223,10 @@ impl Reading {
     }
 }
 
-/// Data frames up to this size leave in a buffer of their own.
-const OWN_BUFFER_MAX: usize = 4096;
+/// Data frames up to this size leave in a buffer of their own (here for
+/// hyper-util's client, in `h1::take` for the pooled connections); larger
+/// ones are passed on in the read buffer they came in.
+pub(super) const OWN_BUFFER_MAX: usize = 4096;
 
 /// `frame` with the same bytes, a small data frame moved out of the
 /// upstream connection's read buffer into one of its own size.

@@ -42,6 +42,7 @@ use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
 use super::RequestBody;
+use super::body::OWN_BUFFER_MAX;
 use super::upstream::H1Pool;
 
 /// A read takes at least this much room in the read buffer.
@@ -56,10 +57,6 @@ const MAX_HEAD: usize = 64 * 1024;
 const MAX_HEADERS: usize = 100;
 /// Longest chunk size line (size and extensions).
 const MAX_SIZE_LINE: usize = 4 * 1024;
-/// Data frames up to this size are copied out of the read buffer into one
-/// of their own size, so that the read buffer is reused in place (see
-/// `body.rs`); larger ones are split off it.
-const OWN_BUFFER_MAX: usize = 4096;
 /// Request body bytes gathered before a write (frames that are ready at
 /// once go out together with the head).
 const WRITE_GATHER: usize = 64 * 1024;
