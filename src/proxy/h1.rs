@@ -64,7 +64,7 @@ const WRITE_GATHER: usize = 64 * 1024;
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("upstream connection: {0}")]
+    #[error("upstream connection")]
     Io(#[from] std::io::Error),
     #[error("upstream closed the connection before the response head")]
     ClosedBeforeHead,
@@ -1147,6 +1147,22 @@ mod tests {
         }
         // Incomplete: more to read.
         assert!(head(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap().is_none());
+    }
+
+    /// An I/O error's text comes once in the error's chain (the proxy
+    /// logs and answers with the chain on one line).
+    #[test]
+    fn an_io_error_is_the_source_not_repeated() {
+        use std::error::Error as _;
+        let e = Error::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "reset",
+        ));
+        assert_eq!(e.to_string(), "upstream connection");
+        assert_eq!(
+            e.source().map(ToString::to_string).as_deref(),
+            Some("reset")
+        );
     }
 
     #[test]
