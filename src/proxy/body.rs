@@ -281,9 +281,10 @@ impl Body for ResponseBody {
 
 /// The request body sent upstream.
 ///
-/// One pointer wide: hyper's client queues requests in blocks of 32 slots
-/// allocated with each connection, so every byte of `Request<RequestBody>`
-/// costs 32 per upstream connection (boxed, a block is 8 KiB instead of 10).
+/// One pointer wide: hyper's client (hyper-util's, for HTTPS upstreams)
+/// queues requests in blocks of 32 slots allocated with each connection, so
+/// every byte of `Request<RequestBody>` costs 32 per upstream connection
+/// (boxed, a block is 8 KiB instead of 10).
 pub struct RequestBody(Box<Source>);
 
 enum Source {

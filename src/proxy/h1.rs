@@ -161,18 +161,18 @@ impl Conn {
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED
         {
-            BodyFraming::Empty
+            Decoder::Done
         } else {
             framing
         };
         let keep = request_complete
             && !ambiguous
             && version == Version::HTTP_11
-            && framing != BodyFraming::Close
+            && framing != Decoder::Close
             && !connection_close(&headers);
         let mut resp = Response::new(Body {
             conn: Some(self),
-            decoder: Decoder::new(framing),
+            decoder: framing,
             keep,
             pool,
             read_size: READ_MIN,
@@ -214,11 +214,11 @@ fn request_head(parts: &http::request::Parts, body: &RequestBody) -> (Vec<u8>, R
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    // hyper's server has checked it (one valid length).
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+        .and_then(|v| content_length(v.as_bytes()).ok());
     let framing = match declared {
         Some(n) => RequestFraming::Length(n),
         None => match body.size_hint().exact() {
@@ -328,7 +328,7 @@ struct Head {
     reason: Option<hyper::ext::ReasonPhrase>,
     version: Version,
     headers: HeaderMap,
-    framing: BodyFraming,
+    framing: Decoder,
     /// The framing was ambiguous (`Transfer-Encoding` beside
     /// `Content-Length`): the connection is closed after this response.
     ambiguous: bool,
@@ -344,13 +344,13 @@ fn poll_head(
     loop {
         if !buf.is_empty() {
             match parse_head(buf)? {
-                Some(Some(head)) => return Poll::Ready(Ok(head)),
+                Parsed::Final(head) => return Poll::Ready(Ok(head)),
                 // An interim response, taken off: the next one follows.
-                Some(None) => continue,
-                None if buf.len() >= MAX_HEAD => {
+                Parsed::Interim => continue,
+                Parsed::Partial if buf.len() >= MAX_HEAD => {
                     return Poll::Ready(Err(Error::Head("longer than 64 KiB")));
                 }
-                None => {}
+                Parsed::Partial => {}
             }
         }
         buf.reserve(READ_MIN);
@@ -361,15 +361,23 @@ fn poll_head(
     }
 }
 
-/// Parses the response head at the front of `buf`: `None` while it is
-/// incomplete; `Some(None)` for an interim response (taken off `buf`);
-/// the final head (taken off `buf`) otherwise.
-fn parse_head(buf: &mut BytesMut) -> Result<Option<Option<Head>>, Error> {
+/// What the front of the read buffer holds.
+enum Parsed {
+    /// Part of a response head: more to read.
+    Partial,
+    /// An interim (1xx) response, taken off the buffer.
+    Interim,
+    /// The final response head, taken off the buffer.
+    Final(Head),
+}
+
+/// Parses the response head at the front of `buf`.
+fn parse_head(buf: &mut BytesMut) -> Result<Parsed, Error> {
     let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut slots);
     let len = match parsed.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Ok(None),
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
         Err(httparse::Error::TooManyHeaders) => return Err(Error::Head("too many headers")),
         Err(_) => return Err(Error::Head("not HTTP/1.x")),
     };
@@ -380,7 +388,7 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Option<Head>>, Error> {
             return Err(Error::Head("protocol upgrades are not forwarded"));
         }
         buf.advance(len);
-        return Ok(Some(None));
+        return Ok(Parsed::Interim);
     }
     let reason = parsed
         .reason
@@ -394,10 +402,7 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Option<Head>>, Error> {
     let mut length: Option<u64> = None;
     let mut chunked = None;
     for h in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| Error::Head("invalid header name"))?;
-        let value =
-            HeaderValue::from_bytes(h.value).map_err(|_| Error::Head("invalid header value"))?;
+        let (name, value) = field(h).ok_or(Error::Head("invalid header"))?;
         if name == header::TRANSFER_ENCODING {
             // The last coding says whether the body is chunked.
             let last = value
@@ -424,22 +429,21 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Option<Head>>, Error> {
         headers.remove(header::CONTENT_LENGTH);
     }
     let framing = match (chunked, length) {
-        (Some(true), _) => BodyFraming::Chunked,
+        (Some(true), _) => Decoder::CHUNKED,
         // A body in another coding runs to the end of the connection.
-        (Some(false), _) => BodyFraming::Close,
-        (None, Some(0)) => BodyFraming::Empty,
-        (None, Some(n)) => BodyFraming::Length(n),
-        (None, None) => BodyFraming::Close,
+        (Some(false), _) | (None, None) => Decoder::Close,
+        (None, Some(0)) => Decoder::Done,
+        (None, Some(n)) => Decoder::Length(n),
     };
     buf.advance(len);
-    Ok(Some(Some(Head {
+    Ok(Parsed::Final(Head {
         status,
         reason,
         version,
         headers,
         framing,
         ambiguous,
-    })))
+    }))
 }
 
 /// A `Content-Length` value: digits, or the same digits repeated in a list
@@ -467,16 +471,6 @@ fn connection_close(headers: &HeaderMap) -> bool {
             .split(|&b| b == b',')
             .any(|o| o.trim_ascii().eq_ignore_ascii_case(b"close"))
     })
-}
-
-/// How a response body is delimited.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum BodyFraming {
-    Empty,
-    Length(u64),
-    Chunked,
-    /// Until the upstream closes the connection.
-    Close,
 }
 
 /// Where the chunked decoder is.
@@ -559,40 +553,31 @@ impl Chunk {
     }
 }
 
-/// Decodes a response body out of the read buffer.
-#[derive(Debug)]
-struct Decoder {
-    state: State,
-}
-
+/// How a response body is delimited, and how far it has been decoded out
+/// of the read buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum State {
+enum Decoder {
+    /// This many bytes remain.
     Length(u64),
     Chunked(Chunk),
+    /// Until the upstream closes the connection.
     Close,
+    /// Ended (or empty from the start).
     Done,
 }
 
 impl Decoder {
-    fn new(framing: BodyFraming) -> Self {
-        let state = match framing {
-            BodyFraming::Empty | BodyFraming::Length(0) => State::Done,
-            BodyFraming::Length(n) => State::Length(n),
-            BodyFraming::Chunked => State::Chunked(Chunk::START),
-            BodyFraming::Close => State::Close,
-        };
-        Self { state }
-    }
+    const CHUNKED: Decoder = Decoder::Chunked(Chunk::START);
 
     fn is_done(&self) -> bool {
-        self.state == State::Done
+        *self == Decoder::Done
     }
 
     /// The upstream closed the connection: whether that ends the body.
     fn closed(&mut self) -> bool {
-        let ends = self.state == State::Close;
+        let ends = *self == Decoder::Close;
         if ends {
-            self.state = State::Done;
+            *self = Decoder::Done;
         }
         ends
     }
@@ -603,22 +588,22 @@ impl Decoder {
     /// the next chunk's data, so that the last frame of a body whose end
     /// was read with it already says the body has ended.
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame<Bytes>>, Error> {
-        let frame = match self.state {
-            State::Done => None,
-            State::Close if buf.is_empty() => None,
-            State::Close => Some(Frame::data(take(buf, 0, buf.len()))),
-            State::Length(_) if buf.is_empty() => None,
-            State::Length(rest) => {
+        let frame = match *self {
+            Decoder::Done => None,
+            Decoder::Close if buf.is_empty() => None,
+            Decoder::Close => Some(Frame::data(take(buf, 0, buf.len()))),
+            Decoder::Length(_) if buf.is_empty() => None,
+            Decoder::Length(rest) => {
                 let n = usize::try_from(rest).unwrap_or(usize::MAX).min(buf.len());
                 let rest = rest - n as u64;
-                self.state = if rest == 0 {
-                    State::Done
+                *self = if rest == 0 {
+                    Decoder::Done
                 } else {
-                    State::Length(rest)
+                    Decoder::Length(rest)
                 };
                 Some(Frame::data(take(buf, 0, n)))
             }
-            State::Chunked(_) => {
+            Decoder::Chunked(_) => {
                 let frame = self.chunked(buf, true)?;
                 if frame.as_ref().is_some_and(Frame::is_data) {
                     // An error there leaves the state and `buf` as they
@@ -636,7 +621,7 @@ impl Decoder {
     /// (or, without `data`, at the next data or non-empty trailers). An
     /// error leaves the state and `buf` unchanged.
     fn chunked(&mut self, buf: &mut BytesMut, data: bool) -> Result<Option<Frame<Bytes>>, Error> {
-        let State::Chunked(mut at) = self.state else {
+        let Decoder::Chunked(mut at) = *self else {
             return Ok(None);
         };
         // Framing bytes read, taken off `buf` at the end.
@@ -679,7 +664,7 @@ impl Decoder {
                     let section = &buf[i..];
                     if section.starts_with(b"\r\n") {
                         buf.advance(i + 2);
-                        self.state = State::Done;
+                        *self = Decoder::Done;
                         return Ok(None);
                     }
                     if !data {
@@ -693,7 +678,7 @@ impl Decoder {
                     };
                     let trailers = trailers(&section[..end + 4])?;
                     buf.advance(i + end + 4);
-                    self.state = State::Done;
+                    *self = Decoder::Done;
                     return Ok(Some(Frame::trailers(trailers)));
                 }
                 _ => {}
@@ -703,7 +688,7 @@ impl Decoder {
             i += 1;
         };
         buf.advance(i);
-        self.state = State::Chunked(at);
+        *self = Decoder::Chunked(at);
         Ok(frame)
     }
 }
@@ -733,15 +718,16 @@ fn trailers(section: &[u8]) -> Result<HeaderMap, Error> {
     };
     let mut map = HeaderMap::with_capacity(fields.len());
     for f in fields {
-        let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(f.name.as_bytes()),
-            HeaderValue::from_bytes(f.value),
-        ) else {
-            return Err(Error::Chunked("invalid trailers"));
-        };
+        let (name, value) = field(f).ok_or(Error::Chunked("invalid trailers"))?;
         map.append(name, value);
     }
     Ok(map)
+}
+
+/// A header field as parsed, as `http` holds it (`None` if it cannot be).
+fn field(h: &httparse::Header<'_>) -> Option<(HeaderName, HeaderValue)> {
+    let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
+    Some((name, HeaderValue::from_bytes(h.value).ok()?))
 }
 
 /// The `n` bytes of `buf` after its first `skip`, taken off it with those:
@@ -828,8 +814,8 @@ impl http_body::Body for Body {
                     this.conn = None;
                     return Poll::Ready(Some(Err(e.into())));
                 }
+                // (A body delimited by the close never keeps its connection.)
                 Ok(0) if this.decoder.closed() => {
-                    this.keep = false;
                     this.ended();
                     return Poll::Ready(None);
                 }
@@ -849,9 +835,9 @@ impl http_body::Body for Body {
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.decoder.state {
-            State::Done => SizeHint::with_exact(0),
-            State::Length(n) => SizeHint::with_exact(n),
+        match self.decoder {
+            Decoder::Done => SizeHint::with_exact(0),
+            Decoder::Length(n) => SizeHint::with_exact(n),
             _ => SizeHint::default(),
         }
     }
@@ -868,11 +854,11 @@ mod tests {
     /// at `cuts` (as reads would), each with whether the body had ended
     /// right after it; the decoder's last word is the result's second part.
     fn frames(
-        framing: BodyFraming,
+        framing: Decoder,
         wire: &[u8],
         cuts: &[usize],
     ) -> (Frames, Result<(BytesMut, bool), Error>) {
-        let mut decoder = Decoder::new(framing);
+        let mut decoder = framing;
         let mut buf = BytesMut::new();
         let mut out = Vec::new();
         let mut from = 0;
@@ -906,7 +892,7 @@ mod tests {
     /// ends the body (the terminator came with it).
     #[test]
     fn a_chunk_is_one_frame() {
-        let (out, rest) = frames(BodyFraming::Chunked, CHUNKED, &[]);
+        let (out, rest) = frames(Decoder::CHUNKED, CHUNKED, &[]);
         assert_eq!(
             data(&out),
             [&b"data: a"[..], b"data: {\"x\":1}\n\ndata: bc\n\n", b"xyz"]
@@ -927,7 +913,7 @@ mod tests {
         let n = CHUNKED.len();
         for a in 0..=n {
             for b in a..=n {
-                let (out, rest) = frames(BodyFraming::Chunked, CHUNKED, &[a, b]);
+                let (out, rest) = frames(Decoder::CHUNKED, CHUNKED, &[a, b]);
                 let (rest, done) = rest.unwrap_or_else(|e| panic!("cut at {a}, {b}: {e}"));
                 assert!(rest.is_empty() && done, "cut at {a}, {b}");
                 // Each frame lies inside one chunk: regrouped, the chunks.
@@ -959,7 +945,7 @@ mod tests {
     fn trailers_come_as_a_last_frame() {
         let wire = b"3\r\nabc\r\n0\r\nx-usage: 12\r\nx-b: 2\r\n\r\n";
         for cut in 0..=wire.len() {
-            let (out, rest) = frames(BodyFraming::Chunked, wire, &[cut]);
+            let (out, rest) = frames(Decoder::CHUNKED, wire, &[cut]);
             assert_eq!(rest.unwrap(), (BytesMut::new(), true), "cut at {cut}");
             assert_eq!(data(&out).concat(), b"abc", "cut at {cut}");
             let (last, end) = out.last().unwrap();
@@ -983,7 +969,7 @@ mod tests {
             (b"3;\n", 0),
             (b"3\r\nabc\r\n0\r\nno colon\r\n\r\n", 1),
         ] {
-            let (out, rest) = frames(BodyFraming::Chunked, wire, &[]);
+            let (out, rest) = frames(Decoder::CHUNKED, wire, &[]);
             assert!(
                 matches!(rest, Err(Error::Chunked(_))),
                 "{:?}",
@@ -998,18 +984,18 @@ mod tests {
         let mut wire = b"3;".to_vec();
         wire.extend(std::iter::repeat_n(b'x', MAX_SIZE_LINE + 1));
         wire.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
-        assert!(frames(BodyFraming::Chunked, &wire, &[]).1.is_err());
+        assert!(frames(Decoder::CHUNKED, &wire, &[]).1.is_err());
         let mut wire = b"3;".to_vec();
         wire.extend(std::iter::repeat_n(b'x', MAX_SIZE_LINE));
         wire.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
-        assert_eq!(data(&frames(BodyFraming::Chunked, &wire, &[]).0), [b"abc"]);
+        assert_eq!(data(&frames(Decoder::CHUNKED, &wire, &[]).0), [b"abc"]);
     }
 
     #[test]
     fn a_length_body_ends_at_its_length() {
         let wire = b"hello, world";
         for cut in 0..=wire.len() {
-            let (out, rest) = frames(BodyFraming::Length(5), wire, &[cut]);
+            let (out, rest) = frames(Decoder::Length(5), wire, &[cut]);
             assert_eq!(data(&out).concat(), b"hello", "cut at {cut}");
             assert!(out.last().unwrap().1);
             // What follows the body is left for the connection to refuse.
@@ -1054,7 +1040,7 @@ mod tests {
             wire.extend_from_slice(b"0\r\n\r\n");
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (wire.len() + 1)).collect();
             cuts.sort_unstable();
-            let (out, rest) = frames(BodyFraming::Chunked, &wire, &cuts);
+            let (out, rest) = frames(Decoder::CHUNKED, &wire, &cuts);
             let (rest, done) = rest.unwrap();
             proptest::prop_assert!(rest.is_empty() && done);
             // Regrouped by chunk, the frames are the chunks.
@@ -1080,7 +1066,7 @@ mod tests {
             cut in 0usize..200,
         ) {
             let cut = cut.min(wire.len());
-            for framing in [BodyFraming::Chunked, BodyFraming::Length(50), BodyFraming::Close] {
+            for framing in [Decoder::CHUNKED, Decoder::Length(50), Decoder::Close] {
                 let _ = frames(framing, &wire, &[cut]);
             }
             let mut buf = BytesMut::from(&wire[..]);
@@ -1088,52 +1074,60 @@ mod tests {
         }
     }
 
-    fn head(wire: &[u8]) -> Result<Option<Option<Head>>, Error> {
+    fn head(wire: &[u8]) -> Result<Parsed, Error> {
         parse_head(&mut BytesMut::from(wire))
     }
 
-    fn framing(wire: &str) -> BodyFraming {
-        head(wire.as_bytes()).unwrap().unwrap().unwrap().framing
+    /// The final head `wire` is (any other answer fails the test).
+    fn final_head(wire: &[u8]) -> Head {
+        match head(wire) {
+            Ok(Parsed::Final(head)) => head,
+            _ => panic!("not a final head: {:?}", String::from_utf8_lossy(wire)),
+        }
+    }
+
+    fn framing(wire: &str) -> Decoder {
+        final_head(wire.as_bytes()).framing
     }
 
     #[test]
     fn the_head_says_how_the_body_is_framed() {
         assert_eq!(
             framing("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n"),
-            BodyFraming::Length(12)
+            Decoder::Length(12)
         );
         assert_eq!(
             framing("HTTP/1.1 200 OK\r\nContent-Length: 12, 12\r\n\r\n"),
-            BodyFraming::Length(12)
+            Decoder::Length(12)
         );
         assert_eq!(
             framing("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
-            BodyFraming::Empty
+            Decoder::Done
         );
         assert_eq!(
             framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n"),
-            BodyFraming::Chunked
+            Decoder::CHUNKED
         );
         assert_eq!(
             framing(
                 "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\ncontent-length: 5\r\n\r\n"
             ),
-            BodyFraming::Chunked
+            Decoder::CHUNKED
         );
         assert_eq!(
             framing("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n"),
-            BodyFraming::Close
+            Decoder::Close
         );
         // Transfer-Encoding beside Content-Length: the length is dropped
         // and the connection will not be kept.
-        let both =
-            head(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n");
-        let both = both.unwrap().unwrap().unwrap();
-        assert_eq!(both.framing, BodyFraming::Chunked);
+        let both = final_head(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n",
+        );
+        assert_eq!(both.framing, Decoder::CHUNKED);
         assert!(both.ambiguous && !both.headers.contains_key(header::CONTENT_LENGTH));
-        let one = head(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n");
-        assert!(!one.unwrap().unwrap().unwrap().ambiguous);
-        assert_eq!(framing("HTTP/1.0 200 OK\r\n\r\n"), BodyFraming::Close);
+        let one = final_head(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n");
+        assert!(!one.ambiguous);
+        assert_eq!(framing("HTTP/1.0 200 OK\r\n\r\n"), Decoder::Close);
         for bad in [
             "HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n",
             "HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
@@ -1146,7 +1140,10 @@ mod tests {
             assert!(head(bad.as_bytes()).is_err(), "{bad:?}");
         }
         // Incomplete: more to read.
-        assert!(head(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap().is_none());
+        assert!(matches!(
+            head(b"HTTP/1.1 200 OK\r\ncontent-le"),
+            Ok(Parsed::Partial)
+        ));
     }
 
     /// An I/O error's text comes once in the error's chain (the proxy
@@ -1167,7 +1164,7 @@ mod tests {
 
     #[test]
     fn an_unusual_reason_phrase_is_kept() {
-        let reason = |wire: &str| head(wire.as_bytes()).unwrap().unwrap().unwrap().reason;
+        let reason = |wire: &str| final_head(wire.as_bytes()).reason;
         assert!(reason("HTTP/1.1 200 OK\r\n\r\n").is_none());
         let kept = reason("HTTP/1.1 200 Fine Thanks\r\n\r\n").expect("kept");
         assert_eq!(kept.as_bytes(), b"Fine Thanks");
@@ -1176,8 +1173,10 @@ mod tests {
     #[test]
     fn interim_responses_are_skipped() {
         let mut buf = BytesMut::from(&b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"[..]);
-        assert!(matches!(parse_head(&mut buf), Ok(Some(None))));
-        let head = parse_head(&mut buf).unwrap().unwrap().unwrap();
+        assert!(matches!(parse_head(&mut buf), Ok(Parsed::Interim)));
+        let Ok(Parsed::Final(head)) = parse_head(&mut buf) else {
+            panic!("no final head after the interim one");
+        };
         assert_eq!(head.status, StatusCode::OK);
         assert!(buf.is_empty());
     }
