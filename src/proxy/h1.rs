@@ -1008,10 +1008,20 @@ mod tests {
     #[test]
     fn small_frames_are_copied_and_large_ones_split_off() {
         let mut buf = BytesMut::from(&vec![b'x'; 3 * OWN_BUFFER_MAX][..]);
+        let start = buf.as_ptr();
         let small = take(&mut buf, 1, OWN_BUFFER_MAX);
         assert_eq!(small.len(), OWN_BUFFER_MAX);
+        // Copied: not a view of the read buffer, which moved past it.
+        let in_buffer = |p: *const u8| {
+            (start as usize..start as usize + 3 * OWN_BUFFER_MAX).contains(&(p as usize))
+        };
+        assert!(!in_buffer(small.as_ptr()));
+        assert_eq!(buf.as_ptr(), start.wrapping_add(1 + OWN_BUFFER_MAX));
+        let at = buf.as_ptr();
         let large = take(&mut buf, 0, OWN_BUFFER_MAX + 1);
         assert_eq!(large.len(), OWN_BUFFER_MAX + 1);
+        // Split off: the same bytes of the read buffer.
+        assert_eq!(large.as_ptr(), at);
         assert_eq!(buf.len(), OWN_BUFFER_MAX - 2);
     }
 
