@@ -85,6 +85,32 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
             "{stdout}"
         );
 
+        // The offered load counts the chunks the simulator sent in the
+        // measured windows (those sent in a window and received after it
+        // too, so not fewer than the measured ones less the last in flight),
+        // and one round's detail per round.
+        let offered = &leg["offered"];
+        let per_ms = offered["mean_per_ms"].as_f64().unwrap();
+        let windows_ms = 2.0 * scenarios[0]["duration_s"].as_f64().unwrap() * 1000.0;
+        let measured = leg["measured_chunks"].as_f64().unwrap();
+        assert!(
+            per_ms * windows_ms >= measured * 0.5 && per_ms * windows_ms <= measured * 2.0,
+            "{name}: {offered} against {measured} measured chunks"
+        );
+        assert!(
+            offered["burstiness"].as_f64().unwrap() >= 1.0,
+            "{name}: {offered}"
+        );
+        assert!(
+            offered["max_per_ms"].as_u64().unwrap() >= offered["p99_per_ms"].as_u64().unwrap(),
+            "{name}: {offered}"
+        );
+        assert_eq!(leg["rounds_detail"].as_array().unwrap().len(), 2, "{name}");
+        assert!(
+            stdout.contains(&format!("offered load ({name})")),
+            "{stdout}"
+        );
+
         // Every byte the simulator sent arrived unchanged, one event per frame.
         let f = &leg["fidelity"];
         assert_eq!(f["byte_identical"], true, "{name}: {f}");

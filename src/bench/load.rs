@@ -134,6 +134,10 @@ pub struct LoadResult {
     /// Non-streamed: end of body minus intended send time.
     pub e2e: Histogram<u64>,
     pub fidelity: Fidelity,
+    /// Stamped events by the millisecond of the measured window in which
+    /// the simulator sent them: the offered load's shape (rounds' windows
+    /// concatenated when merged).
+    pub sent_per_ms: Vec<u32>,
     /// Wall time of the measured window, seconds.
     pub measured_seconds: f64,
 }
@@ -155,6 +159,7 @@ impl LoadResult {
             gap_distortion: histogram(),
             e2e: histogram(),
             fidelity: Fidelity::default(),
+            sent_per_ms: Vec::new(),
             measured_seconds: 0.0,
         })
     }
@@ -183,6 +188,7 @@ impl LoadResult {
         f.hash_sum = f.hash_sum.wrapping_add(o.hash_sum);
         f.merged_frames += o.merged_frames;
         f.split_frames += o.split_frames;
+        self.sent_per_ms.extend_from_slice(&other.sent_per_ms);
         self.measured_seconds += other.measured_seconds;
     }
 }
@@ -253,7 +259,10 @@ pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::Creati
         measure_from,
         measure_until,
         next_id: AtomicU64::new(0),
-        result: Mutex::new(LoadResult::empty()?),
+        result: Mutex::new(LoadResult {
+            sent_per_ms: vec![0; scenario.duration.as_millis() as usize],
+            ..LoadResult::empty()?
+        }),
     });
 
     let mut tasks = JoinSet::new();
@@ -428,8 +437,12 @@ async fn one_request(run: &Run, intended: u64) {
     r.fidelity.hash_sum = r.fidelity.hash_sum.wrapping_add(stream.hash.value());
     if !s.streamed {
         r.fidelity.events += 1;
+        let stamp = read_stamp(&stream.pending);
+        if let Some(stamp) = stamp {
+            count_offered(run, &mut r, stamp);
+        }
         if now >= run.measure_from
-            && let Some(stamp) = read_stamp(&stream.pending)
+            && let Some(stamp) = stamp
         {
             record(&mut r.chunk_latency, now.saturating_sub(stamp));
             r.measured_chunks += 1;
@@ -467,6 +480,9 @@ fn on_frame(
         from += end + 2;
         events += 1;
         let stamp = read_stamp(event);
+        if let Some(stamp) = stamp {
+            count_offered(run, r, stamp);
+        }
         let token = memchr::memmem::find(event, b"\":\" tok").is_some();
         if let Some(stamp) = stamp
             && now >= run.measure_from
@@ -509,6 +525,15 @@ fn on_frame(
     // Each cut is counted once, on the frame that ends inside the event.
     if !stream.pending.is_empty() {
         r.fidelity.split_frames += 1;
+    }
+}
+
+/// Counts a stamped event in the millisecond of the measured window in
+/// which the simulator sent it (events sent outside the window are not).
+fn count_offered(run: &Run, r: &mut LoadResult, stamp: u64) {
+    let ms = stamp.checked_sub(run.measure_from).map(|ns| ns / 1_000_000);
+    if let Some(bin) = ms.and_then(|ms| r.sent_per_ms.get_mut(ms as usize)) {
+        *bin += 1;
     }
 }
 

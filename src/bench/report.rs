@@ -46,6 +46,39 @@ impl Quantiles {
     }
 }
 
+/// The shape of the load the simulator offered in the measured window:
+/// stamped events it sent per millisecond. A closed loop's streams can
+/// bunch up (each sends its next request when the path delivered the last
+/// one), so the same concurrency offers a smooth load in one round and
+/// bursts in another; `burstiness` (the p99 millisecond over the mean
+/// one) says which, and ties a round's tail to its load.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Offered {
+    pub mean_per_ms: f64,
+    pub p99_per_ms: u32,
+    pub max_per_ms: u32,
+    pub burstiness: f64,
+}
+
+impl Offered {
+    fn of(sent_per_ms: &[u32]) -> Option<Self> {
+        let total: u64 = sent_per_ms.iter().map(|&n| u64::from(n)).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut sorted = sent_per_ms.to_vec();
+        sorted.sort_unstable();
+        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+        let mean = total as f64 / sorted.len() as f64;
+        Some(Self {
+            mean_per_ms: mean,
+            p99_per_ms: at(0.99),
+            max_per_ms: at(1.0),
+            burstiness: f64::from(at(0.99)) / mean,
+        })
+    }
+}
+
 /// A leg's figure against the direct leg's.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Versus {
@@ -229,8 +262,20 @@ pub struct LegReport {
     pub cpu_vs_nginx: Option<f64>,
     pub memory: MemoryReport,
     pub metering_accuracy: Option<AccuracyReport>,
+    /// The load the simulator offered, rounds merged.
+    pub offered: Option<Offered>,
     /// How much the rounds of this leg differ from each other.
     pub spread: Spread,
+    /// Each round's tail beside the load it was offered, in the order run.
+    pub rounds_detail: Vec<RoundDetail>,
+}
+
+/// One round of a leg: its latency p99 (chunk, or end-to-end when not
+/// streamed) and the burstiness of its offered load.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct RoundDetail {
+    pub latency_p99_us: Option<f64>,
+    pub burstiness: Option<f64>,
 }
 
 /// The lowest and highest value of one figure over a leg's rounds: on a
@@ -256,6 +301,15 @@ impl Range {
     }
 }
 
+/// A round's latency: chunk latency when streamed, else end-to-end.
+fn round_latency(r: &LegRun) -> Option<Quantiles> {
+    if r.load.chunk_latency.is_empty() {
+        Quantiles::of(&r.load.e2e)
+    } else {
+        Quantiles::of(&r.load.chunk_latency)
+    }
+}
+
 /// Per-round figures of one leg, as ranges over its rounds.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Spread {
@@ -269,14 +323,7 @@ pub struct Spread {
 
 impl Spread {
     fn of(kind: LegKind, runs: &[&LegRun]) -> Self {
-        let latency = |r: &LegRun| {
-            let h = if r.load.chunk_latency.is_empty() {
-                &r.load.e2e
-            } else {
-                &r.load.chunk_latency
-            };
-            Quantiles::of(h)
-        };
+        let latency = |r: &LegRun| round_latency(r);
         Spread {
             latency_p50_us: Range::of(runs.iter().filter_map(|r| latency(r).map(|q| q.p50))),
             latency_p99_us: Range::of(runs.iter().filter_map(|r| latency(r).map(|q| q.p99))),
@@ -563,7 +610,15 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
                 .and_then(|v| v.into_iter().reduce(f64::max)),
         },
         metering_accuracy,
+        offered: Offered::of(&load.sent_per_ms),
         spread: Spread::of(kind, runs),
+        rounds_detail: runs
+            .iter()
+            .map(|r| RoundDetail {
+                latency_p99_us: round_latency(r).map(|q| q.p99),
+                burstiness: Offered::of(&r.load.sent_per_ms).map(|o| o.burstiness),
+            })
+            .collect(),
     })
 }
 
@@ -985,6 +1040,36 @@ pub fn text(r: &Report) -> String {
             }
         }
         for l in &s.legs {
+            let Some(offered) = l.offered else { continue };
+            let mut line = format!(
+                "offered load ({}): {:.1} chunks sent per ms, p99 {} (burstiness {:.2}x), max {}",
+                l.leg.name(),
+                offered.mean_per_ms,
+                offered.p99_per_ms,
+                offered.burstiness,
+                offered.max_per_ms,
+            );
+            if l.rounds_detail.len() > 1 {
+                let rounds: Vec<String> = l
+                    .rounds_detail
+                    .iter()
+                    .map(|d| {
+                        let b = d.burstiness.map_or("-".to_owned(), |b| format!("{b:.2}x"));
+                        let p = d
+                            .latency_p99_us
+                            .map_or("-".to_owned(), |p| format!("{p:.0}"));
+                        format!("{b} {p}")
+                    })
+                    .collect();
+                let _ = write!(
+                    line,
+                    "; by round (burstiness, p99 us): {}",
+                    rounds.join(", ")
+                );
+            }
+            let _ = writeln!(o, "{line}");
+        }
+        for l in &s.legs {
             if let Some(a) = &l.metering_accuracy {
                 let Some(q) = a.abs_diff_us else {
                     let _ = writeln!(
@@ -1130,6 +1215,24 @@ mod tests {
             .iter()
             .find(|c| c.target.starts_with("proxy TTFT within"))
             .unwrap()
+    }
+
+    #[test]
+    fn offered_load_is_the_p99_millisecond_over_the_mean() {
+        assert!(Offered::of(&[]).is_none());
+        assert!(Offered::of(&[0, 0, 0]).is_none());
+        // A smooth load: every millisecond the same.
+        let smooth = Offered::of(&[5; 1000]).unwrap();
+        assert_eq!((smooth.p99_per_ms, smooth.max_per_ms), (5, 5));
+        assert!((smooth.burstiness - 1.0).abs() < 1e-9);
+        // The same chunks in bursts: 50 every tenth millisecond.
+        let bursts: Vec<u32> = (0..1000)
+            .map(|i| if i % 10 == 0 { 50 } else { 0 })
+            .collect();
+        let b = Offered::of(&bursts).unwrap();
+        assert!((b.mean_per_ms - 5.0).abs() < 1e-9);
+        assert_eq!((b.p99_per_ms, b.max_per_ms), (50, 50));
+        assert!((b.burstiness - 10.0).abs() < 1e-9);
     }
 
     #[test]
