@@ -3,7 +3,8 @@
 //! clock reading and the Prometheus and live-window observations, as the
 //! proxy runs them for each frame (`StreamMeter::data` with `Instant::now()`),
 //! one event per frame. Criterion reports time per chunk
-//! (`Throughput::Elements`).
+//! (`Throughput::Elements`). `meter_data_interleaved` is the same path with
+//! a thousand streams' chunks interleaved.
 //!
 //! `cargo bench --bench meter` runs it; `cargo bench --bench meter -- --quick`
 //! for a short run. The framers, the classifiers and the JSON reader
@@ -108,6 +109,26 @@ fn meter_frame<R: tokenmeter::meter::Recorder>(meter: &mut StreamMeter<R>, frame
     meter.data(Instant::now(), frame);
 }
 
+/// A meter of one streamed response of the capture `name`, past its head.
+fn streaming_meter(
+    metrics: &Metrics,
+    name: &str,
+    api: Api,
+) -> StreamMeter<tokenmeter::metrics::RequestRecorder> {
+    let recorder = metrics.request("bench", Some("bench-model"), None, None);
+    let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
+    let content_type: &[u8] = if is_sse(name) {
+        b"text/event-stream"
+    } else {
+        b"application/x-ndjson"
+    };
+    meter.response_head(Instant::now(), 200, Some(content_type), None);
+    meter
+}
+
+/// Streams metered at once in `meter_data_interleaved`.
+const INTERLEAVED: usize = 1000;
+
 fn meter_path(c: &mut Criterion) {
     let metrics = Metrics::new(&MetricsSettings::default(), &[], Registry::new()).unwrap();
     let mut group = c.benchmark_group("meter_data");
@@ -117,18 +138,36 @@ fn meter_path(c: &mut Criterion) {
         // One meter for the whole run: the steady state of a long stream,
         // where every frame goes through framing, classification, the clock
         // and (for token events) the ITL histogram.
-        let recorder = metrics.request("bench", Some("bench-model"), None, None);
-        let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
-        let content_type: &[u8] = if is_sse(name) {
-            b"text/event-stream"
-        } else {
-            b"application/x-ndjson"
-        };
-        meter.response_head(Instant::now(), 200, Some(content_type), None);
+        let mut meter = streaming_meter(&metrics, name, api);
         group.bench_function(name, |b| {
             b.iter(|| {
                 for frame in &frames {
                     meter_frame(&mut meter, black_box(frame));
+                }
+            })
+        });
+    }
+    group.finish();
+
+    // The same path with a thousand streams' chunks interleaved, as a proxy
+    // meters them at 1,000 concurrent streams: each frame goes to every
+    // meter in turn, so each meter's state (framer, protocol state, ITL
+    // sketch) has been pushed out of the nearest caches by the other
+    // streams' since its last chunk. The difference from `meter_data` is
+    // what the cache costs per chunk.
+    let mut group = c.benchmark_group("meter_data_interleaved");
+    for &(name, api) in FIXTURES {
+        let frames = frames(name);
+        group.throughput(Throughput::Elements((frames.len() * INTERLEAVED) as u64));
+        let mut meters: Vec<_> = (0..INTERLEAVED)
+            .map(|_| streaming_meter(&metrics, name, api))
+            .collect();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                for frame in &frames {
+                    for meter in &mut meters {
+                        meter_frame(meter, black_box(frame));
+                    }
                 }
             })
         });
