@@ -18,6 +18,12 @@
 # cache sizes) and prints the data-cache misses per chunk, first level
 # (D1) and last level (LL), reads and writes together.
 #
+# UNMETERED=1 runs each binary with its route's `protocol: none` (forwarding
+# without metering, as the bench's `unmetered` leg), so that a binary's
+# figure with and without it is what metering costs per chunk. With
+# TOKENS=50 and TOKENS=400 the two figures also split the cost per chunk
+# from the cost per request (a figure is per chunk + per request / tokens).
+#
 # KEEP=DIR keeps the callgrind profile of each binary's long run in DIR
 # (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 # `callgrind_annotate --inclusive=yes DIR/1.cg.*` (where the instructions go).
@@ -41,8 +47,17 @@ run() {
     bin=$(realpath "$1")
     wrapper="$out/wrapper"
     rm -f "$out"/cg.*
-    printf '#!/bin/sh\nexec valgrind --tool=callgrind %s --callgrind-out-file=%s/cg.%%p %s "$@"\n' \
-        "$sim" "$out" "$bin" >"$wrapper"
+    {
+        echo '#!/bin/sh'
+        if [ -n "${UNMETERED:-}" ]; then
+            # The bench's generated config is the last argument
+            # (`serve ... --config FILE`).
+            echo 'for last; do :; done'
+            echo 'sed -i "s/protocol: auto/protocol: none/" "$last"'
+        fi
+        printf 'exec valgrind --tool=callgrind %s --callgrind-out-file=%s/cg.%%p %s "$@"\n' \
+            "$sim" "$out" "$bin"
+    } >"$wrapper"
     chmod +x "$wrapper"
     "$rig" bench --concurrency "$streams" --itl-ms "$itl" --tokens "$tokens" --duration "$2" --warmup 2s \
         --rounds 1 --settle 1s --legs baseline --baseline-bin "$wrapper" >"$out/report" 2>&1 ||
