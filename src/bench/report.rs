@@ -734,7 +734,12 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
                             s.streams.unwrap_or(0),
                             1000.0 / s.itl_ms.max(1) as f64
                         ),
-                        format!("{:+.1} us, {} errors", c.p99_delta_us, l.errors),
+                        format!(
+                            "{:+.1} us, {} errors{}",
+                            c.p99_delta_us,
+                            l.errors,
+                            burst_work(l)
+                        ),
                         c.p99_delta_us <= 1000.0 && l.errors == 0,
                         !direct_errors,
                     );
@@ -812,6 +817,21 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
 
 /// The accuracy figures a target check quotes, with the direct leg's chunk
 /// latency p99 (see [`one_hop_fits`]).
+/// What the offered load's p99 millisecond asks of this leg's proxy: its
+/// chunks times the proxy's CPU per chunk. Above 1 ms, those chunks cannot
+/// all leave within a millisecond of arriving on one core, whatever the
+/// proxy does with its time.
+fn burst_work(l: &LegReport) -> String {
+    match l.offered {
+        Some(o) if l.cpu.proxy_us_per_chunk > 0.0 => format!(
+            "; the simulator's p99 ms brought {} chunks, {:.2} ms of this proxy's CPU",
+            o.p99_per_ms,
+            f64::from(o.p99_per_ms) * l.cpu.proxy_us_per_chunk / 1000.0
+        ),
+        _ => String::new(),
+    }
+}
+
 fn accuracy_measured(a: &AccuracyReport, direct: Option<&LegReport>) -> String {
     let hop = direct
         .and_then(|d| d.chunk_latency_us)
@@ -1215,6 +1235,32 @@ mod tests {
             .iter()
             .find(|c| c.target.starts_with("proxy TTFT within"))
             .unwrap()
+    }
+
+    #[test]
+    fn the_capacity_check_says_what_the_p99_millisecond_asks_of_the_proxy() {
+        let mut leg = run(LegKind::Tokenmeter, 3_000_000, &[]);
+        // A tenth of the milliseconds bring 160 chunks, one 300, the rest 40.
+        leg.load.sent_per_ms = (0..1000)
+            .map(|i| if i % 10 == 0 { 160 } else { 40 })
+            .collect();
+        leg.load.sent_per_ms[5] = 300;
+        leg.load.fidelity.events = 1_000_000;
+        leg.proxy_cpu_seconds = Some(13.8); // 13.8 us per chunk
+        let runs = [run(LegKind::Direct, 100_000, &[]), leg];
+        let checks = check_targets(&[scenario("s", &scenario_of(1000), 1, &runs)]);
+        let capacity = checks
+            .iter()
+            .find(|c| c.target.contains("chunks/s: added chunk p99"))
+            .unwrap();
+        assert_eq!(capacity.verdict, "missed");
+        assert!(
+            capacity.measured.ends_with(
+                "; the simulator's p99 ms brought 160 chunks, 2.21 ms of this proxy's CPU"
+            ),
+            "{}",
+            capacity.measured
+        );
     }
 
     #[test]
