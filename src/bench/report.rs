@@ -47,11 +47,10 @@ impl Quantiles {
 }
 
 /// The shape of the load the simulator offered in the measured window:
-/// stamped events it sent per millisecond. A closed loop's streams can
-/// bunch up (each sends its next request when the path delivered the last
-/// one), so the same concurrency offers a smooth load in one round and
-/// bursts in another; `burstiness` (the p99 millisecond over the mean
-/// one) says which, and ties a round's tail to its load.
+/// stamped events it sent per millisecond. `burstiness` (the p99
+/// millisecond over the mean one: about 1.3 for chunks sent on time at 50
+/// per ms) says whether a round's load came smooth or in bursts, so that
+/// its tail can be read beside it; legs of one run should show the same.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Offered {
     pub mean_per_ms: f64,
@@ -323,10 +322,9 @@ pub struct Spread {
 
 impl Spread {
     fn of(kind: LegKind, runs: &[&LegRun]) -> Self {
-        let latency = |r: &LegRun| round_latency(r);
         Spread {
-            latency_p50_us: Range::of(runs.iter().filter_map(|r| latency(r).map(|q| q.p50))),
-            latency_p99_us: Range::of(runs.iter().filter_map(|r| latency(r).map(|q| q.p99))),
+            latency_p50_us: Range::of(runs.iter().filter_map(|r| round_latency(r).map(|q| q.p50))),
+            latency_p99_us: Range::of(runs.iter().filter_map(|r| round_latency(r).map(|q| q.p99))),
             ttft_p99_us: Range::of(
                 runs.iter()
                     .filter_map(|r| Quantiles::of(&r.load.ttft).map(|q| q.p99)),
@@ -815,12 +813,10 @@ pub fn check_targets(scenarios: &[ScenarioReport]) -> Vec<TargetCheck> {
     out
 }
 
-/// The accuracy figures a target check quotes, with the direct leg's chunk
-/// latency p99 (see [`one_hop_fits`]).
 /// What the offered load's p99 millisecond asks of this leg's proxy: its
-/// chunks times the proxy's CPU per chunk. Above 1 ms, those chunks cannot
-/// all leave within a millisecond of arriving on one core, whatever the
-/// proxy does with its time.
+/// chunks times the proxy's CPU per chunk. On one core, the chunk of that
+/// millisecond forwarded last waits at least that work less 1 ms, whatever
+/// the proxy does with its time: above 2 ms, more than the target allows.
 fn burst_work(l: &LegReport) -> String {
     match l.offered {
         Some(o) if l.cpu.proxy_us_per_chunk > 0.0 => format!(
@@ -832,6 +828,8 @@ fn burst_work(l: &LegReport) -> String {
     }
 }
 
+/// The accuracy figures a target check quotes, with the direct leg's chunk
+/// latency p99 (see [`one_hop_fits`]).
 fn accuracy_measured(a: &AccuracyReport, direct: Option<&LegReport>) -> String {
     let hop = direct
         .and_then(|d| d.chunk_latency_us)
