@@ -22,7 +22,8 @@
 # without metering, as the bench's `unmetered` leg), so that a binary's
 # figure with and without it is what metering costs per chunk. With
 # TOKENS=50 and TOKENS=400 the two figures also split the cost per chunk
-# from the cost per request (a figure is per chunk + per request / tokens).
+# from the cost per request (a figure is per chunk + per request / chunks
+# per request).
 #
 # KEEP=DIR keeps the callgrind profile of each binary's long run in DIR
 # (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
