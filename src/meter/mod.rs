@@ -324,6 +324,9 @@ struct Decoder {
     sglang: sglang::Cumulative,
     /// The OpenAI chunks' shared envelope (likewise).
     openai: openai::Envelope,
+    /// The Gemini chunks' shared tails, made at a stream's first Gemini
+    /// event (a few hundred bytes no other stream needs).
+    gemini: Option<Box<gemini::Tails>>,
 }
 
 impl Decoder {
@@ -338,6 +341,7 @@ impl Decoder {
         match self.api {
             Api::Sglang => self.sglang.classify(name, data),
             Api::OpenAi => self.openai.classify(name, data),
+            Api::Gemini => self.gemini.get_or_insert_default().classify(name, data),
             api => api.classify(name, data),
         }
     }
@@ -647,6 +651,7 @@ impl<R: Recorder> StreamMeter<R> {
                     api,
                     sglang: sglang::Cumulative::default(),
                     openai: openai::Envelope::default(),
+                    gemini: None,
                 },
                 limits,
                 framing: Framing::Pending,

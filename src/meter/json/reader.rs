@@ -126,6 +126,107 @@ impl Prefix {
     }
 }
 
+/// The end of an object that the same object in the next events of a
+/// stream may repeat byte for byte, such as the `"modelVersion"` and
+/// `"responseId"` after a Gemini chunk's candidates and usage: the bytes
+/// from a comma between two of its members to its closing brace, where the
+/// caller skipped every member. An object read with [`Members`] keeps its
+/// suffix in one.
+///
+/// An object that goes on with the same bytes from a comma is closed there
+/// instead of read to its end: same bytes from the same reader state
+/// (between two members of an object), so the same verdicts on them, and
+/// the caller skipped what they hold.
+#[derive(Debug, Default)]
+pub struct Suffix {
+    bytes: Vec<u8>,
+    /// Where its members' commas are in `bytes` (the first at 0): the
+    /// object may also go on with the suffix from any of them, as when a
+    /// skipped member before them changes from chunk to chunk (Gemini's
+    /// `totalTokenCount`).
+    commas: [u32; Suffix::COMMAS],
+    len_commas: u8,
+}
+
+impl Suffix {
+    /// The longest suffix kept, in bytes, as [`Prefix::MAX_LEN`]; a longer
+    /// one is forgotten instead (its object is read whole).
+    pub const MAX_LEN: usize = 1024;
+
+    /// Commas kept, from the first: where the suffix may be resumed from.
+    const COMMAS: usize = 4;
+
+    /// Its length in bytes (0 when there is none).
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// A loop over the members of an open object that remembers its
+/// [`Suffix`] for the next event: `while let Some(key) = m.key(r)? { .. }`
+/// in place of [`Reader::key`], with [`counted`](Self::counted) called for
+/// every member the caller reads rather than skips. With no suffix it is
+/// that loop and nothing more.
+#[derive(Debug)]
+pub struct Members<'s> {
+    suffix: Option<&'s mut Suffix>,
+    /// The comma before the members skipped since the last counted one.
+    skipped_from: Option<usize>,
+    /// Those members' commas, as offsets from it.
+    commas: [u32; Suffix::COMMAS],
+    len_commas: usize,
+}
+
+impl<'s> Members<'s> {
+    /// The members of the object just opened, closed early at `suffix`
+    /// (then replaced by this object's) when there is one.
+    pub fn new(suffix: Option<&'s mut Suffix>) -> Self {
+        Self {
+            suffix,
+            skipped_from: None,
+            commas: [0; Suffix::COMMAS],
+            len_commas: 0,
+        }
+    }
+
+    /// The next key, as [`Reader::key`]; `None` once the object is closed,
+    /// at its brace or where the rest of it is the suffix.
+    #[inline(always)]
+    pub fn key<'r>(&mut self, r: &'r mut Reader<'_>) -> Result<Option<&'r [u8]>, Error> {
+        let Some(suffix) = self.suffix.as_deref_mut() else {
+            return r.key();
+        };
+        if let Some(at) = r.comma() {
+            if r.close_at(suffix) {
+                return Ok(None);
+            }
+            let from = *self.skipped_from.get_or_insert(at);
+            if self.len_commas < Suffix::COMMAS {
+                // Within `Suffix::MAX_LEN` of `from` whenever it is kept.
+                self.commas[self.len_commas] = u32::try_from(at - from).unwrap_or(u32::MAX);
+                self.len_commas += 1;
+            }
+        }
+        if r.peek()? == b'}' {
+            r.keep_suffix(self.skipped_from, &self.commas[..self.len_commas], suffix);
+        }
+        r.key()
+    }
+
+    /// The member whose key was just read counts: the suffix starts after
+    /// it, if at all.
+    #[inline]
+    pub fn counted(&mut self) {
+        self.skipped_from = None;
+        self.len_commas = 0;
+    }
+}
+
 /// The reader's position in the value being read.
 ///
 /// Objects and lists are read in loops: [`open_object`](Self::open_object)
@@ -214,6 +315,53 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn boundary(&mut self) -> Option<usize> {
         (self.depth == 1 && self.peek() == Ok(b',')).then_some(self.pos)
+    }
+
+    /// The position of the next byte, past whitespace, when it is a comma
+    /// between two members of the object being read: where a [`Suffix`]
+    /// may start. To be asked between members, before [`key`](Self::key).
+    #[inline]
+    fn comma(&mut self) -> Option<usize> {
+        (self.peek() == Ok(b',')).then_some(self.pos)
+    }
+
+    /// At a [`comma`](Self::comma): when the input goes on with `suffix`,
+    /// passes it, the object closed, and answers `true` (the caller's loop
+    /// over the object ends). Otherwise nothing moves.
+    #[inline]
+    fn close_at(&mut self, suffix: &Suffix) -> bool {
+        let rest = self.input.get(self.pos..).unwrap_or_default();
+        if self.depth == 0 {
+            return false;
+        }
+        for &at in &suffix.commas[..usize::from(suffix.len_commas)] {
+            let Some(tail) = suffix.bytes.get(at as usize..) else {
+                continue;
+            };
+            if rest.starts_with(tail) {
+                self.pos += tail.len();
+                self.depth -= 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Makes `suffix` the object about to close (at the position, on its
+    /// brace) from its comma at `from` (as [`comma`](Self::comma) found it
+    /// while reading it, every member from there skipped) to that brace,
+    /// with the `commas` of its members (offsets from `from`, at most
+    /// [`Suffix::COMMAS`]); none for no comma, or past [`Suffix::MAX_LEN`].
+    fn keep_suffix(&self, from: Option<usize>, commas: &[u32], suffix: &mut Suffix) {
+        suffix.bytes.clear();
+        suffix.len_commas = 0;
+        if let Some(at) = from
+            && self.pos - at < Suffix::MAX_LEN
+        {
+            suffix.bytes.extend_from_slice(&self.input[at..=self.pos]);
+            suffix.commas[..commas.len()].copy_from_slice(commas);
+            suffix.len_commas = commas.len() as u8;
+        }
     }
 
     /// [`open_object`](Self::open_object), or `null` for no object: whether
