@@ -202,6 +202,7 @@ fn metadata(r: &mut Reader<'_>, tail: Option<&mut Suffix>) -> Result<Option<Usag
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meter::json::damage::{damaged, damages};
     use proptest::prelude::*;
 
     /// The events of the captured Gemini stream.
@@ -280,29 +281,9 @@ mod tests {
         /// not at all (a byte replaced, removed or inserted), classify
         /// through one tail as they do alone.
         #[test]
-        fn damaged_chunks_classify_as_they_do_alone(
-            start in 0usize..2,
-            damage in prop::collection::vec((any::<bool>(), 0usize..400, 0u8..4, prop::sample::select(&b"0123456789,:\"{}[] ne\\x"[..])), 1..12),
-        ) {
-            let events = capture_events();
-            let chosen: Vec<Vec<u8>> = damage
-                .iter()
-                .enumerate()
-                .map(|(i, &(damaged, at, how, byte))| {
-                    let mut data = events[(start + i) % events.len()].clone();
-                    // Damage aimed at the tail half the time.
-                    let at = if how % 2 == 0 { data.len() - at % 80 } else { at % (data.len() + 1) };
-                    if damaged {
-                        match how {
-                            0 | 3 if at < data.len() => data[at] = byte,
-                            1 if at < data.len() => drop(data.remove(at)),
-                            _ => data.insert(at, byte),
-                        }
-                    }
-                    data
-                })
-                .collect();
-            same_as_alone(&chosen)?;
+        fn damaged_chunks_classify_as_they_do_alone(start in 0usize..2, damage in damages()) {
+            // Half of the damage aimed at the tails.
+            same_as_alone(&damaged(&capture_events(), start, &damage, Some(80)))?;
         }
     }
 

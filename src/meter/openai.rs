@@ -189,6 +189,7 @@ fn function(r: &mut Reader<'_>) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meter::json::damage::{damaged, damages};
     use proptest::prelude::*;
 
     /// The `data` of every event of the chat captures, in order (read once).
@@ -288,27 +289,10 @@ mod tests {
         fn damaged_chunks_classify_as_they_do_alone(
             capture in 0usize..7,
             start in 0usize..64,
-            damage in prop::collection::vec((any::<bool>(), 0usize..400, 0u8..4, prop::sample::select(&b"0123456789,:\"{}[] ne\\x"[..])), 1..12),
+            damage in damages(),
         ) {
             let events = &capture_events()[capture];
-            let start = start % events.len();
-            let chosen: Vec<Vec<u8>> = damage
-                .iter()
-                .enumerate()
-                .map(|(i, &(damaged, at, how, byte))| {
-                    let mut data = events[(start + i) % events.len()].clone();
-                    let at = at % (data.len() + 1);
-                    if damaged {
-                        match how {
-                            0 if at < data.len() => data[at] = byte,
-                            1 if at < data.len() => drop(data.remove(at)),
-                            _ => data.insert(at, byte),
-                        }
-                    }
-                    data
-                })
-                .collect();
-            same_as_alone(&chosen)?;
+            same_as_alone(&damaged(events, start % events.len(), &damage, None))?;
         }
     }
 

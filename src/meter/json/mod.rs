@@ -59,3 +59,57 @@ pub fn read<'a, T>(
 ) -> Result<T, super::ParseError> {
     reader::read(data, value).map_err(|_| super::ParseError::InvalidJson)
 }
+
+/// Test support for the classifiers that keep state across a stream's
+/// events: consecutive events of a capture, each damaged at one byte or
+/// not at all.
+#[cfg(test)]
+pub(crate) mod damage {
+    use proptest::prelude::*;
+
+    /// One event's damage: whether, where, how (0 replaces the byte, 1
+    /// removes it, 2 and 3 insert one) and with which byte.
+    pub type Damage = (bool, usize, u8, u8);
+
+    /// Damage for up to a dozen events, with the bytes that break JSON.
+    pub fn damages() -> impl Strategy<Value = Vec<Damage>> {
+        prop::collection::vec(
+            (
+                any::<bool>(),
+                0usize..400,
+                0u8..4,
+                prop::sample::select(&b"0123456789,:\"{}[] ne\\x"[..]),
+            ),
+            1..12,
+        )
+    }
+
+    /// The events from `start` on (cycling), each damaged as `damage`
+    /// says; with `end`, the even ways fall within the last `end` bytes.
+    pub fn damaged(
+        events: &[Vec<u8>],
+        start: usize,
+        damage: &[Damage],
+        end: Option<usize>,
+    ) -> Vec<Vec<u8>> {
+        damage
+            .iter()
+            .enumerate()
+            .map(|(i, &(damaged, at, how, byte))| {
+                let mut data = events[(start + i) % events.len()].clone();
+                let at = match end {
+                    Some(end) if how % 2 == 0 => data.len().saturating_sub(at % end),
+                    _ => at % (data.len() + 1),
+                };
+                if damaged {
+                    match how {
+                        0 if at < data.len() => data[at] = byte,
+                        1 if at < data.len() => drop(data.remove(at)),
+                        _ => data.insert(at, byte),
+                    }
+                }
+                data
+            })
+            .collect()
+    }
+}
