@@ -105,10 +105,9 @@ fn candidate(
     out: &mut Output,
     tails: Option<(&mut Suffix, &mut Suffix)>,
 ) -> Result<(), Error> {
-    let (content_tail, tail) = tails.unzip();
+    let (mut content_tail, tail) = tails.unzip();
     r.open_object()?;
     let mut members = Members::new(tail);
-    let mut content_tail = content_tail;
     while let Some(key) = members.key(r)? {
         match key {
             b"content" => {
