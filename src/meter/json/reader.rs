@@ -314,7 +314,10 @@ impl<'a> Reader<'a> {
     /// object. To be asked between members, before [`key`](Self::key).
     #[inline]
     pub fn boundary(&mut self) -> Option<usize> {
-        (self.depth == 1 && self.peek() == Ok(b',')).then_some(self.pos)
+        if self.depth != 1 {
+            return None;
+        }
+        self.comma()
     }
 
     /// The position of the next byte, past whitespace, when it is a comma
@@ -330,10 +333,10 @@ impl<'a> Reader<'a> {
     /// over the object ends). Otherwise nothing moves.
     #[inline]
     fn close_at(&mut self, suffix: &Suffix) -> bool {
-        let rest = self.input.get(self.pos..).unwrap_or_default();
         if self.depth == 0 {
             return false;
         }
+        let rest = self.input.get(self.pos..).unwrap_or_default();
         for &at in &suffix.commas[..usize::from(suffix.len_commas)] {
             let Some(tail) = suffix.bytes.get(at as usize..) else {
                 continue;
