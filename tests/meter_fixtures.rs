@@ -22,6 +22,8 @@ struct Expect {
     token_events: u64,
     first_token_event: Option<u64>,
     first_visible_event: Option<u64>,
+    #[serde(default)]
+    terminal_event: Option<u64>,
     input: Option<u64>,
     output: Option<u64>,
     #[serde(default)]
@@ -105,6 +107,10 @@ fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
     assert_eq!(
         s.first_visible_event, expect.first_visible_event,
         "{ctx}: first visible event"
+    );
+    assert_eq!(
+        s.terminal_event, expect.terminal_event,
+        "{ctx}: terminal event"
     );
     assert!(s.streamed, "{ctx}: streamed");
     assert_eq!(s.usage.input, expect.input, "{ctx}: input tokens");

@@ -1,5 +1,5 @@
 //! Through the proxy, against the simulator's known schedule, the scraped
-//! metrics give the numbers METRICS.md defines; the exposition is valid for
+//! metrics give the numbers docs/metrics.md defines; the exposition is valid for
 //! Prometheus' own tools and declares every series with its labels.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

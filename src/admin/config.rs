@@ -89,11 +89,13 @@ pub fn render(c: &Config) -> Value {
             "upstream_idle_timeout_seconds": secs(c.proxy.upstream_idle_timeout),
             "max_response_body_bytes": c.proxy.max_response_body_bytes,
             "x_forwarded": c.proxy.x_forwarded,
+            "trusted_proxies": c.proxy.trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "shutdown_grace_seconds": secs(c.proxy.shutdown_grace),
         },
         "metrics": {
             "namespace": c.metrics.namespace,
             "models": {"allow": c.metrics.models.allow, "max_distinct": c.metrics.models.max_distinct},
+            "max_usage_tokens": c.metrics.max_usage_tokens,
             "buckets": {
                 "time_to_first_token": b.time_to_first_token,
                 "time_to_response_headers": b.time_to_response_headers,

@@ -847,7 +847,7 @@ fn accuracy_measured(a: &AccuracyReport, direct: Option<&LegReport>) -> String {
 
 /// Whether the rig lets the proxy's TTFT come within `limit_us` of the
 /// client's at p99. The proxy's clock stops when it reads the first token
-/// (METRICS.md), the client's when that token has crossed one more hop, the
+/// (docs/metrics.md), the client's when that token has crossed one more hop, the
 /// proxy's write to the client and the client's wake-up. The direct leg's
 /// chunk latency is one such hop (simulator to client): when its p99 is
 /// already over the limit, no proxy can meet it on this rig.

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
 use super::{
-    Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, MetricsSettings, ModelLabels, Protocol,
+    Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, IpNet, MetricsSettings, ModelLabels, Protocol,
     ProxySettings, Route, RouteMatch, Timeouts, Upstream,
 };
 
@@ -510,6 +510,22 @@ impl<'a> Checker<'a> {
             x_forwarded: self
                 .value(proxy.x_forwarded.as_ref(), "proxy.x_forwarded", parse_bool)
                 .unwrap_or(defaults.x_forwarded),
+            trusted_proxies: proxy
+                .trusted_proxies
+                .as_ref()
+                .map_or_else(Vec::new, |list| {
+                    list.value
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, item)| {
+                            self.value(
+                                Some(item),
+                                &format!("proxy.trusted_proxies[{i}]"),
+                                parse_ip_net,
+                            )
+                        })
+                        .collect()
+                }),
             shutdown_grace: self
                 .value(
                     proxy.shutdown_grace.as_ref(),
@@ -558,6 +574,19 @@ impl<'a> Checker<'a> {
                     .unwrap_or(models.max_distinct),
             };
         }
+
+        let max_usage_tokens = self
+            .value(
+                metrics.max_usage_tokens.as_ref(),
+                "metrics.max_usage_tokens",
+                |text| match text.trim().parse::<u64>() {
+                    Ok(n) if n >= 1 => Ok(n),
+                    _ => Err(format!(
+                        "invalid count `{text}`: expected a whole number, at least 1"
+                    )),
+                },
+            )
+            .unwrap_or(defaults.max_usage_tokens);
 
         let mut buckets = defaults.buckets;
         if let Some(raw_buckets) = &metrics.buckets {
@@ -610,6 +639,7 @@ impl<'a> Checker<'a> {
         MetricsSettings {
             namespace,
             models,
+            max_usage_tokens,
             buckets,
         }
     }
@@ -1275,9 +1305,55 @@ fn parse_method(text: &str) -> Result<http::Method, String> {
     http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
 }
 
+/// An address (`10.1.2.3`, `::1`) or a CIDR range (`10.0.0.0/8`,
+/// `fd00::/8`).
+pub(super) fn parse_ip_net(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    let (addr, prefix) = match text.split_once('/') {
+        Some((addr, prefix)) => (addr, Some(prefix)),
+        None => (text, None),
+    };
+    let addr: std::net::IpAddr = addr
+        .parse()
+        .map_err(|_| format!("invalid address `{text}`: expected an IP address or CIDR range"))?;
+    let bits = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => bits,
+        Some(p) => match p.parse::<u8>() {
+            Ok(n) if n <= bits => n,
+            _ => {
+                return Err(format!(
+                    "invalid range `{text}`: the prefix length must be 0 to {bits}"
+                ));
+            }
+        },
+    };
+    Ok(IpNet { addr, prefix })
+}
+
+/// `text` with the user info of a URL in it (`user:password@`) masked, so
+/// that an error about it never shows a password.
+pub(crate) fn redact_url(text: &str) -> std::borrow::Cow<'_, str> {
+    let Some(start) = text.find("://").map(|i| i + 3) else {
+        return text.into();
+    };
+    let end = text[start..]
+        .find(['/', '?', '#'])
+        .map_or(text.len(), |i| start + i);
+    match text[start..end].rfind('@') {
+        Some(at) => format!("{}***@{}", &text[..start], &text[start + at + 1..]).into(),
+        None => text.into(),
+    }
+}
+
 /// An upstream base URL: `http`/`https`, a host, no user info, query or
-/// fragment; the path is kept without its trailing `/`.
+/// fragment; the path is kept without its trailing `/`. Errors show the
+/// URL with its user info masked.
 pub(super) fn parse_upstream(text: &str) -> Result<Upstream, String> {
+    parse_upstream_url(text).map_err(|e| e.replace(text, &redact_url(text)))
+}
+
+fn parse_upstream_url(text: &str) -> Result<Upstream, String> {
     let uri: http::Uri = text
         .parse()
         .map_err(|error| format!("invalid URL `{text}`: {error}"))?;

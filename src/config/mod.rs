@@ -154,9 +154,47 @@ pub struct ProxySettings {
     pub max_response_body_bytes: usize,
     /// Add `X-Forwarded-For` / `X-Forwarded-Proto` / `X-Forwarded-Host`.
     pub x_forwarded: bool,
+    /// Clients whose own `X-Forwarded-Proto` / `-Host` are passed on; from
+    /// any other client they are replaced.
+    pub trusted_proxies: Vec<IpNet>,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
     /// before the process exits anyway.
     pub shutdown_grace: Duration,
+}
+
+/// An address range: an address and how many of its leading bits a
+/// member shares with it (all of them for a single address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpNet {
+    pub addr: std::net::IpAddr,
+    pub prefix: u8,
+}
+
+impl IpNet {
+    /// Whether `ip` is in the range (an IPv4 address written as IPv6,
+    /// `::ffff:a.b.c.d`, is taken as the IPv4 one).
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        let (net, ip, bits) = match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(i)) => {
+                (u128::from(n.to_bits()), u128::from(i.to_bits()), 32)
+            }
+            (IpAddr::V6(n), IpAddr::V6(i)) => (n.to_bits(), i.to_bits(), 128),
+            _ => return false,
+        };
+        let shift = bits - u32::from(self.prefix.min(bits as u8));
+        shift >= 128 || (net >> shift) == (ip >> shift)
+    }
+}
+
+impl std::fmt::Display for IpNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
 }
 
 /// Metric naming, label bounds and histogram buckets.
@@ -166,6 +204,9 @@ pub struct MetricsSettings {
     pub namespace: String,
     /// How `model` label values are bounded.
     pub models: ModelLabels,
+    /// Largest token count accepted from a usage report (any field); a
+    /// report with a larger or malformed one is a parse error, not counted.
+    pub max_usage_tokens: u64,
     /// Histogram bucket upper bounds, per metric.
     pub buckets: Buckets,
 }
@@ -373,6 +414,7 @@ impl Default for ProxySettings {
             upstream_idle_timeout: Duration::from_secs(90),
             max_response_body_bytes: 16 * 1024 * 1024,
             x_forwarded: true,
+            trusted_proxies: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
         }
     }
@@ -386,6 +428,7 @@ impl Default for MetricsSettings {
                 allow: None,
                 max_distinct: 100,
             },
+            max_usage_tokens: 10_000_000,
             buckets: Buckets::default(),
         }
     }

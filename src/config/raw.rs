@@ -84,6 +84,11 @@ pub(super) struct RawProxy {
     /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` to
     /// forwarded requests. Default `true`.
     pub x_forwarded: Option<Spanned<String>>,
+    /// Clients (addresses or CIDR ranges: `10.0.0.0/8`, `::1`) whose
+    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are passed on, as another
+    /// proxy in front sets them. From any other client they are replaced.
+    /// Default: none.
+    pub trusted_proxies: Option<List>,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
     /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).
     /// Default `30s`.
@@ -99,6 +104,13 @@ pub(super) struct RawMetrics {
     pub namespace: Option<Spanned<String>>,
     /// How values of the `model` label are bounded.
     pub models: Option<RawModels>,
+    /// Largest token count accepted from an upstream's usage report, per
+    /// field. A report with a larger count, or with a count that is not a
+    /// whole number (negative, fractional, a string), is not counted: the
+    /// request's metering degrades (`implausible_usage` parse error) and
+    /// the token counters never take a bogus value. A count, at least 1.
+    /// Default `10000000`.
+    pub max_usage_tokens: Option<Spanned<String>>,
     /// Histogram bucket upper bounds, per metric. A metric left out keeps its
     /// default buckets.
     pub buckets: Option<RawBuckets>,

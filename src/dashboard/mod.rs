@@ -185,7 +185,7 @@ impl Builder {
             ),
             Self::stat(
                 "Goodput ratio",
-                "Good / (good + bad) requests against their SLO class (METRICS.md).",
+                "Good / (good + bad) requests against their SLO class (docs/metrics.md).",
                 "percentunit",
                 q(
                     format!(
@@ -416,7 +416,7 @@ impl Builder {
             (
                 Self::timeseries(
                     "End-to-end latency (E2EL)",
-                    "Request head received → end of the response body, requests completed ok.",
+                    "Request head received → end of the stream (its terminal event, or the end of the body), requests completed ok.",
                     "s",
                     e2el,
                 ),

@@ -78,7 +78,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         visible: out.visible,
         usage: usage.or(message_usage).unwrap_or_default(),
         error: kind == Kind::Error,
-        done: false,
+        done: kind == Kind::Stop,
     })
 }
 
@@ -115,6 +115,8 @@ fn wire_usage(r: &mut Reader<'_>) -> Result<Option<Usage>, Error> {
 enum Kind {
     ContentBlockDelta,
     Error,
+    /// `message_stop`, the stream's terminal event.
+    Stop,
     Other,
 }
 
@@ -123,6 +125,7 @@ impl Kind {
         match name {
             b"content_block_delta" => Kind::ContentBlockDelta,
             b"error" => Kind::Error,
+            b"message_stop" => Kind::Stop,
             _ => Kind::Other,
         }
     }

@@ -21,11 +21,13 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut token = false;
     let mut usage = Usage::default();
     let mut error = false;
+    let mut done = false;
     json::read(data, |r| {
         r.open_object()?;
         while let Some(key) = r.key()? {
             match key {
                 b"content" => token = r.nonempty()?,
+                b"stop" => done = r.is_true()?,
                 b"tokens_predicted" => usage.output = r.count()?,
                 b"tokens_evaluated" => usage.input = r.count()?,
                 b"timings" => usage.cached_input = r.count_in(b"cache_n")?,
@@ -40,7 +42,7 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         visible: token,
         usage,
         error,
-        done: false,
+        done,
     })
 }
 

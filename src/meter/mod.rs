@@ -1,4 +1,4 @@
-//! Metering: from the bytes of one response to the numbers of METRICS.md.
+//! Metering: from the bytes of one response to the numbers of docs/metrics.md.
 //!
 //! [`StreamMeter`] is the state of one request, fed on the forwarding path
 //! with the clock readings of the proxy: the response head, each body frame
@@ -18,7 +18,7 @@
 //! frame, and a problem in the payload is reported as a [`ParseError`] and
 //! degrades this request's numbers, never the stream.
 //!
-//! The rules of which number is observed when (METRICS.md) live here, in
+//! The rules of which number is observed when (docs/metrics.md) live here, in
 //! `Tally::finish`, so that every recorder applies them the same way.
 
 pub mod anthropic;
@@ -147,7 +147,11 @@ pub struct EventInfo {
     pub usage: Usage,
     /// The event reports an error.
     pub error: bool,
-    /// The protocol's end-of-stream marker (`[DONE]`).
+    /// The protocol's terminal event: `[DONE]`, Anthropic's
+    /// `message_stop`, Responses' `response.completed` / `incomplete` /
+    /// `failed`, Ollama's `done: true`, llama.cpp's `stop: true`, TGI's
+    /// event with `generated_text`. The stream has ended there, whatever
+    /// comes after it.
     pub done: bool,
 }
 
@@ -162,15 +166,18 @@ pub enum ParseError {
     BodyTooLarge,
     #[error("compressed body in an unknown coding, or one that failed to decode")]
     Compressed,
+    #[error("usage report with a token count that is not a whole number or is past the limit")]
+    ImplausibleUsage,
 }
 
 impl ParseError {
     /// Every kind, for pre-declaring label values.
-    pub const ALL: [ParseError; 4] = [
+    pub const ALL: [ParseError; 5] = [
         ParseError::InvalidJson,
         ParseError::Oversized,
         ParseError::BodyTooLarge,
         ParseError::Compressed,
+        ParseError::ImplausibleUsage,
     ];
 
     /// A short, bounded name usable as a metric label.
@@ -180,6 +187,7 @@ impl ParseError {
             ParseError::Oversized => "oversized_event",
             ParseError::BodyTooLarge => "body_too_large",
             ParseError::Compressed => "compressed",
+            ParseError::ImplausibleUsage => "implausible_usage",
         }
     }
 }
@@ -370,7 +378,7 @@ pub trait Recorder {
 }
 
 /// Everything known about a request when it ends. `Option` fields are
-/// `Some` exactly when METRICS.md says the number is observed.
+/// `Some` exactly when docs/metrics.md says the number is observed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
     pub outcome: Outcome,
@@ -407,6 +415,9 @@ pub struct Summary {
     pub first_token_event: Option<u64>,
     /// 0-based index among `events` of the first visible token event.
     pub first_visible_event: Option<u64>,
+    /// 0-based index among `events` of the protocol's terminal event
+    /// (`[DONE]`, `message_stop`...), where the stream ended.
+    pub terminal_event: Option<u64>,
     /// Payload problems met.
     pub parse_errors: u32,
 }
@@ -439,6 +450,9 @@ pub struct Limits {
     pub event: usize,
     /// Largest non-streamed body kept to read its usage.
     pub body: usize,
+    /// Largest token count a usage report may carry (in any field): a
+    /// larger one is not plausible, and the report is not taken.
+    pub usage_tokens: u64,
 }
 
 impl Default for Limits {
@@ -446,6 +460,7 @@ impl Default for Limits {
         Self {
             event: sse::DEFAULT_LIMIT,
             body: 16 << 20,
+            usage_tokens: 10_000_000,
         }
     }
 }
@@ -628,6 +643,10 @@ struct Tally<R: Recorder> {
     /// When the last body frame arrived; events flushed at end of stream
     /// (no terminating blank line) are stamped with it, not the end time.
     t_frame: Option<Instant>,
+    /// When the protocol's terminal event arrived, and its index: the end
+    /// of the stream, even if the body goes on, fails, or the client leaves
+    /// after it.
+    t_done: Option<(Instant, u64)>,
     events: u64,
     token_events: u64,
     first_token_event: Option<u64>,
@@ -661,6 +680,7 @@ impl<R: Recorder> StreamMeter<R> {
                 t_first_visible: None,
                 t_last: None,
                 t_frame: None,
+                t_done: None,
                 events: 0,
                 token_events: 0,
                 first_token_event: None,
@@ -806,7 +826,7 @@ impl<R: Recorder> StreamMeter<R> {
                 if let Some(parts) = t.body.take() {
                     match t.decoder.classify(b"", &concat(parts)) {
                         Ok(info) => {
-                            t.usage.update(info.usage);
+                            t.take_usage(info.usage);
                             t.error_event |= info.error;
                         }
                         Err(e) => t.parse_error(e),
@@ -815,12 +835,7 @@ impl<R: Recorder> StreamMeter<R> {
             }
             Framing::Pending | Framing::Opaque => {}
         }
-        let ok = t.status.is_some_and(|s| (200..300).contains(&s)) && !t.error_event;
-        let outcome = if ok {
-            Outcome::Ok
-        } else {
-            Outcome::UpstreamError
-        };
+        let outcome = t.completed();
         t.finish(now, outcome);
     }
 
@@ -860,8 +875,11 @@ impl<R: Recorder> Tally<R> {
             Ok(info) => info,
             Err(e) => return self.parse_error(e),
         };
-        self.usage.update(info.usage);
+        self.take_usage(info.usage);
         self.error_event |= info.error;
+        if info.done && self.t_done.is_none() {
+            self.t_done = Some((now, index));
+        }
         if !info.token {
             return;
         }
@@ -883,6 +901,28 @@ impl<R: Recorder> Tally<R> {
             r.first_visible_token(now.saturating_duration_since(self.t0));
         }
         self.t_last = Some(now);
+    }
+
+    /// Takes what a usage report says, if every count in it is plausible:
+    /// a whole number within the limit. One implausible count makes the
+    /// whole report untrustworthy: none of it is taken, and it is a parse
+    /// error (so the count falls back to nothing rather than to events).
+    fn take_usage(&mut self, usage: Usage) {
+        let max = self.limits.usage_tokens;
+        let plausible = [
+            usage.input,
+            usage.output,
+            usage.cached_input,
+            usage.cache_creation_input,
+            usage.reasoning,
+        ]
+        .into_iter()
+        .all(|n| n.is_none_or(|n| n <= max));
+        if plausible {
+            self.usage.update(usage);
+        } else {
+            self.parse_error(ParseError::ImplausibleUsage);
+        }
     }
 
     /// Keeps a frame of a non-streamed body, within the limit.
@@ -909,9 +949,27 @@ impl<R: Recorder> Tally<R> {
         }
     }
 
+    /// The outcome of a response that came to its end: `ok` for a 2xx
+    /// without an error event, else `upstream_error`.
+    fn completed(&self) -> Outcome {
+        if self.status.is_some_and(|s| (200..300).contains(&s)) && !self.error_event {
+            Outcome::Ok
+        } else {
+            Outcome::UpstreamError
+        }
+    }
+
     fn finish(&mut self, now: Instant, outcome: Outcome) {
         let Some(mut recorder) = self.recorder.take() else {
             return;
+        };
+        // A stream ends at its terminal event: what happens after it (the
+        // body's end coming later, a client that leaves as soon as it has
+        // `[DONE]`, a connection cut afterwards) does not change how, or
+        // when, it ended.
+        let (now, outcome) = match self.t_done {
+            Some((done, _)) => (done, self.completed()),
+            None => (now, outcome),
         };
         let streamed = matches!(
             self.framing,
@@ -949,6 +1007,7 @@ impl<R: Recorder> Tally<R> {
             token_events: self.token_events,
             first_token_event: self.first_token_event,
             first_visible_event: self.first_visible_event,
+            terminal_event: self.t_done.map(|(_, index)| index),
             parse_errors: self.parse_errors,
         };
         recorder.finish(&summary);

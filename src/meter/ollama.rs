@@ -21,6 +21,7 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut out = Output::NONE;
     let mut usage = Usage::default();
     let mut error = false;
+    let mut done = false;
     json::read(data, |r| {
         r.open_object()?;
         while let Some(key) = r.key()? {
@@ -42,6 +43,7 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                         }
                     }
                 }
+                b"done" => done = r.is_true()?,
                 b"eval_count" => usage.output = r.count()?,
                 b"prompt_eval_count" => usage.input = r.count()?,
                 b"error" => error = r.present()?,
@@ -55,7 +57,7 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         visible: out.visible,
         usage,
         error,
-        done: false,
+        done,
     })
 }
 

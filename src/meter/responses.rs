@@ -84,7 +84,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         visible: out.visible,
         usage: usage.unwrap_or_default(),
         error: matches!(kind, Kind::Error | Kind::Failed) || error,
-        done: false,
+        done: matches!(kind, Kind::Failed | Kind::Completed),
     })
 }
 
@@ -113,6 +113,9 @@ enum Kind {
     Reasoning,
     Error,
     Failed,
+    /// `response.completed` or `response.incomplete`: the stream's terminal
+    /// event (as `response.failed` is), carrying the final usage.
+    Completed,
     /// A lifecycle event that carries no usage (see the module's doc).
     Lifecycle,
     Other,
@@ -137,6 +140,7 @@ impl Kind {
             | b"response.reasoning_summary.delta" => Kind::Reasoning,
             b"error" => Kind::Error,
             b"response.failed" => Kind::Failed,
+            b"response.completed" | b"response.incomplete" => Kind::Completed,
             b"response.created"
             | b"response.in_progress"
             | b"response.queued"

@@ -22,11 +22,13 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut token = false;
     let mut usage = Usage::default();
     let mut error = false;
+    let mut done = false;
     json::read(data, |r| {
         r.open_object()?;
         while let Some(key) = r.key()? {
             match key {
                 b"token" => token = r.present()?,
+                b"generated_text" => done = r.not_null()?,
                 b"details" => {
                     if r.open_object_or_null()? {
                         while let Some(key) = r.key()? {
@@ -49,7 +51,7 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         visible: token,
         usage,
         error,
-        done: false,
+        done,
     })
 }
 

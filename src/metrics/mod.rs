@@ -8,7 +8,7 @@
 //! [`Metrics::request`]; the per-token path touches only those handles.
 //!
 //! This module decides nothing about *when* a number is observed: the meter's
-//! [`Summary`] says so (METRICS.md), and the recorder here writes what it is
+//! [`Summary`] says so (docs/metrics.md), and the recorder here writes what it is
 //! given. Likewise it does not judge SLOs: [`crate::slo::judge`] does, and
 //! the recorder counts its verdict. It does make every SLO threshold an exact
 //! bucket boundary of its histogram, so `le="<threshold>"` reads compliance.
@@ -158,7 +158,7 @@ impl Metrics {
             )?,
             e2el: histogram(
                 "e2e_request_latency_seconds",
-                "Time from the request head to the end of the response body, for requests completed with outcome ok (E2EL).",
+                "Time from the request head to the end of the stream (its protocol's terminal event, or the end of the body), for requests completed with outcome ok (E2EL).",
                 &e2el_buckets,
             )?,
             output_tokens: histogram(
@@ -223,7 +223,7 @@ impl Metrics {
             )?,
             rejected: counter(
                 "tokenmeter_rejected_requests_total".to_owned(),
-                "Requests the proxy answered 503 without forwarding them (reason: max_in_flight = the route's limit of requests in flight was reached).",
+                "Requests the proxy answered itself without forwarding them (reason: max_in_flight = 503, the route's limit of requests in flight was reached; bad_host = 400, an HTTP/1.1 request without a Host header or any request with two, counted before routing with route empty).",
                 &["route", "reason"],
             )?,
             model_overflow: plain(
@@ -460,8 +460,8 @@ impl Metrics {
         self.unrouted.inc();
     }
 
-    /// Counts a request answered 503 without forwarding it; `reason` is
-    /// one of a fixed set (`max_in_flight`).
+    /// Counts a request answered without forwarding it; `reason` is one of
+    /// a fixed set (`max_in_flight`, `bad_host`).
     pub fn rejected(&self, route: &str, reason: &'static str) {
         self.rejected.with_label_values(&[route, reason]).inc();
     }

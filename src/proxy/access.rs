@@ -383,6 +383,7 @@ mod tests {
             token_events: 50,
             first_token_event: Some(1),
             first_visible_event: Some(1),
+            terminal_event: None,
             parse_errors: 0,
         }
     }

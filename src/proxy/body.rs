@@ -32,6 +32,14 @@ use crate::meter::Outcome;
 /// Errors a forwarded body can end with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The client's request body failed (a malformed chunked body, a
+/// connection cut mid-body): the client's doing, so it is answered `400`
+/// and never charged to the upstream, however far the request had gone.
+/// Both upstream clients report it with this error in the chain.
+#[derive(Debug, thiserror::Error)]
+#[error("client request body")]
+pub struct ClientBodyError(#[from] pub hyper::Error);
+
 /// The upstream went silent for longer than the route's idle timeout.
 #[derive(Debug, thiserror::Error)]
 #[error("upstream body idle for longer than {0:?}")]
@@ -312,13 +320,13 @@ impl RequestBody {
 
 impl Body for RequestBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = ClientBodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match &mut *self.get_mut().0 {
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        let polled = match &mut *self.get_mut().0 {
             Source::Buffered { frames, rest } => {
                 if let Some(frame) = frames.pop_front() {
                     return Poll::Ready(Some(Ok(frame)));
@@ -329,7 +337,8 @@ impl Body for RequestBody {
                 }
             }
             Source::Streaming(inner) => Pin::new(inner).poll_frame(cx),
-        }
+        };
+        polled.map_err(ClientBodyError)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -74,8 +74,8 @@ pub enum Error {
     Head(&'static str),
     #[error("invalid chunked response body from upstream: {0}")]
     Chunked(&'static str),
-    #[error("request body: {0}")]
-    RequestBody(hyper::Error),
+    #[error(transparent)]
+    RequestBody(super::body::ClientBodyError),
     #[error("request body does not match its Content-Length")]
     RequestLength,
 }

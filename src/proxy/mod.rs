@@ -40,7 +40,7 @@ use crate::meter::{Api, Limits, Outcome, StreamMeter};
 use crate::metrics::Metrics;
 use body::FromUpstream;
 
-pub use body::{BoxError, RequestBody, ResponseBody};
+pub use body::{BoxError, ClientBodyError, RequestBody, ResponseBody};
 
 /// The meter of one request, reporting to the metrics and the access log.
 pub type Meter = StreamMeter<access::Logged>;
@@ -62,6 +62,8 @@ pub enum ProxyError {
     Upstream(String),
     #[error("reading the request body failed: {0}")]
     RequestBody(String),
+    #[error("bad request: {0}")]
+    BadRequest(&'static str),
     #[error("this route already has {0} requests in flight, its max_in_flight")]
     Overloaded(usize),
 }
@@ -76,6 +78,7 @@ impl ProxyError {
             ProxyError::HeadersTimeout(_) => "upstream_headers_timeout",
             ProxyError::Upstream(_) => "upstream_failed",
             ProxyError::RequestBody(_) => "request_body",
+            ProxyError::BadRequest(_) => "bad_request",
             ProxyError::Overloaded(_) => "overloaded",
         }
     }
@@ -87,7 +90,7 @@ impl ProxyError {
             ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => {
                 StatusCode::GATEWAY_TIMEOUT
             }
-            ProxyError::RequestBody(_) => StatusCode::BAD_REQUEST,
+            ProxyError::RequestBody(_) | ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ProxyError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -99,7 +102,7 @@ impl ProxyError {
             }
             ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => Outcome::Timeout,
             ProxyError::Upstream(_) => Outcome::UpstreamError,
-            ProxyError::RequestBody(_) => Outcome::ClientAbort,
+            ProxyError::RequestBody(_) | ProxyError::BadRequest(_) => Outcome::ClientAbort,
         }
     }
 
@@ -159,6 +162,7 @@ pub struct Proxy {
     max_request_body: usize,
     limits: Limits,
     x_forwarded: bool,
+    trusted_proxies: Vec<crate::config::IpNet>,
     shutdown_grace: std::time::Duration,
 }
 
@@ -234,9 +238,11 @@ impl Proxy {
             max_request_body: config.proxy.max_request_body_bytes,
             limits: Limits {
                 body: config.proxy.max_response_body_bytes,
+                usage_tokens: config.metrics.max_usage_tokens,
                 ..Limits::default()
             },
             x_forwarded: config.proxy.x_forwarded,
+            trusted_proxies: config.proxy.trusted_proxies.clone(),
             shutdown_grace: config.proxy.shutdown_grace,
         })
     }
@@ -259,6 +265,10 @@ impl Proxy {
         t0: Instant,
         client_addr: SocketAddr,
     ) -> Response<ResponseBody> {
+        if let Some(problem) = host_problem(&req) {
+            self.metrics.rejected("", "bad_host");
+            return ProxyError::BadRequest(problem).response();
+        }
         let Some(state) = self.find_route(&req) else {
             self.metrics.unrouted();
             return ProxyError::NoRoute.response();
@@ -506,14 +516,23 @@ impl Proxy {
             if let Ok(v) = HeaderValue::from_str(&xff) {
                 headers.insert(X_FORWARDED_FOR, v);
             }
-            if !headers.contains_key(X_FORWARDED_PROTO) {
+            // What a client says of the scheme and host it used is taken
+            // only from a proxy in front that is trusted to have set it.
+            let trusted = self
+                .trusted_proxies
+                .iter()
+                .any(|net| net.contains(client_addr.ip()));
+            if !trusted || !headers.contains_key(X_FORWARDED_PROTO) {
                 headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
             }
-            if let Some(host) = original_host
-                .as_deref()
-                .and_then(|h| HeaderValue::from_str(h).ok())
-            {
-                headers.entry(X_FORWARDED_HOST).or_insert(host);
+            if !trusted || !headers.contains_key(X_FORWARDED_HOST) {
+                match original_host
+                    .as_deref()
+                    .and_then(|h| HeaderValue::from_str(h).ok())
+                {
+                    Some(host) => headers.insert(X_FORWARDED_HOST, host),
+                    None => headers.remove(X_FORWARDED_HOST),
+                };
             }
         }
         Ok(Request::from_parts(parts, body))
@@ -543,14 +562,18 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// The hop-by-hop headers (RFC 9110 §7.6.1); `Connection` first.
-static HOP_BY_HOP: [HeaderName; 6] = [
+/// The hop-by-hop headers (RFC 9110 §7.6.1), `Connection` first, and the
+/// credentials of this hop (`Proxy-Authorization`, RFC 9110 §11.7.2, and
+/// its challenge `Proxy-Authenticate`), which are never for the next one.
+static HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::TE,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
+    header::PROXY_AUTHENTICATE,
 ];
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1), plus any the `Connection` header
@@ -559,7 +582,7 @@ static HOP_BY_HOP: [HeaderName; 6] = [
 /// One pass over the names finds which are there; only those are removed
 /// (most heads have none, or only `Transfer-Encoding`).
 fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let mut present = [false; 6];
+    let mut present = [false; HOP_BY_HOP.len()];
     for name in headers.keys() {
         if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
             present[i] = true;
@@ -596,6 +619,20 @@ fn fitted(headers: HeaderMap) -> HeaderMap {
     let mut fitted = HeaderMap::with_capacity(headers.len());
     fitted.extend(headers);
     fitted
+}
+
+/// What is wrong with a request's `Host` (RFC 9112 §3.2): an HTTP/1.1
+/// request must have exactly one, and no request may have two (which one
+/// would route it, and which one would the upstream read?).
+fn host_problem<B>(req: &Request<B>) -> Option<&'static str> {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => Some("more than one Host header"),
+        (None, _) if req.version() == http::Version::HTTP_11 => {
+            Some("an HTTP/1.1 request needs a Host header")
+        }
+        _ => None,
+    }
 }
 
 fn request_host(req: &Request<Incoming>) -> Option<&str> {
@@ -689,6 +726,12 @@ fn origin_form(req: Request<RequestBody>, host: Option<&HeaderValue>) -> Request
 
 fn classify_send_error(e: &upstream::SendError) -> ProxyError {
     match e {
+        upstream::SendError::Http(h1::Error::RequestBody(e)) => {
+            ProxyError::RequestBody(error_chain(e))
+        }
+        upstream::SendError::Http(e @ h1::Error::RequestLength) => {
+            ProxyError::RequestBody(e.to_string())
+        }
         upstream::SendError::Connect(e) => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&**e);
             let mut timed_out = false;
@@ -714,6 +757,9 @@ fn classify_client_error(e: &hyper_util::client::legacy::Error) -> ProxyError {
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
             timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
+        }
+        if let Some(client) = s.downcast_ref::<ClientBodyError>() {
+            return ProxyError::RequestBody(error_chain(client));
         }
         source = s.source();
     }

@@ -103,7 +103,7 @@ fn kind_index(kind: ObjectiveKind) -> usize {
 impl Aggregate {
     /// One finished request: its summary, its verdict (when it has a
     /// class) and the sketch of its ITL gaps. Latencies are taken exactly
-    /// when METRICS.md observes them (the summary's `Some` fields).
+    /// when docs/metrics.md observes them (the summary's `Some` fields).
     pub fn request(summary: &Summary, verdict: Option<Verdict>, itl: Sketch) -> Self {
         let mut a = Aggregate {
             requests: 1,
@@ -553,6 +553,7 @@ mod tests {
             token_events: 10,
             first_token_event: Some(1),
             first_visible_event: Some(1),
+            terminal_event: None,
             parse_errors: 0,
         };
         let mut itl = Sketch::new();
@@ -679,6 +680,7 @@ mod tests {
             token_events: 0,
             first_token_event: None,
             first_visible_event: None,
+            terminal_event: None,
             parse_errors: 0,
         };
         live.series("r", "")

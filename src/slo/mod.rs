@@ -1,5 +1,5 @@
 //! SLO judging: one finished request against its SLO class, by the rules of
-//! METRICS.md ("SLOs and goodput").
+//! docs/metrics.md ("SLOs and goodput").
 //!
 //! [`judge`] is a pure function of the class and the meter's [`Summary`]: it
 //! decides whether the request was good, bad, or is not counted in the
@@ -228,6 +228,7 @@ mod tests {
             token_events: 11,
             first_token_event: Some(0),
             first_visible_event: Some(0),
+            terminal_event: None,
             parse_errors: 0,
         }
     }

@@ -54,6 +54,9 @@ thread_local! {
 /// A scratch buffer that grew past this is dropped rather than kept.
 const SCRATCH_KEEP: usize = 64 * 1024;
 
+/// What [`Reader::count`] reads for a value that is not a token count.
+pub const NOT_A_COUNT: u64 = u64::MAX;
+
 /// Reads `input`, one JSON value surrounded by optional whitespace, with
 /// `value`, which must read that value whole.
 pub fn read<'a, T>(
@@ -505,24 +508,32 @@ impl<'a> Reader<'a> {
         Ok(raw == s)
     }
 
-    /// A token count: the next value if it is a non-negative integer that
-    /// fits in a `u64`; anything else (a float, a string, a negative
-    /// number, `-0`) reads as not reported, so that one odd field never
-    /// fails the rest of the event.
+    /// A token count: the next value if it is a non-negative integer;
+    /// `null` is not reported (`None`); anything else (a float, a negative
+    /// number, a string, a count past `u64`) is [`NOT_A_COUNT`], which no
+    /// plausible count reaches, so that the meter rejects the report
+    /// without failing the rest of the event.
     #[inline]
     pub fn count(&mut self) -> Result<Option<u64>, Error> {
-        if !self.peek()?.is_ascii_digit() {
-            return self.skip().map(|()| None);
+        match self.peek()? {
+            b'n' => return self.null().map(|_| None),
+            b'0'..=b'9' => {}
+            _ => return self.skip().map(|()| Some(NOT_A_COUNT)),
         }
         let start = self.pos;
         let (end, integer) = number_end(self.input, start)?;
         self.pos = end;
         if !integer {
-            return Ok(None);
+            return Ok(Some(NOT_A_COUNT));
         }
-        Ok(self.input[start..end].iter().try_fold(0u64, |n, &d| {
-            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-        }))
+        Ok(Some(
+            self.input[start..end]
+                .iter()
+                .try_fold(0u64, |n, &d| {
+                    n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+                })
+                .unwrap_or(NOT_A_COUNT),
+        ))
     }
 
     /// The [`count`](Self::count) of the key `name` in the object at the
@@ -1304,16 +1315,18 @@ mod tests {
         for (text, want) in [
             ("7", Some(7)),
             ("0", Some(0)),
-            ("18446744073709551615", Some(u64::MAX)),
-            ("18446744073709551616", None),
-            ("-1", None),
-            ("-0", None),
-            ("1.5", None),
-            ("1e2", None),
-            (r#""7""#, None),
+            ("18446744073709551614", Some(u64::MAX - 1)),
+            ("18446744073709551615", Some(NOT_A_COUNT)),
+            ("18446744073709551616", Some(NOT_A_COUNT)),
+            ("-1", Some(NOT_A_COUNT)),
+            ("-0", Some(NOT_A_COUNT)),
+            ("1.5", Some(NOT_A_COUNT)),
+            ("1e2", Some(NOT_A_COUNT)),
+            (r#""7""#, Some(NOT_A_COUNT)),
+            ("true", Some(NOT_A_COUNT)),
             ("null", None),
-            ("[7]", None),
-            (r#"{"n":7}"#, None),
+            ("[7]", Some(NOT_A_COUNT)),
+            (r#"{"n":7}"#, Some(NOT_A_COUNT)),
         ] {
             let input = format!(r#"{{"a":{text}}}"#);
             assert_eq!(field(input.as_bytes(), b"a"), Ok(want), "{text}");

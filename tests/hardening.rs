@@ -1,0 +1,292 @@
+//! What production traffic does to a proxy, each rule on real sockets: a
+//! client that leaves at the terminal event, bogus usage from an upstream,
+//! a client's broken body, and the header rules of a hop.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use hyper::body::Frame;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn frame(text: &str) -> Result<Frame<Bytes>, std::convert::Infallible> {
+    Ok(Frame::data(Bytes::copy_from_slice(text.as_bytes())))
+}
+
+/// Reads from `stream` until what arrived contains `needle` (bounded).
+async fn read_until(stream: &mut TcpStream, needle: &[u8]) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(needle.len()).any(|w| w == needle) {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("stream stalled")
+            .unwrap();
+        assert!(n > 0, "stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    seen
+}
+
+async fn settle(admin: SocketAddr, total: f64) -> Vec<Sample> {
+    scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) >= total).await
+}
+
+/// An SSE body of OpenAI chat chunks: one token, then a usage chunk with
+/// `completion_tokens` written as given, then `[DONE]`.
+fn chat_stream(completion_tokens: &str) -> String {
+    format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Hi\"}}}}]}}\n\n\
+         data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":{completion_tokens}}}}}\n\n\
+         data: [DONE]\n\n"
+    )
+}
+
+// A stream ends at its terminal event.
+
+#[tokio::test]
+async fn a_client_that_leaves_right_after_done_completed_its_request() {
+    let (upstream, mut gates) = gated_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let (head, body) = chat_request("m1", true, &[]);
+    let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    client.write_all(head.as_bytes()).await.unwrap();
+    client.write_all(&body).await.unwrap();
+    let gate = gates.recv().await.unwrap();
+    for event in chat_stream("1").split_inclusive("\n\n") {
+        gate.send(frame(event)).await.unwrap();
+    }
+    read_until(&mut client, b"[DONE]").await;
+    // As the sync `openai` SDK does: gone at `[DONE]`, while the upstream's
+    // body has not ended yet.
+    drop(client);
+    // Something more from the upstream: the proxy finds the client gone.
+    let _ = gate.send(frame(": trailing keep-alive\n\n")).await;
+    let s = settle(proxy.admin_addr, 1.0).await;
+    assert_eq!(sum(&s, "llm_requests_total", &[("outcome", "ok")]), 1.0);
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_abort")]),
+        0.0
+    );
+    assert_eq!(sum(&s, "llm_e2e_request_latency_seconds_count", &[]), 1.0);
+    assert_eq!(sum(&s, "llm_time_per_output_token_seconds_count", &[]), 0.0);
+    assert_eq!(
+        sum(&s, "llm_output_tokens_total", &[("source", "usage")]),
+        1.0
+    );
+    drop(gate);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_before_done_aborted() {
+    let (upstream, mut gates) = gated_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let (head, body) = chat_request("m1", true, &[]);
+    let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    client.write_all(head.as_bytes()).await.unwrap();
+    client.write_all(&body).await.unwrap();
+    let gate = gates.recv().await.unwrap();
+    let stream = chat_stream("1");
+    let (usage_and_token, _done) = stream.rsplit_once("data: [DONE]").unwrap();
+    gate.send(frame(usage_and_token)).await.unwrap();
+    read_until(&mut client, b"usage").await;
+    drop(client);
+    let _ = gate.send(frame(": keep-alive\n\n")).await;
+    let s = settle(proxy.admin_addr, 1.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_abort")]),
+        1.0
+    );
+    assert_eq!(sum(&s, "llm_e2e_request_latency_seconds_count", &[]), 0.0);
+    drop(gate);
+    proxy.stop().await;
+}
+
+// Counters never go down.
+
+#[tokio::test]
+async fn implausible_usage_is_rejected_and_the_token_counters_stay_monotonic() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let send = |completion_tokens: &'static str| async move {
+        let inline = hex(chat_stream(completion_tokens).as_bytes());
+        let (head, body) = chat_request("m1", true, &[("x-body-hex", &inline)]);
+        let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+        assert_eq!(resp.status, 200);
+    };
+    send("5").await;
+    let s = settle(proxy.admin_addr, 1.0).await;
+    let output = |s: &[Sample]| sum(s, "llm_output_tokens_total", &[]);
+    assert_eq!(output(&s), 5.0);
+    for (i, bogus) in ["18446744073709551615", "10000001", "-3", "2.5", "\"7\""]
+        .into_iter()
+        .enumerate()
+    {
+        send(bogus).await;
+        let s = settle(proxy.admin_addr, 2.0 + i as f64).await;
+        assert_eq!(output(&s), 5.0, "after {bogus}");
+        assert_eq!(
+            sum(
+                &s,
+                "tokenmeter_stream_parse_errors_total",
+                &[("kind", "implausible_usage")]
+            ),
+            1.0 + i as f64,
+            "after {bogus}"
+        );
+        // The stream itself was fine: only its count is unknown.
+        assert_eq!(
+            sum(&s, "llm_requests_total", &[("outcome", "ok")]),
+            2.0 + i as f64
+        );
+    }
+    // The cap is a setting; at it, a count is taken.
+    send("10000000").await;
+    let s = settle(proxy.admin_addr, 7.0).await;
+    assert_eq!(output(&s), 10_000_005.0);
+    proxy.stop().await;
+}
+
+// Blame goes to the right side.
+
+#[tokio::test]
+async fn a_malformed_client_body_past_the_read_ahead_is_the_clients_400() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_request_body_bytes = 16;
+    let proxy = start(config).await;
+    let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\n\
+                content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+    client.write_all(head.as_bytes()).await.unwrap();
+    // More than the read-ahead, so the body is streaming to the upstream
+    // when it breaks.
+    let good = format!("20\r\n{}\r\n", "{\"model\":\"m1\",\"messages\":[],  }");
+    client.write_all(good.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    client.write_all(b"zz-not-a-size\r\n\r\n").await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut buf))
+        .await
+        .expect("an answer");
+    let resp = parse_response(&buf);
+    assert_eq!(resp.status, 400, "{}", String::from_utf8_lossy(&buf));
+    assert_eq!(resp.header("x-tokenmeter-error"), Some("request_body"));
+    let s = settle(proxy.admin_addr, 1.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_abort")]),
+        1.0
+    );
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "upstream_error")]),
+        0.0
+    );
+    proxy.stop().await;
+}
+
+// Header hygiene.
+
+fn echoed_header<'a>(echo: &'a Value, name: &str) -> Vec<&'a str> {
+    echo["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h[0] == name)
+        .map(|h| h[1].as_str().unwrap())
+        .collect()
+}
+
+async fn echo(proxy: SocketAddr, head: &str) -> Value {
+    let resp = raw_exchange(proxy, head, b"").await;
+    assert_eq!(resp.status, 200);
+    serde_json::from_slice(&resp.body()).unwrap()
+}
+
+const SPOOFING: &str = "GET /v1/models HTTP/1.1\r\nhost: public.example\r\nx-echo: 1\r\n\
+    proxy-authorization: Basic c2VjcmV0\r\nx-forwarded-proto: https\r\n\
+    x-forwarded-host: spoofed.example\r\nconnection: close\r\n\r\n";
+
+#[tokio::test]
+async fn proxy_credentials_stop_here_and_forwarded_headers_are_replaced() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let e = echo(proxy.proxy_addr, SPOOFING).await;
+    assert!(echoed_header(&e, "proxy-authorization").is_empty());
+    assert_eq!(echoed_header(&e, "x-forwarded-proto"), ["http"]);
+    assert_eq!(echoed_header(&e, "x-forwarded-host"), ["public.example"]);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_in_front_keeps_its_forwarded_headers() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.trusted_proxies = vec![tokenmeter::config::IpNet {
+        addr: "127.0.0.0".parse().unwrap(),
+        prefix: 8,
+    }];
+    let proxy = start(config).await;
+    let e = echo(proxy.proxy_addr, SPOOFING).await;
+    assert!(echoed_header(&e, "proxy-authorization").is_empty());
+    assert_eq!(echoed_header(&e, "x-forwarded-proto"), ["https"]);
+    assert_eq!(echoed_header(&e, "x-forwarded-host"), ["spoofed.example"]);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_without_one_host_is_a_400() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    for head in [
+        "GET /v1/models HTTP/1.1\r\nx-echo: 1\r\nconnection: close\r\n\r\n",
+        "GET /v1/models HTTP/1.1\r\nhost: a.example\r\nhost: b.example\r\nx-echo: 1\r\nconnection: close\r\n\r\n",
+    ] {
+        let resp = raw_exchange(proxy.proxy_addr, head, b"").await;
+        assert_eq!(resp.status, 400, "{head}");
+        assert_eq!(resp.header("x-tokenmeter-error"), Some("bad_request"));
+    }
+    // HTTP/1.0 has no Host requirement.
+    let e = echo(
+        proxy.proxy_addr,
+        "GET /v1/models HTTP/1.0\r\nx-echo: 1\r\n\r\n",
+    )
+    .await;
+    assert_eq!(e["method"], "GET");
+    let (_, s) = scrape(proxy.admin_addr).await;
+    assert_eq!(
+        sum(
+            &s,
+            "tokenmeter_rejected_requests_total",
+            &[("reason", "bad_host")]
+        ),
+        2.0
+    );
+    proxy.stop().await;
+}
+
+#[test]
+fn an_upstream_url_with_a_password_is_refused_without_echoing_it() {
+    let text = "routes:\n  - name: r\n    upstream: http://user:hunter2@127.0.0.1:8000/v1\n";
+    let errors = tokenmeter::config::Config::parse(
+        text,
+        "test.yaml",
+        &tokenmeter::config::Overrides::default(),
+    )
+    .unwrap_err();
+    let shown = errors.to_string();
+    assert!(shown.contains("user info"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(shown.contains("http://***@127.0.0.1:8000/v1"), "{shown}");
+}
