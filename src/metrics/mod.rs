@@ -56,6 +56,7 @@ pub struct Metrics {
     unrouted: IntCounter,
     passthrough: IntCounterVec,
     rejected: IntCounterVec,
+    upstream_retries: IntCounterVec,
     model_overflow: IntCounter,
     slo_requests: IntCounterVec,
     slo_violations: IntCounterVec,
@@ -224,6 +225,11 @@ impl Metrics {
             rejected: counter(
                 "tokenmeter_rejected_requests_total".to_owned(),
                 "Requests the proxy answered itself without forwarding them (reason: max_in_flight = 503, the route's limit of requests in flight was reached; bad_host = 400, an HTTP/1.1 request without a Host header or any request with two, counted before routing with route empty).",
+                &["route", "reason"],
+            )?,
+            upstream_retries: counter(
+                "tokenmeter_upstream_retries_total".to_owned(),
+                "Requests sent again, once, on a new upstream connection after a reused one was closed under them before any byte of a response (the keep-alive race; reason: closed = the upstream ended the connection, reset = it reset it). Only requests the proxy held whole are sent again.",
                 &["route", "reason"],
             )?,
             model_overflow: plain(
@@ -470,6 +476,12 @@ impl Metrics {
     /// so that its rate is defined before the first rejection.
     pub fn limited(&self, route: &str) {
         self.rejected.with_label_values(&[route, "max_in_flight"]);
+    }
+
+    /// The counter of a route's upstream retries for `reason` (`closed` or
+    /// `reset`).
+    pub fn upstream_retries(&self, route: &str, reason: &'static str) -> IntCounter {
+        self.upstream_retries.with_label_values(&[route, reason])
     }
 
     /// Counts a request forwarded without metering.

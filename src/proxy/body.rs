@@ -316,6 +316,33 @@ impl RequestBody {
     pub fn streaming(body: Incoming) -> Self {
         Self(Box::new(Source::Streaming(body)))
     }
+
+    /// A copy to send again, when the whole body is held here: read ahead
+    /// to its end, or empty. A body still (even partly) to come from the
+    /// client cannot be sent twice.
+    pub fn replay(&self) -> Option<Self> {
+        let copy = |frames: &VecDeque<Frame<Bytes>>| {
+            frames
+                .iter()
+                .map(|f| match (f.data_ref(), f.trailers_ref()) {
+                    (Some(data), _) => Some(Frame::data(data.clone())),
+                    (None, Some(trailers)) => Some(Frame::trailers(trailers.clone())),
+                    (None, None) => None,
+                })
+                .collect::<Option<VecDeque<_>>>()
+        };
+        match &*self.0 {
+            Source::Buffered { frames, rest }
+                if rest.as_ref().is_none_or(|r| r.is_end_stream()) =>
+            {
+                Some(Self::buffered(copy(frames)?, None))
+            }
+            Source::Streaming(body) if body.is_end_stream() => {
+                Some(Self::buffered(VecDeque::new(), None))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Body for RequestBody {

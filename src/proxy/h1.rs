@@ -80,11 +80,163 @@ pub enum Error {
     RequestLength,
 }
 
+/// An exchange that failed before its response head.
+#[derive(Debug)]
+pub struct Failed {
+    pub error: Error,
+    /// Not one byte of a response had arrived: on a connection that served
+    /// a request before, the upstream closed it as it was reused (the
+    /// keep-alive race), and has not seen the request.
+    pub silent: bool,
+}
+
+/// How a reused connection failed in the keep-alive race.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Race {
+    /// The upstream ended the connection.
+    Closed,
+    /// The upstream reset it (or the write found the pipe broken).
+    Reset,
+}
+
+impl Race {
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Race::Closed => "closed",
+            Race::Reset => "reset",
+        }
+    }
+}
+
+impl Failed {
+    /// How a silent failure on a reused connection was the keep-alive
+    /// race, or `None` for any other failure.
+    pub fn keepalive_race(&self) -> Option<Race> {
+        if !self.silent {
+            return None;
+        }
+        match &self.error {
+            Error::ClosedBeforeHead => Some(Race::Closed),
+            Error::Io(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                Some(Race::Reset)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Self {
+        Failed {
+            error,
+            silent: false,
+        }
+    }
+}
+
+/// A request ready to be written: its head's bytes, its body and how that
+/// is framed.
+pub struct Prepared {
+    head: Vec<u8>,
+    framing: RequestFraming,
+    method: Method,
+    body: RequestBody,
+}
+
+impl Prepared {
+    /// `req` (origin-form target, `Host` set) made ready to be written.
+    pub fn new(req: Request<RequestBody>) -> Self {
+        let (parts, body) = req.into_parts();
+        let (head, framing) = request_head(&parts, &body);
+        Prepared {
+            head,
+            framing,
+            method: parts.method,
+            body,
+        }
+    }
+
+    /// The same request again, if it can be sent again whole: its body is
+    /// empty or all held by the proxy (read ahead), none of it still to
+    /// come from the client.
+    pub fn replay(&self) -> Option<Prepared> {
+        Some(Prepared {
+            head: self.head.clone(),
+            framing: self.framing,
+            method: self.method.clone(),
+            body: self.body.replay()?,
+        })
+    }
+}
+
 /// An open connection to the upstream, between exchanges.
 pub struct Conn {
     io: TcpStream,
     /// Bytes read and not yet decoded; empty between exchanges.
     buf: BytesMut,
+    /// What the upstream's last `Keep-Alive` header said, if anything.
+    hint: KeepAliveHint,
+}
+
+/// The `Keep-Alive: timeout=N, max=M` hint of a response (RFC 2068
+/// §19.7.1.1, kept by Apache, Node, cpp-httplib and others): how long the
+/// upstream keeps the connection idle, and how many more requests it
+/// takes on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeepAliveHint {
+    pub timeout: Option<std::time::Duration>,
+    pub max: Option<u64>,
+}
+
+impl KeepAliveHint {
+    /// The hint of a response's headers (unknown parameters ignored).
+    fn of(headers: &HeaderMap) -> Self {
+        let mut hint = KeepAliveHint::default();
+        for value in headers.get_all(HeaderName::from_static("keep-alive")) {
+            for param in value.as_bytes().split(|&b| b == b',') {
+                let Some((name, value)) = std::str::from_utf8(param)
+                    .ok()
+                    .and_then(|p| p.split_once('='))
+                else {
+                    continue;
+                };
+                let Ok(n) = value.trim().trim_matches('"').parse::<u64>() else {
+                    continue;
+                };
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "timeout" => hint.timeout = Some(std::time::Duration::from_secs(n)),
+                    "max" => hint.max = Some(n),
+                    _ => {}
+                }
+            }
+        }
+        hint
+    }
+
+    /// How long the connection may wait idle in the pool: a margin short of
+    /// the upstream's own timeout (a second, or half of a timeout shorter
+    /// than two seconds), so the pool lets go of it before the upstream
+    /// does; `None` without a timeout hint.
+    pub fn idle_limit(self) -> Option<std::time::Duration> {
+        let t = self.timeout?;
+        Some(
+            t.saturating_sub(std::time::Duration::from_secs(1))
+                .max(t / 2),
+        )
+    }
+
+    /// Whether the upstream takes another request on the connection.
+    pub fn allows_another(self) -> bool {
+        self.max != Some(0)
+    }
 }
 
 impl Conn {
@@ -92,7 +244,13 @@ impl Conn {
         Self {
             io,
             buf: BytesMut::new(),
+            hint: KeepAliveHint::default(),
         }
+    }
+
+    /// What the upstream's last response said of keeping this connection.
+    pub fn hint(&self) -> KeepAliveHint {
+        self.hint
     }
 
     /// Whether an idle connection can take a request: the upstream has not
@@ -106,17 +264,22 @@ impl Conn {
         }
     }
 
-    /// Sends `req` (origin-form target, `Host` set) and reads the response
-    /// head; the response's body reads the rest from this connection, and
-    /// gives it back to `pool` at its end if it can be kept.
+    /// Sends `req` and reads the response head; the response's body reads
+    /// the rest from this connection, and gives it back to `pool` at its
+    /// end if it can be kept.
     pub async fn send(
         mut self,
-        req: Request<RequestBody>,
+        req: Prepared,
         pool: Weak<H1Pool>,
-    ) -> Result<Response<Body>, Error> {
-        let (parts, mut body) = req.into_parts();
-        let (out, framing) = request_head(&parts, &body);
+    ) -> Result<Response<Body>, Failed> {
+        let Prepared {
+            head: out,
+            framing,
+            method,
+            mut body,
+        } = req;
         let mut buf = std::mem::take(&mut self.buf);
+        let mut received = false;
         let (head, request_complete) = {
             let (mut reader, mut writer) = self.io.split();
             let mut writing = std::pin::pin!(write_request(&mut writer, out, &mut body, framing));
@@ -136,14 +299,19 @@ impl Conn {
                 {
                     return Poll::Ready(Err(e));
                 }
-                poll_head(&mut reader, &mut buf, cx)
+                poll_head(&mut reader, &mut buf, &mut received, cx)
             })
             .await;
             match (head, sent) {
                 (Ok(head), sent) => (head, matches!(sent, Some(Ok(())))),
                 // An upstream that could not take the request whole and
                 // closed: the write's error is the one to report.
-                (Err(_), Some(Err(e))) | (Err(e), _) => return Err(e),
+                (Err(_), Some(Err(e))) | (Err(e), _) => {
+                    // A client's failed body is not the upstream's silence.
+                    let silent =
+                        !received && !matches!(e, Error::RequestBody(_) | Error::RequestLength);
+                    return Err(Failed { error: e, silent });
+                }
             }
             // A write still going on (the response came first) is dropped
             // here: the rest of the request is not sent.
@@ -157,7 +325,7 @@ impl Conn {
             framing,
             ambiguous,
         } = head;
-        let framing = if parts.method == Method::HEAD
+        let framing = if method == Method::HEAD
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED
         {
@@ -165,11 +333,13 @@ impl Conn {
         } else {
             framing
         };
+        self.hint = KeepAliveHint::of(&headers);
         let keep = request_complete
             && !ambiguous
             && version == Version::HTTP_11
             && framing != Decoder::Close
-            && !connection_close(&headers);
+            && !connection_close(&headers)
+            && self.hint.allows_another();
         let mut resp = Response::new(Body {
             conn: Some(self),
             decoder: framing,
@@ -336,9 +506,11 @@ struct Head {
 
 /// Reads into `buf` until it holds a final response head, which it takes
 /// off the front of `buf`; interim (1xx) responses are taken and skipped.
+/// `received` is set once any byte has been read.
 fn poll_head(
     io: &mut (impl tokio::io::AsyncRead + Unpin),
     buf: &mut BytesMut,
+    received: &mut bool,
     cx: &mut Context<'_>,
 ) -> Poll<Result<Head, Error>> {
     loop {
@@ -358,6 +530,7 @@ fn poll_head(
         if n == 0 {
             return Poll::Ready(Err(Error::ClosedBeforeHead));
         }
+        *received = true;
     }
 }
 
@@ -1101,6 +1274,36 @@ mod tests {
     }
 
     #[test]
+    fn keep_alive_hints_are_read_and_a_margin_kept() {
+        let hint = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("keep-alive", HeaderValue::from_str(value).unwrap());
+            KeepAliveHint::of(&headers)
+        };
+        let secs = std::time::Duration::from_secs;
+        let h = hint("timeout=5, max=100");
+        assert_eq!((h.timeout, h.max), (Some(secs(5)), Some(100)));
+        assert_eq!(h.idle_limit(), Some(secs(4)));
+        assert!(h.allows_another());
+        assert_eq!(hint("Timeout=1").idle_limit(), Some(secs(1) / 2));
+        assert_eq!(hint("timeout=0").idle_limit(), Some(secs(0)));
+        assert!(!hint("max=0").allows_another());
+        assert_eq!(hint("max=0").idle_limit(), None);
+        // Unknown or malformed parameters are ignored.
+        assert_eq!(
+            hint("foo, timeout=x, max=-1, timeout=\"7\""),
+            KeepAliveHint {
+                timeout: Some(secs(7)),
+                max: None
+            }
+        );
+        assert_eq!(
+            KeepAliveHint::of(&HeaderMap::new()),
+            KeepAliveHint::default()
+        );
+    }
+
+    #[test]
     fn the_head_says_how_the_body_is_framed() {
         assert_eq!(
             framing("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n"),
@@ -1253,6 +1456,24 @@ mod tests {
             pool: Arc<H1Pool>,
             connections: Arc<AtomicUsize>,
             requests: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+            /// The pool's retries, in order.
+            retries: Arc<std::sync::Mutex<Vec<Race>>>,
+        }
+
+        fn pool_for(addr: std::net::SocketAddr) -> (Arc<H1Pool>, Arc<std::sync::Mutex<Vec<Race>>>) {
+            let target: http::Uri = format!("http://{addr}/").parse().unwrap();
+            let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            connector.set_nodelay(true);
+            let retries = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let seen = retries.clone();
+            let pool = H1Pool::new(
+                connector,
+                target,
+                8,
+                Duration::from_secs(30),
+                Box::new(move |race| seen.lock().unwrap().push(race)),
+            );
+            (pool, retries)
         }
 
         async fn upstream(answers: Vec<Option<&'static str>>) -> Upstream {
@@ -1310,13 +1531,12 @@ mod tests {
                     });
                 }
             });
-            let target: http::Uri = format!("http://{addr}/").parse().unwrap();
-            let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-            connector.set_nodelay(true);
+            let (pool, retries) = pool_for(addr);
             Upstream {
-                pool: H1Pool::new(connector, target, 8, Duration::from_secs(30)),
+                pool,
                 connections,
                 requests,
+                retries,
             }
         }
 
@@ -1428,11 +1648,51 @@ mod tests {
             assert_eq!(up.connections.load(Ordering::SeqCst), 2);
         }
 
-        /// An upstream that closes instead of answering: an error before
-        /// the head, and the connection is not kept.
+        /// An upstream that closes a new connection instead of answering:
+        /// an error before the head, not sent again, and the connection is
+        /// not kept.
         #[tokio::test]
-        async fn no_answer_is_an_error_before_the_head() {
-            let up = upstream(vec![Some(CHUNKED), None, Some(CHUNKED)]).await;
+        async fn no_answer_on_a_new_connection_is_an_error_before_the_head() {
+            let up = upstream(vec![None, Some(CHUNKED)]).await;
+            let resp = up.pool.send(post("1")).await;
+            assert!(
+                matches!(resp, Err(SendError::Http(Error::ClosedBeforeHead))),
+                "{:?}",
+                resp.map(|_| ())
+            );
+            assert!(up.retries.lock().unwrap().is_empty());
+            assert!(exchange(&up.pool, post("2")).await.1.is_ok());
+            assert_eq!(up.connections.load(Ordering::SeqCst), 2);
+        }
+
+        /// The keep-alive race: the upstream closes a reused connection as
+        /// the request arrives, without a byte of an answer. The request,
+        /// held whole, is sent once more on a new connection.
+        #[tokio::test]
+        async fn a_request_closed_on_a_reused_connection_is_sent_again_on_a_new_one() {
+            let mut up = upstream(vec![Some(CHUNKED), None, Some(CHUNKED)]).await;
+            assert!(exchange(&up.pool, post("1")).await.1.is_ok());
+            let (status, frames) = exchange(&up.pool, post("2")).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(frames.unwrap().concat(), b"abcde");
+            assert_eq!(*up.retries.lock().unwrap(), [Race::Closed]);
+            assert_eq!(up.connections.load(Ordering::SeqCst), 2);
+            // The same bytes both times.
+            let _first = up.requests.recv().await.unwrap();
+            let second = up.requests.recv().await.unwrap();
+            assert_eq!(second, up.requests.recv().await.unwrap());
+        }
+
+        /// Once a byte of the response has arrived, the upstream has the
+        /// request: never sent twice.
+        #[tokio::test]
+        async fn a_response_that_had_begun_is_not_sent_again() {
+            let up = upstream(vec![
+                Some(CHUNKED),
+                Some("HTTP/1.1 200 OK\r\nx-then-close: 1\r\n"),
+                Some(CHUNKED),
+            ])
+            .await;
             assert!(exchange(&up.pool, post("1")).await.1.is_ok());
             let resp = up.pool.send(post("2")).await;
             assert!(
@@ -1440,8 +1700,39 @@ mod tests {
                 "{:?}",
                 resp.map(|_| ())
             );
-            assert!(exchange(&up.pool, post("3")).await.1.is_ok());
+            assert!(up.retries.lock().unwrap().is_empty());
+            assert_eq!(up.connections.load(Ordering::SeqCst), 1);
+        }
+
+        /// A request whose body is still coming from the client cannot be
+        /// sent again: the race is the client's error to see.
+        #[tokio::test]
+        async fn a_streamed_request_body_is_not_sent_again() {
+            let up = upstream(vec![Some(CHUNKED), None, Some(CHUNKED)]).await;
+            assert!(exchange(&up.pool, post("1")).await.1.is_ok());
+            let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
+            let mut req = Request::new(RequestBody::streaming(incoming));
+            *req.method_mut() = Method::POST;
+            *req.uri_mut() = "/up".parse().unwrap();
+            let resp = up.pool.send(req).await;
+            assert!(resp.is_err(), "{:?}", resp.map(|_| ()));
+            assert!(up.retries.lock().unwrap().is_empty());
+            assert_eq!(up.connections.load(Ordering::SeqCst), 1);
+        }
+
+        /// `Keep-Alive: max=0`: the upstream takes no more requests on the
+        /// connection, so it is not kept.
+        #[tokio::test]
+        async fn keep_alive_max_0_is_not_kept() {
+            let up = upstream(vec![
+                Some("HTTP/1.1 200 OK\r\nkeep-alive: timeout=5, max=0\r\ncontent-length: 2\r\n\r\nok"),
+                Some(CHUNKED),
+            ])
+            .await;
+            assert!(exchange(&up.pool, post("1")).await.1.is_ok());
+            assert!(exchange(&up.pool, post("2")).await.1.is_ok());
             assert_eq!(up.connections.load(Ordering::SeqCst), 2);
+            assert!(up.retries.lock().unwrap().is_empty());
         }
 
         #[tokio::test]
@@ -1511,9 +1802,7 @@ mod tests {
                     });
                 }
             });
-            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-            let target: http::Uri = format!("http://{addr}/").parse().unwrap();
-            let pool = H1Pool::new(connector, target, 8, Duration::from_secs(30));
+            let (pool, _) = pool_for(addr);
             // The client's body never ends.
             let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
             let mut req = Request::new(RequestBody::streaming(incoming));
@@ -1558,7 +1847,7 @@ mod tests {
             *req.method_mut() = Method::POST;
             *req.uri_mut() = "/up".parse().unwrap();
             let conn = Conn::new(tokio::net::TcpStream::connect(addr).await.unwrap());
-            let send = tokio::spawn(conn.send(req, Weak::new()));
+            let send = tokio::spawn(conn.send(Prepared::new(req), Weak::new()));
             tokio::time::sleep(Duration::from_millis(50)).await;
             csock.write_all(b"6\r\n world\r\n0\r\n\r\n").await.unwrap();
             let resp = send.await.unwrap().unwrap();

@@ -210,7 +210,7 @@ impl Proxy {
                     Some(pool) if old.is_some_and(|o| o.route.upstream == route.upstream) => {
                         Some(pool.clone())
                     }
-                    _ => h1_pool(route, keepalive),
+                    _ => h1_pool(route, keepalive, &metrics),
                 };
                 let in_flight = previous
                     .and_then(|p| p.routes.iter().find(|old| old.route.name == route.name))
@@ -811,7 +811,11 @@ impl Keepalive {
 }
 
 /// The connection pool of a plain-HTTP route.
-fn h1_pool(route: &Route, keepalive: Keepalive) -> Option<Arc<upstream::H1Pool>> {
+fn h1_pool(
+    route: &Route,
+    keepalive: Keepalive,
+    metrics: &Metrics,
+) -> Option<Arc<upstream::H1Pool>> {
     let upstream = &route.upstream;
     if upstream.scheme != http::uri::Scheme::HTTP {
         return None;
@@ -822,11 +826,17 @@ fn h1_pool(route: &Route, keepalive: Keepalive) -> Option<Arc<upstream::H1Pool>>
         .path_and_query("/")
         .build()
         .ok()?;
+    let closed = metrics.upstream_retries(&route.name, h1::Race::Closed.as_str());
+    let reset = metrics.upstream_retries(&route.name, h1::Race::Reset.as_str());
     Some(upstream::H1Pool::new(
         connector(route),
         target,
         keepalive.max_idle,
         keepalive.idle_timeout,
+        Box::new(move |race| match race {
+            h1::Race::Closed => closed.inc(),
+            h1::Race::Reset => reset.inc(),
+        }),
     ))
 }
 

@@ -9,11 +9,22 @@
 //! Connections are kept alive in a per-route pool: a response that ended
 //! gives its connection back; a client that goes away drops it, which
 //! closes it, so the upstream sees the abort. An idle connection is not
-//! polled: one the upstream closed meanwhile is found closed at checkout
-//! (its readiness is kept by the reactor) and dropped. Idle connections
-//! expire after the pool's idle timeout (checked at each checkout and
-//! release, and by a reaper task), and at most `max_idle` are kept: past a
-//! burst, the connections (and the memory of their buffers) go.
+//! polled: one the upstream closed, or that has bytes nobody asked for
+//! (an upstream's extra response must never answer the next request), is
+//! found so when it is given back or taken (its readiness is kept by the
+//! reactor) and dropped. Idle connections expire after the pool's idle
+//! timeout, or sooner when the upstream's `Keep-Alive: timeout=N` says it
+//! closes them sooner (checked at each checkout and release, and by a
+//! reaper task), and at most `max_idle` are kept: past a burst, the
+//! connections (and the memory of their buffers) go.
+//!
+//! Servers close idle connections on their own timers, and some (llama.cpp's
+//! server) after every response whatever they announce, so a request can
+//! meet a connection the upstream is closing: it fails before one byte of a
+//! response arrives. Such a request, on a reused connection, is sent again
+//! once on a new connection, if the proxy holds all of it (an empty body, or
+//! one read ahead whole); one whose body was streaming from the client, or
+//! whose response had begun, never is.
 //!
 //! HTTPS upstreams (TLS, HTTP/2 by ALPN) keep hyper-util's client.
 
@@ -51,11 +62,18 @@ pub struct H1Pool {
     /// At most this many idle connections are kept.
     max_idle: usize,
     idle_timeout: Duration,
+    /// Counts a request sent again after the keep-alive race, by reason.
+    on_retry: OnRetry,
 }
+
+/// Counts a retry by its reason.
+pub type OnRetry = Box<dyn Fn(h1::Race) + Send + Sync>;
 
 struct Idle {
     conn: Conn,
-    since: Instant,
+    /// When it stops being usable: the pool's idle timeout, or sooner by
+    /// the upstream's `Keep-Alive` hint.
+    expires: Instant,
 }
 
 impl H1Pool {
@@ -68,6 +86,7 @@ impl H1Pool {
         target: Uri,
         max_idle: usize,
         idle_timeout: Duration,
+        on_retry: OnRetry,
     ) -> Arc<Self> {
         let pool = Arc::new(Self {
             connector,
@@ -76,6 +95,7 @@ impl H1Pool {
             idle: Mutex::new(VecDeque::new()),
             max_idle,
             idle_timeout,
+            on_retry,
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let weak = Arc::downgrade(&pool);
@@ -91,20 +111,20 @@ impl H1Pool {
         pool
     }
 
-    /// Drops idle connections that expired (the oldest are at the front).
+    /// Drops idle connections that expired.
     fn prune(&self, now: Instant) {
-        let expired: Vec<Idle> = {
+        let expired: VecDeque<Idle> = {
             let Ok(mut idle) = self.idle.lock() else {
                 return;
             };
-            let mut out = Vec::new();
-            while idle
-                .front()
-                .is_some_and(|c| now.duration_since(c.since) >= self.idle_timeout)
-            {
-                out.extend(idle.pop_front());
+            if idle.iter().all(|c| c.expires > now) {
+                return;
             }
-            out
+            let (live, expired) = std::mem::take(&mut *idle)
+                .into_iter()
+                .partition(|c| c.expires > now);
+            *idle = live;
+            expired
         };
         // Closed outside the lock.
         drop(expired);
@@ -139,15 +159,29 @@ impl H1Pool {
     }
 
     /// Keeps `conn`, whose last response ended cleanly, for the next
-    /// request (or closes it, past `max_idle`).
+    /// request (or closes it: past `max_idle`, or if the upstream has
+    /// closed it or sent more already).
     pub(super) fn give_back(&self, conn: Conn) {
+        if !conn.is_open() {
+            return;
+        }
         let now = Instant::now();
+        let keep_for = match conn.hint().idle_limit() {
+            Some(limit) => limit.min(self.idle_timeout),
+            None => self.idle_timeout,
+        };
+        if keep_for.is_zero() {
+            return;
+        }
         let surplus = {
             let Ok(mut idle) = self.idle.lock() else {
                 return;
             };
             if idle.len() < self.max_idle {
-                idle.push_back(Idle { conn, since: now });
+                idle.push_back(Idle {
+                    conn,
+                    expires: now + keep_for,
+                });
                 None
             } else {
                 Some(conn)
@@ -165,21 +199,49 @@ impl H1Pool {
     /// A kept-alive connection can be closed by the upstream just as it is
     /// taken (servers close idle connections after their own keep-alive
     /// timeout, uvicorn's is 5 s): one found closed at checkout is dropped
-    /// and the next one (or a new one) taken. A request that was (even
-    /// partly) sent is never sent twice.
+    /// and the next one (or a new one) taken. One that the upstream closes
+    /// as the request goes out fails without a byte of a response: the
+    /// request is sent once more, on a new connection, if the proxy holds
+    /// all of it (see the module's documentation).
     pub async fn send(
         self: &Arc<Self>,
         req: http::Request<RequestBody>,
     ) -> Result<http::Response<h1::Body>, SendError> {
-        // `connect` is boxed: its future would otherwise be part of this
-        // one, which is moved whole into the timeout and the request's.
-        let conn = match self.checkout_idle() {
-            Some(conn) => conn,
-            None => Box::pin(self.connect()).await?,
+        let req = h1::Prepared::new(req);
+        let reused = self.checkout_idle();
+        let Some(conn) = reused else {
+            return self.send_on_new(req).await;
         };
+        let replay = req.replay();
+        match conn.send(req, Arc::downgrade(self)).await {
+            Ok(resp) => Ok(resp),
+            Err(failed) => match (failed.keepalive_race(), replay) {
+                (Some(reason), Some(again)) => {
+                    (self.on_retry)(reason);
+                    tracing::debug!(
+                        upstream = %self.target,
+                        reason = reason.as_str(),
+                        error = %failed.error,
+                        "a reused upstream connection was closed under the request; sending it again on a new one"
+                    );
+                    self.send_on_new(again).await
+                }
+                _ => Err(SendError::Http(failed.error)),
+            },
+        }
+    }
+
+    /// Sends `req` on a new connection. (`connect` is boxed: its future
+    /// would otherwise be part of this one, which is moved whole into the
+    /// timeout and the request's.)
+    async fn send_on_new(
+        self: &Arc<Self>,
+        req: h1::Prepared,
+    ) -> Result<http::Response<h1::Body>, SendError> {
+        let conn = Box::pin(self.connect()).await?;
         conn.send(req, Arc::downgrade(self))
             .await
-            .map_err(SendError::Http)
+            .map_err(|failed| SendError::Http(failed.error))
     }
 }
 
