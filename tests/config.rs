@@ -116,7 +116,7 @@ routes:
       methods: [post, GET]
     upstream: https://gpu-1.internal:8443/base/
     protocol: openai
-    timeouts: {connect: 250ms, response_headers: 1h, idle: 90s}
+    timeouts: {connect: 250ms, response_headers: 1h, idle: 90s, request_body: 5s}
     preserve_host: true
     strip_prefix: true
     max_in_flight: 64
@@ -139,6 +139,7 @@ routes:
             connect: Duration::from_millis(250),
             response_headers: Duration::from_secs(3600),
             idle: Duration::from_secs(90),
+            request_body: Duration::from_secs(5),
         }
     );
     assert!(route.preserve_host && route.strip_prefix);
@@ -170,11 +171,30 @@ proxy:
   max_request_head: 64KiB
   upstream_idle_connections: 0
   upstream_idle_timeout: 5s
+  request_head_timeout: 10s
+  max_connections: 1000
+  trusted_proxies: [10.0.0.0/8, \"::1\", 192.168.1.7]
+admin:
+  max_connections: 8
 routes:
   - name: a
     upstream: http://127.0.0.1:1
 ";
-    let proxy = parse(text).expect("valid").proxy;
+    let config = parse(text).expect("valid");
+    assert_eq!(config.admin.max_connections, 8);
+    let proxy = config.proxy;
+    assert_eq!(proxy.request_head_timeout, Duration::from_secs(10));
+    assert_eq!(proxy.max_connections, Some(1000));
+    let nets: Vec<String> = proxy
+        .trusted_proxies
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(nets, ["10.0.0.0/8", "::1/128", "192.168.1.7/32"]);
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let trusted = |s: &str| proxy.trusted_proxies.iter().any(|n| n.contains(ip(s)));
+    assert!(trusted("10.200.3.4") && trusted("::ffff:10.0.0.1") && trusted("::1"));
+    assert!(!trusted("11.0.0.1") && !trusted("192.168.1.8") && !trusted("::2"));
     assert_eq!(proxy.max_request_body_bytes, 512 * 1024);
     assert_eq!(proxy.max_response_body_bytes, 1 << 30);
     assert_eq!(proxy.shutdown_grace, Duration::from_secs(120));

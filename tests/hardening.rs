@@ -173,7 +173,7 @@ async fn a_malformed_client_body_past_the_read_ahead_is_the_clients_400() {
     client.write_all(head.as_bytes()).await.unwrap();
     // More than the read-ahead, so the body is streaming to the upstream
     // when it breaks.
-    let good = format!("20\r\n{}\r\n", "{\"model\":\"m1\",\"messages\":[],  }");
+    let good = format!("20\r\n{}\r\n", "{\"model\":\"m1\",\"messages\":[],   }");
     client.write_all(good.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     client.write_all(b"zz-not-a-size\r\n\r\n").await.unwrap();
@@ -429,6 +429,189 @@ async fn an_upstreams_keep_alive_timeout_is_honoured() {
         sum(&s, "tokenmeter_upstream_retries_total", &[]),
         0.0,
         "evicted before use, not met closing"
+    );
+    proxy.stop().await;
+}
+
+// Stalled clients, and the listeners' limits.
+
+#[tokio::test]
+async fn a_stalled_request_body_is_a_408_counted_from_its_head() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.routes[0].timeouts.request_body = Duration::from_millis(300);
+    let proxy = start(config).await;
+    let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    client
+        .write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\n\
+              content-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
+        )
+        .await
+        .unwrap();
+    // In flight while its body is awaited (its model not known yet).
+    scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_in_flight", &[("model", "unknown")]) == 1.0
+    })
+    .await;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut buf))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let resp = parse_response(&buf);
+    assert_eq!(resp.status, 408);
+    assert_eq!(
+        resp.header("x-tokenmeter-error"),
+        Some("request_body_timeout")
+    );
+    let s = settle(proxy.admin_addr, 1.0).await;
+    assert_eq!(
+        sum(
+            &s,
+            "llm_requests_total",
+            &[("outcome", "client_timeout"), ("status_class", "4xx")]
+        ),
+        1.0
+    );
+    assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_past_the_read_ahead_is_a_408_too() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_request_body_bytes = 16;
+    config.routes[0].timeouts.request_body = Duration::from_millis(300);
+    let proxy = start(config).await;
+    let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    client
+        .write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\n\
+              content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+              20\r\n{\"model\":\"m1\",\"messages\":[],   }\r\n",
+        )
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut buf))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let resp = parse_response(&buf);
+    assert_eq!(resp.status, 408, "{resp:?}");
+    let s = settle(proxy.admin_addr, 1.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_timeout")]),
+        1.0
+    );
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "upstream_error")]),
+        0.0
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.request_head_timeout = Duration::from_millis(300);
+    let proxy = start(config).await;
+    for addr in [proxy.proxy_addr] {
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(10), idle.read(&mut buf))
+            .await
+            .expect("closed by the proxy")
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_wait_until_one_closes() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_connections = Some(4);
+    let proxy = start(config).await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(TcpStream::connect(proxy.proxy_addr).await.unwrap());
+    }
+    // The admin port has its own limit: the gauge can be read.
+    scrape_until(proxy.admin_addr, |s| {
+        value(s, "tokenmeter_open_connections", &[("listener", "proxy")]) == 4.0
+    })
+    .await;
+    let get = "GET /v1/models HTTP/1.1\r\nhost: x\r\nx-status: 200\r\nconnection: close\r\n\r\n";
+    let waiting = tokio::spawn(raw_exchange(proxy.proxy_addr, get, b""));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "served past the limit");
+    drop(held.pop());
+    let resp = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("served once a connection closed")
+        .unwrap();
+    assert_eq!(resp.status, 200);
+    let (_, s) = scrape(proxy.admin_addr).await;
+    assert_eq!(
+        value(&s, "tokenmeter_max_connections", &[("listener", "proxy")]),
+        4.0
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_flooded_admin_port_does_not_stop_forwarding() {
+    let sim = start_sim(tokenmeter::sim::SimConfig {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(5),
+        tokens: 20,
+        ..tokenmeter::sim::SimConfig::default()
+    })
+    .await;
+    let mut config = config_for(sim);
+    config.admin.max_connections = 8;
+    let proxy = start(config).await;
+    // More idle connections than the admin port takes (the rest wait in
+    // its accept queue, whose length the kernel bounds: past it, connect
+    // itself would wait).
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        flood.push(TcpStream::connect(proxy.admin_addr).await.unwrap());
+    }
+    for _ in 0..5 {
+        let (head, body) = chat_request("m1", true, &[]);
+        let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
+        assert_eq!(resp.status, 200);
+        assert!(!resp.truncated);
+        assert!(resp.body().ends_with(b"data: [DONE]\n\n"));
+    }
+    let text = proxy.metrics.encode();
+    let s = parse_metrics(&text);
+    assert!(value(&s, "tokenmeter_open_connections", &[("listener", "admin")]) <= 8.0);
+    assert_eq!(sum(&s, "llm_requests_total", &[("outcome", "ok")]), 5.0);
+    drop(flood);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_connection_limit_leaves_room_in_the_open_file_limit() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let (_, s) = scrape(proxy.admin_addr).await;
+    let max = value(&s, "tokenmeter_max_connections", &[("listener", "proxy")]);
+    let fds = value(&s, "process_max_fds", &[]);
+    assert!(
+        max >= 1.0 && 2.0 * max + 64.0 + 64.0 <= fds,
+        "{max} of {fds}"
+    );
+    assert_eq!(
+        value(&s, "tokenmeter_max_connections", &[("listener", "admin")]),
+        64.0
     );
     proxy.stop().await;
 }

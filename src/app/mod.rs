@@ -35,7 +35,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -132,17 +133,13 @@ pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow:
     });
     let shutdown = CancellationToken::new();
     let admin_stop = CancellationToken::new();
-    let admin_task = tokio::spawn({
-        let router = admin::router(admin_state.clone());
-        let stop = admin_stop.clone();
-        async move {
-            let serve =
-                axum::serve(admin_listener, router).with_graceful_shutdown(stop.cancelled_owned());
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "admin listener failed");
-            }
-        }
-    });
+    let connections = Connections::new(&config, &metrics);
+    let admin_task = tokio::spawn(serve_admin(
+        admin_listener,
+        admin::router(admin_state.clone()),
+        connections.admin,
+        admin_stop.clone(),
+    ));
     tracing::info!(%proxy_addr, %admin_addr, routes = config.routes.len(), "tokenmeter started");
     for r in &config.routes {
         tracing::info!(route = %r.name, prefix = %r.matcher.path_prefix, upstream = %r.upstream.url(), "route");
@@ -161,7 +158,14 @@ pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow:
     let task = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            serve_proxy(proxy_listener, live, shutdown, admin_state).await;
+            serve_proxy(
+                proxy_listener,
+                live,
+                shutdown,
+                admin_state,
+                connections.proxy,
+            )
+            .await;
             admin_stop.cancel();
             let _ = admin_task.await;
             if let Some(watcher) = watcher {
@@ -179,16 +183,209 @@ pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow:
     })
 }
 
+/// The connection limits of both listeners.
+struct Connections {
+    proxy: Limit,
+    admin: Limit,
+}
+
+/// How many connections one listener keeps open at once, and how long a
+/// connection may take to send a request head (from when it opens or its
+/// last response ended: this is also the idle keep-alive timeout).
+#[derive(Clone)]
+struct Limit {
+    slots: Arc<Semaphore>,
+    open: prometheus::IntGauge,
+    head_timeout: Duration,
+}
+
+/// File descriptors kept out of the connection limits' reach: the
+/// listeners, the log, the config watcher, upstream TLS roots, ...
+const FD_RESERVE: u64 = 64;
+
+/// How long the admin listener waits for a request head.
+const ADMIN_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An admin connection is closed (gracefully, then at once) after this
+/// long: scrapes are quick, and a client that stops reading its response
+/// must not keep a slot for ever.
+const ADMIN_CONNECTION_MAX_AGE: Duration = Duration::from_secs(60);
+
+impl Connections {
+    fn new(config: &Config, metrics: &Metrics) -> Self {
+        let admin_max = config.admin.max_connections;
+        let proxy_max = config.proxy.max_connections.unwrap_or_else(|| {
+            let fds = raise_open_file_limit();
+            let left = fds.saturating_sub(FD_RESERVE + admin_max as u64);
+            // Each client connection may hold an upstream connection too.
+            usize::try_from(left / 2)
+                .unwrap_or(usize::MAX)
+                .clamp(1, Semaphore::MAX_PERMITS)
+        });
+        tracing::debug!(proxy = proxy_max, admin = admin_max, "connection limits");
+        let limit = |name: &str, max: usize, head_timeout| Limit {
+            slots: Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))),
+            open: metrics.connections(name, max),
+            head_timeout,
+        };
+        Connections {
+            proxy: limit("proxy", proxy_max, config.proxy.request_head_timeout),
+            admin: limit("admin", admin_max, ADMIN_HEAD_TIMEOUT),
+        }
+    }
+}
+
+/// Raises the soft limit of open files to the hard one (as Go's runtime
+/// and most servers do) and returns it (a large number if unlimited).
+fn raise_open_file_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    const UNLIMITED: u64 = 1 << 20;
+    let limit = getrlimit(Resource::Nofile);
+    let hard = limit.maximum.unwrap_or(UNLIMITED).min(UNLIMITED);
+    let soft = limit.current.unwrap_or(UNLIMITED);
+    if soft >= hard {
+        return soft.min(UNLIMITED);
+    }
+    let raised = rustix::process::Rlimit {
+        current: Some(hard),
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => hard,
+        Err(e) => {
+            tracing::debug!(error = %e, soft, hard, "could not raise the open-file limit");
+            soft
+        }
+    }
+}
+
+/// A connection's place among its listener's open connections.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    open: prometheus::IntGauge,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.dec();
+    }
+}
+
+/// The next connection, once one of `limit`'s slots is free (the others
+/// wait in the kernel's accept queue); `None` at `stop`.
+async fn accept(
+    listener: &TcpListener,
+    limit: &Limit,
+    stop: &CancellationToken,
+) -> Option<(TcpStream, SocketAddr, Slot)> {
+    let permit = tokio::select! {
+        permit = limit.slots.clone().acquire_owned() => permit.ok()?,
+        () = stop.cancelled() => return None,
+    };
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, addr)) => {
+                    limit.open.inc();
+                    let slot = Slot { _permit: permit, open: limit.open.clone() };
+                    return Some((stream, addr, slot));
+                }
+                Err(e) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = stop.cancelled() => return None,
+        }
+    }
+}
+
+/// Waits for a new connection's first byte: one that sends nothing within
+/// `timeout` is closed (hyper's own head timeout starts only once it has
+/// told HTTP/1.1 from HTTP/2 by the first bytes), and so is one still
+/// waiting at `stop`.
+async fn first_byte(
+    stream: &TcpStream,
+    timeout: Duration,
+    client_addr: SocketAddr,
+    stop: &CancellationToken,
+) -> bool {
+    // A peek, not `readable()`: a new socket may be marked readable before
+    // anything has arrived.
+    let mut byte = [0u8; 1];
+    let peek = tokio::select! {
+        peek = tokio::time::timeout(timeout, stream.peek(&mut byte)) => peek,
+        () = stop.cancelled() => return false,
+    };
+    match peek {
+        Ok(Ok(n)) => n > 0,
+        Ok(Err(e)) => {
+            tracing::debug!(%client_addr, error = %e, "client connection failed");
+            false
+        }
+        Err(_) => {
+            tracing::debug!(%client_addr, "client connection sent nothing: closed");
+            false
+        }
+    }
+}
+
+/// Serves the admin endpoints until `stop`.
+async fn serve_admin(
+    listener: TcpListener,
+    router: axum::Router,
+    limit: Limit,
+    stop: CancellationToken,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limit.head_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    while let Some((stream, client_addr, slot)) = accept(&listener, &limit, &stop).await {
+        let (builder, service) = (builder.clone(), service.clone());
+        let (head_timeout, stop) = (limit.head_timeout, stop.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            if !first_byte(&stream, head_timeout, client_addr, &stop).await {
+                return;
+            }
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                result = conn.as_mut() => result,
+                () = tokio::time::sleep(ADMIN_CONNECTION_MAX_AGE) => {
+                    conn.as_mut().graceful_shutdown();
+                    tokio::time::timeout(Duration::from_secs(5), conn)
+                        .await
+                        .unwrap_or(Ok(()))
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%client_addr, error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
 /// Accepts connections until `shutdown`, then drains for up to `grace`.
 async fn serve_proxy(
     listener: TcpListener,
     live: Arc<ArcSwap<Proxy>>,
     shutdown: CancellationToken,
     admin: Arc<AdminState>,
+    limit: Limit,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    // A timer enables hyper's header read timeout (slow-loris protection).
-    builder.http1().timer(TokioTimer::new());
+    // A timer enables hyper's header read timeout (slow-loris protection),
+    // which also closes a connection idle between requests.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limit.head_timeout);
     // The request head must fit in the read buffer, and the buffer stays this
     // size (hyper doubles a buffer that may grow when it reads ahead).
     builder
@@ -198,42 +395,23 @@ async fn serve_proxy(
     if let Err(e) = arrival::enable(&listener) {
         tracing::warn!(error = %e, "no kernel receive timestamps: t0 is read when a request head is parsed, so the time a request waits for the proxy is not in its latencies");
     }
+    // Shared by the connections' tasks, which hold it until they start.
+    let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
-    loop {
-        let (stream, client_addr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Usually out of file descriptors: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = shutdown.cancelled() => break,
-        };
+    while let Some((stream, client_addr, slot)) = accept(&listener, &limit, &shutdown).await {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let (stream, arrival) = arrival::stamped(stream);
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let (head_timeout, stop) = (limit.head_timeout, shutdown.clone());
         let live = live.clone();
-        let service = service_fn(move |req| {
-            // t0, as hyper hands the request over (HTTP/2 runs the future
-            // below in a task of its own, later).
-            let t0 = arrival.t0();
-            // Read once per request: a reload affects the next request, even
-            // on this connection, never this one.
-            let proxy = live.load_full();
-            // hyper keeps this future's allocation for the connection's whole
-            // life; the request's own state (the upstream exchange, the
-            // meter before the response head) is boxed apart so it is freed
-            // as soon as the response head is out.
-            async move { Ok::<_, Infallible>(Box::pin(proxy.handle(req, t0, client_addr)).await) }
+        tokio::spawn(async move {
+            let _slot = slot;
+            if !first_byte(&stream, head_timeout, client_addr, &stop).await {
+                return;
+            }
+            serve_client(stream, client_addr, &builder, watcher, live).await;
         });
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        tokio::spawn(connection_task(graceful.watch(conn), client_addr));
     }
     drop(listener);
     let grace = live.load().shutdown_grace();
@@ -243,6 +421,35 @@ async fn serve_proxy(
         () = graceful.shutdown() => tracing::info!("drained"),
         () = tokio::time::sleep(grace) => tracing::warn!("grace period over; cutting remaining connections"),
     }
+}
+
+/// Serves one client connection of the proxy listener: hyper's connection,
+/// boxed apart from the task ([`connection_task`]).
+fn serve_client(
+    stream: TcpStream,
+    client_addr: SocketAddr,
+    builder: &auto::Builder<TokioExecutor>,
+    watcher: hyper_util::server::graceful::Watcher,
+    live: Arc<ArcSwap<Proxy>>,
+) -> impl Future<Output = ()> {
+    let (stream, arrival) = arrival::stamped(stream);
+    let service = service_fn(move |req| {
+        // t0, as hyper hands the request over (HTTP/2 runs the future
+        // below in a task of its own, later).
+        let t0 = arrival.t0();
+        // Read once per request: a reload affects the next request, even
+        // on this connection, never this one.
+        let proxy = live.load_full();
+        // hyper keeps this future's allocation for the connection's whole
+        // life; the request's own state (the upstream exchange, the
+        // meter before the response head) is boxed apart so it is freed
+        // as soon as the response head is out.
+        async move { Ok::<_, Infallible>(Box::pin(proxy.handle(req, t0, client_addr)).await) }
+    });
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .into_owned();
+    connection_task(watcher.watch(conn), client_addr)
 }
 
 /// The task serving one client connection, with the connection boxed: an

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
 use super::{
-    Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, IpNet, MetricsSettings, ModelLabels, Protocol,
-    ProxySettings, Route, RouteMatch, Timeouts, Upstream,
+    AdminSettings, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, IpNet, MetricsSettings,
+    ModelLabels, Protocol, ProxySettings, Route, RouteMatch, Timeouts, Upstream,
 };
 
 /// File name used in errors about command-line values.
@@ -164,6 +164,7 @@ impl Config {
         let config = upstream.map(|upstream| Config {
             listen,
             admin_listen,
+            admin: AdminSettings::default(),
             proxy: ProxySettings::default(),
             metrics: MetricsSettings::default(),
             routes: vec![Route {
@@ -446,9 +447,21 @@ impl<'a> Checker<'a> {
             .as_deref()
             .and_then(|url| self.upstream_override(url));
 
+        let admin_defaults = AdminSettings::default();
+        let admin = AdminSettings {
+            max_connections: self
+                .value(
+                    raw.admin.as_ref().and_then(|a| a.max_connections.as_ref()),
+                    "admin.max_connections",
+                    parse_positive_count,
+                )
+                .unwrap_or(admin_defaults.max_connections),
+        };
+
         Config {
             listen,
             admin_listen,
+            admin,
             proxy: self.proxy(raw),
             metrics: self.metrics(raw),
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
@@ -480,6 +493,18 @@ impl<'a> Checker<'a> {
                     },
                 )
                 .unwrap_or(defaults.max_request_head_bytes),
+            request_head_timeout: self
+                .value(
+                    proxy.request_head_timeout.as_ref(),
+                    "proxy.request_head_timeout",
+                    parse_duration,
+                )
+                .unwrap_or(defaults.request_head_timeout),
+            max_connections: self.value(
+                proxy.max_connections.as_ref(),
+                "proxy.max_connections",
+                parse_positive_count,
+            ),
             upstream_idle_connections: self
                 .value(
                     proxy.upstream_idle_connections.as_ref(),
@@ -875,6 +900,13 @@ impl<'a> Checker<'a> {
                         parse_duration,
                     )
                     .unwrap_or(defaults.idle),
+                request_body: self
+                    .value(
+                        raw.request_body.as_ref(),
+                        &format!("{prefix}.timeouts.request_body"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.request_body),
             },
         };
 
@@ -1303,6 +1335,16 @@ fn parse_method(text: &str) -> Result<http::Method, String> {
         return Err("method must not be empty".to_owned());
     }
     http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
+}
+
+/// A whole number, at least 1.
+fn parse_positive_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "invalid count `{text}`: expected a whole number, at least 1"
+        )),
+    }
 }
 
 /// An address (`10.1.2.3`, `::1`) or a CIDR range (`10.0.0.0/8`,

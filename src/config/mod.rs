@@ -33,6 +33,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`).
     pub admin_listen: SocketAddr,
+    /// The admin listener's limits.
+    pub admin: AdminSettings,
     /// Forwarding behaviour shared by all routes.
     pub proxy: ProxySettings,
     /// Metric naming, label bounds and histogram buckets.
@@ -132,6 +134,21 @@ pub struct Goodput {
     pub target: Option<f64>,
 }
 
+/// The admin listener's limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdminSettings {
+    /// Most connections open at once (its own share of file descriptors).
+    pub max_connections: usize,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 64,
+        }
+    }
+}
+
 /// Forwarding behaviour shared by all routes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProxySettings {
@@ -144,6 +161,12 @@ pub struct ProxySettings {
     /// is also the default: the read buffer each client connection holds is
     /// this size. Applied when the listener starts (a reload cannot change it).
     pub max_request_head_bytes: usize,
+    /// How long a client connection may take to send a request head, from
+    /// when it opens or its last response ended (covers idle keep-alive).
+    pub request_head_timeout: Duration,
+    /// Most client connections open at once; `None`: from the open-file
+    /// limit at start.
+    pub max_connections: Option<usize>,
     /// Idle kept-alive connections kept per upstream for later requests;
     /// beyond this many, a connection whose response ended is closed.
     pub upstream_idle_connections: usize,
@@ -393,6 +416,9 @@ pub struct Timeouts {
     /// Longest silence between two response body frames, reset on every
     /// frame, so a long healthy stream never times out but a stalled one does.
     pub idle: Duration,
+    /// Longest silence while the client sends its request body (before its
+    /// first byte, and between frames).
+    pub request_body: Duration,
 }
 
 impl Default for Timeouts {
@@ -401,6 +427,7 @@ impl Default for Timeouts {
             connect: Duration::from_secs(5),
             response_headers: Duration::from_secs(600),
             idle: Duration::from_secs(300),
+            request_body: Duration::from_secs(30),
         }
     }
 }
@@ -410,6 +437,8 @@ impl Default for ProxySettings {
         Self {
             max_request_body_bytes: 4 * 1024 * 1024,
             max_request_head_bytes: 8 * 1024,
+            request_head_timeout: Duration::from_secs(30),
+            max_connections: None,
             upstream_idle_connections: 256,
             upstream_idle_timeout: Duration::from_secs(90),
             max_response_body_bytes: 16 * 1024 * 1024,

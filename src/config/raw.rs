@@ -58,6 +58,11 @@ pub(super) struct RawAdmin {
     /// (loopback, so metrics are not exposed by accident). Must differ from
     /// `listen`.
     pub listen: Option<Spanned<String>>,
+    /// Most client connections open at once on the admin listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
+    /// whatever visits the admin port cannot take the file descriptors
+    /// forwarding needs. Applied at start only.
+    pub max_connections: Option<Spanned<String>>,
 }
 
 /// `proxy`: forwarding behaviour shared by all routes.
@@ -72,6 +77,17 @@ pub(super) struct RawProxy {
     /// a larger one is answered 431. A size, from `8KiB` (the default) to
     /// `1MiB`. Applied at start only.
     pub max_request_head: Option<Spanned<String>>,
+    /// How long a client connection may take to send a request head, from
+    /// when it opens or its last response ended: a connection that sends
+    /// nothing, trickles its head, or sits idle between requests longer is
+    /// closed. A duration, default `30s`. Applied at start only.
+    pub request_head_timeout: Option<Spanned<String>>,
+    /// Most client connections open at once on the proxy listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default:
+    /// from the process's open-file limit, half of what is left after the
+    /// admin listener's share and a reserve of 64 (each proxied connection
+    /// can hold an upstream connection too). Applied at start only.
+    pub max_connections: Option<Spanned<String>>,
     /// Idle kept-alive connections kept per upstream. A count, `0` keeps
     /// none. Default `256`.
     pub upstream_idle_connections: Option<Spanned<String>>,
@@ -309,6 +325,10 @@ pub(super) struct RawTimeouts {
     /// Longest silence between two response body frames, reset on every frame:
     /// a long healthy stream never times out, a stalled one does. Default `5m`.
     pub idle: Option<Spanned<String>>,
+    /// Longest silence while the client sends its request body: before its
+    /// first byte and between any two of its frames. Past it the request is
+    /// answered `408` (outcome `client_timeout`). Default `30s`.
+    pub request_body: Option<Spanned<String>>,
 }
 
 /// `routes[i].tls`: how an `https` upstream's certificate is verified.
@@ -855,7 +875,7 @@ mod tests {
                 Segment::Index(3),
                 Segment::Key("timeouts".into())
             ]),
-            &["connect", "response_headers", "idle"]
+            &["connect", "response_headers", "idle", "request_body"]
         );
         assert!(known_keys(&[]).contains(&"routes"));
         assert!(known_keys(&[Segment::Key("routes".into()), Segment::Index(0)]).contains(&"match"));

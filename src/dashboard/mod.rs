@@ -526,7 +526,7 @@ impl Builder {
             (
                 Self::timeseries(
                     "Requests by outcome",
-                    "ok, upstream_error, timeout, client_abort, proxy_error.",
+                    "ok, upstream_error, timeout, client_abort, client_timeout, proxy_error.",
                     "reqps",
                     vec![q(
                         format!("sum by (outcome) (rate({req}{{{SEL}}}[{RATE}]))"),

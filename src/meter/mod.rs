@@ -51,19 +51,24 @@ pub enum Outcome {
     UpstreamError,
     /// A configured timeout fired (connect, response headers, idle gap).
     Timeout,
-    /// The client went away before the end.
+    /// The client went away before the end, or sent an unusable request
+    /// (a malformed body).
     ClientAbort,
+    /// The client stalled: it sent nothing of its request body for the
+    /// route's request-body timeout.
+    ClientTimeout,
     /// The upstream could not be reached at all.
     ProxyError,
 }
 
 impl Outcome {
     /// Every outcome, for pre-declaring label values.
-    pub const ALL: [Outcome; 5] = [
+    pub const ALL: [Outcome; 6] = [
         Outcome::Ok,
         Outcome::UpstreamError,
         Outcome::Timeout,
         Outcome::ClientAbort,
+        Outcome::ClientTimeout,
         Outcome::ProxyError,
     ];
 
@@ -74,6 +79,7 @@ impl Outcome {
             Outcome::UpstreamError => "upstream_error",
             Outcome::Timeout => "timeout",
             Outcome::ClientAbort => "client_abort",
+            Outcome::ClientTimeout => "client_timeout",
             Outcome::ProxyError => "proxy_error",
         }
     }

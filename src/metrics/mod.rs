@@ -69,6 +69,8 @@ pub struct Metrics {
     reloads: IntCounterVec,
     last_reload_success: Gauge,
     last_reload_successful: IntGauge,
+    open_connections: IntGaugeVec,
+    max_connections: IntGaugeVec,
     log_lines_dropped: IntCounter,
     /// Where `log_lines_dropped` is read from at each scrape (the process's
     /// log writer), once the binary has set it.
@@ -295,6 +297,28 @@ impl Metrics {
                 registry.register(Box::new(g.clone()))?;
                 g
             },
+            open_connections: {
+                let g = IntGaugeVec::new(
+                    Opts::new(
+                        "tokenmeter_open_connections",
+                        "Client connections open on a listener (listener: proxy or admin).",
+                    ),
+                    &["listener"],
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
+            max_connections: {
+                let g = IntGaugeVec::new(
+                    Opts::new(
+                        "tokenmeter_max_connections",
+                        "Most client connections a listener keeps open at once; more wait in the kernel's accept queue.",
+                    ),
+                    &["listener"],
+                )?;
+                registry.register(Box::new(g.clone()))?;
+                g
+            },
             log_lines_dropped: plain(
                 "tokenmeter_log_lines_dropped_total",
                 "Log lines (access log included) dropped because standard error was not read fast enough: logging never blocks forwarding.",
@@ -484,6 +508,24 @@ impl Metrics {
         self.upstream_retries.with_label_values(&[route, reason])
     }
 
+    /// Counts a metered request in flight while its body is awaited, before
+    /// its model is known (model `unknown`), until the guard is dropped.
+    pub fn waiting_for_body(&self, route: &str, slo: Option<&str>) -> WaitingForBody {
+        let gauge = self
+            .in_flight
+            .with_label_values(&[route, UNKNOWN_MODEL, slo.unwrap_or("")]);
+        gauge.inc();
+        WaitingForBody(gauge)
+    }
+
+    /// The gauge of `listener`'s open connections, its limit `max` set.
+    pub fn connections(&self, listener: &str, max: usize) -> IntGauge {
+        self.max_connections
+            .with_label_values(&[listener])
+            .set(i64::try_from(max).unwrap_or(i64::MAX));
+        self.open_connections.with_label_values(&[listener])
+    }
+
     /// Counts a request forwarded without metering.
     pub fn passthrough(&self, route: &str) {
         self.passthrough.with_label_values(&[route]).inc();
@@ -506,6 +548,15 @@ struct Families {
     slo_requests: IntCounterVec,
     slo_violations: IntCounterVec,
     slo_good_output_tokens: IntCounterVec,
+}
+
+/// A request counted in flight while its body is awaited.
+pub struct WaitingForBody(IntGauge);
+
+impl Drop for WaitingForBody {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// The recorder of one request: handles of the series touched while the

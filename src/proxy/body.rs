@@ -32,13 +32,84 @@ use crate::meter::Outcome;
 /// Errors a forwarded body can end with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The client's request body failed (a malformed chunked body, a
-/// connection cut mid-body): the client's doing, so it is answered `400`
-/// and never charged to the upstream, however far the request had gone.
-/// Both upstream clients report it with this error in the chain.
+/// The client's request body failed: the client's doing, so it is never
+/// charged to the upstream, however far the request had gone. Both
+/// upstream clients report it with this error in the chain.
 #[derive(Debug, thiserror::Error)]
-#[error("client request body")]
-pub struct ClientBodyError(#[from] pub hyper::Error);
+pub enum ClientBodyError {
+    /// A malformed chunked body, a connection cut mid-body: answered `400`.
+    #[error("client request body")]
+    Failed(#[source] hyper::Error),
+    /// The client sent nothing of its body for the route's
+    /// `timeouts.request_body`: answered `408`.
+    #[error("the client sent nothing of its request body for {0:?}")]
+    Idle(Duration),
+}
+
+/// The client's request body as it arrives, with the route's request-body
+/// timeout: a silence longer than it, before the first frame or between
+/// two, fails the body with [`ClientBodyError::Idle`].
+pub struct ClientBody {
+    inner: Incoming,
+    idle: Duration,
+    /// When the head or the last frame arrived.
+    last: Instant,
+    /// Armed at the first wait: a body that is all there at once (nearly
+    /// every one) never makes a timer.
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl ClientBody {
+    /// `inner`, whose head has just arrived, timed out after `idle` of
+    /// silence.
+    pub fn new(inner: Incoming, idle: Duration) -> Self {
+        Self {
+            inner,
+            idle,
+            last: Instant::now(),
+            timer: None,
+        }
+    }
+}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = ClientBodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.last = Instant::now();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(ClientBodyError::Failed(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                let deadline = this.last + this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if timer.deadline() != deadline {
+                    timer.as_mut().reset(deadline);
+                }
+                ready!(timer.as_mut().poll(cx));
+                Poll::Ready(Some(Err(ClientBodyError::Idle(this.idle))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// The upstream went silent for longer than the route's idle timeout.
 #[derive(Debug, thiserror::Error)]
@@ -300,20 +371,20 @@ enum Source {
     /// body was larger than the read-ahead limit, the rest as it arrives.
     Buffered {
         frames: VecDeque<Frame<Bytes>>,
-        rest: Option<Incoming>,
+        rest: Option<ClientBody>,
     },
     /// Forwarded as it streams in, not read ahead.
-    Streaming(Incoming),
+    Streaming(ClientBody),
 }
 
 impl RequestBody {
     /// `frames` read ahead, then `rest` (if the body went on) as it arrives.
-    pub fn buffered(frames: VecDeque<Frame<Bytes>>, rest: Option<Incoming>) -> Self {
+    pub fn buffered(frames: VecDeque<Frame<Bytes>>, rest: Option<ClientBody>) -> Self {
         Self(Box::new(Source::Buffered { frames, rest }))
     }
 
     /// The client's body, forwarded as it streams in.
-    pub fn streaming(body: Incoming) -> Self {
+    pub fn streaming(body: ClientBody) -> Self {
         Self(Box::new(Source::Streaming(body)))
     }
 
@@ -353,7 +424,7 @@ impl Body for RequestBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
-        let polled = match &mut *self.get_mut().0 {
+        match &mut *self.get_mut().0 {
             Source::Buffered { frames, rest } => {
                 if let Some(frame) = frames.pop_front() {
                     return Poll::Ready(Some(Ok(frame)));
@@ -364,8 +435,7 @@ impl Body for RequestBody {
                 }
             }
             Source::Streaming(inner) => Pin::new(inner).poll_frame(cx),
-        };
-        polled.map_err(ClientBodyError)
+        }
     }
 
     fn is_end_stream(&self) -> bool {

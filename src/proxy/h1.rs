@@ -1450,6 +1450,7 @@ mod tests {
         use tokio::net::TcpListener;
 
         use super::super::*;
+        use crate::proxy::body::ClientBody;
         use crate::proxy::upstream::SendError;
 
         struct Upstream {
@@ -1711,7 +1712,10 @@ mod tests {
             let up = upstream(vec![Some(CHUNKED), None, Some(CHUNKED)]).await;
             assert!(exchange(&up.pool, post("1")).await.1.is_ok());
             let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
-            let mut req = Request::new(RequestBody::streaming(incoming));
+            let mut req = Request::new(RequestBody::streaming(ClientBody::new(
+                incoming,
+                Duration::from_secs(30),
+            )));
             *req.method_mut() = Method::POST;
             *req.uri_mut() = "/up".parse().unwrap();
             let resp = up.pool.send(req).await;
@@ -1805,7 +1809,10 @@ mod tests {
             let (pool, _) = pool_for(addr);
             // The client's body never ends.
             let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
-            let mut req = Request::new(RequestBody::streaming(incoming));
+            let mut req = Request::new(RequestBody::streaming(ClientBody::new(
+                incoming,
+                Duration::from_secs(30),
+            )));
             *req.method_mut() = Method::POST;
             *req.uri_mut() = "/up".parse().unwrap();
             let resp = tokio::time::timeout(Duration::from_secs(5), exchange(&pool, req))
@@ -1843,7 +1850,10 @@ mod tests {
             });
             // A client connection whose body streams in two frames.
             let (mut csock, incoming) = client_body(b"5\r\nhello\r\n").await;
-            let mut req = Request::new(RequestBody::streaming(incoming));
+            let mut req = Request::new(RequestBody::streaming(ClientBody::new(
+                incoming,
+                Duration::from_secs(30),
+            )));
             *req.method_mut() = Method::POST;
             *req.uri_mut() = "/up".parse().unwrap();
             let conn = Conn::new(tokio::net::TcpStream::connect(addr).await.unwrap());

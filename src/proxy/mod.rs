@@ -21,13 +21,13 @@ pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -40,7 +40,7 @@ use crate::meter::{Api, Limits, Outcome, StreamMeter};
 use crate::metrics::Metrics;
 use body::FromUpstream;
 
-pub use body::{BoxError, ClientBodyError, RequestBody, ResponseBody};
+pub use body::{BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody};
 
 /// The meter of one request, reporting to the metrics and the access log.
 pub type Meter = StreamMeter<access::Logged>;
@@ -62,6 +62,8 @@ pub enum ProxyError {
     Upstream(String),
     #[error("reading the request body failed: {0}")]
     RequestBody(String),
+    #[error("the client sent nothing of its request body for {0:?}")]
+    RequestBodyTimeout(std::time::Duration),
     #[error("bad request: {0}")]
     BadRequest(&'static str),
     #[error("this route already has {0} requests in flight, its max_in_flight")]
@@ -78,6 +80,7 @@ impl ProxyError {
             ProxyError::HeadersTimeout(_) => "upstream_headers_timeout",
             ProxyError::Upstream(_) => "upstream_failed",
             ProxyError::RequestBody(_) => "request_body",
+            ProxyError::RequestBodyTimeout(_) => "request_body_timeout",
             ProxyError::BadRequest(_) => "bad_request",
             ProxyError::Overloaded(_) => "overloaded",
         }
@@ -91,6 +94,7 @@ impl ProxyError {
                 StatusCode::GATEWAY_TIMEOUT
             }
             ProxyError::RequestBody(_) | ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProxyError::RequestBodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -103,6 +107,7 @@ impl ProxyError {
             ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => Outcome::Timeout,
             ProxyError::Upstream(_) => Outcome::UpstreamError,
             ProxyError::RequestBody(_) | ProxyError::BadRequest(_) => Outcome::ClientAbort,
+            ProxyError::RequestBodyTimeout(_) => Outcome::ClientTimeout,
         }
     }
 
@@ -293,6 +298,7 @@ impl Proxy {
         let Some(api) = api else {
             self.metrics.passthrough(&route.name);
             let (parts, body) = req.into_parts();
+            let body = ClientBody::new(body, route.timeouts.request_body);
             let req = Request::from_parts(parts, RequestBody::streaming(body));
             return match self.send(state, req, client_addr).await {
                 Ok(resp) => Self::respond(route, resp, None).map(|body| body.holding(admitted)),
@@ -306,12 +312,26 @@ impl Proxy {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let (body, model) = match read_ahead(body, content_length, self.max_request_body).await {
+        let body = ClientBody::new(body, route.timeouts.request_body);
+        // A body that is not all there with its head is waited for, and
+        // the request counted in flight meanwhile (its model not known yet).
+        let mut waiting = None;
+        let read = read_ahead(body, content_length, self.max_request_body, || {
+            if waiting.is_none() {
+                let declared = self.declared_class(route, &parts.headers);
+                let slo = slo_class(route, None, declared);
+                waiting = Some(self.metrics.waiting_for_body(&route.name, slo));
+            }
+        })
+        .await;
+        drop(waiting);
+        let (body, model) = match read {
             Ok(read) => read,
             Err(e) => {
                 let mut meter = self.meter(t0, client_addr, api, route, &parts, None);
-                let err = ProxyError::RequestBody(e.to_string());
+                let err = client_body_error(&e);
                 meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
+                tracing::debug!(route = %route.name, error = %err, "request body failed");
                 return err.response();
             }
         };
@@ -658,12 +678,14 @@ fn strip_port(host: &str) -> &str {
 
 /// Reads the request body ahead, up to `max` bytes, to learn its `model`.
 /// Returns the body to forward (the frames read, then the rest) and the
-/// model when the whole body fit and named one.
+/// model when the whole body fit and named one. `waiting` is called each
+/// time the body has nothing ready.
 async fn read_ahead(
-    mut body: Incoming,
+    mut body: ClientBody,
     content_length: Option<u64>,
     max: usize,
-) -> Result<(RequestBody, Option<String>), hyper::Error> {
+    mut waiting: impl FnMut(),
+) -> Result<(RequestBody, Option<String>), ClientBodyError> {
     if content_length.is_some_and(|n| n > max as u64) {
         return Ok((RequestBody::streaming(body), None));
     }
@@ -673,7 +695,14 @@ async fn read_ahead(
         if body.is_end_stream() {
             break;
         }
-        match body.frame().await {
+        let next = std::future::poll_fn(|cx| {
+            let polled = Pin::new(&mut body).poll_frame(cx);
+            if polled.is_pending() {
+                waiting();
+            }
+            polled
+        });
+        match next.await {
             None => break,
             Some(frame) => {
                 let frame: Frame<Bytes> = frame?;
@@ -726,9 +755,7 @@ fn origin_form(req: Request<RequestBody>, host: Option<&HeaderValue>) -> Request
 
 fn classify_send_error(e: &upstream::SendError) -> ProxyError {
     match e {
-        upstream::SendError::Http(h1::Error::RequestBody(e)) => {
-            ProxyError::RequestBody(error_chain(e))
-        }
+        upstream::SendError::Http(h1::Error::RequestBody(e)) => client_body_error(e),
         upstream::SendError::Http(e @ h1::Error::RequestLength) => {
             ProxyError::RequestBody(e.to_string())
         }
@@ -759,7 +786,7 @@ fn classify_client_error(e: &hyper_util::client::legacy::Error) -> ProxyError {
             timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
         }
         if let Some(client) = s.downcast_ref::<ClientBodyError>() {
-            return ProxyError::RequestBody(error_chain(client));
+            return client_body_error(client);
         }
         source = s.source();
     }
@@ -771,6 +798,14 @@ fn classify_client_error(e: &hyper_util::client::legacy::Error) -> ProxyError {
         }
     } else {
         ProxyError::Upstream(error_chain(e))
+    }
+}
+
+/// The client's answer for its own body's failure.
+fn client_body_error(e: &ClientBodyError) -> ProxyError {
+    match e {
+        ClientBodyError::Failed(_) => ProxyError::RequestBody(error_chain(e)),
+        ClientBodyError::Idle(idle) => ProxyError::RequestBodyTimeout(*idle),
     }
 }
 

@@ -112,7 +112,7 @@ pub fn judge(class: &SloClass, s: &Summary) -> Verdict {
     if class.objectives.is_empty() {
         return match s.outcome {
             Outcome::Ok => Verdict::Good { violations: none },
-            Outcome::ClientAbort => Verdict::NotCounted,
+            Outcome::ClientAbort | Outcome::ClientTimeout => Verdict::NotCounted,
             Outcome::UpstreamError | Outcome::Timeout | Outcome::ProxyError => {
                 Verdict::Bad { violations: none }
             }

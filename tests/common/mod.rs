@@ -357,6 +357,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_listen: "127.0.0.1:0".parse().unwrap(),
+        admin: Default::default(),
         proxy: ProxySettings::default(),
         metrics: MetricsSettings::default(),
         routes: vec![Route {
