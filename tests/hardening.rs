@@ -615,3 +615,53 @@ async fn the_default_connection_limit_leaves_room_in_the_open_file_limit() {
     );
     proxy.stop().await;
 }
+
+// Label slots cannot be squatted.
+
+#[tokio::test]
+async fn made_up_model_names_do_not_take_the_label_slots_of_real_ones() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let request = |model: String, status: u16| async move {
+        let body = format!(r#"{{"model":"{model}","messages":[]}}"#);
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+             x-status: {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        raw_exchange(proxy.proxy_addr, &head, body.as_bytes()).await
+    };
+    // 200 names the upstream does not serve (it answers 404), more than
+    // the 100 slots.
+    for i in 0..200 {
+        let resp = request(format!("made-up-{i}-{}", i * 7919 % 1000), 404).await;
+        assert_eq!(resp.status, 404);
+    }
+    let resp = request("llama-3.1-8b".to_owned(), 200).await;
+    assert_eq!(resp.status, 200);
+    let s = settle(proxy.admin_addr, 201.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("model", "llama-3.1-8b")]),
+        1.0
+    );
+    assert_eq!(sum(&s, "llm_requests_total", &[("model", "other")]), 200.0);
+    assert_eq!(
+        value(&s, "tokenmeter_model_label_overflow_total", &[]),
+        200.0
+    );
+    let models: std::collections::BTreeSet<&str> = s
+        .iter()
+        .filter(|x| x.name == "llm_requests_total")
+        .filter_map(|x| x.labels.get("model").map(String::as_str))
+        .collect();
+    assert_eq!(models, ["llama-3.1-8b", "other"].into());
+    // Answered once, the name has its slot from the next request's head.
+    let resp = request("llama-3.1-8b".to_owned(), 200).await;
+    assert_eq!(resp.status, 200);
+    let s = settle(proxy.admin_addr, 202.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("model", "llama-3.1-8b")]),
+        2.0
+    );
+    proxy.stop().await;
+}

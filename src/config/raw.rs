@@ -139,9 +139,11 @@ pub(super) struct RawModels {
     /// Only these model names are used as label values; any other is reported
     /// as `other`. Non-empty names, no duplicates. Default: no allow-list.
     pub allow: Option<List>,
-    /// Without `allow`: the first this-many distinct model names seen are used
-    /// as label values, later new names are reported as `other`. At least 1.
-    /// Default `100`.
+    /// Without `allow`: the first this-many distinct model names that the
+    /// upstream answered with a 2xx are used as label values (a name is
+    /// `other` until then, so names the upstream refuses never take a
+    /// slot); later new names are reported as `other`. At least 1. Default
+    /// `100`.
     pub max_distinct: Option<Spanned<String>>,
 }
 

@@ -365,8 +365,9 @@ impl Decoder {
 /// Prometheus handles resolved once per request; tests collect into a
 /// [`Trace`].
 pub trait Recorder {
-    /// The response head arrived `elapsed` after the request head.
-    fn response_headers(&mut self, elapsed: Duration);
+    /// The response head, with `status`, arrived `elapsed` after the
+    /// request head.
+    fn response_headers(&mut self, elapsed: Duration, status: u16);
     /// The first token event arrived `ttft` after the request head.
     fn first_token(&mut self, ttft: Duration);
     /// The first *visible* token event (text, refusal or tool call, not
@@ -722,7 +723,7 @@ impl<R: Recorder> StreamMeter<R> {
         let t = &mut self.tally;
         t.status = Some(status);
         if let Some(r) = t.recorder.as_mut() {
-            r.response_headers(now.saturating_duration_since(t.t0));
+            r.response_headers(now.saturating_duration_since(t.t0), status);
         }
         let ct = content_type.unwrap_or_default();
         let api = t.decoder.api;
@@ -1077,7 +1078,7 @@ pub struct Trace {
 }
 
 impl Recorder for &mut Trace {
-    fn response_headers(&mut self, elapsed: Duration) {
+    fn response_headers(&mut self, elapsed: Duration, _status: u16) {
         self.response_headers = Some(elapsed);
     }
     fn first_token(&mut self, ttft: Duration) {

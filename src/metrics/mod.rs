@@ -77,7 +77,7 @@ pub struct Metrics {
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
     live: Live,
-    models: ModelLabeler,
+    models: Arc<ModelLabeler>,
     registry: Registry,
 }
 
@@ -236,7 +236,7 @@ impl Metrics {
             )?,
             model_overflow: plain(
                 "tokenmeter_model_label_overflow_total",
-                "Requests whose model name was reported as \"other\" (not allow-listed, or past the distinct-name cap).",
+                "Requests whose model name was reported as \"other\" (not allow-listed, past the distinct-name cap, or never answered with a 2xx while slots were free).",
             )?,
             slo_requests: counter(
                 format!("{ns}_slo_requests_total"),
@@ -325,7 +325,7 @@ impl Metrics {
             )?,
             log_drops: std::sync::OnceLock::new(),
             live: Live::new(Instant::now()),
-            models: ModelLabeler::new(&settings.models),
+            models: Arc::new(ModelLabeler::new(&settings.models)),
             registry,
         };
         metrics.set_slo_targets(classes);
@@ -451,11 +451,26 @@ impl Metrics {
         slo: Option<&str>,
         class: Option<Arc<SloClass>>,
     ) -> RequestRecorder {
-        let model = self.models.label(model, &self.model_overflow);
+        let (model, pending) = match self.models.label(model, &self.model_overflow) {
+            Label::Use(model) => (model, None),
+            Label::Pending(name) => (
+                OTHER_MODEL.to_owned(),
+                Some(Box::new(Pending {
+                    name,
+                    labeler: self.models.clone(),
+                    overflow: self.model_overflow.clone(),
+                    ttft: self.ttft.clone(),
+                    headers: self.headers.clone(),
+                    itl: self.itl.clone(),
+                    in_flight: self.in_flight.clone(),
+                })),
+            ),
+        };
         let labels = [route, model.as_str(), slo.unwrap_or("")];
         let in_flight = self.in_flight.with_label_values(&labels);
         in_flight.inc();
         RequestRecorder {
+            pending,
             ttft: self.ttft.with_label_values(&labels),
             headers: self.headers.with_label_values(&labels),
             itl: self.itl.with_label_values(&labels),
@@ -559,9 +574,26 @@ impl Drop for WaitingForBody {
     }
 }
 
+/// A model name not yet admitted to a label slot: it is, once the upstream
+/// answers it with a 2xx, if a slot is still free (so that names clients
+/// make up, which upstreams refuse, never take the slots of real models).
+/// Until then the request is labelled `other`. What relabelling needs is
+/// here, boxed: only the first requests of a new name carry it.
+struct Pending {
+    name: String,
+    labeler: Arc<ModelLabeler>,
+    overflow: IntCounter,
+    ttft: HistogramVec,
+    headers: HistogramVec,
+    itl: HistogramVec,
+    in_flight: IntGaugeVec,
+}
+
 /// The recorder of one request: handles of the series touched while the
 /// stream flows are resolved up front.
 pub struct RequestRecorder {
+    /// The model name waiting for a 2xx to be admitted as a label.
+    pending: Option<Box<Pending>>,
     ttft: Histogram,
     headers: Histogram,
     itl: Histogram,
@@ -601,8 +633,36 @@ pub fn status_class(status: Option<u16>) -> &'static str {
     }
 }
 
+impl RequestRecorder {
+    /// The upstream answered with `status`: a pending model name is
+    /// admitted on a 2xx, and this request's handles move to its label.
+    fn admit(&mut self, status: u16) {
+        let Some(pending) = self.pending.take_if(|_| (200..300).contains(&status)) else {
+            return;
+        };
+        if !pending.labeler.admit(&pending.name) {
+            self.pending = Some(pending);
+            return;
+        }
+        let labels = [
+            self.route.as_str(),
+            pending.name.as_str(),
+            self.slo.as_str(),
+        ];
+        let in_flight = pending.in_flight.with_label_values(&labels);
+        in_flight.inc();
+        self.in_flight.dec();
+        self.in_flight = in_flight;
+        self.ttft = pending.ttft.with_label_values(&labels);
+        self.headers = pending.headers.with_label_values(&labels);
+        self.itl = pending.itl.with_label_values(&labels);
+        self.model = pending.name;
+    }
+}
+
 impl Recorder for RequestRecorder {
-    fn response_headers(&mut self, elapsed: Duration) {
+    fn response_headers(&mut self, elapsed: Duration, status: u16) {
+        self.admit(status);
         self.headers.observe(secs(elapsed));
     }
 
@@ -632,6 +692,10 @@ impl Recorder for RequestRecorder {
 
     fn finish(&mut self, s: &Summary) {
         self.in_flight.dec();
+        if let Some(pending) = self.pending.take() {
+            // Never admitted: reported as `other`.
+            pending.overflow.inc();
+        }
         let labels = self.labels();
         let f = &self.families;
         f.requests
@@ -739,31 +803,55 @@ impl ModelLabeler {
         }
     }
 
-    fn label(&self, model: Option<&str>, overflow: &IntCounter) -> String {
+    /// The label of a request naming `model`, or, for a name not admitted
+    /// yet while slots are free, [`Label::Pending`]. A name refused for
+    /// good (not allow-listed, or no slot left) is counted in `overflow`.
+    fn label(&self, model: Option<&str>, overflow: &IntCounter) -> Label {
         let Some(model) = model.filter(|m| !m.is_empty()) else {
-            return UNKNOWN_MODEL.to_owned();
+            return Label::Use(UNKNOWN_MODEL.to_owned());
         };
         let admitted = match &self.allow {
             Some(allow) => allow.contains(model),
             None => {
-                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
                 if seen.contains(model) {
                     true
                 } else if seen.len() < self.max_distinct {
-                    seen.insert(model.to_owned());
-                    true
+                    return Label::Pending(model.to_owned());
                 } else {
                     false
                 }
             }
         };
         if admitted {
-            model.to_owned()
+            Label::Use(model.to_owned())
         } else {
             overflow.inc();
-            OTHER_MODEL.to_owned()
+            Label::Use(OTHER_MODEL.to_owned())
         }
     }
+
+    /// Admits `model` to a label slot (the upstream answered it), if it has
+    /// one or one is free.
+    fn admit(&self, model: &str) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(model) {
+            return true;
+        }
+        if seen.len() < self.max_distinct {
+            seen.insert(model.to_owned());
+            return true;
+        }
+        false
+    }
+}
+
+/// What label a request's model gets.
+#[derive(Debug, PartialEq, Eq)]
+enum Label {
+    Use(String),
+    /// Not admitted yet: `other` until the upstream answers it with a 2xx.
+    Pending(String),
 }
 
 #[cfg(test)]
@@ -771,24 +859,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn model_labels_are_bounded() {
+    fn model_labels_are_bounded_and_taken_only_on_an_answer() {
         let c = IntCounter::new("x", "x").unwrap();
         let l = ModelLabeler::new(&ModelLabels {
             allow: None,
             max_distinct: 2,
         });
-        assert_eq!(l.label(Some("a"), &c), "a");
-        assert_eq!(l.label(Some("b"), &c), "b");
-        assert_eq!(l.label(Some("c"), &c), OTHER_MODEL);
-        assert_eq!(l.label(Some("a"), &c), "a");
-        assert_eq!(l.label(None, &c), UNKNOWN_MODEL);
-        assert_eq!(l.label(Some(""), &c), UNKNOWN_MODEL);
+        let used = |m: &str| Label::Use(m.to_owned());
+        let pending = |m: &str| Label::Pending(m.to_owned());
+        // A name waits for the upstream's answer; asking again does not
+        // take a slot.
+        assert_eq!(l.label(Some("a"), &c), pending("a"));
+        assert_eq!(l.label(Some("a"), &c), pending("a"));
+        assert!(l.admit("a"));
+        assert_eq!(l.label(Some("a"), &c), used("a"));
+        assert_eq!(l.label(Some("b"), &c), pending("b"));
+        assert_eq!(l.label(Some("c"), &c), pending("c"));
+        assert!(l.admit("c"));
+        // The slots are taken: b's answer came too late.
+        assert!(!l.admit("b"));
+        assert_eq!(l.label(Some("b"), &c), used(OTHER_MODEL));
+        assert_eq!(l.label(Some("c"), &c), used("c"));
+        assert_eq!(l.label(None, &c), used(UNKNOWN_MODEL));
+        assert_eq!(l.label(Some(""), &c), used(UNKNOWN_MODEL));
         assert_eq!(c.get(), 1);
         let l = ModelLabeler::new(&ModelLabels {
             allow: Some(vec!["x".into()]),
             max_distinct: 100,
         });
-        assert_eq!(l.label(Some("x"), &c), "x");
-        assert_eq!(l.label(Some("y"), &c), OTHER_MODEL);
+        assert_eq!(l.label(Some("x"), &c), used("x"));
+        assert_eq!(l.label(Some("y"), &c), used(OTHER_MODEL));
     }
 }

@@ -88,8 +88,8 @@ fn truncated(s: &str, max: usize) -> &str {
 }
 
 impl Recorder for Logged {
-    fn response_headers(&mut self, elapsed: Duration) {
-        self.inner.response_headers(elapsed);
+    fn response_headers(&mut self, elapsed: Duration, status: u16) {
+        self.inner.response_headers(elapsed, status);
     }
     fn first_token(&mut self, ttft: Duration) {
         self.inner.first_token(ttft);
