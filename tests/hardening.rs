@@ -665,3 +665,36 @@ async fn made_up_model_names_do_not_take_the_label_slots_of_real_ones() {
     );
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_that_leaves_mid_body_is_a_client_abort_not_an_upstream_error() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_request_body_bytes = 16;
+    let proxy = start(config).await;
+    let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    client
+        .write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\n\
+              content-type: application/json\r\ncontent-length: 1000\r\n\r\n\
+              {\"model\":\"m1\",\"messages\":[",
+        )
+        .await
+        .unwrap();
+    // Streaming to the upstream by now (more than the read-ahead): gone.
+    scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_in_flight", &[]) == 1.0
+    })
+    .await;
+    drop(client);
+    let s = settle(proxy.admin_addr, 1.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_abort")]),
+        1.0
+    );
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "upstream_error")]),
+        0.0
+    );
+    proxy.stop().await;
+}
