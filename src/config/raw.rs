@@ -910,3 +910,88 @@ mod tests {
         assert_eq!(dotted(&path), "routes[1].timeouts.idle");
     }
 }
+
+/// `docs/configuration.md` is the reference of the keys: it must name every
+/// key the types above accept, and no other, so it cannot drift from them.
+#[cfg(test)]
+mod reference {
+    use std::collections::BTreeSet;
+
+    use super::{Segment, known_keys};
+
+    /// Every key of the config file, dotted (`routes` entries as
+    /// `routes.name`), with whether it holds a mapping of keys of its own.
+    fn accepted(path: &mut Vec<Segment>, out: &mut Vec<(String, bool)>) {
+        for key in known_keys(path) {
+            path.push(Segment::Key((*key).to_owned()));
+            let dotted = path
+                .iter()
+                .filter_map(|s| match s {
+                    Segment::Key(k) => Some(k.as_str()),
+                    Segment::Index(_) => None,
+                })
+                .collect::<Vec<_>>()
+                .join(".");
+            let parent = !known_keys(path).is_empty();
+            out.push((dotted, parent));
+            accepted(path, out);
+            path.pop();
+        }
+    }
+
+    /// The keys in the first column of the reference's key tables, dotted
+    /// as above (the `routes[i]` table's keys are relative to a route).
+    fn documented() -> BTreeSet<String> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let keys = text
+            .split("\n## Keys\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n### Protocols").next())
+            .unwrap_or_default();
+        let mut prefix = "";
+        let mut out = BTreeSet::new();
+        for line in keys.lines() {
+            if line.starts_with("### ") {
+                prefix = if line.contains("routes[i]") {
+                    "routes."
+                } else {
+                    ""
+                };
+            }
+            let Some(cell) = line.strip_prefix("| `") else {
+                continue;
+            };
+            if let Some((key, _)) = cell.split_once('`') {
+                out.insert(format!("{prefix}{key}"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_configuration_reference_names_every_key_and_no_other() {
+        let mut keys = Vec::new();
+        accepted(&mut Vec::new(), &mut keys);
+        let documented = documented();
+        assert!(documented.len() > 30, "{documented:?}");
+        let missing: Vec<&str> = keys
+            .iter()
+            .filter(|(key, parent)| !parent && !documented.contains(key))
+            .map(|(key, _)| key.as_str())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "keys missing from docs/configuration.md: {missing:?}"
+        );
+        let all: BTreeSet<&str> = keys.iter().map(|(key, _)| key.as_str()).collect();
+        let unknown: Vec<&String> = documented
+            .iter()
+            .filter(|key| !all.contains(key.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "docs/configuration.md names keys the config does not accept: {unknown:?}"
+        );
+    }
+}
