@@ -13,7 +13,7 @@
 //! through the same code but never parses), and `nginx` (Debian's package,
 //! `proxy_buffering off`, HTTP/1.1 keep-alive to the upstream) when an
 //! `nginx` binary is found, and `baseline` (another tokenmeter binary,
-//! `--baseline-bin`, metering on) to compare two builds in one session.
+//! `--baseline-bin`, metering on) to compare two builds in one run.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -261,7 +261,7 @@ struct Target {
     metered: bool,
 }
 
-/// The simulator, started once per session, and every proxy under test,
+/// The simulator, started once per run, and every proxy under test,
 /// started with it and again for each later round ([`Rig::restart`]).
 pub struct Rig {
     dir: PathBuf,
@@ -280,7 +280,7 @@ impl Drop for Rig {
     }
 }
 
-/// What the rig needs to know about the session.
+/// What the rig needs to know about the run.
 #[derive(Debug, Clone)]
 pub struct RigOptions {
     pub legs: Vec<LegKind>,
@@ -449,7 +449,7 @@ impl Rig {
     /// Starts `kind`'s proxy process again, so that each round of a leg
     /// measures a process of its own: how fast one process of the same
     /// binary runs differs from the next by up to ±15 % on this machine
-    /// (session 9: steady over one process's rounds, not between
+    /// (measured: steady over one process's rounds, not between
     /// processes), so one process per leg would make that difference look
     /// like the legs'. `direct` has none.
     pub async fn restart(&mut self, kind: LegKind) -> anyhow::Result<()> {
@@ -464,7 +464,7 @@ impl Rig {
         }
     }
 
-    /// The legs that could be started, in session order.
+    /// The legs that could be started, in the order each round runs them.
     pub fn legs(&self) -> Vec<LegKind> {
         self.targets.iter().map(|t| t.kind).collect()
     }

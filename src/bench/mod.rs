@@ -12,7 +12,7 @@
 //!
 //! Files: [`load`] is the load generator, [`legs`] the rig and one leg's
 //! run, [`report`] the figures, deltas and target checks, [`procfs`] the
-//! `/proc` readings. This module holds the options and the session loop.
+//! `/proc` readings. This module holds the options and the run's loop.
 //!
 //! The bench measures; it never asserts a timing. `--smoke` runs a few
 //! seconds for CI, whose test checks the structure and fidelity of the
@@ -92,7 +92,7 @@ pub struct Options {
     #[arg(long, default_value = "nginx")]
     pub nginx: String,
     /// Another tokenmeter binary to run as the `baseline` leg (metering on,
-    /// the `tokenmeter` leg's config), to compare two builds in one session.
+    /// the `tokenmeter` leg's config), to compare two builds in one run.
     /// The leg is added to `--legs` after `tokenmeter` unless it is listed.
     #[arg(long)]
     pub baseline_bin: Option<PathBuf>,
@@ -169,7 +169,7 @@ impl Options {
     }
 }
 
-/// Runs the benchmark session and prints the report.
+/// Runs the benchmark and prints the report.
 pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
     opts.apply_smoke();
     if opts.baseline_bin.is_some() && !opts.legs.contains(&LegKind::Baseline) {
@@ -228,7 +228,7 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
                     kind.name()
                 );
                 // Every round of a leg is a fresh process (`Rig::restart`);
-                // the session's first was started with the rig.
+                // the run's first was started with the rig.
                 let fresh = if round > 0 || !scenarios.is_empty() {
                     rig.restart(kind).await
                 } else {
@@ -239,7 +239,7 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
                     Err(e) => Err(e.context("restarting the leg's proxy")),
                 };
                 // One failed leg (a process that stopped answering) is
-                // reported, not allowed to lose the session's other figures.
+                // reported, not allowed to lose the run's other figures.
                 match run {
                     Ok(run) => runs.push(run),
                     Err(e) => {

@@ -369,7 +369,7 @@ pub struct TargetCheck {
     pub verdict: &'static str,
 }
 
-/// The whole session.
+/// The whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub tool: String,
