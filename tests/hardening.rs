@@ -655,6 +655,11 @@ async fn made_up_model_names_do_not_take_the_label_slots_of_real_ones() {
         .filter_map(|x| x.labels.get("model").map(String::as_str))
         .collect();
     assert_eq!(models, ["llama-3.1-8b", "other"].into());
+    // Its first request moved to its label at its response head: no series
+    // of `other` holds a part of it.
+    let headers = "llm_time_to_response_headers_seconds_count";
+    assert_eq!(sum(&s, headers, &[("model", "llama-3.1-8b")]), 1.0);
+    assert_eq!(sum(&s, headers, &[("model", "other")]), 200.0);
     // Answered once, the name has its slot from the next request's head.
     let resp = request("llama-3.1-8b".to_owned(), 200).await;
     assert_eq!(resp.status, 200);

@@ -469,11 +469,16 @@ impl Metrics {
         let labels = [route, model.as_str(), slo.unwrap_or("")];
         let in_flight = self.in_flight.with_label_values(&labels);
         in_flight.inc();
-        RequestRecorder {
-            pending,
+        // A pending name's are resolved at its response head, to its own
+        // label or `other`: none is made before it is known which.
+        let handles = pending.is_none().then(|| Handles {
             ttft: self.ttft.with_label_values(&labels),
             headers: self.headers.with_label_values(&labels),
             itl: self.itl.with_label_values(&labels),
+        });
+        RequestRecorder {
+            pending,
+            handles,
             in_flight,
             families: Families {
                 ttft_visible: self.ttft_visible.clone(),
@@ -594,9 +599,9 @@ struct Pending {
 pub struct RequestRecorder {
     /// The model name waiting for a 2xx to be admitted as a label.
     pending: Option<Box<Pending>>,
-    ttft: Histogram,
-    headers: Histogram,
-    itl: Histogram,
+    /// The series observed while the stream flows; `None` only for a
+    /// pending model name until its response head.
+    handles: Option<Handles>,
     in_flight: IntGauge,
     families: Families,
     /// The request's SLO class, when its `slo` names a defined one.
@@ -633,37 +638,53 @@ pub fn status_class(status: Option<u16>) -> &'static str {
     }
 }
 
+/// The series a stream observes as it flows, resolved once.
+struct Handles {
+    ttft: Histogram,
+    headers: Histogram,
+    itl: Histogram,
+}
+
 impl RequestRecorder {
     /// The upstream answered with `status`: a pending model name is
-    /// admitted on a 2xx, and this request's handles move to its label.
+    /// admitted on a 2xx (if a slot is free), and this request moves to its
+    /// label; otherwise it stays `other`. Either way its stream's series
+    /// are resolved here.
     fn admit(&mut self, status: u16) {
-        let Some(pending) = self.pending.take_if(|_| (200..300).contains(&status)) else {
+        let Some(pending) = self.pending.take() else {
             return;
         };
-        if !pending.labeler.admit(&pending.name) {
-            self.pending = Some(pending);
-            return;
+        let admitted = (200..300).contains(&status) && pending.labeler.admit(&pending.name);
+        let model = if admitted {
+            pending.name.as_str()
+        } else {
+            OTHER_MODEL
+        };
+        let labels = [self.route.as_str(), model, self.slo.as_str()];
+        self.handles = Some(Handles {
+            ttft: pending.ttft.with_label_values(&labels),
+            headers: pending.headers.with_label_values(&labels),
+            itl: pending.itl.with_label_values(&labels),
+        });
+        if admitted {
+            let in_flight = pending.in_flight.with_label_values(&labels);
+            in_flight.inc();
+            self.in_flight.dec();
+            self.in_flight = in_flight;
+            self.model = pending.name;
+        } else {
+            // Never admitted: reported as `other`.
+            pending.overflow.inc();
         }
-        let labels = [
-            self.route.as_str(),
-            pending.name.as_str(),
-            self.slo.as_str(),
-        ];
-        let in_flight = pending.in_flight.with_label_values(&labels);
-        in_flight.inc();
-        self.in_flight.dec();
-        self.in_flight = in_flight;
-        self.ttft = pending.ttft.with_label_values(&labels);
-        self.headers = pending.headers.with_label_values(&labels);
-        self.itl = pending.itl.with_label_values(&labels);
-        self.model = pending.name;
     }
 }
 
 impl Recorder for RequestRecorder {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
         self.admit(status);
-        self.headers.observe(secs(elapsed));
+        if let Some(h) = &self.handles {
+            h.headers.observe(secs(elapsed));
+        }
     }
 
     fn first_visible_token(&mut self, ttft: Duration) {
@@ -675,11 +696,15 @@ impl Recorder for RequestRecorder {
     }
 
     fn first_token(&mut self, ttft: Duration) {
-        self.ttft.observe(secs(ttft));
+        if let Some(h) = &self.handles {
+            h.ttft.observe(secs(ttft));
+        }
     }
 
     fn inter_token(&mut self, gap: Duration) {
-        self.itl.observe(secs(gap));
+        if let Some(h) = &self.handles {
+            h.itl.observe(secs(gap));
+        }
         self.itl_window.add(gap);
     }
 
