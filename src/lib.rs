@@ -37,3 +37,10 @@ pub mod metrics;
 pub mod proxy;
 pub mod sim;
 pub mod slo;
+
+/// Entry points of the fuzz targets (`fuzz/`), built only with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzz {
+    pub use crate::proxy::fuzz_response as h1_response;
+}

@@ -150,7 +150,7 @@ impl SseFramer {
             && !self.discarding_event;
         let value = line.strip_prefix(b"data:").filter(|_| clean)?;
         let value = value.strip_prefix(b" ").unwrap_or(value);
-        (value.len() < self.limit).then_some(value)
+        (line.len() <= self.limit).then_some(value)
     }
 
     /// Ends the stream: a last line without terminator, and a last event
@@ -188,7 +188,14 @@ impl SseFramer {
             return;
         }
         if self.line.is_empty() {
-            self.process_line(tail, on);
+            // A line that arrived whole is held to the limit as one
+            // carried over is, so that the cuts never change the events.
+            if tail.len() > self.limit {
+                self.discarding_event = true;
+                on(Err(FrameError::Oversized));
+            } else {
+                self.process_line(tail, on);
+            }
         } else {
             let mut line = std::mem::take(&mut self.line);
             if line.len() + tail.len() > self.limit {
@@ -340,6 +347,33 @@ mod tests {
             frame(&[many.as_bytes()], 20),
             vec![Err(FrameError::Oversized), ok("", "ok")]
         );
+    }
+
+    /// A line over the limit drops its event whether it arrived whole or
+    /// in pieces: a comment, or a data line whose value alone would fit.
+    /// The last input is the one the `sse_framer` fuzz target found.
+    #[test]
+    fn an_oversized_line_is_dropped_however_it_is_cut() {
+        let text = b": a comment longer than 16\ndata: x\n\ndata: 0123456789a\n\ndata: ok\n\n";
+        let whole = frame(&[text], 16);
+        assert_eq!(
+            whole,
+            vec![
+                Err(FrameError::Oversized),
+                Err(FrameError::Oversized),
+                ok("", "ok")
+            ]
+        );
+        for i in 0..text.len() {
+            for j in i..text.len() {
+                let got = frame(&[&text[..i], &text[i..j], &text[j..]], 16);
+                assert_eq!(got, whole, "cuts {i} {j}");
+            }
+        }
+        let wire = b"\xEF\xBB\xBF: keep-alive comm\0\0\x01\0\0\0\0\0\0\0lta\rt";
+        let whole = frame(&[wire], 32);
+        assert_eq!(whole, vec![Err(FrameError::Oversized)]);
+        assert_eq!(frame(&[&wire[..8], &wire[8..26], &wire[26..]], 32), whole);
     }
 
     #[test]

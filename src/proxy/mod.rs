@@ -41,6 +41,8 @@ use crate::metrics::Metrics;
 use body::FromUpstream;
 
 pub use body::{BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody};
+#[cfg(fuzzing)]
+pub use h1::fuzz_response;
 
 /// The meter of one request, reporting to the metrics and the access log.
 pub type Meter = StreamMeter<access::Logged>;
