@@ -39,6 +39,16 @@ async fn read_until(stream: &mut TcpStream, needle: &[u8]) -> Vec<u8> {
     seen
 }
 
+/// The response the proxy sends on `client` before it closes the
+/// connection (a reset after it still counts).
+async fn answer(client: &mut TcpStream) -> RawResponse {
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut buf))
+        .await
+        .expect("an answer");
+    parse_response(&buf)
+}
+
 async fn settle(admin: SocketAddr, total: f64) -> Vec<Sample> {
     scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) >= total).await
 }
@@ -177,12 +187,8 @@ async fn a_malformed_client_body_past_the_read_ahead_is_the_clients_400() {
     client.write_all(good.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     client.write_all(b"zz-not-a-size\r\n\r\n").await.unwrap();
-    let mut buf = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut buf))
-        .await
-        .expect("an answer");
-    let resp = parse_response(&buf);
-    assert_eq!(resp.status, 400, "{}", String::from_utf8_lossy(&buf));
+    let resp = answer(&mut client).await;
+    assert_eq!(resp.status, 400, "{resp:?}");
     assert_eq!(resp.header("x-tokenmeter-error"), Some("request_body"));
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(
@@ -454,12 +460,7 @@ async fn a_stalled_request_body_is_a_408_counted_from_its_head() {
         sum(s, "llm_requests_in_flight", &[("model", "unknown")]) == 1.0
     })
     .await;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut buf))
-        .await
-        .expect("an answer")
-        .unwrap();
-    let resp = parse_response(&buf);
+    let resp = answer(&mut client).await;
     assert_eq!(resp.status, 408);
     assert_eq!(
         resp.header("x-tokenmeter-error"),
@@ -494,12 +495,7 @@ async fn a_body_that_stalls_past_the_read_ahead_is_a_408_too() {
         )
         .await
         .unwrap();
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut buf))
-        .await
-        .expect("an answer")
-        .unwrap();
-    let resp = parse_response(&buf);
+    let resp = answer(&mut client).await;
     assert_eq!(resp.status, 408, "{resp:?}");
     let s = settle(proxy.admin_addr, 1.0).await;
     assert_eq!(
