@@ -47,26 +47,27 @@ pub enum ClientBodyError {
 }
 
 /// The client's request body as it arrives, with the route's request-body
-/// timeout: a silence longer than it, before the first frame or between
-/// two, fails the body with [`ClientBodyError::Idle`].
+/// timeout: waiting longer than it for the client's next frame (or its
+/// first) fails the body with [`ClientBodyError::Idle`]. The wait is
+/// counted from when the proxy asks, so time the proxy spent not asking
+/// (an upstream slow to take the body) is never the client's.
 pub struct ClientBody {
     inner: Incoming,
     idle: Duration,
-    /// When the head or the last frame arrived.
-    last: Instant,
+    /// When the proxy began waiting for the next frame, while it waits.
+    waiting_since: Option<Instant>,
     /// Armed at the first wait: a body that is all there at once (nearly
     /// every one) never makes a timer.
     timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl ClientBody {
-    /// `inner`, whose head has just arrived, timed out after `idle` of
-    /// silence.
+    /// `inner`, timed out after `idle` of waiting for the client.
     pub fn new(inner: Incoming, idle: Duration) -> Self {
         Self {
             inner,
             idle,
-            last: Instant::now(),
+            waiting_since: None,
             timer: None,
         }
     }
@@ -83,13 +84,14 @@ impl Body for ClientBody {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                this.last = Instant::now();
+                this.waiting_since = None;
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(ClientBodyError::Failed(e)))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => {
-                let deadline = this.last + this.idle;
+                let since = *this.waiting_since.get_or_insert_with(Instant::now);
+                let deadline = since + this.idle;
                 let timer = this
                     .timer
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
