@@ -212,6 +212,21 @@ fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
             started.proxy.max_request_head_bytes, new.proxy.max_request_head_bytes
         ));
     }
+    if started.proxy.request_head_timeout != new.proxy.request_head_timeout {
+        out.push(format!(
+            "proxy.request_head_timeout changed ({:?} -> {:?})",
+            started.proxy.request_head_timeout, new.proxy.request_head_timeout
+        ));
+    }
+    if started.proxy.max_connections != new.proxy.max_connections {
+        out.push("proxy.max_connections changed".to_owned());
+    }
+    if started.admin.max_connections != new.admin.max_connections {
+        out.push(format!(
+            "admin.max_connections changed ({} -> {})",
+            started.admin.max_connections, new.admin.max_connections
+        ));
+    }
     let (old, now) = (&started.metrics, &new.metrics);
     if old.namespace != now.namespace {
         out.push(format!(
@@ -427,6 +442,30 @@ pub(super) fn spawn_watcher(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_settings_need_a_restart() {
+        let started = Config::parse(
+            "routes: [{name: a, upstream: 'http://127.0.0.1:1'}]\n",
+            "t.yaml",
+            &Default::default(),
+        )
+        .unwrap();
+        let mut new = started.clone();
+        assert!(restart_needed(&started, &new).is_empty());
+        new.proxy.request_head_timeout = Duration::from_secs(5);
+        new.proxy.max_connections = Some(10);
+        new.admin.max_connections = 8;
+        let said = restart_needed(&started, &new);
+        assert_eq!(said.len(), 3, "{said:?}");
+        for key in [
+            "proxy.request_head_timeout",
+            "proxy.max_connections",
+            "admin.max_connections",
+        ] {
+            assert!(said.iter().any(|s| s.starts_with(key)), "{key}: {said:?}");
+        }
+    }
 
     #[test]
     fn watch_set_covers_files_globs_and_their_directories() {
