@@ -324,7 +324,12 @@ impl Metrics {
                 "Log lines (access log included) dropped because standard error was not read fast enough: logging never blocks forwarding.",
             )?,
             log_drops: std::sync::OnceLock::new(),
-            live: Live::new(Instant::now()),
+            live: Live::new(
+                Instant::now(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+            ),
             models: Arc::new(ModelLabeler::new(&settings.models)),
             registry,
         };
@@ -497,7 +502,12 @@ impl Metrics {
                 slo_good_output_tokens: self.slo_good_output_tokens.clone(),
             },
             class,
-            series: self.live.series(route, slo.unwrap_or("")),
+            series: {
+                let series = self.live.series(route, slo.unwrap_or(""));
+                series.start(Instant::now());
+                series
+            },
+            headers_at: None,
             itl_window: Sketch::new(),
             route: route.to_owned(),
             model,
@@ -606,8 +616,10 @@ pub struct RequestRecorder {
     families: Families,
     /// The request's SLO class, when its `slo` names a defined one.
     class: Option<Arc<SloClass>>,
-    /// Its live windows, fed once at the end.
+    /// Its live windows, told when it starts and fed once at the end.
     series: Arc<Series>,
+    /// Its time to response headers, when they came.
+    headers_at: Option<Duration>,
     /// This request's ITL gaps, gathered here (no shared state, no lock)
     /// and folded into the live windows at the end.
     itl_window: Sketch,
@@ -682,6 +694,7 @@ impl RequestRecorder {
 impl Recorder for RequestRecorder {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
         self.admit(status);
+        self.headers_at = Some(elapsed);
         if let Some(h) = &self.handles {
             h.headers.observe(secs(elapsed));
         }
@@ -771,8 +784,10 @@ impl Recorder for RequestRecorder {
         // every other timestamp; it places the request in the windows.
         let now = Instant::now();
         let itl = std::mem::take(&mut self.itl_window);
-        self.series
-            .record(now, &Aggregate::request(s, verdict, itl));
+        let request = Aggregate::request(s, verdict, itl, self.headers_at);
+        let input_ttft = s.usage.input.zip(s.ttft.map(|d| d.as_secs_f64()));
+        let class_window = self.class.as_ref().map(|c| c.window);
+        self.series.record(now, &request, class_window, input_ttft);
     }
 }
 

@@ -26,6 +26,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::Verdict;
+use super::history::{History, POINT, PointReport, outcome_index};
 use super::sketch::Sketch;
 use crate::config::{ObjectiveKind, SloClass};
 use crate::meter::{Outcome, Summary};
@@ -73,10 +74,12 @@ const QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
 pub struct Aggregate {
     /// Finished metered requests, any outcome.
     pub requests: u64,
-    /// Those that ended `ok`.
-    pub ok: u64,
+    /// Those of each outcome, in [`Outcome::ALL`] order.
+    pub outcomes: [u64; Outcome::ALL.len()],
     /// Output tokens of all of them (where known).
     pub output_tokens: u64,
+    /// Input tokens the upstream reported for them.
+    pub input_tokens: u64,
     /// Judged good against their class.
     pub good: u64,
     /// Judged bad against their class.
@@ -86,13 +89,20 @@ pub struct Aggregate {
     /// Judged requests that exceeded each objective, by [`ObjectiveKind`]
     /// in [`ObjectiveKind::ALL`] order.
     pub violations: [u64; 3],
+    /// Seconds of completed streams from `t0` to the response head, from
+    /// there to the first token, and from there to the end, summed over the
+    /// `phased` streams that had all three.
+    pub phases: [f64; 3],
+    pub phased: u64,
     pub ttft: Sketch,
     pub tpot: Sketch,
     pub itl: Sketch,
     pub e2el: Sketch,
+    /// Time to response headers.
+    pub headers: Sketch,
 }
 
-fn kind_index(kind: ObjectiveKind) -> usize {
+pub(super) fn kind_index(kind: ObjectiveKind) -> usize {
     match kind {
         ObjectiveKind::Ttft => 0,
         ObjectiveKind::Tpot => 1,
@@ -102,24 +112,42 @@ fn kind_index(kind: ObjectiveKind) -> usize {
 
 impl Aggregate {
     /// One finished request: its summary, its verdict (when it has a
-    /// class) and the sketch of its ITL gaps. Latencies are taken exactly
-    /// when docs/metrics.md observes them (the summary's `Some` fields).
-    pub fn request(summary: &Summary, verdict: Option<Verdict>, itl: Sketch) -> Self {
+    /// class), the sketch of its ITL gaps and its time to response headers
+    /// (when a head came). Latencies are taken exactly when docs/metrics.md
+    /// observes them (the summary's `Some` fields).
+    pub fn request(
+        summary: &Summary,
+        verdict: Option<Verdict>,
+        itl: Sketch,
+        headers: Option<Duration>,
+    ) -> Self {
         let mut a = Aggregate {
             requests: 1,
-            ok: u64::from(summary.outcome == Outcome::Ok),
             output_tokens: summary.output_tokens.map_or(0, |(n, _)| n),
+            input_tokens: summary.usage.input.unwrap_or(0),
             itl,
             ..Aggregate::default()
         };
+        a.outcomes[outcome_index(summary.outcome)] = 1;
         for (value, sketch) in [
             (summary.ttft, &mut a.ttft),
             (summary.tpot, &mut a.tpot),
             (summary.e2el, &mut a.e2el),
+            (headers, &mut a.headers),
         ] {
             if let Some(v) = value {
                 sketch.add(v);
             }
+        }
+        if let (true, Some(h), Some(first), Some(end)) =
+            (summary.streamed, headers, summary.ttft, summary.e2el)
+        {
+            a.phases = [
+                h.as_secs_f64(),
+                first.saturating_sub(h).as_secs_f64(),
+                end.saturating_sub(first).as_secs_f64(),
+            ];
+            a.phased = 1;
         }
         if let Some(verdict) = verdict {
             match verdict {
@@ -137,21 +165,34 @@ impl Aggregate {
         a
     }
 
+    /// Requests that ended `ok`.
+    pub fn ok(&self) -> u64 {
+        self.outcomes[outcome_index(Outcome::Ok)]
+    }
+
     /// Adds `other` into this aggregate.
     pub fn merge(&mut self, other: &Aggregate) {
         self.requests += other.requests;
-        self.ok += other.ok;
+        for (mine, theirs) in self.outcomes.iter_mut().zip(other.outcomes) {
+            *mine += theirs;
+        }
         self.output_tokens += other.output_tokens;
+        self.input_tokens += other.input_tokens;
         self.good += other.good;
         self.bad += other.bad;
         self.good_output_tokens += other.good_output_tokens;
         for (mine, theirs) in self.violations.iter_mut().zip(other.violations) {
             *mine += theirs;
         }
+        for (mine, theirs) in self.phases.iter_mut().zip(other.phases) {
+            *mine += theirs;
+        }
+        self.phased += other.phased;
         self.ttft.merge(&other.ttft);
         self.tpot.merge(&other.tpot);
         self.itl.merge(&other.itl);
         self.e2el.merge(&other.e2el);
+        self.headers.merge(&other.headers);
     }
 }
 
@@ -207,6 +248,8 @@ pub struct Series {
 #[derive(Debug, Default)]
 struct SeriesState {
     rings: [Ring; 3],
+    budget: Budget,
+    history: History,
 }
 
 fn slot_index(origin: Instant, now: Instant, window: Window) -> u64 {
@@ -214,14 +257,50 @@ fn slot_index(origin: Instant, now: Instant, window: Window) -> u64 {
     (elapsed.as_nanos() / window.slot.as_nanos()) as u64
 }
 
+fn point_index(origin: Instant, now: Instant) -> u64 {
+    slot_index(
+        origin,
+        now,
+        Window {
+            name: "",
+            slot: POINT,
+        },
+    )
+}
+
 impl Series {
+    fn state(&self) -> std::sync::MutexGuard<'_, SeriesState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request of the series started at `now` (it is in flight until
+    /// [`Series::record`]).
+    pub fn start(&self, now: Instant) {
+        self.state().history.start(point_index(self.origin, now));
+    }
+
     /// Folds one finished request (see [`Aggregate::request`]) into every
-    /// window at `now`.
-    pub fn record(&self, now: Instant, request: &Aggregate) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    /// window, its error budget and its history at `now`. `class_window` is
+    /// the compliance window of the class it was judged against, and
+    /// `input_ttft` its input tokens and TTFT in seconds, when it had both.
+    pub fn record(
+        &self,
+        now: Instant,
+        request: &Aggregate,
+        class_window: Option<Duration>,
+        input_ttft: Option<(u64, f64)>,
+    ) {
+        let mut state = self.state();
         for (ring, window) in state.rings.iter_mut().zip(WINDOWS) {
             ring.add(slot_index(self.origin, now, window), request);
         }
+        if let Some(window) = class_window {
+            state.budget.add(self.origin, now, window, request);
+        }
+        let at = now.saturating_duration_since(self.origin).as_secs_f64();
+        state
+            .history
+            .finish(point_index(self.origin, now), at, request, input_ttft);
     }
 
     /// The merged aggregate of window `which` (an index into [`WINDOWS`])
@@ -231,13 +310,86 @@ impl Series {
         let window = WINDOWS[which.min(WINDOWS.len() - 1)];
         let index = slot_index(self.origin, now, window);
         let mut total = Aggregate::default();
-        {
-            let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.rings[which.min(WINDOWS.len() - 1)].collect(index, &mut total);
+        self.state().rings[which.min(WINDOWS.len() - 1)].collect(index, &mut total);
+        (total, covered(self.origin, now, window.slot, index))
+    }
+}
+
+/// How much of a ring of [`SLOTS`] slots of `slot` ending at slot `index`
+/// lies between the origin and `now`.
+fn covered(origin: Instant, now: Instant, slot: Duration, index: u64) -> Duration {
+    let elapsed = now.saturating_duration_since(origin);
+    let oldest = slot.saturating_mul((index + 1).saturating_sub(SLOTS) as u32);
+    elapsed.saturating_sub(oldest)
+}
+
+/// Verdict counts over a class's compliance window (its error budget
+/// period), as far back as the process has seen: [`SLOTS`] slots of a
+/// sixtieth of the window each (counts only, no sketches).
+#[derive(Debug, Default)]
+struct Budget {
+    /// Width of a slot; zero until the first judged request.
+    slot: Duration,
+    /// Each slot's index + 1 (0: empty) and its counts.
+    slots: Vec<(u64, BudgetCounts)>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct BudgetCounts {
+    good: u64,
+    bad: u64,
+    violations: [u64; 3],
+}
+
+impl Budget {
+    fn slot_for(window: Duration) -> Duration {
+        (window / SLOTS as u32).max(Duration::from_secs(1))
+    }
+
+    fn add(&mut self, origin: Instant, now: Instant, window: Duration, a: &Aggregate) {
+        let slot = Self::slot_for(window);
+        if slot != self.slot {
+            // First use, or the class's window changed on reload: counts
+            // over another span cannot be mixed in.
+            self.slot = slot;
+            self.slots = vec![(0, BudgetCounts::default()); SLOTS as usize];
         }
-        let elapsed = now.saturating_duration_since(self.origin);
-        let oldest = window.slot * (index + 1).saturating_sub(SLOTS) as u32;
-        (total, elapsed.saturating_sub(oldest))
+        let index = (now.saturating_duration_since(origin).as_nanos() / slot.as_nanos()) as u64;
+        let (tag, counts) = &mut self.slots[(index % SLOTS) as usize];
+        if *tag > index + 1 {
+            return;
+        }
+        if *tag < index + 1 {
+            *tag = index + 1;
+            *counts = BudgetCounts::default();
+        }
+        counts.good += a.good;
+        counts.bad += a.bad;
+        for (mine, theirs) in counts.violations.iter_mut().zip(a.violations) {
+            *mine += theirs;
+        }
+    }
+
+    /// The counts over `window` at `now`, and how long they cover.
+    fn total(&self, origin: Instant, now: Instant, window: Duration) -> (BudgetCounts, Duration) {
+        let slot = Self::slot_for(window);
+        let index = (now.saturating_duration_since(origin).as_nanos() / slot.as_nanos()) as u64;
+        let mut total = BudgetCounts::default();
+        if slot == self.slot {
+            for (tag, counts) in &self.slots {
+                let Some(i) = tag.checked_sub(1) else {
+                    continue;
+                };
+                if i <= index && i + SLOTS > index {
+                    total.good += counts.good;
+                    total.bad += counts.bad;
+                    for (mine, theirs) in total.violations.iter_mut().zip(counts.violations) {
+                        *mine += theirs;
+                    }
+                }
+            }
+        }
+        (total, covered(origin, now, slot, index))
     }
 }
 
@@ -246,6 +398,9 @@ impl Series {
 #[derive(Debug)]
 pub struct Live {
     origin: Instant,
+    /// The origin's wall-clock time, seconds since the Unix epoch (for the
+    /// history's timestamps).
+    unix: f64,
     series: Mutex<BTreeMap<(String, String), Arc<Series>>>,
     /// The classes in force, by name, for the report's thresholds and
     /// targets. After a reload that changes a class, its windows mix
@@ -254,10 +409,12 @@ pub struct Live {
 }
 
 impl Live {
-    /// Windows whose clock starts at `origin`.
-    pub fn new(origin: Instant) -> Self {
+    /// Windows whose clock starts at `origin`, which is `unix` seconds
+    /// after the Unix epoch.
+    pub fn new(origin: Instant, unix: f64) -> Self {
         Self {
             origin,
+            unix,
             series: Mutex::new(BTreeMap::new()),
             classes: Mutex::new(BTreeMap::new()),
         }
@@ -289,25 +446,83 @@ impl Live {
         s
     }
 
-    /// Everything `/slo` shows, at `now`.
-    pub fn report(&self, now: Instant) -> Report {
-        let all: Vec<Arc<Series>> = {
-            let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-            map.values().cloned().collect()
-        };
-        let classes = self
-            .classes
+    fn all_series(&self) -> Vec<Arc<Series>> {
+        let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        map.values().cloned().collect()
+    }
+
+    fn classes(&self) -> BTreeMap<String, Arc<SloClass>> {
+        self.classes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .clone()
+    }
+
+    /// Everything `/slo` shows, at `now`.
+    pub fn report(&self, now: Instant) -> Report {
+        let classes = self.classes();
         Report {
             windows: WINDOWS.iter().map(|w| w.name).collect(),
-            series: all
+            series: self
+                .all_series()
                 .iter()
                 .map(|s| series_report(s, classes.get(&s.slo), now))
                 .collect(),
         }
     }
+
+    /// The history of each series (of `route` and `slo` only, when given),
+    /// at `now`, from `since` (seconds since the Unix epoch) or for the
+    /// whole hour kept.
+    pub fn history(
+        &self,
+        now: Instant,
+        route: Option<&str>,
+        slo: Option<&str>,
+        since: Option<f64>,
+    ) -> Vec<HistoryReport> {
+        let now_index = point_index(self.origin, now);
+        let since = since.map_or(0, |t| {
+            let seconds = (t - self.unix).max(0.0);
+            (seconds / POINT.as_secs_f64()).floor() as u64
+        });
+        let classes = self.classes();
+        self.all_series()
+            .iter()
+            .filter(|s| route.is_none_or(|r| r == s.route) && slo.is_none_or(|c| c == s.slo))
+            .map(|s| {
+                let (points, scatter) = s.state().history.report(since, now_index, self.unix);
+                HistoryReport {
+                    route: s.route.clone(),
+                    slo: s.slo.clone(),
+                    objectives: objectives(classes.get(&s.slo)),
+                    goodput_target: classes.get(&s.slo).and_then(|c| c.goodput.target),
+                    point_seconds: POINT.as_secs_f64(),
+                    points,
+                    scatter,
+                }
+            })
+            .collect()
+    }
+}
+
+/// One series' entry in `/slo/history`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HistoryReport {
+    pub route: String,
+    pub slo: String,
+    /// The class's objectives and goodput target, as in `/slo`.
+    pub objectives: Vec<ObjectiveInfo>,
+    pub goodput_target: Option<f64>,
+    /// Width of a point.
+    pub point_seconds: f64,
+    /// One point per `point_seconds`, oldest first, up to the one being
+    /// filled now; points where nothing happened are included.
+    pub points: Vec<PointReport>,
+    /// `[finished at (seconds since the Unix epoch), input tokens, TTFT
+    /// (seconds)]` of the latest requests that had both, oldest first
+    /// (at most [`super::history::SCATTER`]).
+    pub scatter: Vec<[f64; 3]>,
 }
 
 /// The `/slo` document.
@@ -329,8 +544,52 @@ pub struct SeriesReport {
     pub objectives: Vec<ObjectiveInfo>,
     /// The class's goodput target, when set.
     pub goodput_target: Option<f64>,
+    /// Requests of the series in flight now.
+    pub in_flight: u64,
     /// One entry per window, in [`Report::windows`] order.
     pub windows: Vec<WindowReport>,
+    /// Per objective, then goodput (when the class sets a target): where it
+    /// stands now, and its error budget over the class's window.
+    pub status: Vec<ObjectiveStatus>,
+}
+
+/// Where an objective (or goodput) stands: `state` is `breach` when its
+/// compliance over the last 5 minutes is below target or its error budget
+/// is spent, `warning` when its compliance over the last hour is below
+/// target or less than a quarter of its budget is left, `no_data` when
+/// nothing was judged in the hour or the budget's span, else `ok`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ObjectiveStatus {
+    /// `ttft`, `tpot`, `e2el`, or `goodput`.
+    pub objective: &'static str,
+    /// `None` for goodput.
+    pub threshold_seconds: Option<f64>,
+    pub target: f64,
+    pub state: &'static str,
+    /// Compliance and burn rate over 5 minutes and an hour.
+    pub ratio_5m: Option<f64>,
+    pub burn_rate_5m: Option<f64>,
+    pub ratio_1h: Option<f64>,
+    pub burn_rate_1h: Option<f64>,
+    pub budget: BudgetReport,
+}
+
+/// An objective's error budget over its class's compliance window, as far
+/// back as this process has seen it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BudgetReport {
+    /// The class's window, and how much of it the counts cover (less while
+    /// the process is younger than the window).
+    pub window_seconds: f64,
+    pub seconds: f64,
+    /// Judged requests, and those that met the objective (good ones, for
+    /// goodput).
+    pub judged: u64,
+    pub met: u64,
+    /// Share of the budget (`(1 − target) × judged` misses) not spent:
+    /// 1 with no misses, 0 or less once spent; `None` when nothing was
+    /// judged or the target allows no miss.
+    pub left: Option<f64>,
 }
 
 /// An objective of the class.
@@ -368,7 +627,7 @@ pub struct WindowReport {
 }
 
 /// Latency quantiles of one metric in one window; `None` without samples.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Quantiles {
     pub count: u64,
     pub p50: Option<f64>,
@@ -377,7 +636,7 @@ pub struct Quantiles {
 }
 
 impl Quantiles {
-    fn of(sketch: &Sketch) -> Self {
+    pub(super) fn of(sketch: &Sketch) -> Self {
         let [p50, p95, p99] = QUANTILES.map(|q| sketch.quantile(q));
         Self {
             count: sketch.count(),
@@ -429,8 +688,8 @@ fn ratio(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
 
-fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -> SeriesReport {
-    let objectives = class.as_ref().map_or_else(Vec::new, |c| {
+fn objectives(class: Option<&Arc<SloClass>>) -> Vec<ObjectiveInfo> {
+    class.map_or_else(Vec::new, |c| {
         c.objectives
             .iter()
             .map(|o| ObjectiveInfo {
@@ -439,9 +698,11 @@ fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -
                 target: o.target,
             })
             .collect()
-    });
-    let goodput_target = class.as_ref().and_then(|c| c.goodput.target);
-    let windows = WINDOWS
+    })
+}
+
+fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -> SeriesReport {
+    let windows: Vec<WindowReport> = WINDOWS
         .iter()
         .enumerate()
         .map(|(which, window)| {
@@ -451,7 +712,7 @@ fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -
             let seconds = covered.as_secs_f64().max(1.0);
             let per_second = |n: u64| n as f64 / seconds;
             let judged = a.good + a.bad;
-            let compliance = class.as_ref().map_or_else(Vec::new, |c| {
+            let compliance = class.map_or_else(Vec::new, |c| {
                 c.objectives
                     .iter()
                     .map(|o| {
@@ -469,7 +730,7 @@ fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -
                     })
                     .collect()
             });
-            let goodput = class.as_ref().map(|c| {
+            let goodput = class.map(|c| {
                 let r = ratio(a.good, judged);
                 GoodputReport {
                     good: a.good,
@@ -486,7 +747,7 @@ fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -
                 seconds: covered.as_secs_f64(),
                 requests: a.requests,
                 request_rate: per_second(a.requests),
-                ok: a.ok,
+                ok: a.ok(),
                 output_tokens: a.output_tokens,
                 output_token_rate: per_second(a.output_tokens),
                 ttft: Quantiles::of(&a.ttft),
@@ -498,13 +759,99 @@ fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -
             }
         })
         .collect();
+    let (in_flight, status) = {
+        let state = series.state();
+        let status = class.map_or_else(Vec::new, |c| {
+            let (counts, covered) = state.budget.total(series.origin, now, c.window);
+            status(c, &windows, counts, covered)
+        });
+        (state.history.in_flight(), status)
+    };
     SeriesReport {
         route: series.route.clone(),
         slo: series.slo.clone(),
-        objectives,
-        goodput_target,
+        objectives: objectives(class),
+        goodput_target: class.and_then(|c| c.goodput.target),
+        in_flight,
         windows,
+        status,
     }
+}
+
+/// The status of each objective of `class`, then of its goodput target:
+/// see [`ObjectiveStatus`]. `windows` are the series' (5m and 1h are read).
+fn status(
+    class: &SloClass,
+    windows: &[WindowReport],
+    budget: BudgetCounts,
+    covered: Duration,
+) -> Vec<ObjectiveStatus> {
+    let judged = budget.good + budget.bad;
+    let window = |name: &str| windows.iter().find(|w| w.window == name);
+    let (five, hour) = (window("5m"), window("1h"));
+    let judged_in = |w: Option<&WindowReport>| {
+        w.and_then(|w| w.goodput.as_ref())
+            .map_or(0, |g| g.good + g.bad)
+    };
+    let entry = |objective: &'static str,
+                 threshold_seconds: Option<f64>,
+                 target: f64,
+                 met: u64,
+                 read: &dyn Fn(&WindowReport) -> Option<f64>| {
+        let ratio_5m = five.and_then(read);
+        let ratio_1h = hour.and_then(read);
+        let left = (judged > 0 && target < 1.0).then(|| {
+            let allowed = (1.0 - target) * judged as f64;
+            1.0 - judged.saturating_sub(met) as f64 / allowed
+        });
+        let below = |r: Option<f64>| r.is_some_and(|r| r < target);
+        let state = if judged_in(hour) == 0 && judged == 0 {
+            "no_data"
+        } else if below(ratio_5m) || left.is_some_and(|l| l <= 0.0) {
+            "breach"
+        } else if below(ratio_1h) || left.is_some_and(|l| l < 0.25) {
+            "warning"
+        } else {
+            "ok"
+        };
+        ObjectiveStatus {
+            objective,
+            threshold_seconds,
+            target,
+            state,
+            ratio_5m,
+            burn_rate_5m: burn(ratio_5m, Some(target)),
+            ratio_1h,
+            burn_rate_1h: burn(ratio_1h, Some(target)),
+            budget: BudgetReport {
+                window_seconds: class.window.as_secs_f64(),
+                seconds: covered.as_secs_f64(),
+                judged,
+                met,
+                left,
+            },
+        }
+    };
+    let mut out: Vec<ObjectiveStatus> = class
+        .objectives
+        .iter()
+        .map(|o| {
+            let name = o.kind.as_str();
+            let met = judged.saturating_sub(budget.violations[kind_index(o.kind)]);
+            let read = move |w: &WindowReport| {
+                w.compliance
+                    .iter()
+                    .find(|c| c.objective == name)
+                    .and_then(|c| c.ratio)
+            };
+            entry(name, Some(o.threshold.as_secs_f64()), o.target, met, &read)
+        })
+        .collect();
+    if let Some(target) = class.goodput.target {
+        let read = |w: &WindowReport| w.goodput.as_ref().and_then(|g| g.ratio);
+        out.push(entry("goodput", None, target, budget.good, &read));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -514,6 +861,8 @@ mod tests {
     use crate::config::{Goodput, Objective};
     use crate::meter::{TokenSource, Usage};
 
+    const HOUR: Duration = Duration::from_secs(3600);
+
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
@@ -522,7 +871,7 @@ mod tests {
         Arc::new(SloClass {
             name: "chat".into(),
             description: String::new(),
-            window: crate::config::DEFAULT_WINDOW,
+            window: HOUR,
             objectives: vec![Objective {
                 kind: ObjectiveKind::Ttft,
                 threshold: ms(500),
@@ -560,7 +909,12 @@ mod tests {
         for _ in 0..9 {
             itl.add(ms(10));
         }
-        Aggregate::request(&s, Some(super::super::judge(&class(), &s)), itl)
+        Aggregate::request(
+            &s,
+            Some(super::super::judge(&class(), &s)),
+            itl,
+            Some(ms(5)),
+        )
     }
 
     fn window<'a>(r: &'a Report, name: &str) -> &'a WindowReport {
@@ -573,12 +927,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn windows_slide_and_old_slots_are_evicted() {
-        let live = Live::new(Instant::now());
+        let live = Live::new(Instant::now(), 0.0);
         live.set_classes(&[(*class()).clone()]);
         let series = live.series("r", "chat");
         // t = 0: 3 good, 1 bad (TTFT 800 ms > 500 ms).
         for ttft in [100, 200, 300, 800] {
-            series.record(Instant::now(), &request(ms(ttft)));
+            series.record(Instant::now(), &request(ms(ttft)), Some(HOUR), None);
         }
         tokio::time::advance(Duration::from_secs(30)).await;
         let r = live.report(Instant::now());
@@ -602,7 +956,7 @@ mod tests {
         // have left it, but not the longer windows.
         tokio::time::advance(Duration::from_secs(30)).await;
         for ttft in [100, 100] {
-            series.record(Instant::now(), &request(ms(ttft)));
+            series.record(Instant::now(), &request(ms(ttft)), Some(HOUR), None);
         }
         let r = live.report(Instant::now());
         assert_eq!(window(&r, "1m").requests, 2);
@@ -626,7 +980,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(3360)).await;
         let r = live.report(Instant::now());
         assert_eq!(window(&r, "1h").requests, 0);
-        series.record(Instant::now(), &request(ms(100)));
+        series.record(Instant::now(), &request(ms(100)), Some(HOUR), None);
         let r = live.report(Instant::now());
         for name in ["1m", "5m", "1h"] {
             assert_eq!(window(&r, name).requests, 1, "{name}");
@@ -635,12 +989,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn quantiles_follow_the_requests_of_the_window() {
-        let live = Live::new(Instant::now());
+        let live = Live::new(Instant::now(), 0.0);
         live.set_classes(&[(*class()).clone()]);
         let series = live.series("r", "chat");
         // TTFT 1..=100 ms, one request each.
         for i in 1..=100 {
-            series.record(Instant::now(), &request(ms(i)));
+            series.record(Instant::now(), &request(ms(i)), Some(HOUR), None);
         }
         tokio::time::advance(Duration::from_secs(1)).await;
         let r = live.report(Instant::now());
@@ -662,9 +1016,124 @@ mod tests {
         assert_eq!(total.requests, 1);
     }
 
+    fn states(r: &Report) -> Vec<(&'static str, &'static str)> {
+        r.series[0]
+            .status
+            .iter()
+            .map(|s| (s.objective, s.state))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn status_follows_compliance_and_the_error_budget() {
+        let live = Live::new(Instant::now(), 0.0);
+        live.set_classes(&[(*class()).clone()]);
+        let series = live.series("r", "chat");
+        let r = live.report(Instant::now());
+        assert!(r.series[0].status.iter().all(|s| s.state == "no_data"));
+        // 20 good: TTFT 90 % target, goodput 80 % target.
+        for _ in 0..20 {
+            series.record(Instant::now(), &request(ms(100)), Some(HOUR), None);
+        }
+        let r = live.report(Instant::now());
+        assert_eq!(states(&r), [("ttft", "ok"), ("goodput", "ok")]);
+        let ttft = &r.series[0].status[0];
+        assert_eq!(
+            (ttft.budget.judged, ttft.budget.met, ttft.budget.left),
+            (20, 20, Some(1.0))
+        );
+        assert_eq!(ttft.budget.window_seconds, 3600.0);
+        // 4 bad: 20/24 within the threshold in 5 minutes, below 90 %, and
+        // 4 misses of the 2.4 the budget allows.
+        for _ in 0..4 {
+            series.record(Instant::now(), &request(ms(900)), Some(HOUR), None);
+        }
+        let r = live.report(Instant::now());
+        // Goodput is within its target (20 of 24 good, 80 %) but has a
+        // sixth of its budget left (4 bad of the 4.8 allowed).
+        assert_eq!(states(&r), [("ttft", "breach"), ("goodput", "warning")]);
+        let ttft = &r.series[0].status[0];
+        assert!((ttft.ratio_5m.unwrap() - 20.0 / 24.0).abs() < 1e-9);
+        assert!((ttft.burn_rate_5m.unwrap() - (4.0 / 24.0) / 0.1).abs() < 1e-9);
+        assert!((ttft.budget.left.unwrap() - (1.0 - 4.0 / 2.4)).abs() < 1e-9);
+        // The goodput budget: 20 of 24 good against 80 %.
+        let goodput = &r.series[0].status[1];
+        assert_eq!((goodput.budget.met, goodput.threshold_seconds), (20, None));
+        // Six minutes later, 20 more good: the last 5 minutes comply, the
+        // hour does (40 of 44), but less than a quarter of the budget is
+        // left (4 misses of 4.4).
+        tokio::time::advance(Duration::from_secs(360)).await;
+        for _ in 0..20 {
+            series.record(Instant::now(), &request(ms(100)), Some(HOUR), None);
+        }
+        let r = live.report(Instant::now());
+        assert_eq!(r.series[0].status[0].state, "warning");
+        assert_eq!(r.series[0].status[0].ratio_5m, Some(1.0));
+        // Past the class's window (an hour) nothing is left to judge by.
+        tokio::time::advance(Duration::from_secs(3700)).await;
+        let r = live.report(Instant::now());
+        assert_eq!(states(&r), [("ttft", "no_data"), ("goodput", "no_data")]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn history_points_agree_with_the_windows() {
+        let live = Live::new(Instant::now(), 1_000_000.0);
+        live.set_classes(&[(*class()).clone()]);
+        let series = live.series("r", "chat");
+        tokio::time::advance(Duration::from_secs(20)).await;
+        for _ in 1..=100 {
+            series.start(Instant::now());
+        }
+        let r = live.report(Instant::now());
+        assert_eq!(r.series[0].in_flight, 100);
+        for i in 1..=100 {
+            series.record(
+                Instant::now(),
+                &request(ms(i)),
+                Some(HOUR),
+                Some((i * 10, 0.001 * i as f64)),
+            );
+        }
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let r = live.report(Instant::now());
+        let h = live.history(Instant::now(), Some("r"), Some("chat"), None);
+        assert_eq!(h.len(), 1);
+        let h = &h[0];
+        assert_eq!(h.objectives, r.series[0].objectives);
+        // Points 2 (20 s) only: the series was created at 20 s.
+        assert_eq!(h.points.len(), 1);
+        let p = &h.points[0];
+        assert_eq!(p.t, 1_000_020.0);
+        let w = window(&r, "1m");
+        assert_eq!(p.requests, w.requests);
+        assert_eq!(p.outcomes.ok, w.ok);
+        assert_eq!(p.output_tokens, w.output_tokens);
+        assert_eq!(
+            (p.ttft.clone(), p.itl.clone(), p.e2el.clone()),
+            (w.ttft.clone(), w.itl.clone(), w.e2el.clone())
+        );
+        let g = w.goodput.as_ref().unwrap();
+        assert_eq!((p.good, p.bad), (g.good, g.bad));
+        assert_eq!((p.in_flight_peak, p.in_flight_end), (100, 0));
+        assert_eq!(p.headers.p50, Some(0.005));
+        // Streams of TTFT i ms and E2EL i + 90 ms, headers at 5 ms.
+        assert_eq!(p.phases.requests, 100);
+        assert!((p.phases.headers_seconds - 0.5).abs() < 1e-9);
+        assert!((p.phases.decode_seconds - 9.0).abs() < 1e-9);
+        assert_eq!(h.scatter.len(), 100);
+        assert_eq!(h.scatter[0], [1_000_020.0, 10.0, 0.001]);
+        // Asked from a later time: nothing before it.
+        let later = live.history(Instant::now(), None, None, Some(1_000_030.0));
+        assert!(later[0].points.is_empty() && later[0].scatter.is_empty());
+        assert!(
+            live.history(Instant::now(), Some("x"), None, None)
+                .is_empty()
+        );
+    }
+
     #[test]
     fn series_without_a_class_report_no_goodput() {
-        let live = Live::new(Instant::now());
+        let live = Live::new(Instant::now(), 0.0);
         let s = Summary {
             outcome: Outcome::UpstreamError,
             status: Some(502),
@@ -683,8 +1152,12 @@ mod tests {
             terminal_event: None,
             parse_errors: 0,
         };
-        live.series("r", "")
-            .record(Instant::now(), &Aggregate::request(&s, None, Sketch::new()));
+        live.series("r", "").record(
+            Instant::now(),
+            &Aggregate::request(&s, None, Sketch::new(), None),
+            None,
+            None,
+        );
         let r = live.report(Instant::now());
         let w = window(&r, "1m");
         assert_eq!((w.requests, w.ok), (1, 0));

@@ -1,0 +1,433 @@
+//! The recent history of one live series, for the admin page's charts:
+//! one point per [`POINT`] (10 s) for the last [`POINTS`] of them (an hour),
+//! and the latest [`SCATTER`] requests' input tokens against their TTFT.
+//!
+//! The point being filled holds a whole [`Aggregate`]; when the clock moves
+//! past it, it is reduced to a [`Point`] (counts, sums and the quantiles of
+//! each latency), so a closed point's size is fixed whatever the traffic:
+//! [`Point`] is a few hundred bytes and a series keeps at most
+//! [`POINTS`] of them and [`SCATTER`] samples (see `tests::memory_is_bounded`).
+//!
+//! Requests in flight are counted here too (started, finished), so each
+//! point knows the most that were in flight during it and how many were
+//! left at its end; a point where nothing started or finished carries the
+//! level of the one before it.
+//!
+//! Like the windows, this module does no I/O and reads no clock.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::live::{Aggregate, Quantiles};
+use crate::config::ObjectiveKind;
+use crate::meter::Outcome;
+
+/// Width of one history point.
+pub const POINT: Duration = Duration::from_secs(10);
+/// Points kept per series: an hour.
+pub const POINTS: u64 = 360;
+/// Requests kept per series for the input tokens vs TTFT scatter.
+pub const SCATTER: usize = 500;
+
+/// A closed point: what the page draws of ten seconds of one series.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Point {
+    counts: Counts,
+    /// TTFT, TPOT, ITL, E2EL and time to response headers.
+    latencies: [Quantiles; 5],
+    in_flight: InFlight,
+}
+
+/// Counts and sums of a point (a reduced [`Aggregate`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Counts {
+    requests: u64,
+    outcomes: [u64; Outcome::ALL.len()],
+    output_tokens: u64,
+    input_tokens: u64,
+    good: u64,
+    bad: u64,
+    good_output_tokens: u64,
+    violations: [u64; 3],
+    phases: [f64; 3],
+    phased: u64,
+}
+
+impl Counts {
+    fn of(a: &Aggregate) -> Self {
+        Self {
+            requests: a.requests,
+            outcomes: a.outcomes,
+            output_tokens: a.output_tokens,
+            input_tokens: a.input_tokens,
+            good: a.good,
+            bad: a.bad,
+            good_output_tokens: a.good_output_tokens,
+            violations: a.violations,
+            phases: a.phases,
+            phased: a.phased,
+        }
+    }
+}
+
+/// Requests in flight during a point.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct InFlight {
+    /// The most at any moment of the point.
+    peak: u64,
+    /// How many at its end (or now, for the point being filled).
+    end: u64,
+}
+
+impl Point {
+    fn of(a: &Aggregate, in_flight: InFlight) -> Self {
+        Self {
+            counts: Counts::of(a),
+            latencies: [&a.ttft, &a.tpot, &a.itl, &a.e2el, &a.headers].map(Quantiles::of),
+            in_flight,
+        }
+    }
+
+    /// A point where nothing finished, `level` requests in flight throughout.
+    fn idle(level: u64) -> Self {
+        Self {
+            in_flight: InFlight {
+                peak: level,
+                end: level,
+            },
+            ..Self::default()
+        }
+    }
+}
+
+/// The history of one series. Indexes count [`POINT`]s from the live
+/// windows' origin.
+#[derive(Debug, Default)]
+pub struct History {
+    /// The point being filled: its index and everything in it so far.
+    open: Option<(u64, Aggregate)>,
+    /// The open point's requests in flight.
+    open_in_flight: InFlight,
+    /// Closed points, oldest first, each with its index; at most
+    /// [`POINTS`], and none older than [`POINTS`] before the open one.
+    closed: VecDeque<(u64, Point)>,
+    /// Requests in flight now.
+    in_flight: u64,
+    /// Requests in flight at the end of the last point dropped.
+    dropped_end: u64,
+    /// Index of the first point the series had.
+    first: Option<u64>,
+    /// Input tokens and TTFT of the latest requests that had both, with
+    /// the time they finished (seconds from the origin).
+    scatter: VecDeque<(f64, u64, f64)>,
+}
+
+impl History {
+    /// Moves the open point to `index`, closing the one before.
+    fn advance(&mut self, index: u64) {
+        self.first.get_or_insert(index);
+        match &self.open {
+            Some((open, _)) if *open >= index => return,
+            _ => {}
+        }
+        if let Some((open, aggregate)) = self.open.take() {
+            let point = Point::of(&aggregate, self.open_in_flight);
+            self.closed.push_back((open, point));
+        }
+        while let Some((oldest, _)) = self.closed.front() {
+            if *oldest + POINTS > index && self.closed.len() < POINTS as usize {
+                break;
+            }
+            if let Some((_, dropped)) = self.closed.pop_front() {
+                self.dropped_end = dropped.in_flight.end;
+            }
+        }
+        self.open = Some((index, Aggregate::default()));
+        self.open_in_flight = InFlight {
+            peak: self.in_flight,
+            end: self.in_flight,
+        };
+    }
+
+    /// A request started at point `index`.
+    pub fn start(&mut self, index: u64) {
+        self.advance(index);
+        self.in_flight += 1;
+        self.open_in_flight.peak = self.open_in_flight.peak.max(self.in_flight);
+        self.open_in_flight.end = self.in_flight;
+    }
+
+    /// A request finished at point `index`, `at` seconds from the origin.
+    pub fn finish(
+        &mut self,
+        index: u64,
+        at: f64,
+        request: &Aggregate,
+        input_ttft: Option<(u64, f64)>,
+    ) {
+        self.advance(index);
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.open_in_flight.end = self.in_flight;
+        if let Some((_, open)) = &mut self.open {
+            open.merge(request);
+        }
+        if let Some((input, ttft)) = input_ttft {
+            if self.scatter.len() == SCATTER {
+                self.scatter.pop_front();
+            }
+            self.scatter.push_back((at, input, ttft));
+        }
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
+
+    /// Every point from `since` (an index; clamped to the hour kept and to
+    /// the series' first point) to `now`, gaps filled, and the scatter
+    /// samples that finished in that span. `unix` is the origin's wall-clock
+    /// time, in seconds since the Unix epoch.
+    pub fn report(&self, since: u64, now: u64, unix: f64) -> (Vec<PointReport>, Vec<[f64; 3]>) {
+        let Some(first) = self.first else {
+            return (Vec::new(), Vec::new());
+        };
+        let from = since.max(first).max((now + 1).saturating_sub(POINTS));
+        let mut points = Vec::new();
+        let mut closed = self.closed.iter().peekable();
+        // The level carried into gaps: the end of the last point before.
+        let mut level = self.dropped_end;
+        for index in from..=now {
+            while let Some((i, p)) = closed.peek() {
+                if *i >= index {
+                    break;
+                }
+                level = p.in_flight.end;
+                closed.next();
+            }
+            let point = match (closed.peek(), &self.open) {
+                (Some((i, p)), _) if *i == index => {
+                    level = p.in_flight.end;
+                    closed.next();
+                    p.clone()
+                }
+                (_, Some((i, a))) if *i == index => {
+                    level = self.open_in_flight.end;
+                    Point::of(a, self.open_in_flight)
+                }
+                _ => match &self.open {
+                    // After the open point (nothing happened since): the
+                    // requests in flight now were in flight throughout.
+                    Some((i, _)) if *i < index => Point::idle(self.in_flight),
+                    _ => Point::idle(level),
+                },
+            };
+            points.push(PointReport::of(
+                unix + (index * POINT.as_secs()) as f64,
+                &point,
+            ));
+        }
+        let start = (from * POINT.as_secs()) as f64;
+        let scatter = self
+            .scatter
+            .iter()
+            .filter(|(at, _, _)| *at >= start)
+            .map(|&(at, input, ttft)| [unix + at, input as f64, ttft])
+            .collect();
+        (points, scatter)
+    }
+}
+
+/// One point of `/slo/history`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PointReport {
+    /// Start of the point, seconds since the Unix epoch.
+    pub t: f64,
+    /// Requests that finished in it, any outcome, and by outcome.
+    pub requests: u64,
+    pub outcomes: Outcomes,
+    pub output_tokens: u64,
+    pub input_tokens: u64,
+    /// Verdicts of the judged ones, their output tokens when good, and the
+    /// requests over each objective's threshold.
+    pub good: u64,
+    pub bad: u64,
+    pub good_output_tokens: u64,
+    pub violations: Violations,
+    /// Latency quantiles in seconds.
+    pub ttft: Quantiles,
+    pub tpot: Quantiles,
+    pub itl: Quantiles,
+    pub e2el: Quantiles,
+    /// Time to response headers.
+    pub headers: Quantiles,
+    /// Where the time of completed streams went, summed over them.
+    pub phases: Phases,
+    /// Requests in flight: the most during the point, and at its end.
+    pub in_flight_peak: u64,
+    pub in_flight_end: u64,
+}
+
+/// Requests by outcome.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Outcomes {
+    pub ok: u64,
+    pub upstream_error: u64,
+    pub timeout: u64,
+    pub client_abort: u64,
+    pub client_timeout: u64,
+    pub proxy_error: u64,
+}
+
+/// Judged requests over each objective's threshold.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Violations {
+    pub ttft: u64,
+    pub tpot: u64,
+    pub e2el: u64,
+}
+
+/// The request time of completed streams, split at the response head and
+/// the first token: seconds summed over `requests`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Phases {
+    pub requests: u64,
+    /// From `t0` to the response head (queueing, where the server sends
+    /// its head as it starts the request's work).
+    pub headers_seconds: f64,
+    /// From the response head to the first token (prefill).
+    pub first_token_seconds: f64,
+    /// From the first token to the end (decode).
+    pub decode_seconds: f64,
+}
+
+impl PointReport {
+    fn of(t: f64, p: &Point) -> Self {
+        let c = &p.counts;
+        let outcome = |o: Outcome| c.outcomes[outcome_index(o)];
+        let violation = |k: ObjectiveKind| c.violations[super::live::kind_index(k)];
+        let [ttft, tpot, itl, e2el, headers] = p.latencies.clone();
+        Self {
+            t,
+            requests: c.requests,
+            outcomes: Outcomes {
+                ok: outcome(Outcome::Ok),
+                upstream_error: outcome(Outcome::UpstreamError),
+                timeout: outcome(Outcome::Timeout),
+                client_abort: outcome(Outcome::ClientAbort),
+                client_timeout: outcome(Outcome::ClientTimeout),
+                proxy_error: outcome(Outcome::ProxyError),
+            },
+            output_tokens: c.output_tokens,
+            input_tokens: c.input_tokens,
+            good: c.good,
+            bad: c.bad,
+            good_output_tokens: c.good_output_tokens,
+            violations: Violations {
+                ttft: violation(ObjectiveKind::Ttft),
+                tpot: violation(ObjectiveKind::Tpot),
+                e2el: violation(ObjectiveKind::E2el),
+            },
+            ttft,
+            tpot,
+            itl,
+            e2el,
+            headers,
+            phases: Phases {
+                requests: c.phased,
+                headers_seconds: c.phases[0],
+                first_token_seconds: c.phases[1],
+                decode_seconds: c.phases[2],
+            },
+            in_flight_peak: p.in_flight.peak,
+            in_flight_end: p.in_flight.end,
+        }
+    }
+}
+
+/// Position of `outcome` in [`Outcome::ALL`].
+pub(super) fn outcome_index(outcome: Outcome) -> usize {
+    Outcome::ALL
+        .iter()
+        .position(|o| *o == outcome)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn one(requests: u64) -> Aggregate {
+        Aggregate {
+            requests,
+            ..Aggregate::default()
+        }
+    }
+
+    #[test]
+    fn gaps_carry_the_requests_in_flight() {
+        let mut h = History::default();
+        h.start(2);
+        h.start(2);
+        h.finish(2, 25.0, &one(1), Some((100, 0.2)));
+        // Point 3: nothing; point 4: one more starts and both finish.
+        h.start(4);
+        h.finish(4, 41.0, &one(1), None);
+        h.finish(4, 42.0, &one(1), Some((300, 0.4)));
+        let (points, scatter) = h.report(0, 6, 1000.0);
+        let summary: Vec<_> = points
+            .iter()
+            .map(|p| (p.t, p.requests, p.in_flight_peak, p.in_flight_end))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (1020.0, 1, 2, 1),
+                (1030.0, 0, 1, 1),
+                (1040.0, 2, 2, 0),
+                (1050.0, 0, 0, 0),
+                (1060.0, 0, 0, 0),
+            ]
+        );
+        assert_eq!(scatter, [[1025.0, 100.0, 0.2], [1042.0, 300.0, 0.4]]);
+        // From point 4 on only.
+        let (points, scatter) = h.report(4, 6, 1000.0);
+        assert_eq!(points.len(), 3);
+        assert_eq!(scatter.len(), 1);
+    }
+
+    #[test]
+    fn an_hour_is_kept_and_no_more() {
+        let mut h = History::default();
+        for i in 0..1000 {
+            h.start(i);
+            h.finish(i, (i * 10) as f64, &one(1), Some((i, 0.1)));
+        }
+        assert_eq!(h.closed.len(), POINTS as usize - 1);
+        let (points, scatter) = h.report(0, 999, 0.0);
+        assert_eq!(points.len(), POINTS as usize);
+        assert_eq!(points[0].t, 6400.0);
+        assert!(points.iter().all(|p| p.requests == 1));
+        assert_eq!(h.scatter.len(), SCATTER);
+        // Only the samples of the hour reported.
+        assert_eq!(scatter.len(), POINTS as usize);
+        // Idle for two hours: the old points leave as the clock moves.
+        h.start(1720);
+        assert!(h.closed.len() <= 1);
+        let (points, _) = h.report(0, 1720, 0.0);
+        assert_eq!(points.len(), POINTS as usize);
+        assert_eq!(points.iter().map(|p| p.requests).sum::<u64>(), 0);
+        assert_eq!(points.last().unwrap().in_flight_end, 1);
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        // The closed points and the scatter, at most, per series.
+        let bytes = POINTS as usize * std::mem::size_of::<(u64, Point)>()
+            + SCATTER * std::mem::size_of::<(f64, u64, f64)>();
+        assert!(bytes < 256 * 1024, "{bytes} bytes");
+    }
+}
