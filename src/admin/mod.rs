@@ -1,9 +1,11 @@
-//! The admin listener: `/metrics` (Prometheus text format), `/healthz`
+//! The admin listener: `/` (a live page of charts, `page.rs`), `/metrics`
+//! (Prometheus text format), `/healthz`
 //! (the process is up), `/readyz` (it accepts traffic; 503 while
 //! draining) and `/slo` (live SLO status per route and class over 1m, 5m
 //! and 1h: JSON, or a text table with `?format=text` or `Accept:
-//! text/plain`/`text/html`) and `/config` (the configuration in force, as
-//! JSON). It runs on its own socket, never the proxy's,
+//! text/plain`/`text/html`), `/slo/history` (the last hour of 10 s points
+//! per series, for the page's charts) and `/config` (the configuration in
+//! force, as JSON). It runs on its own socket, never the proxy's,
 //! so scrapes and probes neither mix with client traffic nor appear in its
 //! metrics.
 //!
@@ -23,6 +25,7 @@ use axum::routing::get;
 use tower_http::timeout::TimeoutLayer;
 
 mod config;
+mod page;
 
 use arc_swap::ArcSwap;
 
@@ -42,10 +45,15 @@ pub struct AdminState {
 /// The admin router.
 pub fn router(state: Arc<AdminState>) -> Router {
     Router::new()
+        .route("/", get(page::index))
+        .route("/assets/page.js", get(page::script))
+        .route("/assets/page.css", get(page::style))
+        .route("/assets/icon.svg", get(page::icon))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/slo", get(slo))
+        .route("/slo/history", get(history))
         .route("/config", get(active_config))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -119,6 +127,34 @@ async fn slo(
         return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
     }
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], table).into_response()
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct HistoryQuery {
+    route: Option<String>,
+    slo: Option<String>,
+    /// Seconds since the Unix epoch.
+    since: Option<f64>,
+}
+
+async fn history(
+    State(state): State<Arc<AdminState>>,
+    Query(query): Query<HistoryQuery>,
+) -> Response {
+    if query.since.is_some_and(|t| !t.is_finite()) {
+        return (
+            StatusCode::BAD_REQUEST,
+            "since: seconds since the Unix epoch\n",
+        )
+            .into_response();
+    }
+    let series = state.metrics.live().history(
+        tokio::time::Instant::now(),
+        query.route.as_deref(),
+        query.slo.as_deref(),
+        query.since,
+    );
+    axum::Json(serde_json::json!({ "series": series })).into_response()
 }
 
 fn ms(v: Option<f64>) -> String {

@@ -187,10 +187,19 @@ impl History {
     }
 
     /// Every point from `since` (an index; clamped to the hour kept and to
-    /// the series' first point) to `now`, gaps filled, and the scatter
-    /// samples that finished in that span. `unix` is the origin's wall-clock
-    /// time, in seconds since the Unix epoch.
-    pub fn report(&self, since: u64, now: u64, unix: f64) -> (Vec<PointReport>, Vec<[f64; 3]>) {
+    /// the series' first point) to the one holding `now` (time since the
+    /// origin), gaps filled, and the scatter samples that finished in that
+    /// span. `unix` is the origin's wall-clock time, in seconds since the
+    /// Unix epoch.
+    pub fn report(
+        &self,
+        since: u64,
+        now: Duration,
+        unix: f64,
+    ) -> (Vec<PointReport>, Vec<[f64; 3]>) {
+        let width = POINT.as_secs();
+        let now_secs = now.as_secs_f64();
+        let now = now.as_secs() / width;
         let Some(first) = self.first else {
             return (Vec::new(), Vec::new());
         };
@@ -224,12 +233,13 @@ impl History {
                     _ => Point::idle(level),
                 },
             };
-            points.push(PointReport::of(
-                unix + (index * POINT.as_secs()) as f64,
-                &point,
-            ));
+            let start = (index * width) as f64;
+            // The point being filled covers what has passed of it (at
+            // least a second, as the windows).
+            let seconds = (now_secs - start).clamp(1.0, width as f64);
+            points.push(PointReport::of(unix + start, seconds, &point));
         }
-        let start = (from * POINT.as_secs()) as f64;
+        let start = (from * width) as f64;
         let scatter = self
             .scatter
             .iter()
@@ -245,6 +255,9 @@ impl History {
 pub struct PointReport {
     /// Start of the point, seconds since the Unix epoch.
     pub t: f64,
+    /// The time it covers: its width, or what has passed of the point
+    /// being filled (divide its counts by this for rates).
+    pub seconds: f64,
     /// Requests that finished in it, any outcome, and by outcome.
     pub requests: u64,
     pub outcomes: Outcomes,
@@ -304,13 +317,14 @@ pub struct Phases {
 }
 
 impl PointReport {
-    fn of(t: f64, p: &Point) -> Self {
+    fn of(t: f64, seconds: f64, p: &Point) -> Self {
         let c = &p.counts;
         let outcome = |o: Outcome| c.outcomes[outcome_index(o)];
         let violation = |k: ObjectiveKind| c.violations[super::live::kind_index(k)];
         let [ttft, tpot, itl, e2el, headers] = p.latencies.clone();
         Self {
             t,
+            seconds,
             requests: c.requests,
             outcomes: Outcomes {
                 ok: outcome(Outcome::Ok),
@@ -360,6 +374,10 @@ pub(super) fn outcome_index(outcome: Outcome) -> usize {
 mod tests {
     use super::*;
 
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
     fn one(requests: u64) -> Aggregate {
         Aggregate {
             requests,
@@ -377,24 +395,33 @@ mod tests {
         h.start(4);
         h.finish(4, 41.0, &one(1), None);
         h.finish(4, 42.0, &one(1), Some((300, 0.4)));
-        let (points, scatter) = h.report(0, 6, 1000.0);
+        let (points, scatter) = h.report(0, secs(65), 1000.0);
         let summary: Vec<_> = points
             .iter()
-            .map(|p| (p.t, p.requests, p.in_flight_peak, p.in_flight_end))
+            .map(|p| {
+                (
+                    p.t,
+                    p.seconds,
+                    p.requests,
+                    p.in_flight_peak,
+                    p.in_flight_end,
+                )
+            })
             .collect();
         assert_eq!(
             summary,
             [
-                (1020.0, 1, 2, 1),
-                (1030.0, 0, 1, 1),
-                (1040.0, 2, 2, 0),
-                (1050.0, 0, 0, 0),
-                (1060.0, 0, 0, 0),
+                (1020.0, 10.0, 1, 2, 1),
+                (1030.0, 10.0, 0, 1, 1),
+                (1040.0, 10.0, 2, 2, 0),
+                (1050.0, 10.0, 0, 0, 0),
+                // The point being filled, 5 s into it.
+                (1060.0, 5.0, 0, 0, 0),
             ]
         );
         assert_eq!(scatter, [[1025.0, 100.0, 0.2], [1042.0, 300.0, 0.4]]);
         // From point 4 on only.
-        let (points, scatter) = h.report(4, 6, 1000.0);
+        let (points, scatter) = h.report(4, secs(65), 1000.0);
         assert_eq!(points.len(), 3);
         assert_eq!(scatter.len(), 1);
     }
@@ -407,7 +434,7 @@ mod tests {
             h.finish(i, (i * 10) as f64, &one(1), Some((i, 0.1)));
         }
         assert_eq!(h.closed.len(), POINTS as usize - 1);
-        let (points, scatter) = h.report(0, 999, 0.0);
+        let (points, scatter) = h.report(0, secs(9995), 0.0);
         assert_eq!(points.len(), POINTS as usize);
         assert_eq!(points[0].t, 6400.0);
         assert!(points.iter().all(|p| p.requests == 1));
@@ -417,7 +444,7 @@ mod tests {
         // Idle for two hours: the old points leave as the clock moves.
         h.start(1720);
         assert!(h.closed.len() <= 1);
-        let (points, _) = h.report(0, 1720, 0.0);
+        let (points, _) = h.report(0, secs(17200), 0.0);
         assert_eq!(points.len(), POINTS as usize);
         assert_eq!(points.iter().map(|p| p.requests).sum::<u64>(), 0);
         assert_eq!(points.last().unwrap().in_flight_end, 1);

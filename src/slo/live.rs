@@ -481,7 +481,7 @@ impl Live {
         slo: Option<&str>,
         since: Option<f64>,
     ) -> Vec<HistoryReport> {
-        let now_index = point_index(self.origin, now);
+        let elapsed = now.saturating_duration_since(self.origin);
         let since = since.map_or(0, |t| {
             let seconds = (t - self.unix).max(0.0);
             (seconds / POINT.as_secs_f64()).floor() as u64
@@ -491,7 +491,7 @@ impl Live {
             .iter()
             .filter(|s| route.is_none_or(|r| r == s.route) && slo.is_none_or(|c| c == s.slo))
             .map(|s| {
-                let (points, scatter) = s.state().history.report(since, now_index, self.unix);
+                let (points, scatter) = s.state().history.report(since, elapsed, self.unix);
                 HistoryReport {
                     route: s.route.clone(),
                     slo: s.slo.clone(),
@@ -1103,7 +1103,7 @@ mod tests {
         // Points 2 (20 s) only: the series was created at 20 s.
         assert_eq!(h.points.len(), 1);
         let p = &h.points[0];
-        assert_eq!(p.t, 1_000_020.0);
+        assert_eq!((p.t, p.seconds), (1_000_020.0, 5.0));
         let w = window(&r, "1m");
         assert_eq!(p.requests, w.requests);
         assert_eq!(p.outcomes.ok, w.ok);

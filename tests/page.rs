@@ -1,0 +1,490 @@
+//! The admin page and its JSON, with traffic flowing through the proxy to
+//! the simulator on real sockets.
+//!
+//! - `/slo/history` is checked like the rest of the admin API: its shape,
+//!   and its points summed over the hour equal `/slo`'s hour window.
+//! - The page itself is loaded in headless Chromium (Debian's `chromium`,
+//!   driven by `tests/page/check.mjs` with playwright-core from
+//!   `tests/page/package.json`): every chart has drawn points for the
+//!   traffic sent, with the class's thresholds and units on its axes, no
+//!   script error or refused request (the content security policy allows
+//!   nothing from elsewhere); a burst of slow requests turns the TTFT
+//!   objective from ok to breach within two refreshes while TPOT stays
+//!   ok; and the page fits a 400 px wide window.
+//!
+//! A missing `chromium`, Node.js or `npm ci --prefix tests/page` fails the
+//! browser test with what to install. With `TOKENMETER_PAGE_SCREENSHOT` set
+//! to a path, it also saves a screenshot of the page there.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+use tokenmeter::config::{Config, Overrides};
+use tokenmeter::sim::SimConfig;
+
+const SLO_FILE: &str = "\
+classes:
+  - name: interactive
+    objectives:
+      ttft: {threshold: 300ms, target: 0.9}
+      tpot: {threshold: 220ms, target: 0.9}
+    goodput: {target: 0.5}
+";
+
+const MAIN_FILE: &str = "\
+slo_files: [slo/*.yaml]
+routes:
+  - name: chat
+    upstream: http://127.0.0.1:1
+    slo: interactive
+";
+
+fn config(dir: &Path, upstream: SocketAddr) -> Config {
+    std::fs::create_dir_all(dir.join("slo")).unwrap();
+    std::fs::write(dir.join("slo/classes.yaml"), SLO_FILE).unwrap();
+    std::fs::write(dir.join("main.yaml"), MAIN_FILE).unwrap();
+    let overrides = Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(format!("http://{upstream}")),
+    };
+    Config::load(&dir.join("main.yaml"), &overrides).unwrap()
+}
+
+fn sim() -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(5),
+        tokens: 5,
+        ..SimConfig::default()
+    }
+}
+
+/// Fast requests (half of them with their response head held 20 ms, so the
+/// head and prefill phases differ) and one the upstream fails; `n` in all,
+/// four at a time.
+async fn traffic(proxy: SocketAddr, n: usize) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let headers: Vec<(&str, &str)> = match i {
+            0 => vec![("x-sim-status", "503")],
+            i if i % 2 == 0 => vec![("x-sim-headers-delay-ms", "20")],
+            _ => vec![],
+        };
+        let (head, body) = chat_request("m1", true, &headers);
+        tasks.spawn(async move { raw_exchange(proxy, &head, &body).await.status });
+        if tasks.len() == 4 {
+            tasks.join_next().await.unwrap().unwrap();
+        }
+    }
+    while let Some(status) = tasks.join_next().await {
+        status.unwrap();
+    }
+}
+
+/// `n` requests at once whose first token comes 1.5 s late.
+async fn slow_burst(proxy: SocketAddr, n: usize) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let (head, body) = chat_request("m1", true, &[("x-sim-ttft-ms", "1500")]);
+        tasks.spawn(async move { raw_exchange(proxy, &head, &body).await.status });
+    }
+    while let Some(status) = tasks.join_next().await {
+        assert_eq!(status.unwrap(), 200);
+    }
+}
+
+async fn settled(admin: SocketAddr, requests: f64) {
+    scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) >= requests).await;
+}
+
+#[tokio::test]
+async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy() {
+    let sim = start_sim(sim()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config(dir.path(), sim)).await;
+    let admin = proxy.admin_addr;
+    traffic(proxy.proxy_addr, 12).await;
+    settled(admin, 12.0).await;
+
+    let slo = admin_json(admin, "/slo").await;
+    let all = admin_json(admin, "/slo/history").await;
+    let series = all["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{all}");
+    let h = &series[0];
+    assert_eq!(
+        (h["route"].as_str(), h["slo"].as_str()),
+        (Some("chat"), Some("interactive"))
+    );
+    assert_eq!(h["point_seconds"], 10.0);
+    assert_eq!(h["objectives"], slo["series"][0]["objectives"]);
+    assert_eq!(h["goodput_target"], 0.5);
+    let points = h["points"].as_array().unwrap();
+    assert!(!points.is_empty() && points.len() <= 360);
+    // Consecutive points, 10 s apart, the last one being filled now.
+    for pair in points.windows(2) {
+        let t = |p: &Value| p["t"].as_f64().unwrap();
+        assert_eq!(t(&pair[1]) - t(&pair[0]), 10.0);
+    }
+    let last = points.last().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let t = last["t"].as_f64().unwrap();
+    assert!(t <= now && now - t < 12.0, "{t} vs {now}");
+
+    let hour = &slo["series"][0]["windows"][2];
+    assert_eq!(hour["window"], "1h");
+    let total = |f: &dyn Fn(&Value) -> u64| points.iter().map(f).sum::<u64>();
+    assert_eq!(
+        total(&|p| p["requests"].as_u64().unwrap()),
+        hour["requests"].as_u64().unwrap()
+    );
+    assert_eq!(total(&|p| p["requests"].as_u64().unwrap()), 12);
+    assert_eq!(
+        total(&|p| p["outcomes"]["ok"].as_u64().unwrap()),
+        hour["ok"].as_u64().unwrap()
+    );
+    assert_eq!(
+        total(&|p| p["outcomes"]["upstream_error"].as_u64().unwrap()),
+        1
+    );
+    assert_eq!(
+        total(&|p| p["output_tokens"].as_u64().unwrap()),
+        hour["output_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(
+        total(&|p| p["good"].as_u64().unwrap()),
+        hour["goodput"]["good"].as_u64().unwrap()
+    );
+    assert_eq!(
+        total(&|p| p["bad"].as_u64().unwrap()),
+        hour["goodput"]["bad"].as_u64().unwrap()
+    );
+    assert_eq!(
+        total(&|p| p["ttft"]["count"].as_u64().unwrap()),
+        hour["ttft"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(
+        total(&|p| p["itl"]["count"].as_u64().unwrap()),
+        hour["itl"]["count"].as_u64().unwrap()
+    );
+    // Every completed stream has its phases; the held heads show in the
+    // first one (6 of them, 20 ms each at least).
+    assert_eq!(total(&|p| p["phases"]["requests"].as_u64().unwrap()), 11);
+    let head: f64 = points
+        .iter()
+        .map(|p| p["phases"]["headers_seconds"].as_f64().unwrap())
+        .sum();
+    assert!(head >= 6.0 * 0.020, "{head}");
+    assert!(
+        points
+            .iter()
+            .any(|p| p["in_flight_peak"].as_u64().unwrap() >= 1)
+    );
+    assert_eq!(slo["series"][0]["in_flight"], 0);
+    assert_eq!(last["in_flight_end"], 0);
+    // The scatter: each ok request's input tokens (from usage) and TTFT.
+    let scatter = h["scatter"].as_array().unwrap();
+    assert_eq!(scatter.len(), 11, "{scatter:?}");
+    for s in scatter {
+        let s = s.as_array().unwrap();
+        assert!(s[1].as_f64().unwrap() > 0.0 && s[2].as_f64().unwrap() >= 0.010 * 0.99);
+    }
+    // Status per objective, then goodput.
+    let status: Vec<_> = slo["series"][0]["status"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["objective"].as_str().unwrap(),
+                s["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(status, [("ttft", "ok"), ("tpot", "ok"), ("goodput", "ok")]);
+
+    // Filters: one series, from a time on.
+    let none = admin_json(admin, "/slo/history?route=other").await;
+    assert_eq!(none["series"], serde_json::json!([]));
+    let since = admin_json(
+        admin,
+        &format!("/slo/history?route=chat&slo=interactive&since={t}"),
+    )
+    .await;
+    let since = since["series"][0]["points"].as_array().unwrap();
+    assert_eq!(since.len(), 1);
+    assert_eq!(since[0]["t"], last["t"]);
+    let bad = raw_exchange(
+        admin,
+        "GET /slo/history?since=soon HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+
+    // The page and its parts, each with the policy that keeps it to this
+    // origin.
+    for (path, kind) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/assets/page.js", "text/javascript; charset=utf-8"),
+        ("/assets/page.css", "text/css; charset=utf-8"),
+    ] {
+        let resp = raw_exchange(
+            admin,
+            &format!("GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n"),
+            b"",
+        )
+        .await;
+        assert_eq!(resp.status, 200, "{path}");
+        assert_eq!(resp.header("content-type"), Some(kind), "{path}");
+        let policy = resp.header("content-security-policy").unwrap();
+        assert!(
+            policy.starts_with("default-src 'none'; script-src 'self'"),
+            "{policy}"
+        );
+        assert_eq!(resp.header("x-content-type-options"), Some("nosniff"));
+    }
+    proxy.stop().await;
+}
+
+/// The page driver: a node process speaking JSON lines.
+struct Browser {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Browser {
+    fn open(url: &str) -> Self {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/page");
+        assert!(
+            Path::new(&std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()))
+                .exists(),
+            "the page test needs Debian's chromium: apt-get install chromium"
+        );
+        assert!(
+            dir.join("node_modules/playwright-core").exists(),
+            "the page test needs playwright-core: npm ci --prefix tests/page (Node.js 20 or later)"
+        );
+        let mut cmd = Command::new("node");
+        cmd.arg(dir.join("check.mjs")).arg(url);
+        if let Ok(path) = std::env::var("TOKENMETER_PAGE_SCREENSHOT") {
+            cmd.arg(path);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the page test needs Node.js: apt-get install nodejs");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// The next message, within a minute.
+    fn next(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the page driver stopped or said nothing for a minute");
+        let msg: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(msg["problems"].as_array().map_or(0, Vec::len), 0, "{msg}");
+        msg
+    }
+
+    fn say(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A chart's series `name`: how many points it drew and the largest.
+fn drawn(msg: &Value, chart: &str, name: &str) -> (u64, f64) {
+    let s = &msg["charts"][chart]["series"][name];
+    assert!(
+        s.is_object(),
+        "chart {chart} has no series {name}: {}",
+        msg["charts"][chart]
+    );
+    (s["points"].as_u64().unwrap(), s["max"].as_f64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests() {
+    let sim = start_sim(sim()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config(dir.path(), sim)).await;
+    let admin = proxy.admin_addr;
+    traffic(proxy.proxy_addr, 24).await;
+    settled(admin, 24.0).await;
+
+    let url = format!("http://{admin}/");
+    let (b, loaded) = tokio::task::spawn_blocking(move || {
+        let mut b = Browser::open(&url);
+        let loaded = b.next();
+        (b, loaded)
+    })
+    .await
+    .unwrap();
+    assert_eq!(loaded["event"], "loaded", "{loaded}");
+    assert_eq!(loaded["options"], serde_json::json!(["chat · interactive"]));
+    for chart in loaded["charts"].as_object().unwrap().values() {
+        assert_eq!(chart["labelled"], true, "{chart}");
+    }
+
+    // Every chart drew the traffic: 24 requests over a point or two.
+    for (chart, series) in [
+        ("ttft", &["p50", "p95", "p99"][..]),
+        ("tpot", &["p50", "p95", "p99"]),
+        ("itl", &["p50", "p95", "p99"]),
+        ("e2el", &["p50", "p95", "p99"]),
+        ("goodput", &["good / judged"]),
+        ("throughput", &["requests", "good"]),
+        ("tokens", &["output tokens", "of good requests"]),
+        (
+            "phases",
+            &["to response head", "head to first token", "decode"],
+        ),
+        ("headers", &["headers p50", "TTFT p50"]),
+        ("outcomes", &["ok", "upstream error"]),
+        ("in_flight", &["peak"]),
+    ] {
+        for name in series {
+            let (points, max) = drawn(&loaded, chart, name);
+            assert!(
+                points >= 1 && max > 0.0,
+                "{chart}/{name}: {points} points, max {max}"
+            );
+        }
+    }
+    // Each ok request is a dot: 23.
+    assert_eq!(drawn(&loaded, "scatter", "requests").0, 23);
+    // Latencies in seconds on the axis, around the 10 ms schedule; the
+    // thresholds drawn where the class puts them.
+    let (_, ttft_max) = drawn(&loaded, "ttft", "p99");
+    assert!((0.0099..0.3).contains(&ttft_max), "{ttft_max}");
+    let ticks = loaded["charts"]["ttft"]["ticks"].to_string();
+    assert!(ticks.contains(" ms"), "{ticks}");
+    assert_eq!(
+        loaded["charts"]["ttft"]["thresholds"],
+        serde_json::json!([0.3])
+    );
+    assert_eq!(
+        loaded["charts"]["tpot"]["thresholds"],
+        serde_json::json!([0.22])
+    );
+    assert_eq!(
+        loaded["charts"]["scatter"]["thresholds"],
+        serde_json::json!([0.3])
+    );
+    assert_eq!(
+        loaded["charts"]["goodput"]["thresholds"],
+        serde_json::json!([0.5])
+    );
+    assert!(
+        loaded["charts"]["goodput"]["ticks"]
+            .to_string()
+            .contains("100 %")
+    );
+    let (_, ok_max) = drawn(&loaded, "goodput", "good / judged");
+    assert!(ok_max > 0.9 && ok_max <= 1.0, "{ok_max}");
+    // Green before the burst, in words as well as colour.
+    for objective in ["ttft", "tpot", "goodput"] {
+        let row = &loaded["states"][objective];
+        assert_eq!(row["state"], "ok", "{objective}: {row}");
+        assert!(row["text"].as_str().unwrap().contains("OK"), "{row}");
+    }
+
+    // 12 slow requests: 23 of 36 within the TTFT threshold in 5 minutes,
+    // below the 90 % target; TPOT is untouched.
+    slow_burst(proxy.proxy_addr, 12).await;
+    settled(admin, 36.0).await;
+    let (mut b, states) = tokio::task::spawn_blocking(move || {
+        let mut b = b;
+        b.say("watch");
+        let mut seen = Vec::new();
+        loop {
+            let msg = b.next();
+            assert_eq!(msg["event"], "states", "{msg}");
+            let refreshes = msg["refreshes"].as_u64().unwrap();
+            seen.push((refreshes, msg["states"].clone()));
+            if msg["states"]["ttft"] == "breach" || refreshes >= 4 {
+                break;
+            }
+        }
+        b.say("stop");
+        (b, seen)
+    })
+    .await
+    .unwrap();
+    let (refreshes, last) = states.last().unwrap();
+    assert_eq!(last["ttft"], "breach", "{states:?}");
+    assert!(
+        *refreshes <= 2,
+        "turned red only after {refreshes} refreshes: {states:?}"
+    );
+    assert_eq!(last["tpot"], "ok", "{states:?}");
+
+    // A narrow window: the charts stack into one column, nothing scrolls
+    // sideways.
+    let narrow = tokio::task::spawn_blocking(move || {
+        // States of refreshes that ended as "stop" was read come first.
+        let mut msg = b.next();
+        while msg["event"] == "states" {
+            msg = b.next();
+        }
+        drop(b);
+        msg
+    })
+    .await
+    .unwrap();
+    assert_eq!(narrow["event"], "narrow", "{narrow}");
+    let width = narrow["width"].as_f64().unwrap();
+    assert!(
+        narrow["scroll_width"].as_f64().unwrap() <= width,
+        "{narrow}"
+    );
+    for w in narrow["chart_widths"].as_array().unwrap() {
+        assert!(w.as_f64().unwrap() <= width, "{narrow}");
+    }
+    proxy.stop().await;
+}
