@@ -427,12 +427,27 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The page's address first, then where each part listens.
     let first = lines.next().expect("demo printed nothing").unwrap();
-    let addr = |label: &str| -> std::net::SocketAddr {
-        let rest = first.split(&format!("{label} on http://")).nth(1).unwrap();
-        rest.split([',', ' ']).next().unwrap().parse().unwrap()
-    };
-    let admin = addr("admin");
+    let page = first.split("open http://").nth(1).unwrap();
+    let admin: std::net::SocketAddr = page.split('/').next().unwrap().parse().unwrap();
+    let second = lines.next().unwrap().unwrap();
+    assert!(
+        second.contains(&format!("admin on http://{admin}")),
+        "{second}"
+    );
+    let html = raw_exchange(
+        admin,
+        "GET / HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_eq!(html.status, 200);
+    assert!(
+        String::from_utf8(html.body())
+            .unwrap()
+            .contains("<title>tokenmeter</title>")
+    );
     // The steady load is judged against the preset SLO classes.
     let s = scrape_until(admin, |s| {
         sum(s, "llm_slo_requests_total", &[("slo", "chat")]) >= 3.0

@@ -64,8 +64,9 @@ pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     let admin = running.admin_addr;
 
     println!(
-        "tokenmeter demo: simulator on http://{sim_addr}, proxy on http://{proxy}, admin on http://{admin}"
+        "tokenmeter demo: open http://{admin}/ for live charts of latency, goodput and SLO status"
     );
+    println!("  simulator on http://{sim_addr}, proxy on http://{proxy}, admin on http://{admin}");
     println!(
         "  try:     curl -N http://{proxy}/v1/chat/completions -H 'content-type: application/json' \\"
     );
