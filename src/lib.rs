@@ -12,14 +12,16 @@
 //! - [`proxy`]: forwarding. Routing, hop-by-hop headers, the upstream client,
 //!   timeouts, errors turned into responses, and the response body that is
 //!   forwarded untouched while the meter watches it.
-//! - [`metrics`]: the Prometheus registry, every metric name and help text,
-//!   and the per-request recorder that the meter reports into.
+//! - [`metrics`]: the Prometheus registry of the families of [`names`], and
+//!   the per-request recorder that the meter reports into.
 //! - [`slo`]: judging one finished request against its SLO class (good, bad
 //!   or not counted, and which objectives it violated). Pure, no I/O.
 //! - [`meter`]: incremental SSE framing and protocol classification (one file
 //!   per protocol) turning a byte stream into token events, usage and an
 //!   outcome. Knows nothing of Prometheus, HTTP servers or config files.
 //! - [`config`]: YAML, validated into immutable runtime types.
+//! - [`names`]: the catalogue of every exported metric family (name, kind,
+//!   labels, help), used by the exporter, the rules and the dashboard.
 //! - [`sim`]: a deterministic OpenAI-compatible upstream used by tests and the
 //!   demo; with `x-sim-stamp` it stamps each chunk with its send time.
 //! - [`bench`]: `tokenmeter bench`, the load generator and rig that measure
@@ -34,6 +36,7 @@ pub mod config;
 pub mod dashboard;
 pub mod meter;
 pub mod metrics;
+pub mod names;
 pub mod proxy;
 pub mod sim;
 pub mod slo;

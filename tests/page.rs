@@ -12,6 +12,9 @@
 //!   objective from ok to breach within two refreshes while TPOT stays
 //!   ok; and the page fits a 400 px wide window.
 //!
+//! Thresholds are far from the simulated schedules (TTFT 10 ms and 2.5 s
+//! against 600 ms), so a slow machine does not flip a verdict.
+//!
 //! A missing `chromium`, Node.js or `npm ci --prefix tests/page` fails the
 //! browser test with what to install. With `TOKENMETER_PAGE_SCREENSHOT` set
 //! to a path, it also saves a screenshot of the page there.
@@ -36,7 +39,7 @@ const SLO_FILE: &str = "\
 classes:
   - name: interactive
     objectives:
-      ttft: {threshold: 300ms, target: 0.9}
+      ttft: {threshold: 600ms, target: 0.9}
       tpot: {threshold: 220ms, target: 0.9}
     goodput: {target: 0.5}
 ";
@@ -92,11 +95,11 @@ async fn traffic(proxy: SocketAddr, n: usize) {
     }
 }
 
-/// `n` requests at once whose first token comes 1.5 s late.
+/// `n` requests at once whose first token comes 2.5 s late.
 async fn slow_burst(proxy: SocketAddr, n: usize) {
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..n {
-        let (head, body) = chat_request("m1", true, &[("x-sim-ttft-ms", "1500")]);
+        let (head, body) = chat_request("m1", true, &[("x-sim-ttft-ms", "2500")]);
         tasks.spawn(async move { raw_exchange(proxy, &head, &body).await.status });
     }
     while let Some(status) = tasks.join_next().await {
@@ -401,12 +404,12 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests() {
     // Latencies in seconds on the axis, around the 10 ms schedule; the
     // thresholds drawn where the class puts them.
     let (_, ttft_max) = drawn(&loaded, "ttft", "p99");
-    assert!((0.0099..0.3).contains(&ttft_max), "{ttft_max}");
+    assert!((0.0099..0.6).contains(&ttft_max), "{ttft_max}");
     let ticks = loaded["charts"]["ttft"]["ticks"].to_string();
     assert!(ticks.contains(" ms"), "{ticks}");
     assert_eq!(
         loaded["charts"]["ttft"]["thresholds"],
-        serde_json::json!([0.3])
+        serde_json::json!([0.6])
     );
     assert_eq!(
         loaded["charts"]["tpot"]["thresholds"],
@@ -414,7 +417,7 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests() {
     );
     assert_eq!(
         loaded["charts"]["scatter"]["thresholds"],
-        serde_json::json!([0.3])
+        serde_json::json!([0.6])
     );
     assert_eq!(
         loaded["charts"]["goodput"]["thresholds"],

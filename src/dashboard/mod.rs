@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::names::{self, Family};
+
 /// What the dashboard needs to know of one SLO class.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassView {
@@ -86,8 +88,9 @@ impl Builder {
         self.next_id
     }
 
-    fn m(&self, name: &str) -> String {
-        format!("{}_{}", self.ns, name)
+    /// A family's name under the dashboard's namespace.
+    fn m(&self, family: Family) -> String {
+        family.name(&self.ns)
     }
 
     fn row(&mut self, title: &str, collapsed: bool) {
@@ -151,7 +154,7 @@ impl Builder {
         })
     }
 
-    fn quantiles(&self, metric: &str, by: &str) -> Vec<Q> {
+    fn quantiles(&self, metric: Family, by: &str) -> Vec<Q> {
         let m = self.m(metric);
         [("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99")]
             .into_iter()
@@ -171,10 +174,10 @@ impl Builder {
     fn overview(&mut self) {
         self.row("Overview", false);
         let (req, slo, out, flight) = (
-            self.m("requests_total"),
-            self.m("slo_requests_total"),
-            self.m("output_tokens_total"),
-            self.m("requests_in_flight"),
+            self.m(names::REQUESTS),
+            self.m(names::SLO_REQUESTS),
+            self.m(names::OUTPUT_TOKENS_TOTAL),
+            self.m(names::IN_FLIGHT),
         );
         let panels = [
             Self::stat(
@@ -233,11 +236,11 @@ impl Builder {
     fn goodput(&mut self, classes: &[ClassView]) {
         self.row("Goodput against SLOs", false);
         let (slo, viol, good_tok, req, out) = (
-            self.m("slo_requests_total"),
-            self.m("slo_violations_total"),
-            self.m("slo_good_output_tokens_total"),
-            self.m("requests_total"),
-            self.m("output_tokens_total"),
+            self.m(names::SLO_REQUESTS),
+            self.m(names::SLO_VIOLATIONS),
+            self.m(names::SLO_GOOD_OUTPUT_TOKENS),
+            self.m(names::REQUESTS),
+            self.m(names::OUTPUT_TOKENS_TOTAL),
         );
         let mut ratio = vec![q(
             format!(
@@ -376,14 +379,14 @@ impl Builder {
     fn latency(&mut self) {
         self.row("Latency", false);
         let by = "route, model";
-        let ttft = self.quantiles("time_to_first_token_seconds", by);
-        let tpot = self.quantiles("time_per_output_token_seconds", by);
-        let itl = self.quantiles("inter_token_latency_seconds", by);
-        let e2el = self.quantiles("e2e_request_latency_seconds", by);
-        let headers = self.quantiles("time_to_response_headers_seconds", by);
+        let ttft = self.quantiles(names::TTFT, by);
+        let tpot = self.quantiles(names::TPOT, by);
+        let itl = self.quantiles(names::ITL, by);
+        let e2el = self.quantiles(names::E2EL, by);
+        let headers = self.quantiles(names::RESPONSE_HEADERS, by);
         let (ttft_b, itl_b) = (
-            self.m("time_to_first_token_seconds_bucket"),
-            self.m("inter_token_latency_seconds_bucket"),
+            format!("{}_bucket", self.m(names::TTFT)),
+            format!("{}_bucket", self.m(names::ITL)),
         );
         let panels = vec![
             (
@@ -451,7 +454,7 @@ impl Builder {
         self.place_all(panels, 8);
     }
 
-    fn mean(&self, metric: &str, by: &str) -> String {
+    fn mean(&self, metric: Family, by: &str) -> String {
         let m = self.m(metric);
         format!(
             "(sum by ({by}) (rate({m}_sum{{{SEL}}}[{RATE}])) / sum by ({by}) (rate({m}_count{{{SEL}}}[{RATE}])))"
@@ -461,13 +464,13 @@ impl Builder {
     fn phases(&mut self) {
         self.row("Where the time goes", false);
         let (ttft, e2el) = (
-            self.mean("time_to_first_token_seconds", "route"),
-            self.mean("e2e_request_latency_seconds", "route"),
+            self.mean(names::TTFT, "route"),
+            self.mean(names::E2EL, "route"),
         );
-        let input = self.mean("input_tokens", "route");
+        let input = self.mean(names::INPUT_TOKENS, "route");
         let (cached, inp) = (
-            self.m("cached_input_tokens_total"),
-            self.m("input_tokens_total"),
+            self.m(names::CACHED_INPUT_TOKENS_TOTAL),
+            self.m(names::INPUT_TOKENS_TOTAL),
         );
         let panels = vec![
             (
@@ -518,9 +521,9 @@ impl Builder {
     fn outcomes(&mut self) {
         self.row("Outcomes and proxy health", false);
         let (req, out, flight) = (
-            self.m("requests_total"),
-            self.m("output_tokens_total"),
-            self.m("requests_in_flight"),
+            self.m(names::REQUESTS),
+            self.m(names::OUTPUT_TOKENS_TOTAL),
+            self.m(names::IN_FLIGHT),
         );
         let panels = vec![
             (
@@ -578,7 +581,8 @@ impl Builder {
                     "short",
                     vec![q(
                         format!(
-                            "sum by (kind) (rate(tokenmeter_stream_parse_errors_total{{route=~\"$route\"}}[{RATE}]))"
+                            "sum by (kind) (rate({}{{route=~\"$route\"}}[{RATE}]))",
+                            self.m(names::PARSE_ERRORS)
                         ),
                         "{{kind}}",
                     )],
@@ -593,17 +597,19 @@ impl Builder {
                     vec![
                         q(
                             format!(
-                                "sum by (route) (rate(tokenmeter_passthrough_requests_total{{route=~\"$route\"}}[{RATE}]))"
+                                "sum by (route) (rate({}{{route=~\"$route\"}}[{RATE}]))",
+                                self.m(names::PASSTHROUGH)
                             ),
                             "passthrough {{route}}",
                         ),
                         q(
-                            format!("sum(rate(tokenmeter_unrouted_requests_total[{RATE}]))"),
+                            format!("sum(rate({}[{RATE}]))", self.m(names::UNROUTED)),
                             "unrouted",
                         ),
                         q(
                             format!(
-                                "sum by (route) (rate(tokenmeter_rejected_requests_total{{route=~\"$route\"}}[{RATE}]))"
+                                "sum by (route) (rate({}{{route=~\"$route\"}}[{RATE}]))",
+                                self.m(names::REJECTED)
                             ),
                             "refused {{route}}",
                         ),
@@ -689,7 +695,7 @@ impl Builder {
     }
 
     fn variables(&self) -> Vec<Value> {
-        let req = self.m("requests_total");
+        let req = self.m(names::REQUESTS);
         let var = |name: &str, query: String| {
             json!({
                 "name": name, "label": name, "type": "query",

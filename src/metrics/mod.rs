@@ -1,6 +1,7 @@
-//! Every metric tokenmeter exports: names, help texts, labels and buckets in
-//! one place, registered into a [`Registry`] that the caller owns (never the
-//! global default, so each test and each proxy instance has its own).
+//! Every metric tokenmeter exports, registered into a [`Registry`] that the
+//! caller owns (never the global default, so each test and each proxy
+//! instance has its own): the families of the catalogue ([`crate::names`]:
+//! names, help texts, labels), with their buckets.
 //!
 //! Domain metrics carry the configured namespace (`llm_` by default) and the
 //! labels `route`, `model` and `slo`; the proxy's own health metrics use the
@@ -34,7 +35,7 @@ pub const UNKNOWN_MODEL: &str = "unknown";
 /// Label value for models past the allow-list or the distinct-name cap.
 pub const OTHER_MODEL: &str = "other";
 
-const LABELS: [&str; 3] = ["route", "model", "slo"];
+use crate::names::{self, Family};
 
 /// All metric families, registered.
 pub struct Metrics {
@@ -109,220 +110,79 @@ impl Metrics {
         let ttft_buckets = merged_buckets(&b.time_to_first_token, classes, ObjectiveKind::Ttft);
         let tpot_buckets = merged_buckets(&b.time_per_output_token, classes, ObjectiveKind::Tpot);
         let e2el_buckets = merged_buckets(&b.e2e_request_latency, classes, ObjectiveKind::E2el);
-        let histogram =
-            |name: &str, help: &str, buckets: &[f64]| -> Result<HistogramVec, prometheus::Error> {
-                let h = HistogramVec::new(
-                    HistogramOpts::new(format!("{ns}_{name}"), help).buckets(buckets.to_vec()),
-                    &LABELS,
-                )?;
-                registry.register(Box::new(h.clone()))?;
-                Ok(h)
-            };
-        let counter = |name: String,
-                       help: &str,
-                       labels: &[&str]|
-         -> Result<IntCounterVec, prometheus::Error> {
-            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+        // Each family is named, labelled and described by the catalogue.
+        let histogram = |f: Family, buckets: &[f64]| -> Result<HistogramVec, prometheus::Error> {
+            let h = HistogramVec::new(
+                HistogramOpts::new(f.name(ns), f.help).buckets(buckets.to_vec()),
+                f.labels,
+            )?;
+            registry.register(Box::new(h.clone()))?;
+            Ok(h)
+        };
+        let counter = |f: Family| -> Result<IntCounterVec, prometheus::Error> {
+            let c = IntCounterVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
             registry.register(Box::new(c.clone()))?;
             Ok(c)
         };
-        let with = |extra: &'static str| [LABELS[0], LABELS[1], LABELS[2], extra];
-        let plain = |name: &str, help: &str| -> Result<IntCounter, prometheus::Error> {
-            let c = IntCounter::new(name, help)?;
+        let plain = |f: Family| -> Result<IntCounter, prometheus::Error> {
+            let c = IntCounter::new(f.name(ns), f.help)?;
             registry.register(Box::new(c.clone()))?;
             Ok(c)
+        };
+        let gauges = |f: Family| -> Result<IntGaugeVec, prometheus::Error> {
+            let g = IntGaugeVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
+            registry.register(Box::new(g.clone()))?;
+            Ok(g)
+        };
+        let float_gauges = |f: Family| -> Result<GaugeVec, prometheus::Error> {
+            let g = GaugeVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
+            registry.register(Box::new(g.clone()))?;
+            Ok(g)
         };
 
         let metrics = Metrics {
-            ttft: histogram(
-                "time_to_first_token_seconds",
-                "Time from the request head to the first token event of a streamed response (TTFT).",
-                &ttft_buckets,
-            )?,
-            ttft_visible: histogram(
-                "time_to_first_visible_token_seconds",
-                "Time from the request head to the first visible token event (text, refusal or tool call; not reasoning) of a streamed response. Minus TTFT: how long a reasoning model thought before answering.",
-                &ttft_buckets,
-            )?,
-            headers: histogram(
-                "time_to_response_headers_seconds",
-                "Time from the request head to the upstream's response head.",
-                &b.time_to_response_headers,
-            )?,
-            tpot: histogram(
-                "time_per_output_token_seconds",
-                "Per request: (last token event - first token event) / (output tokens - 1), for completed streams with at least 2 tokens (TPOT).",
-                &tpot_buckets,
-            )?,
-            itl: histogram(
-                "inter_token_latency_seconds",
-                "Each gap between consecutive token events of a stream, one observation per gap (ITL).",
-                &b.inter_token_latency,
-            )?,
-            e2el: histogram(
-                "e2e_request_latency_seconds",
-                "Time from the request head to the end of the stream (its protocol's terminal event, or the end of the body), for requests completed with outcome ok (E2EL).",
-                &e2el_buckets,
-            )?,
-            output_tokens: histogram(
-                "output_tokens",
-                "Output tokens per completed request (upstream usage when reported, else token events).",
-                &b.output_tokens,
-            )?,
-            input_tokens: histogram(
-                "input_tokens",
-                "Input (prompt) tokens per completed request, as reported by the upstream.",
-                &b.input_tokens,
-            )?,
-            requests: counter(
-                format!("{ns}_requests_total"),
-                "Metered requests by how they ended (outcome) and the HTTP status class the client received.",
-                &[LABELS[0], LABELS[1], LABELS[2], "outcome", "status_class"],
-            )?,
-            output_tokens_total: counter(
-                format!("{ns}_output_tokens_total"),
-                "Output tokens, by where the count comes from (source: usage = upstream report, events = counted token events, a lower bound).",
-                &with("source"),
-            )?,
-            input_tokens_total: counter(
-                format!("{ns}_input_tokens_total"),
-                "Input (prompt) tokens reported by the upstream.",
-                &LABELS,
-            )?,
-            cached_input_tokens_total: counter(
-                format!("{ns}_cached_input_tokens_total"),
-                "Input tokens the upstream reports as served from its prefix (KV) cache.",
-                &LABELS,
-            )?,
-            reasoning_output_tokens_total: counter(
-                format!("{ns}_reasoning_output_tokens_total"),
-                "Output tokens the upstream reports as spent on reasoning.",
-                &LABELS,
-            )?,
-            in_flight: {
-                let g = IntGaugeVec::new(
-                    Opts::new(
-                        format!("{ns}_requests_in_flight"),
-                        "Metered requests currently in progress.",
-                    ),
-                    &LABELS,
-                )?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
-            parse_errors: counter(
-                "tokenmeter_stream_parse_errors_total".to_owned(),
-                "Payload problems that degraded metering of a request (the bytes were forwarded unchanged).",
-                &["route", "kind"],
-            )?,
-            unrouted: plain(
-                "tokenmeter_unrouted_requests_total",
-                "Requests that matched no route and were answered 404 by the proxy.",
-            )?,
-            passthrough: counter(
-                "tokenmeter_passthrough_requests_total".to_owned(),
-                "Requests forwarded without metering (not an inference endpoint, or protocol: none).",
-                &["route"],
-            )?,
-            rejected: counter(
-                "tokenmeter_rejected_requests_total".to_owned(),
-                "Requests the proxy answered itself without forwarding them (reason: max_in_flight = 503, the route's limit of requests in flight was reached; bad_host = 400, an HTTP/1.1 request without a Host header or any request with two, counted before routing with route empty).",
-                &["route", "reason"],
-            )?,
-            upstream_retries: counter(
-                "tokenmeter_upstream_retries_total".to_owned(),
-                "Requests sent again, once, on a new upstream connection after a reused one was closed under them before any byte of a response (the keep-alive race; reason: closed = the upstream ended the connection, reset = it reset it). Only requests the proxy held whole are sent again.",
-                &["route", "reason"],
-            )?,
-            model_overflow: plain(
-                "tokenmeter_model_label_overflow_total",
-                "Requests whose model name was reported as \"other\" (not allow-listed, past the distinct-name cap, or never answered with a 2xx while slots were free).",
-            )?,
-            slo_requests: counter(
-                format!("{ns}_slo_requests_total"),
-                "Requests judged against their SLO class (verdict: good = outcome ok and every required threshold met; bad = a required threshold exceeded, whatever the outcome). Requests that failed before any threshold passed are not judged.",
-                &with("verdict"),
-            )?,
-            slo_violations: counter(
-                format!("{ns}_slo_violations_total"),
-                "Judged requests that exceeded the threshold of an SLO objective (ttft, tpot, e2el).",
-                &with("objective"),
-            )?,
-            slo_good_output_tokens: counter(
-                format!("{ns}_slo_good_output_tokens_total"),
-                "Output tokens of requests judged good against their SLO class (token goodput).",
-                &LABELS,
-            )?,
-            slo_target: {
-                let g = GaugeVec::new(
-                    Opts::new(
-                        format!("{ns}_slo_objective_target"),
-                        "Target share of requests meeting an SLO objective (objective=goodput: share of judged requests that are good).",
-                    ),
-                    &["slo", "objective"],
-                )?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
-            slo_threshold: {
-                let g = GaugeVec::new(
-                    Opts::new(
-                        format!("{ns}_slo_threshold_seconds"),
-                        "Per-request threshold of an SLO objective; also an exact bucket bound of its histogram (for thresholds changed by a reload, only after a restart).",
-                    ),
-                    &["slo", "objective"],
-                )?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
+            ttft: histogram(names::TTFT, &ttft_buckets)?,
+            ttft_visible: histogram(names::TTFT_VISIBLE, &ttft_buckets)?,
+            headers: histogram(names::RESPONSE_HEADERS, &b.time_to_response_headers)?,
+            tpot: histogram(names::TPOT, &tpot_buckets)?,
+            itl: histogram(names::ITL, &b.inter_token_latency)?,
+            e2el: histogram(names::E2EL, &e2el_buckets)?,
+            output_tokens: histogram(names::OUTPUT_TOKENS, &b.output_tokens)?,
+            input_tokens: histogram(names::INPUT_TOKENS, &b.input_tokens)?,
+            requests: counter(names::REQUESTS)?,
+            output_tokens_total: counter(names::OUTPUT_TOKENS_TOTAL)?,
+            input_tokens_total: counter(names::INPUT_TOKENS_TOTAL)?,
+            cached_input_tokens_total: counter(names::CACHED_INPUT_TOKENS_TOTAL)?,
+            reasoning_output_tokens_total: counter(names::REASONING_OUTPUT_TOKENS_TOTAL)?,
+            in_flight: gauges(names::IN_FLIGHT)?,
+            parse_errors: counter(names::PARSE_ERRORS)?,
+            unrouted: plain(names::UNROUTED)?,
+            passthrough: counter(names::PASSTHROUGH)?,
+            rejected: counter(names::REJECTED)?,
+            upstream_retries: counter(names::UPSTREAM_RETRIES)?,
+            model_overflow: plain(names::MODEL_OVERFLOW)?,
+            slo_requests: counter(names::SLO_REQUESTS)?,
+            slo_violations: counter(names::SLO_VIOLATIONS)?,
+            slo_good_output_tokens: counter(names::SLO_GOOD_OUTPUT_TOKENS)?,
+            slo_target: float_gauges(names::SLO_TARGET)?,
+            slo_threshold: float_gauges(names::SLO_THRESHOLD)?,
             slo_gauge_labels: Mutex::new(Vec::new()),
-            reloads: counter(
-                "tokenmeter_config_reload_total".to_owned(),
-                "Configuration reloads (file change or SIGHUP) by result: success (the new config serves new requests) or failure (the old one stays; the errors are logged).",
-                &["result"],
-            )?,
+            reloads: counter(names::RELOADS)?,
             last_reload_success: {
-                let g = Gauge::new(
-                    "tokenmeter_config_last_reload_success_timestamp_seconds",
-                    "Unix time of the last successful configuration load (start-up or reload).",
-                )?;
+                let f = names::LAST_RELOAD_SUCCESS;
+                let g = Gauge::new(f.name(ns), f.help)?;
                 registry.register(Box::new(g.clone()))?;
                 g
             },
             last_reload_successful: {
-                let g = IntGauge::new(
-                    "tokenmeter_config_last_reload_successful",
-                    "1 if the last configuration reload succeeded (or none was tried), 0 if it failed and an older config is running.",
-                )?;
+                let f = names::LAST_RELOAD_SUCCESSFUL;
+                let g = IntGauge::new(f.name(ns), f.help)?;
                 registry.register(Box::new(g.clone()))?;
                 g
             },
-            open_connections: {
-                let g = IntGaugeVec::new(
-                    Opts::new(
-                        "tokenmeter_open_connections",
-                        "Client connections open on a listener (listener: proxy or admin).",
-                    ),
-                    &["listener"],
-                )?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
-            max_connections: {
-                let g = IntGaugeVec::new(
-                    Opts::new(
-                        "tokenmeter_max_connections",
-                        "Most client connections a listener keeps open at once; more wait in the kernel's accept queue.",
-                    ),
-                    &["listener"],
-                )?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
-            log_lines_dropped: plain(
-                "tokenmeter_log_lines_dropped_total",
-                "Log lines (access log included) dropped because standard error was not read fast enough: logging never blocks forwarding.",
-            )?,
+            open_connections: gauges(names::OPEN_CONNECTIONS)?,
+            max_connections: gauges(names::MAX_CONNECTIONS)?,
+            log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
             log_drops: std::sync::OnceLock::new(),
             live: Live::new(
                 Instant::now(),
@@ -338,10 +198,8 @@ impl Metrics {
             metrics.reloads.with_label_values(&[result]);
         }
         metrics.last_reload_successful.set(1);
-        let info = IntGaugeVec::new(
-            Opts::new("tokenmeter_build_info", "Build information; always 1."),
-            &["version"],
-        )?;
+        let f = names::BUILD_INFO;
+        let info = IntGaugeVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
         metrics.registry.register(Box::new(info.clone()))?;
         info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
         Ok(metrics)
@@ -897,6 +755,55 @@ enum Label {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::MetricsSettings;
+
+    /// Every family of the catalogue is registered, and every family the
+    /// exporter serves is the catalogue's, with its kind, help and labels.
+    #[test]
+    fn the_exporter_registers_the_catalogue() {
+        let registry = Registry::new();
+        let m = Metrics::new(&MetricsSettings::default(), &[], registry.clone()).unwrap();
+        // Each name of the catalogue is taken: registering it again fails.
+        for f in names::ALL {
+            let again = IntGauge::new(f.name("llm"), "again").unwrap();
+            assert!(
+                matches!(
+                    registry.register(Box::new(again)),
+                    Err(prometheus::Error::AlreadyReg)
+                ),
+                "{} is not registered",
+                f.name("llm")
+            );
+        }
+        // Families with series are gathered: each is the catalogue's.
+        let _ = m.request("r", Some("m"), Some("s"), None);
+        m.rejected("r", "bad_host");
+        m.passthrough("r");
+        let _ = m.upstream_retries("r", "closed");
+        let _ = m.connections("proxy", 1);
+        let gathered = registry.gather();
+        let catalogue: std::collections::BTreeMap<String, names::Family> =
+            names::ALL.iter().map(|f| (f.name("llm"), *f)).collect();
+        for family in &gathered {
+            let f = catalogue
+                .get(family.name())
+                .unwrap_or_else(|| panic!("{} is not in the catalogue", family.name()));
+            let kind = match family.get_field_type() {
+                prometheus::proto::MetricType::HISTOGRAM => names::Kind::Histogram,
+                prometheus::proto::MetricType::COUNTER => names::Kind::Counter,
+                _ => names::Kind::Gauge,
+            };
+            assert_eq!(kind, f.kind, "{}", family.name());
+            assert_eq!(family.help(), f.help);
+            for metric in family.get_metric() {
+                let labels: Vec<&str> = metric.get_label().iter().map(|l| l.name()).collect();
+                let mut want: Vec<&str> = f.labels.to_vec();
+                want.sort_unstable();
+                assert_eq!(labels, want, "{}", family.name());
+            }
+        }
+        assert!(gathered.len() >= 10, "{}", gathered.len());
+    }
 
     #[test]
     fn model_labels_are_bounded_and_taken_only_on_an_answer() {

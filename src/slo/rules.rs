@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::SloClass;
+use crate::names;
 
 /// Windows every error ratio is recorded over.
 pub const WINDOWS: [&str; 7] = ["5m", "30m", "1h", "2h", "6h", "1d", "3d"];
@@ -123,6 +124,7 @@ struct Sli {
 /// The rules for `classes`, with metrics named under `namespace`.
 pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
     let mut groups = Vec::new();
+    let requests = names::SLO_REQUESTS.name(namespace);
     for class in classes {
         let slo = &class.name;
         let mut slis: Vec<Sli> = class
@@ -131,7 +133,8 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
             .map(|o| Sli {
                 objective: o.kind.as_str(),
                 errors: format!(
-                    "{namespace}_slo_violations_total{{slo=\"{slo}\",objective=\"{}\"}}",
+                    "{}{{slo=\"{slo}\",objective=\"{}\"}}",
+                    names::SLO_VIOLATIONS.name(namespace),
                     o.kind.as_str()
                 ),
                 target: o.target,
@@ -145,7 +148,7 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
         let required: Vec<&str> = class.goodput.require.iter().map(|k| k.as_str()).collect();
         slis.push(Sli {
             objective: "goodput",
-            errors: format!("{namespace}_slo_requests_total{{slo=\"{slo}\",verdict=\"bad\"}}"),
+            errors: format!("{requests}{{slo=\"{slo}\",verdict=\"bad\"}}"),
             // Without a target the ratio is still recorded (dashboards) but
             // nothing alerts on it.
             target: class.goodput.target.unwrap_or(f64::NAN),
@@ -156,7 +159,7 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
             },
         });
 
-        let judged = format!("{namespace}_slo_requests_total{{slo=\"{slo}\"}}");
+        let judged = format!("{requests}{{slo=\"{slo}\"}}");
         let mut recording = Vec::new();
         for sli in &slis {
             for window in WINDOWS {
@@ -226,11 +229,14 @@ fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> R
         severity.what,
     );
     let runbook = format!(
-        "1. Check which routes and models burn the budget: sum by (route, model) (rate({ns}_slo_violations_total{{slo=\"{slo}\"}}[1h])) and sum by (route, model) (rate({ns}_slo_requests_total{{slo=\"{slo}\",verdict=\"bad\"}}[1h])).\n\
-         2. Compare with load: sum(rate({ns}_requests_total{{slo=\"{slo}\"}}[5m])) and {ns}_requests_in_flight; a queue on the inference server shows as TTFT first, a saturated batch as TPOT.\n\
-         3. Check failures: sum by (outcome) (rate({ns}_requests_total{{slo=\"{slo}\"}}[5m])); requests failing before a threshold are not in this ratio.\n\
+        "1. Check which routes and models burn the budget: sum by (route, model) (rate({violations}{{slo=\"{slo}\"}}[1h])) and sum by (route, model) (rate({judged}{{slo=\"{slo}\",verdict=\"bad\"}}[1h])).\n\
+         2. Compare with load: sum(rate({requests}{{slo=\"{slo}\"}}[5m])) and {in_flight}; a queue on the inference server shows as TTFT first, a saturated batch as TPOT.\n\
+         3. Check failures: sum by (outcome) (rate({requests}{{slo=\"{slo}\"}}[5m])); requests failing before a threshold are not in this ratio.\n\
          4. Mitigate (shed or reroute load, scale the upstream, roll back a model or server change), then watch the 5m ratio {ratio} fall below the alert threshold.",
-        ns = namespace,
+        violations = names::SLO_VIOLATIONS.name(namespace),
+        judged = names::SLO_REQUESTS.name(namespace),
+        requests = names::REQUESTS.name(namespace),
+        in_flight = names::IN_FLIGHT.name(namespace),
         ratio = ratio_name(namespace, "5m"),
     );
     Rule {

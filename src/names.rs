@@ -1,0 +1,347 @@
+//! The catalogue of every metric family tokenmeter exports: its name, kind,
+//! labels and help text. The exporter (`metrics`), the rules generator
+//! (`slo::rules`) and the dashboard generator (`dashboard`) all name
+//! metrics through it, and a test checks that docs/metrics.md lists each
+//! one, so a name is spelled once.
+//!
+//! Domain families are named `<namespace>_<suffix>` (`metrics.namespace`,
+//! `llm` by default); the proxy's own health families have the fixed prefix
+//! `tokenmeter_`.
+
+/// What kind of Prometheus family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Histogram,
+    Counter,
+    Gauge,
+}
+
+/// One metric family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    /// The name after the namespace, or the whole name of a family of the
+    /// proxy's own (see [`Family::namespaced`]).
+    pub suffix: &'static str,
+    /// Named under the configured namespace (domain metrics), or as it is.
+    pub namespaced: bool,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+impl Family {
+    /// The family's name under `namespace`.
+    pub fn name(&self, namespace: &str) -> String {
+        if self.namespaced {
+            format!("{namespace}_{}", self.suffix)
+        } else {
+            self.suffix.to_owned()
+        }
+    }
+}
+
+/// The labels of every domain family, in this order.
+pub const LABELS: [&str; 3] = ["route", "model", "slo"];
+
+const fn domain(
+    suffix: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Family {
+    Family {
+        suffix,
+        namespaced: true,
+        kind,
+        labels,
+        help,
+    }
+}
+
+const fn own(
+    name: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Family {
+    Family {
+        suffix: name,
+        namespaced: false,
+        kind,
+        labels,
+        help,
+    }
+}
+
+use Kind::{Counter, Gauge, Histogram};
+
+pub const TTFT: Family = domain(
+    "time_to_first_token_seconds",
+    Histogram,
+    &LABELS,
+    "Time from the request head to the first token event of a streamed response (TTFT).",
+);
+pub const TTFT_VISIBLE: Family = domain(
+    "time_to_first_visible_token_seconds",
+    Histogram,
+    &LABELS,
+    "Time from the request head to the first visible token event (text, refusal or tool call; not reasoning) of a streamed response. Minus TTFT: how long a reasoning model thought before answering.",
+);
+pub const RESPONSE_HEADERS: Family = domain(
+    "time_to_response_headers_seconds",
+    Histogram,
+    &LABELS,
+    "Time from the request head to the upstream's response head.",
+);
+pub const TPOT: Family = domain(
+    "time_per_output_token_seconds",
+    Histogram,
+    &LABELS,
+    "Per request: (last token event - first token event) / (output tokens - 1), for completed streams with at least 2 tokens (TPOT).",
+);
+pub const ITL: Family = domain(
+    "inter_token_latency_seconds",
+    Histogram,
+    &LABELS,
+    "Each gap between consecutive token events of a stream, one observation per gap (ITL).",
+);
+pub const E2EL: Family = domain(
+    "e2e_request_latency_seconds",
+    Histogram,
+    &LABELS,
+    "Time from the request head to the end of the stream (its protocol's terminal event, or the end of the body), for requests completed with outcome ok (E2EL).",
+);
+pub const OUTPUT_TOKENS: Family = domain(
+    "output_tokens",
+    Histogram,
+    &LABELS,
+    "Output tokens per completed request (upstream usage when reported, else token events).",
+);
+pub const INPUT_TOKENS: Family = domain(
+    "input_tokens",
+    Histogram,
+    &LABELS,
+    "Input (prompt) tokens per completed request, as reported by the upstream.",
+);
+pub const REQUESTS: Family = domain(
+    "requests_total",
+    Counter,
+    &["route", "model", "slo", "outcome", "status_class"],
+    "Metered requests by how they ended (outcome) and the HTTP status class the client received.",
+);
+pub const OUTPUT_TOKENS_TOTAL: Family = domain(
+    "output_tokens_total",
+    Counter,
+    &["route", "model", "slo", "source"],
+    "Output tokens, by where the count comes from (source: usage = upstream report, events = counted token events, a lower bound).",
+);
+pub const INPUT_TOKENS_TOTAL: Family = domain(
+    "input_tokens_total",
+    Counter,
+    &LABELS,
+    "Input (prompt) tokens reported by the upstream.",
+);
+pub const CACHED_INPUT_TOKENS_TOTAL: Family = domain(
+    "cached_input_tokens_total",
+    Counter,
+    &LABELS,
+    "Input tokens the upstream reports as served from its prefix (KV) cache.",
+);
+pub const REASONING_OUTPUT_TOKENS_TOTAL: Family = domain(
+    "reasoning_output_tokens_total",
+    Counter,
+    &LABELS,
+    "Output tokens the upstream reports as spent on reasoning.",
+);
+pub const IN_FLIGHT: Family = domain(
+    "requests_in_flight",
+    Gauge,
+    &LABELS,
+    "Metered requests currently in progress.",
+);
+pub const SLO_REQUESTS: Family = domain(
+    "slo_requests_total",
+    Counter,
+    &["route", "model", "slo", "verdict"],
+    "Requests judged against their SLO class (verdict: good = outcome ok and every required threshold met; bad = a required threshold exceeded, whatever the outcome). Requests that failed before any threshold passed are not judged.",
+);
+pub const SLO_VIOLATIONS: Family = domain(
+    "slo_violations_total",
+    Counter,
+    &["route", "model", "slo", "objective"],
+    "Judged requests that exceeded the threshold of an SLO objective (ttft, tpot, e2el).",
+);
+pub const SLO_GOOD_OUTPUT_TOKENS: Family = domain(
+    "slo_good_output_tokens_total",
+    Counter,
+    &LABELS,
+    "Output tokens of requests judged good against their SLO class (token goodput).",
+);
+pub const SLO_TARGET: Family = domain(
+    "slo_objective_target",
+    Gauge,
+    &["slo", "objective"],
+    "Target share of requests meeting an SLO objective (objective=goodput: share of judged requests that are good).",
+);
+pub const SLO_THRESHOLD: Family = domain(
+    "slo_threshold_seconds",
+    Gauge,
+    &["slo", "objective"],
+    "Per-request threshold of an SLO objective; also an exact bucket bound of its histogram (for thresholds changed by a reload, only after a restart).",
+);
+pub const PARSE_ERRORS: Family = own(
+    "tokenmeter_stream_parse_errors_total",
+    Counter,
+    &["route", "kind"],
+    "Payload problems that degraded metering of a request (the bytes were forwarded unchanged).",
+);
+pub const UNROUTED: Family = own(
+    "tokenmeter_unrouted_requests_total",
+    Counter,
+    &[],
+    "Requests that matched no route and were answered 404 by the proxy.",
+);
+pub const PASSTHROUGH: Family = own(
+    "tokenmeter_passthrough_requests_total",
+    Counter,
+    &["route"],
+    "Requests forwarded without metering (not an inference endpoint, or protocol: none).",
+);
+pub const REJECTED: Family = own(
+    "tokenmeter_rejected_requests_total",
+    Counter,
+    &["route", "reason"],
+    "Requests the proxy answered itself without forwarding them (reason: max_in_flight = 503, the route's limit of requests in flight was reached; bad_host = 400, an HTTP/1.1 request without a Host header or any request with two, counted before routing with route empty).",
+);
+pub const UPSTREAM_RETRIES: Family = own(
+    "tokenmeter_upstream_retries_total",
+    Counter,
+    &["route", "reason"],
+    "Requests sent again, once, on a new upstream connection after a reused one was closed under them before any byte of a response (the keep-alive race; reason: closed = the upstream ended the connection, reset = it reset it). Only requests the proxy held whole are sent again.",
+);
+pub const MODEL_OVERFLOW: Family = own(
+    "tokenmeter_model_label_overflow_total",
+    Counter,
+    &[],
+    "Requests whose model name was reported as \"other\" (not allow-listed, past the distinct-name cap, or never answered with a 2xx while slots were free).",
+);
+pub const RELOADS: Family = own(
+    "tokenmeter_config_reload_total",
+    Counter,
+    &["result"],
+    "Configuration reloads (file change or SIGHUP) by result: success (the new config serves new requests) or failure (the old one stays; the errors are logged).",
+);
+pub const LAST_RELOAD_SUCCESS: Family = own(
+    "tokenmeter_config_last_reload_success_timestamp_seconds",
+    Gauge,
+    &[],
+    "Unix time of the last successful configuration load (start-up or reload).",
+);
+pub const LAST_RELOAD_SUCCESSFUL: Family = own(
+    "tokenmeter_config_last_reload_successful",
+    Gauge,
+    &[],
+    "1 if the last configuration reload succeeded (or none was tried), 0 if it failed and an older config is running.",
+);
+pub const OPEN_CONNECTIONS: Family = own(
+    "tokenmeter_open_connections",
+    Gauge,
+    &["listener"],
+    "Client connections open on a listener (listener: proxy or admin).",
+);
+pub const MAX_CONNECTIONS: Family = own(
+    "tokenmeter_max_connections",
+    Gauge,
+    &["listener"],
+    "Most client connections a listener keeps open at once; more wait in the kernel's accept queue.",
+);
+pub const LOG_LINES_DROPPED: Family = own(
+    "tokenmeter_log_lines_dropped_total",
+    Counter,
+    &[],
+    "Log lines (access log included) dropped because standard error was not read fast enough: logging never blocks forwarding.",
+);
+
+pub const BUILD_INFO: Family = own(
+    "tokenmeter_build_info",
+    Gauge,
+    &["version"],
+    "Build information; always 1.",
+);
+
+/// Every family, in the order docs/metrics.md lists them.
+pub const ALL: [Family; 32] = [
+    TTFT,
+    TTFT_VISIBLE,
+    RESPONSE_HEADERS,
+    TPOT,
+    ITL,
+    E2EL,
+    OUTPUT_TOKENS,
+    INPUT_TOKENS,
+    REQUESTS,
+    OUTPUT_TOKENS_TOTAL,
+    INPUT_TOKENS_TOTAL,
+    CACHED_INPUT_TOKENS_TOTAL,
+    REASONING_OUTPUT_TOKENS_TOTAL,
+    IN_FLIGHT,
+    SLO_REQUESTS,
+    SLO_VIOLATIONS,
+    SLO_GOOD_OUTPUT_TOKENS,
+    SLO_TARGET,
+    SLO_THRESHOLD,
+    PARSE_ERRORS,
+    UNROUTED,
+    PASSTHROUGH,
+    REJECTED,
+    UPSTREAM_RETRIES,
+    MODEL_OVERFLOW,
+    RELOADS,
+    LAST_RELOAD_SUCCESS,
+    LAST_RELOAD_SUCCESSFUL,
+    OPEN_CONNECTIONS,
+    MAX_CONNECTIONS,
+    LOG_LINES_DROPPED,
+    BUILD_INFO,
+];
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_distinct_and_follow_prometheus_conventions() {
+        let mut names: Vec<String> = ALL.iter().map(|f| f.name("llm")).collect();
+        for (f, name) in ALL.iter().zip(&names) {
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name}"
+            );
+            assert_eq!(f.kind == Kind::Counter, name.ends_with("_total"), "{name}");
+            assert!(f.namespaced || name.starts_with("tokenmeter_"), "{name}");
+            assert!(!f.help.is_empty());
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+    }
+
+    /// The metrics reference names every family, under the default
+    /// namespace, so the documentation cannot fall behind the exporter.
+    #[test]
+    fn the_reference_names_every_family() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md"))
+            .unwrap();
+        let missing: Vec<String> = ALL
+            .iter()
+            .map(|f| f.name("llm"))
+            .filter(|name| !doc.contains(&format!("`{name}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/metrics.md does not list {missing:?}"
+        );
+    }
+}
