@@ -216,21 +216,11 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
     assert!(f["ttft_ms"].as_f64().unwrap() >= 5.0);
     assert!(f["e2el_ms"].as_f64().unwrap() >= f["ttft_ms"].as_f64().unwrap());
     // The configuration in force, flags applied.
-    let config = raw_exchange(
-        admin,
-        "GET /config HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let config = get(admin, "/config").await;
     let config: serde_json::Value = serde_json::from_slice(&config.body()).unwrap();
     assert_eq!(config["routes"][0]["upstream"], format!("http://{sim}"));
     assert_eq!(config["listen"], "127.0.0.1:0");
-    let health = raw_exchange(
-        admin,
-        "GET /healthz HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let health = get(admin, "/healthz").await;
     assert_eq!(health.status, 200);
     stop(child).await;
 }
@@ -436,12 +426,7 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
         second.contains(&format!("admin on http://{admin}")),
         "{second}"
     );
-    let html = raw_exchange(
-        admin,
-        "GET / HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let html = get(admin, "/").await;
     assert_eq!(html.status, 200);
     assert!(
         String::from_utf8(html.body())

@@ -76,12 +76,7 @@ async fn preserve_host_and_strip_prefix_and_base_path() {
     assert_eq!(e["uri"], "/base/v1/models");
     assert_eq!(header(&e, "host"), ["public.example:8443"]);
     assert!(header(&e, "x-forwarded-for").is_empty());
-    let resp = raw_exchange(
-        proxy.proxy_addr,
-        "GET /other HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let resp = get(proxy.proxy_addr, "/other").await;
     assert_eq!(resp.status, 404);
     assert_eq!(resp.header("x-tokenmeter-error"), Some("no_route"));
     let err: Value = serde_json::from_slice(&resp.body()).unwrap();
@@ -237,12 +232,7 @@ async fn counting_upstream(
 
 /// One `GET /x` through the proxy, answered `ok`.
 async fn get_ok(proxy: std::net::SocketAddr) {
-    let resp = raw_exchange(
-        proxy,
-        "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let resp = get(proxy, "/x").await;
     assert_eq!(
         resp.status,
         200,

@@ -311,12 +311,7 @@ async fn shutdown_drains_in_flight_streams_and_reports_not_ready() {
     // Draining: not ready, no new connections, the open stream goes on.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let r = raw_exchange(
-            admin,
-            "GET /readyz HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
-            b"",
-        )
-        .await;
+        let r = get(admin, "/readyz").await;
         if r.status == 503 {
             break;
         }
@@ -368,12 +363,7 @@ async fn past_max_in_flight_requests_get_503_at_once_and_slots_free_as_streams_e
     assert_eq!(resp.header("x-tokenmeter-error"), Some("overloaded"));
     let err: serde_json::Value = serde_json::from_slice(&resp.body()).unwrap();
     assert_eq!(err["error"]["code"], "overloaded");
-    let models = raw_exchange(
-        proxy.proxy_addr,
-        "GET /v1/models HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let models = get(proxy.proxy_addr, "/v1/models").await;
     assert_eq!(models.status, 503);
     assert_eq!(sim_stats(sim).await["requests"], 2);
     let s = scrape(proxy.admin_addr).await.1;

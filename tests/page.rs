@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use tokenmeter::config::{Config, Overrides};
+use tokenmeter::config::Config;
 use tokenmeter::sim::SimConfig;
 
 const SLO_FILE: &str = "\
@@ -53,15 +53,7 @@ routes:
 ";
 
 fn config(dir: &Path, upstream: SocketAddr) -> Config {
-    std::fs::create_dir_all(dir.join("slo")).unwrap();
-    std::fs::write(dir.join("slo/classes.yaml"), SLO_FILE).unwrap();
-    std::fs::write(dir.join("main.yaml"), MAIN_FILE).unwrap();
-    let overrides = Overrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
-        upstream: Some(format!("http://{upstream}")),
-    };
-    Config::load(&dir.join("main.yaml"), &overrides).unwrap()
+    config_from_files(dir, MAIN_FILE, &[("classes.yaml", SLO_FILE)], upstream)
 }
 
 fn sim() -> SimConfig {
@@ -230,12 +222,7 @@ async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy(
     let since = since["series"][0]["points"].as_array().unwrap();
     assert_eq!(since.len(), 1);
     assert_eq!(since[0]["t"], last["t"]);
-    let bad = raw_exchange(
-        admin,
-        "GET /slo/history?since=soon HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let bad = get(admin, "/slo/history?since=soon").await;
     assert_eq!(bad.status, 400);
 
     // The page and its parts, each with the policy that keeps it to this
@@ -245,12 +232,7 @@ async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy(
         ("/assets/page.js", "text/javascript; charset=utf-8"),
         ("/assets/page.css", "text/css; charset=utf-8"),
     ] {
-        let resp = raw_exchange(
-            admin,
-            &format!("GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n"),
-            b"",
-        )
-        .await;
+        let resp = get(admin, path).await;
         assert_eq!(resp.status, 200, "{path}");
         assert_eq!(resp.header("content-type"), Some(kind), "{path}");
         let policy = resp.header("content-security-policy").unwrap();

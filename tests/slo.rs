@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use tokenmeter::config::{Config, Overrides};
+use tokenmeter::config::Config;
 use tokenmeter::sim::SimConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -43,15 +43,7 @@ routes:
 /// The config above, written to `dir`, loaded as a user's would be, on
 /// ephemeral ports in front of `upstream`.
 fn config(dir: &Path, upstream: SocketAddr) -> Config {
-    std::fs::create_dir_all(dir.join("slo")).unwrap();
-    std::fs::write(dir.join("slo/classes.yaml"), SLO_FILE).unwrap();
-    std::fs::write(dir.join("main.yaml"), MAIN_FILE).unwrap();
-    let overrides = Overrides {
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
-        upstream: Some(format!("http://{upstream}")),
-    };
-    Config::load(&dir.join("main.yaml"), &overrides).unwrap()
+    config_from_files(dir, MAIN_FILE, &[("classes.yaml", SLO_FILE)], upstream)
 }
 
 fn sim() -> SimConfig {
@@ -379,12 +371,7 @@ async fn live_status_reports_the_schedule_per_route_and_class() {
     }
 
     // The same as a table, for a person.
-    let text = raw_exchange(
-        proxy.admin_addr,
-        "GET /slo?format=text HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let text = get(proxy.admin_addr, "/slo?format=text").await;
     assert_eq!(
         text.header("content-type"),
         Some("text/plain; charset=utf-8")

@@ -387,6 +387,28 @@ pub fn config_for(upstream: SocketAddr) -> Config {
     }
 }
 
+/// A config loaded as a user's would be: `main` written to `dir/main.yaml`
+/// and each `(name, text)` of `slo_files` to `dir/slo/name`, on ephemeral
+/// loopback ports in front of `upstream`.
+pub fn config_from_files(
+    dir: &std::path::Path,
+    main: &str,
+    slo_files: &[(&str, &str)],
+    upstream: SocketAddr,
+) -> Config {
+    std::fs::create_dir_all(dir.join("slo")).unwrap();
+    for (name, text) in slo_files {
+        std::fs::write(dir.join("slo").join(name), text).unwrap();
+    }
+    std::fs::write(dir.join("main.yaml"), main).unwrap();
+    let overrides = tokenmeter::config::Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(format!("http://{upstream}")),
+    };
+    Config::load(&dir.join("main.yaml"), &overrides).unwrap()
+}
+
 pub async fn start(config: Config) -> Running {
     tokenmeter::app::start(config).await.unwrap()
 }
@@ -399,13 +421,18 @@ pub struct Sample {
     pub value: f64,
 }
 
-pub async fn scrape(admin: SocketAddr) -> (String, Vec<Sample>) {
-    let resp = raw_exchange(
-        admin,
-        "GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n",
+/// `GET path` on its own connection.
+pub async fn get(addr: SocketAddr, path: &str) -> RawResponse {
+    raw_exchange(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n"),
         b"",
     )
-    .await;
+    .await
+}
+
+pub async fn scrape(admin: SocketAddr) -> (String, Vec<Sample>) {
+    let resp = get(admin, "/metrics").await;
     assert_eq!(resp.status, 200);
     let text = String::from_utf8(resp.body()).unwrap();
     let samples = parse_metrics(&text);
@@ -544,12 +571,7 @@ pub fn chat_request(
 
 /// The simulator's `/sim/stats` counters.
 pub async fn sim_stats(sim: SocketAddr) -> serde_json::Value {
-    let resp = raw_exchange(
-        sim,
-        "GET /sim/stats HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n",
-        b"",
-    )
-    .await;
+    let resp = get(sim, "/sim/stats").await;
     serde_json::from_slice(&resp.body()).unwrap()
 }
 
@@ -602,12 +624,7 @@ pub async fn gated_upstream() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiv
 
 /// GETs `path` from the admin listener and parses the JSON body.
 pub async fn admin_json(admin: SocketAddr, path: &str) -> serde_json::Value {
-    let resp = raw_exchange(
-        admin,
-        &format!("GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n"),
-        b"",
-    )
-    .await;
+    let resp = get(admin, path).await;
     assert_eq!(resp.status, 200);
     serde_json::from_slice(&resp.body()).unwrap()
 }

@@ -135,6 +135,20 @@
     return fig;
   }
 
+  // Each threshold as a dash-dot line across the plot, labelled at its
+  // left end (where the oldest, usually sparser, points are).
+  function drawThresholds(root, thresholds, y, w) {
+    for (const th of thresholds) {
+      root.append(shape('line', {
+        x1: M.left, x2: M.left + w, y1: y(th.value), y2: y(th.value), stroke: C.vermillion,
+        'stroke-width': 1.5, 'stroke-dasharray': '10 3 2 3', 'data-threshold': th.value,
+      }));
+      root.append(shape('text', {
+        class: 'threshold-label', x: M.left + 4, y: y(th.value) - 4, 'text-anchor': 'start',
+      }, th.label));
+    }
+  }
+
   function peak(values) {
     return values.reduce((m, v) => (v != null && v > m ? v : m), 0);
   }
@@ -224,15 +238,7 @@
       });
     });
 
-    for (const th of thresholds) {
-      root.append(shape('line', {
-        x1: M.left, x2: M.left + w, y1: y(th.value), y2: y(th.value), stroke: C.vermillion,
-        'stroke-width': 1.5, 'stroke-dasharray': '10 3 2 3', 'data-threshold': th.value,
-      }));
-      root.append(shape('text', {
-        class: 'threshold-label', x: M.left + 4, y: y(th.value) - 4, 'text-anchor': 'start',
-      }, th.label));
-    }
+    drawThresholds(root, thresholds, y, w);
 
     const cursor = shape('line', { class: 'cursor', y1: M.top, y2: M.top + h, visibility: 'hidden' });
     root.append(cursor);
@@ -347,15 +353,7 @@
       }));
     }
     root.append(dots);
-    for (const th of thresholds) {
-      root.append(shape('line', {
-        x1: M.left, x2: M.left + w, y1: fy(th.value), y2: fy(th.value), stroke: C.vermillion,
-        'stroke-width': 1.5, 'stroke-dasharray': '10 3 2 3', 'data-threshold': th.value,
-      }));
-      root.append(shape('text', {
-        class: 'threshold-label', x: M.left + 4, y: fy(th.value) - 4, 'text-anchor': 'start',
-      }, th.label));
-    }
+    drawThresholds(root, thresholds, fy, w);
     plot.replaceChildren(root);
     if (!samples.length) plot.append(node('div', { class: 'empty' }, 'no requests with input tokens and a first token'));
     const legend = fig.querySelector('.legend');
