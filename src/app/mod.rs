@@ -238,23 +238,31 @@ impl Connections {
 /// Raises the soft limit of open files to the hard one (as Go's runtime
 /// and most servers do) and returns it (a large number if unlimited).
 fn raise_open_file_limit() -> u64 {
-    use rustix::process::{Resource, getrlimit, setrlimit};
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
     const UNLIMITED: u64 = 1 << 20;
-    let limit = getrlimit(Resource::Nofile);
-    let hard = limit.maximum.unwrap_or(UNLIMITED).min(UNLIMITED);
-    let soft = limit.current.unwrap_or(UNLIMITED);
-    if soft >= hard {
-        return soft.min(UNLIMITED);
-    }
-    let raised = rustix::process::Rlimit {
-        current: Some(hard),
-        maximum: limit.maximum,
+    let finite = |n: u64| {
+        if n == RLIM_INFINITY {
+            UNLIMITED
+        } else {
+            n.min(UNLIMITED)
+        }
     };
-    match setrlimit(Resource::Nofile, raised) {
-        Ok(()) => hard,
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(limits) => limits,
+        Err(e) => {
+            // The usual default soft limit, to size connection limits by.
+            tracing::debug!(error = %e, "could not read the open-file limit");
+            return 1024;
+        }
+    };
+    if finite(soft) >= finite(hard) {
+        return finite(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => finite(hard),
         Err(e) => {
             tracing::debug!(error = %e, soft, hard, "could not raise the open-file limit");
-            soft
+            finite(soft)
         }
     }
 }

@@ -59,35 +59,35 @@ impl LegKind {
 
 /// Pins the calling thread (and the threads it starts later) to `core`.
 pub fn pin_current_thread(core: usize) -> std::io::Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let mut set = CpuSet::new();
+    set.set(core).map_err(std::io::Error::from)?;
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(std::io::Error::from)
 }
 
 /// Whether cores 0 and 1 are both available to this process.
 pub fn two_cores() -> bool {
-    rustix::thread::sched_getaffinity(None).is_ok_and(|set| set.is_set(0) && set.is_set(1))
+    nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .is_ok_and(|set| set.is_set(0) == Ok(true) && set.is_set(1) == Ok(true))
 }
 
 /// Raises the open-file limit (10,000 streams need about 30,000 sockets on
 /// the host): to 262,144 when allowed (root may raise the hard limit), else
 /// to the hard limit. Children inherit it.
 pub fn raise_fd_limit() -> Option<u64> {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
     const WANT: u64 = 262_144;
-    let limit = getrlimit(Resource::Nofile);
-    let raised = Rlimit {
-        current: Some(WANT.max(limit.maximum.unwrap_or(WANT))),
-        maximum: Some(WANT.max(limit.maximum.unwrap_or(WANT))),
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    let want = if hard == RLIM_INFINITY {
+        WANT
+    } else {
+        WANT.max(hard)
     };
-    if setrlimit(Resource::Nofile, raised).is_err() {
-        let fallback = Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        };
-        setrlimit(Resource::Nofile, fallback).ok()?;
+    if setrlimit(Resource::RLIMIT_NOFILE, want, want).is_err() {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).ok()?;
     }
-    getrlimit(Resource::Nofile).current
+    let (soft, _) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    (soft != RLIM_INFINITY).then_some(soft)
 }
 
 /// Finds `program` on `PATH`.
@@ -230,9 +230,13 @@ impl Proc {
         if !matches!(self.child.try_wait(), Ok(None)) {
             return false;
         }
-        let sent = rustix::process::Pid::from_raw(self.pid as i32).is_some_and(|pid| {
-            rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok()
-        });
+        let sent = i32::try_from(self.pid)
+            .ok()
+            .filter(|&pid| pid > 0)
+            .is_some_and(|pid| {
+                use nix::sys::signal::{Signal, kill};
+                kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM).is_ok()
+            });
         if !sent {
             let _ = self.child.start_kill();
         }

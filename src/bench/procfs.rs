@@ -1,5 +1,6 @@
 //! What the kernel says about a process: CPU time and resident memory, read
-//! from `/proc` (Linux only; elsewhere every reading is `None`).
+//! from `/proc` through the `procfs` crate (already in the build for the
+//! `process_*` metrics); an unreadable reading is `None`.
 //!
 //! CPU is the scheduler's run time of every live thread of the process
 //! (`/proc/<pid>/task/*/schedstat`, in nanoseconds), or `utime + stime` of
@@ -12,7 +13,11 @@
 //! bytes; the peak is reset between legs by writing `5` to
 //! `/proc/<pid>/clear_refs`.
 
-use std::fs;
+use ::procfs::process::{ClearRefs, Process};
+
+fn process(pid: u32) -> Option<Process> {
+    Process::new(i32::try_from(pid).ok()?).ok()
+}
 
 /// CPU seconds spent by `pid` so far: the scheduler's own run time of each
 /// of its threads (`/proc/<pid>/task/*/schedstat`, nanoseconds), or, where
@@ -23,9 +28,8 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
 
 fn schedstat_seconds(pid: u32) -> Option<f64> {
     let mut total: u64 = 0;
-    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-        let stat = fs::read_to_string(task.path().join("schedstat")).ok()?;
-        total += stat.split_ascii_whitespace().next()?.parse::<u64>().ok()?;
+    for task in process(pid)?.tasks().ok()? {
+        total += task.ok()?.schedstat().ok()?.sum_exec_runtime;
     }
     Some(total as f64 / 1e9)
 }
@@ -39,74 +43,49 @@ fn stat_seconds(pid: u32) -> Option<f64> {
 /// thread (`utime` and `stime` of `/proc/<pid>/stat`, in clock ticks, 10 ms
 /// on most systems).
 pub fn user_system_seconds(pid: u32) -> Option<(f64, f64)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: the fields
-    // that follow start after its last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    // After `)`: state is field 3, utime field 14, stime field 15.
-    let utime: u64 = fields.nth(11)?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    let ticks = rustix::param::clock_ticks_per_second() as f64;
-    Some((utime as f64 / ticks, stime as f64 / ticks))
-}
-
-/// The parent process id of `pid`.
-fn parent(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    let stat = process(pid)?.stat().ok()?;
+    let ticks = ::procfs::ticks_per_second() as f64;
+    Some((stat.utime as f64 / ticks, stat.stime as f64 / ticks))
 }
 
 /// `pid` and its direct children (nginx's master and its workers).
 pub fn with_children(pid: u32) -> Vec<u32> {
     let mut pids = vec![pid];
-    if let Ok(entries) = fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(child) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-                continue;
-            };
-            if child != pid && parent(child) == Some(pid) {
-                pids.push(child);
-            }
+    let Ok(all) = ::procfs::process::all_processes() else {
+        return pids;
+    };
+    for p in all.flatten() {
+        let Ok(child) = u32::try_from(p.pid) else {
+            continue;
+        };
+        let parent = p.stat().ok().and_then(|s| u32::try_from(s.ppid).ok());
+        if child != pid && parent == Some(pid) {
+            pids.push(child);
         }
     }
     pids
 }
 
-/// A `kB` field of `/proc/<pid>/status`, in bytes.
-fn status_bytes(pid: u32, field: &str) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let kb: u64 = line[field.len()..]
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 /// Resident memory now, in bytes.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
-    status_bytes(pid, "VmRSS:")
+    Some(process(pid)?.status().ok()?.vmrss? * 1024)
 }
 
 /// The anonymous part of `VmRSS` (`RssAnon`): what the process allocated,
 /// without the pages of its binary and libraries it has touched.
 pub fn anon_rss_bytes(pid: u32) -> Option<u64> {
-    status_bytes(pid, "RssAnon:")
+    Some(process(pid)?.status().ok()?.rssanon? * 1024)
 }
 
 /// Peak resident memory since start or the last [`reset_peak`], in bytes.
 pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
-    status_bytes(pid, "VmHWM:")
+    Some(process(pid)?.status().ok()?.vmhwm? * 1024)
 }
 
 /// Resets the peak resident memory of `pid` to its current value. Needs to
 /// own the process (or be root); failure leaves the peak as it was.
 pub fn reset_peak(pid: u32) -> bool {
-    fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+    process(pid).is_some_and(|p| p.clear_refs(ClearRefs::PeakRSS).is_ok())
 }
 
 /// Sums a reading over several processes; `None` if any is unreadable.

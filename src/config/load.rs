@@ -214,8 +214,8 @@ pub(super) fn unknown_key_message(unknown: &raw::UnknownKey) -> String {
     if let Some(near) = unknown
         .expected
         .iter()
-        .filter(|known| edit_distance(key, known) <= 2 || key.eq_ignore_ascii_case(known))
-        .min_by_key(|known| edit_distance(key, known))
+        .filter(|known| strsim::levenshtein(key, known) <= 2 || key.eq_ignore_ascii_case(known))
+        .min_by_key(|known| strsim::levenshtein(key, known))
     {
         return format!("unknown key `{key}`; did you mean `{near}`?");
     }
@@ -227,21 +227,6 @@ pub(super) fn unknown_key_message(unknown: &raw::UnknownKey) -> String {
             unknown.expected.join(", ")
         )
     }
-}
-
-/// Levenshtein distance, for "did you mean" hints on short key names.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 /// Collects errors while building the runtime config.
@@ -1616,8 +1601,6 @@ mod tests {
 
     #[test]
     fn did_you_mean() {
-        assert_eq!(edit_distance("idel", "idle"), 2);
-        assert_eq!(edit_distance("", "abc"), 3);
         let unknown = raw::UnknownKey {
             path: vec![raw::Segment::Key("idel".into())],
             pos: None,

@@ -19,11 +19,14 @@ pub const STAMP_KEY: &[u8] = b"\"sim_sent_ns\":";
 
 /// Now on `CLOCK_MONOTONIC`, in nanoseconds.
 pub fn mono_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    // The monotonic clock counts from boot: both parts are non-negative.
-    (t.tv_sec as u64)
+    // CLOCK_MONOTONIC cannot fail; it counts from boot, so both parts are
+    // non-negative.
+    let Ok(t) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) else {
+        return 0;
+    };
+    (t.tv_sec() as u64)
         .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
+        .saturating_add(t.tv_nsec() as u64)
 }
 
 /// Adds `,"sim_sent_ns":now` before the last `}` of `frame`, when that `}` is

@@ -452,6 +452,8 @@ mod tests {
 
     #[test]
     fn memory_is_bounded() {
+        // A closed point is under 500 bytes (docs/slo.md says so).
+        assert!(std::mem::size_of::<(u64, Point)>() < 500);
         // The closed points and the scatter, at most, per series.
         let bytes = POINTS as usize * std::mem::size_of::<(u64, Point)>()
             + SCATTER * std::mem::size_of::<(f64, u64, f64)>();
