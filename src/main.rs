@@ -3,7 +3,7 @@
 /// jemalloc rather than the system allocator: with background threads it
 /// returns freed memory to the system within seconds (its dirty-page decay),
 /// where glibc's malloc keeps most of what thousands of streams freed
-/// (measured when it was chosen: commit `a7c8734`).
+/// (docs/benchmarks.md has the memory figures).
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -10,7 +10,7 @@
 //! process's log writer in one write ([`install`]): the same lines, in the
 //! same shape, as a `tracing` event at INFO on the `tokenmeter::access`
 //! target through the `fmt` subscriber, for about a quarter of the
-//! instructions (commits `932242e`, `56e10dc`). The log filter still
+//! instructions. The log filter still
 //! decides: turn the lines off with `TOKENMETER_LOG=info,tokenmeter::access=off`.
 
 use std::cell::RefCell;

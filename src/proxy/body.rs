@@ -320,7 +320,7 @@ pub(super) const OWN_BUFFER_MAX: usize = 4096;
 /// two frees per chunk, about 700 instructions. A copy of a chunk of a
 /// few hundred bytes costs one small allocation, and the read buffer, no
 /// longer shared, is reused in place. Larger frames (bulk bodies) are
-/// passed on as they are. Measured when it was added: commit `9adf53c`.
+/// passed on as they are.
 fn own_buffer(frame: Frame<Bytes>) -> Frame<Bytes> {
     match frame.into_data() {
         Ok(data) if data.len() <= OWN_BUFFER_MAX => Frame::data(Bytes::copy_from_slice(&data)),

@@ -2,9 +2,14 @@
 //! one point per [`POINT`] (10 s) for the last [`POINTS`] of them (an hour),
 //! and the latest [`SCATTER`] requests' input tokens against their TTFT.
 //!
-//! The point being filled holds a whole [`Aggregate`]; when the clock moves
-//! past it, it is reduced to a [`Point`] (counts, sums and the quantiles of
-//! each latency), so a closed point's size is fixed whatever the traffic:
+//! The requests of the point being filled are read from the 1m window's
+//! one-second slots (the caller's `source`), which still hold them: a slot
+//! is only reused by a request a minute later, and any event (a request
+//! starting or finishing) closes the point before its own request is
+//! placed. So a request is folded into the windows and nothing more; when
+//! the clock moves past a point, its requests are reduced to a [`Point`]
+//! (counts, sums and the quantiles of each latency), so a closed point's
+//! size is fixed whatever the traffic:
 //! [`Point`] is a few hundred bytes and a series keeps at most
 //! [`POINTS`] of them and [`SCATTER`] samples (see `tests::memory_is_bounded`).
 //!
@@ -106,8 +111,8 @@ impl Point {
 /// windows' origin.
 #[derive(Debug, Default)]
 pub struct History {
-    /// The point being filled: its index and everything in it so far.
-    open: Option<(u64, Aggregate)>,
+    /// The index of the point being filled.
+    open: Option<u64>,
     /// The open point's requests in flight.
     open_in_flight: InFlight,
     /// Closed points, oldest first, each with its index; at most
@@ -124,16 +129,20 @@ pub struct History {
     scatter: VecDeque<(f64, u64, f64)>,
 }
 
+/// The requests that finished in a point, by its index: asked only of the
+/// point being filled (and, as it closes, the one before).
+pub type Source<'a> = &'a dyn Fn(u64) -> Aggregate;
+
 impl History {
-    /// Moves the open point to `index`, closing the one before.
-    fn advance(&mut self, index: u64) {
+    /// Moves the open point to `index`, closing the one before with its
+    /// requests from `source`.
+    fn advance(&mut self, index: u64, source: Source<'_>) {
         self.first.get_or_insert(index);
-        match &self.open {
-            Some((open, _)) if *open >= index => return,
-            _ => {}
+        if self.open.is_some_and(|open| open >= index) {
+            return;
         }
-        if let Some((open, aggregate)) = self.open.take() {
-            let point = Point::of(&aggregate, self.open_in_flight);
+        if let Some(open) = self.open.take() {
+            let point = Point::of(&source(open), self.open_in_flight);
             self.closed.push_back((open, point));
         }
         while let Some((oldest, _)) = self.closed.front() {
@@ -144,7 +153,7 @@ impl History {
                 self.dropped_end = dropped.in_flight.end;
             }
         }
-        self.open = Some((index, Aggregate::default()));
+        self.open = Some(index);
         self.open_in_flight = InFlight {
             peak: self.in_flight,
             end: self.in_flight,
@@ -152,27 +161,25 @@ impl History {
     }
 
     /// A request started at point `index`.
-    pub fn start(&mut self, index: u64) {
-        self.advance(index);
+    pub fn start(&mut self, index: u64, source: Source<'_>) {
+        self.advance(index, source);
         self.in_flight += 1;
         self.open_in_flight.peak = self.open_in_flight.peak.max(self.in_flight);
         self.open_in_flight.end = self.in_flight;
     }
 
-    /// A request finished at point `index`, `at` seconds from the origin.
+    /// A request is finishing at point `index`, `at` seconds from the
+    /// origin: called before it is placed in the windows `source` reads.
     pub fn finish(
         &mut self,
         index: u64,
         at: f64,
-        request: &Aggregate,
         input_ttft: Option<(u64, f64)>,
+        source: Source<'_>,
     ) {
-        self.advance(index);
+        self.advance(index, source);
         self.in_flight = self.in_flight.saturating_sub(1);
         self.open_in_flight.end = self.in_flight;
-        if let Some((_, open)) = &mut self.open {
-            open.merge(request);
-        }
         if let Some((input, ttft)) = input_ttft {
             if self.scatter.len() == SCATTER {
                 self.scatter.pop_front();
@@ -196,6 +203,7 @@ impl History {
         since: u64,
         now: Duration,
         unix: f64,
+        source: Source<'_>,
     ) -> (Vec<PointReport>, Vec<[f64; 3]>) {
         let width = POINT.as_secs();
         let now_secs = now.as_secs_f64();
@@ -216,22 +224,20 @@ impl History {
                 level = p.in_flight.end;
                 closed.next();
             }
-            let point = match (closed.peek(), &self.open) {
+            let point = match (closed.peek(), self.open) {
                 (Some((i, p)), _) if *i == index => {
                     level = p.in_flight.end;
                     closed.next();
                     p.clone()
                 }
-                (_, Some((i, a))) if *i == index => {
+                (_, Some(i)) if i == index => {
                     level = self.open_in_flight.end;
-                    Point::of(a, self.open_in_flight)
+                    Point::of(&source(i), self.open_in_flight)
                 }
-                _ => match &self.open {
-                    // After the open point (nothing happened since): the
-                    // requests in flight now were in flight throughout.
-                    Some((i, _)) if *i < index => Point::idle(self.in_flight),
-                    _ => Point::idle(level),
-                },
+                // After the open point (nothing happened since): the
+                // requests in flight now were in flight throughout.
+                (_, Some(i)) if i < index => Point::idle(self.in_flight),
+                _ => Point::idle(level),
             };
             let start = (index * width) as f64;
             // The point being filled covers what has passed of it (at
@@ -387,15 +393,23 @@ mod tests {
 
     #[test]
     fn gaps_carry_the_requests_in_flight() {
+        // What the windows hold: one request finished in point 2, two in 4.
+        let source = |p: u64| {
+            one(match p {
+                2 => 1,
+                4 => 2,
+                _ => 0,
+            })
+        };
         let mut h = History::default();
-        h.start(2);
-        h.start(2);
-        h.finish(2, 25.0, &one(1), Some((100, 0.2)));
+        h.start(2, &source);
+        h.start(2, &source);
+        h.finish(2, 25.0, Some((100, 0.2)), &source);
         // Point 3: nothing; point 4: one more starts and both finish.
-        h.start(4);
-        h.finish(4, 41.0, &one(1), None);
-        h.finish(4, 42.0, &one(1), Some((300, 0.4)));
-        let (points, scatter) = h.report(0, secs(65), 1000.0);
+        h.start(4, &source);
+        h.finish(4, 41.0, None, &source);
+        h.finish(4, 42.0, Some((300, 0.4)), &source);
+        let (points, scatter) = h.report(0, secs(65), 1000.0, &source);
         let summary: Vec<_> = points
             .iter()
             .map(|p| {
@@ -421,20 +435,21 @@ mod tests {
         );
         assert_eq!(scatter, [[1025.0, 100.0, 0.2], [1042.0, 300.0, 0.4]]);
         // From point 4 on only.
-        let (points, scatter) = h.report(4, secs(65), 1000.0);
+        let (points, scatter) = h.report(4, secs(65), 1000.0, &source);
         assert_eq!(points.len(), 3);
         assert_eq!(scatter.len(), 1);
     }
 
     #[test]
     fn an_hour_is_kept_and_no_more() {
+        let source = |p: u64| one(u64::from(p < 1000));
         let mut h = History::default();
         for i in 0..1000 {
-            h.start(i);
-            h.finish(i, (i * 10) as f64, &one(1), Some((i, 0.1)));
+            h.start(i, &source);
+            h.finish(i, (i * 10) as f64, Some((i, 0.1)), &source);
         }
         assert_eq!(h.closed.len(), POINTS as usize - 1);
-        let (points, scatter) = h.report(0, secs(9995), 0.0);
+        let (points, scatter) = h.report(0, secs(9995), 0.0, &source);
         assert_eq!(points.len(), POINTS as usize);
         assert_eq!(points[0].t, 6400.0);
         assert!(points.iter().all(|p| p.requests == 1));
@@ -442,9 +457,9 @@ mod tests {
         // Only the samples of the hour reported.
         assert_eq!(scatter.len(), POINTS as usize);
         // Idle for two hours: the old points leave as the clock moves.
-        h.start(1720);
+        h.start(1720, &source);
         assert!(h.closed.len() <= 1);
-        let (points, _) = h.report(0, secs(17200), 0.0);
+        let (points, _) = h.report(0, secs(17200), 0.0, &source);
         assert_eq!(points.len(), POINTS as usize);
         assert_eq!(points.iter().map(|p| p.requests).sum::<u64>(), 0);
         assert_eq!(points.last().unwrap().in_flight_end, 1);

@@ -224,12 +224,16 @@ impl Ring {
 
     /// Merges the slots with indexes in `(now - SLOTS, now]`.
     fn collect(&self, now: u64, into: &mut Aggregate) {
+        self.collect_between((now + 1).saturating_sub(SLOTS), now + 1, into);
+    }
+
+    /// Merges the slots with indexes in `[from, to)`.
+    fn collect_between(&self, from: u64, to: u64, into: &mut Aggregate) {
         for (tag, slot) in &self.slots {
-            if *tag == 0 {
+            let Some(index) = tag.checked_sub(1) else {
                 continue;
-            }
-            let index = tag - 1;
-            if index <= now && index + SLOTS > now {
+            };
+            if (from..to).contains(&index) {
                 into.merge(slot);
             }
         }
@@ -250,6 +254,34 @@ struct SeriesState {
     rings: [Ring; 3],
     budget: Budget,
     history: History,
+    /// The latest time a request was placed at: one that reaches the lock
+    /// after a later one (their clocks were read on two threads) is placed
+    /// at that later time, so the history never sees its open point go
+    /// back. A difference of microseconds.
+    latest: Option<Instant>,
+}
+
+impl SeriesState {
+    fn placed(&mut self, now: Instant) -> Instant {
+        let now = self.latest.map_or(now, |latest| latest.max(now));
+        self.latest = Some(now);
+        now
+    }
+}
+
+/// Slots of the 1m window in one history point.
+const SLOTS_PER_POINT: u64 = POINT.as_secs() / WINDOWS[0].slot.as_secs();
+
+/// The requests that finished in history point `point`: those of its
+/// seconds in the 1m window's ring.
+fn point_requests(one_second: &Ring, point: u64) -> Aggregate {
+    let mut a = Aggregate::default();
+    one_second.collect_between(
+        point * SLOTS_PER_POINT,
+        (point + 1) * SLOTS_PER_POINT,
+        &mut a,
+    );
+    a
 }
 
 fn slot_index(origin: Instant, now: Instant, window: Window) -> u64 {
@@ -276,7 +308,13 @@ impl Series {
     /// A request of the series started at `now` (it is in flight until
     /// [`Series::record`]).
     pub fn start(&self, now: Instant) {
-        self.state().history.start(point_index(self.origin, now));
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let now = state.placed(now);
+        let ring = &state.rings[0];
+        state
+            .history
+            .start(point_index(self.origin, now), &|p| point_requests(ring, p));
     }
 
     /// Folds one finished request (see [`Aggregate::request`]) into every
@@ -290,17 +328,24 @@ impl Series {
         class_window: Option<Duration>,
         input_ttft: Option<(u64, f64)>,
     ) {
-        let mut state = self.state();
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let now = state.placed(now);
+        // The history first: it closes its open point, if `now` is past
+        // it, before this request joins the slots it reads.
+        let at = now.saturating_duration_since(self.origin).as_secs_f64();
+        let ring = &state.rings[0];
+        state
+            .history
+            .finish(point_index(self.origin, now), at, input_ttft, &|p| {
+                point_requests(ring, p)
+            });
         for (ring, window) in state.rings.iter_mut().zip(WINDOWS) {
             ring.add(slot_index(self.origin, now, window), request);
         }
         if let Some(window) = class_window {
             state.budget.add(self.origin, now, window, request);
         }
-        let at = now.saturating_duration_since(self.origin).as_secs_f64();
-        state
-            .history
-            .finish(point_index(self.origin, now), at, request, input_ttft);
     }
 
     /// The merged aggregate of window `which` (an index into [`WINDOWS`])
@@ -491,7 +536,11 @@ impl Live {
             .iter()
             .filter(|s| route.is_none_or(|r| r == s.route) && slo.is_none_or(|c| c == s.slo))
             .map(|s| {
-                let (points, scatter) = s.state().history.report(since, elapsed, self.unix);
+                let state = s.state();
+                let ring = &state.rings[0];
+                let (points, scatter) = state
+                    .history
+                    .report(since, elapsed, self.unix, &|p| point_requests(ring, p));
                 HistoryReport {
                     route: s.route.clone(),
                     slo: s.slo.clone(),
