@@ -196,45 +196,62 @@ impl Aggregate {
     }
 }
 
-/// One ring of slots. A slot is tagged with the index (+1, so 0 is empty)
-/// of the time slot it holds, and reused when a later index maps onto it.
-#[derive(Debug, Default)]
-struct Ring {
-    slots: Vec<(u64, Aggregate)>,
+/// What a ring's slots hold: counts (and sketches) that add up.
+trait Merge: Clone + Default {
+    fn merge_from(&mut self, other: &Self);
 }
 
-impl Ring {
-    fn add(&mut self, index: u64, request: &Aggregate) {
+impl Merge for Aggregate {
+    fn merge_from(&mut self, other: &Self) {
+        self.merge(other);
+    }
+}
+
+/// One ring of slots. A slot is tagged with the index (+1, so 0 is empty)
+/// of the time slot it holds, and reused when a later index maps onto it.
+#[derive(Debug)]
+struct Ring<T = Aggregate> {
+    slots: Vec<(u64, T)>,
+}
+
+impl<T> Default for Ring<T> {
+    fn default() -> Self {
+        Self { slots: Vec::new() }
+    }
+}
+
+impl<T: Merge> Ring<T> {
+    fn add(&mut self, index: u64, item: &T) {
         if self.slots.is_empty() {
-            self.slots = vec![(0, Aggregate::default()); SLOTS as usize];
+            self.slots = vec![(0, T::default()); SLOTS as usize];
         }
         let (tag, slot) = &mut self.slots[(index % SLOTS) as usize];
         let want = index + 1;
         if *tag > want {
-            // A request finishing while another thread already moved this
-            // slot a whole ring ahead: it is outside the window anyway.
+            // Later than a whole ring behind the slot's time: outside the
+            // window anyway.
             return;
         }
         if *tag < want {
             *tag = want;
-            *slot = Aggregate::default();
+            *slot = T::default();
         }
-        slot.merge(request);
+        slot.merge_from(item);
     }
 
     /// Merges the slots with indexes in `(now - SLOTS, now]`.
-    fn collect(&self, now: u64, into: &mut Aggregate) {
+    fn collect(&self, now: u64, into: &mut T) {
         self.collect_between((now + 1).saturating_sub(SLOTS), now + 1, into);
     }
 
     /// Merges the slots with indexes in `[from, to)`.
-    fn collect_between(&self, from: u64, to: u64, into: &mut Aggregate) {
+    fn collect_between(&self, from: u64, to: u64, into: &mut T) {
         for (tag, slot) in &self.slots {
             let Some(index) = tag.checked_sub(1) else {
                 continue;
             };
             if (from..to).contains(&index) {
-                into.merge(slot);
+                into.merge_from(slot);
             }
         }
     }
@@ -284,20 +301,14 @@ fn point_requests(one_second: &Ring, point: u64) -> Aggregate {
     a
 }
 
-fn slot_index(origin: Instant, now: Instant, window: Window) -> u64 {
+/// The index of the slot of `width` holding `now`, counted from `origin`.
+fn slot_index(origin: Instant, now: Instant, width: Duration) -> u64 {
     let elapsed = now.saturating_duration_since(origin);
-    (elapsed.as_nanos() / window.slot.as_nanos()) as u64
+    (elapsed.as_nanos() / width.as_nanos()) as u64
 }
 
 fn point_index(origin: Instant, now: Instant) -> u64 {
-    slot_index(
-        origin,
-        now,
-        Window {
-            name: "",
-            slot: POINT,
-        },
-    )
+    slot_index(origin, now, POINT)
 }
 
 impl Series {
@@ -341,7 +352,7 @@ impl Series {
                 point_requests(ring, p)
             });
         for (ring, window) in state.rings.iter_mut().zip(WINDOWS) {
-            ring.add(slot_index(self.origin, now, window), request);
+            ring.add(slot_index(self.origin, now, window.slot), request);
         }
         if let Some(window) = class_window {
             state.budget.add(self.origin, now, window, request);
@@ -353,7 +364,7 @@ impl Series {
     /// (or of the series' clock) to `now`.
     pub fn window(&self, now: Instant, which: usize) -> (Aggregate, Duration) {
         let window = WINDOWS[which.min(WINDOWS.len() - 1)];
-        let index = slot_index(self.origin, now, window);
+        let index = slot_index(self.origin, now, window.slot);
         let mut total = Aggregate::default();
         self.state().rings[which.min(WINDOWS.len() - 1)].collect(index, &mut total);
         (total, covered(self.origin, now, window.slot, index))
@@ -375,8 +386,7 @@ fn covered(origin: Instant, now: Instant, slot: Duration, index: u64) -> Duratio
 struct Budget {
     /// Width of a slot; zero until the first judged request.
     slot: Duration,
-    /// Each slot's index + 1 (0: empty) and its counts.
-    slots: Vec<(u64, BudgetCounts)>,
+    ring: Ring<BudgetCounts>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -384,6 +394,16 @@ struct BudgetCounts {
     good: u64,
     bad: u64,
     violations: [u64; 3],
+}
+
+impl Merge for BudgetCounts {
+    fn merge_from(&mut self, other: &Self) {
+        self.good += other.good;
+        self.bad += other.bad;
+        for (mine, theirs) in self.violations.iter_mut().zip(other.violations) {
+            *mine += theirs;
+        }
+    }
 }
 
 impl Budget {
@@ -397,42 +417,23 @@ impl Budget {
             // First use, or the class's window changed on reload: counts
             // over another span cannot be mixed in.
             self.slot = slot;
-            self.slots = vec![(0, BudgetCounts::default()); SLOTS as usize];
+            self.ring = Ring::default();
         }
-        let index = (now.saturating_duration_since(origin).as_nanos() / slot.as_nanos()) as u64;
-        let (tag, counts) = &mut self.slots[(index % SLOTS) as usize];
-        if *tag > index + 1 {
-            return;
-        }
-        if *tag < index + 1 {
-            *tag = index + 1;
-            *counts = BudgetCounts::default();
-        }
-        counts.good += a.good;
-        counts.bad += a.bad;
-        for (mine, theirs) in counts.violations.iter_mut().zip(a.violations) {
-            *mine += theirs;
-        }
+        let counts = BudgetCounts {
+            good: a.good,
+            bad: a.bad,
+            violations: a.violations,
+        };
+        self.ring.add(slot_index(origin, now, slot), &counts);
     }
 
     /// The counts over `window` at `now`, and how long they cover.
     fn total(&self, origin: Instant, now: Instant, window: Duration) -> (BudgetCounts, Duration) {
         let slot = Self::slot_for(window);
-        let index = (now.saturating_duration_since(origin).as_nanos() / slot.as_nanos()) as u64;
+        let index = slot_index(origin, now, slot);
         let mut total = BudgetCounts::default();
         if slot == self.slot {
-            for (tag, counts) in &self.slots {
-                let Some(i) = tag.checked_sub(1) else {
-                    continue;
-                };
-                if i <= index && i + SLOTS > index {
-                    total.good += counts.good;
-                    total.bad += counts.bad;
-                    for (mine, theirs) in total.violations.iter_mut().zip(counts.violations) {
-                        *mine += theirs;
-                    }
-                }
-            }
+            self.ring.collect(index, &mut total);
         }
         (total, covered(origin, now, slot, index))
     }
