@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 #
-# tokenmeter: multi-stage build. The first stage compiles the dependencies
-# alone (cached until Cargo.toml/Cargo.lock change), then the crate; the
-# runtime image is distroless (no shell, no package manager), non-root.
+# tokenmeter: multi-stage build. The first stage compiles the product binary
+# (the workspace's `tokenmeter`, without the benchmark rig); the runtime
+# image is distroless (no shell, no package manager), non-root.
 #
 #   docker build -t tokenmeter .
 #   docker run --rm -p 8080:8080 -p 9464:9464 tokenmeter serve --upstream http://my-llm:8000
@@ -10,26 +10,24 @@
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-# Dependencies first, against a stub crate, so this layer is reused when
-# only the sources change.
 COPY Cargo.toml Cargo.lock ./
 # jemalloc's built-in options (`[env]`), read when jemalloc is compiled.
 COPY .cargo ./.cargo
-# The manifest declares `benches/meter.rs` (criterion), so the stub has one
-# too: cargo refuses a manifest whose declared targets are missing.
-RUN mkdir -p src benches && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
- && echo 'fn main() {}' > benches/meter.rs \
- && cargo build --release --locked \
- && rm -rf src benches
+COPY crates ./crates
 COPY src ./src
 COPY benches ./benches
 # The demo embeds the SLO presets (include_str!).
 COPY config ./config
-# Make the real sources newer than the stub's build artefacts.
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin tokenmeter
+# The registry and the target folder are BuildKit caches, kept between
+# builds: a change of the sources recompiles only the workspace's crates.
+# The binary is copied out of the cache, which is not part of the image.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin tokenmeter \
+ && cp target/release/tokenmeter ./tokenmeter
 
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/tokenmeter /usr/local/bin/tokenmeter
+COPY --from=build /src/tokenmeter /usr/local/bin/tokenmeter
 COPY config/ /etc/tokenmeter/
 # Inside a container both listeners must be reachable from outside it.
 # (DL3064 flags any ENV whose name contains "TOKEN"; these are addresses.)

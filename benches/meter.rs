@@ -18,12 +18,12 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use meter::json::{Reader, reader};
+use meter::ndjson::NdjsonFramer;
+use meter::sse::{Event, FrameError, SseFramer};
+use meter::{Api, Limits, StreamMeter};
 use prometheus::Registry;
 use tokenmeter::config::MetricsSettings;
-use tokenmeter::meter::json::{Reader, reader};
-use tokenmeter::meter::ndjson::NdjsonFramer;
-use tokenmeter::meter::sse::{Event, FrameError, SseFramer};
-use tokenmeter::meter::{Api, Limits, StreamMeter};
 use tokenmeter::metrics::Metrics;
 use tokio::time::Instant;
 
@@ -105,7 +105,7 @@ fn events(name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// `benches/instructions.sh` finds its cost and call count under callgrind
 /// whatever the compiler inlines inside it.
 #[inline(never)]
-fn meter_frame<R: tokenmeter::meter::Recorder>(meter: &mut StreamMeter<R>, frame: &Bytes) {
+fn meter_frame<R: meter::Recorder>(meter: &mut StreamMeter<R>, frame: &Bytes) {
     meter.data(Instant::now(), frame);
 }
 
@@ -259,12 +259,12 @@ fn request_model(c: &mut Criterion) {
         ("100k", chat_request(100_000)),
     ] {
         assert_eq!(
-            tokenmeter::meter::request_model(&body).as_deref(),
+            meter::request_model(&body).as_deref(),
             Some("llama-3.1-70b-instruct")
         );
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(format!("reader/{name}"), |b| {
-            b.iter(|| black_box(tokenmeter::meter::request_model(black_box(&body))))
+            b.iter(|| black_box(meter::request_model(black_box(&body))))
         });
         group.bench_function(format!("serde_json/{name}"), |b| {
             b.iter(|| {

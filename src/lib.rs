@@ -31,15 +31,10 @@
 
 pub mod admin;
 pub mod app;
-pub mod bench;
 pub mod config;
 pub mod dashboard;
-pub mod meter;
 pub mod metrics;
-pub mod names;
 pub mod proxy;
-pub mod sim;
-pub mod slo;
 
 /// Entry points of the fuzz targets (`fuzz/`), built only with `--cfg fuzzing`.
 #[cfg(fuzzing)]

@@ -166,8 +166,8 @@ async fn stop(mut child: Child) {
 }
 
 /// A simulator whose streams are over in a few milliseconds.
-fn short_streams() -> tokenmeter::sim::SimConfig {
-    tokenmeter::sim::SimConfig {
+fn short_streams() -> sim::SimConfig {
+    sim::SimConfig {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(1),
         tokens: 5,
@@ -462,7 +462,7 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
 /// writes an access-log line, far past what the pipe holds.
 #[tokio::test]
 async fn serve_keeps_forwarding_when_nobody_reads_its_log() {
-    let sim = start_sim(tokenmeter::sim::SimConfig {
+    let sim = start_sim(sim::SimConfig {
         ttft: Duration::ZERO,
         itl: Duration::ZERO,
         tokens: 1,

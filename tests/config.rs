@@ -714,7 +714,7 @@ fn every_protocol_name_is_accepted() {
 
 // SLO files.
 
-use tokenmeter::config::{ObjectiveKind, SloClass};
+use slo::{ObjectiveKind, SloClass};
 
 /// Writes `files` (name, text) into a fresh directory and loads `main.yaml`.
 fn load_files(files: &[(&str, &str)]) -> (tempfile::TempDir, Result<Config, ConfigErrors>) {

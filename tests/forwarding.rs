@@ -144,7 +144,7 @@ async fn http2_clients_with_prior_knowledge_are_served() {
     use hyper_util::client::legacy::Client;
     use hyper_util::rt::TokioExecutor;
 
-    let sim = start_sim(tokenmeter::sim::SimConfig {
+    let sim = start_sim(sim::SimConfig {
         ttft: std::time::Duration::from_millis(5),
         itl: std::time::Duration::from_millis(1),
         tokens: 5,
@@ -328,7 +328,7 @@ async fn request_heads_beyond_the_limit_get_431() {
 async fn a_client_that_stops_reading_slows_the_stream_without_losing_it() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const TOKENS: u32 = 100_000;
-    let sim = start_sim(tokenmeter::sim::SimConfig {
+    let sim = start_sim(sim::SimConfig {
         ttft: std::time::Duration::ZERO,
         itl: std::time::Duration::ZERO,
         tokens: TOKENS,

@@ -562,11 +562,11 @@ async fn connections_past_the_limit_wait_until_one_closes() {
 
 #[tokio::test]
 async fn a_flooded_admin_port_does_not_stop_forwarding() {
-    let sim = start_sim(tokenmeter::sim::SimConfig {
+    let sim = start_sim(sim::SimConfig {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(5),
         tokens: 20,
-        ..tokenmeter::sim::SimConfig::default()
+        ..sim::SimConfig::default()
     })
     .await;
     let mut config = config_for(sim);

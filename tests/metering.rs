@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use tokenmeter::sim::SimConfig;
+use sim::SimConfig;
 
 const ROUTE: [(&str, &str); 3] = [("route", "test"), ("model", "m1"), ("slo", "chat")];
 

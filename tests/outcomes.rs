@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::*;
+use sim::SimConfig;
 use tokenmeter::config::Config;
-use tokenmeter::sim::SimConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

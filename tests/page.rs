@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
+use sim::SimConfig;
 use tokenmeter::config::Config;
-use tokenmeter::sim::SimConfig;
 
 const SLO_FILE: &str = "\
 classes:

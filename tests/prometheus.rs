@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
+use sim::SimConfig;
 use tokenmeter::config::{Config, Overrides};
 use tokenmeter::dashboard::{self, ClassView};
-use tokenmeter::sim::SimConfig;
 
 /// A Prometheus server on a free loopback port, killed when dropped.
 struct Prometheus {

@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use tokenmeter::sim::{self, SimConfig, load};
+use sim::{self, SimConfig, load};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -650,7 +650,7 @@ async fn load_sends_streams_and_counts_outcomes() {
 
 #[tokio::test]
 async fn stamped_stream_carries_send_times_and_fingerprints() {
-    use tokenmeter::sim::stamp::{Fnv64, mono_ns, read_stamp};
+    use sim::stamp::{Fnv64, mono_ns, read_stamp};
     let sim = Sim::start(SimConfig::default()).await;
     let mut headers = SCHEDULE.to_vec();
     headers.push(("x-sim-stamp", "1"));
@@ -691,7 +691,7 @@ async fn stamped_stream_carries_send_times_and_fingerprints() {
 
 #[tokio::test]
 async fn stamped_whole_body_is_stamped_once() {
-    use tokenmeter::sim::stamp::read_stamp;
+    use sim::stamp::read_stamp;
     let sim = Sim::start(SimConfig {
         stamp: true,
         ..SimConfig::default()

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
+use sim::SimConfig;
 use tokenmeter::config::Config;
-use tokenmeter::sim::SimConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -1,5 +1,5 @@
 //! The protocol classifiers and the pull JSON reader they walk events with
-//! (`src/meter/json/reader.rs`), on any bytes:
+//! (`crates/meter/src/json/reader.rs`), on any bytes:
 //!
 //! - every `Api`'s `classify` on the body as one event (with an event name
 //!   the input picks);
@@ -21,8 +21,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
-use tokenmeter::meter::json::reader::{self, Reader};
-use tokenmeter::meter::{Api, Limits, StreamMeter, Summary, Trace};
+use meter::json::reader::{self, Reader};
+use meter::{Api, Limits, StreamMeter, Summary, Trace};
 use tokio::time::Instant;
 
 const APIS: [Api; 10] = [
@@ -76,7 +76,7 @@ struct Counted {
     first_token: bool,
     first_visible_token: bool,
     gaps: usize,
-    parse_errors: Vec<tokenmeter::meter::ParseError>,
+    parse_errors: Vec<meter::ParseError>,
 }
 
 fn meter(api: Api, ct: &[u8], encoding: Option<&[u8]>, pieces: &[&[u8]]) -> Counted {

@@ -4,6 +4,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tokenmeter::meter::jsonarray::JsonArrayFramer;
+use meter::jsonarray::JsonArrayFramer;
 
 fuzz_target!(|data: &[u8]| tokenmeter_fuzz::framer_target::<JsonArrayFramer>(data));

@@ -4,6 +4,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tokenmeter::meter::ndjson::NdjsonFramer;
+use meter::ndjson::NdjsonFramer;
 
 fuzz_target!(|data: &[u8]| tokenmeter_fuzz::framer_target::<NdjsonFramer>(data));

@@ -12,7 +12,7 @@ use std::fmt;
 use libfuzzer_sys::fuzz_target;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
-use tokenmeter::meter::{MODEL_MAX_CHARS, request_model};
+use meter::{MODEL_MAX_CHARS, request_model};
 
 /// The values of an object's `model` members, in order.
 struct Models(Vec<Value>);

@@ -4,6 +4,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tokenmeter::meter::sse::SseFramer;
+use meter::sse::SseFramer;
 
 fuzz_target!(|data: &[u8]| tokenmeter_fuzz::framer_target::<SseFramer>(data));

@@ -1,9 +1,9 @@
 //! What the fuzz targets share: cutting an input into the reads a network
 //! could deliver it in, and driving the framers.
 
-use tokenmeter::meter::jsonarray::JsonArrayFramer;
-use tokenmeter::meter::ndjson::NdjsonFramer;
-use tokenmeter::meter::sse::{DEFAULT_LIMIT, Event, FrameError, SseFramer};
+use meter::jsonarray::JsonArrayFramer;
+use meter::ndjson::NdjsonFramer;
+use meter::sse::{DEFAULT_LIMIT, Event, FrameError, SseFramer};
 
 /// `wire` cut as the selector bytes `cuts` say: `[0, _]` is one byte per
 /// piece; otherwise three pieces, cut at `cuts[0] / 256` and

@@ -9,7 +9,9 @@
 
 use serde_json::{Value, json};
 
-use crate::config::{Config, Protocol, Route, SloClass};
+use crate::config::{Config, Protocol, Route};
+
+use slo::SloClass;
 
 fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()

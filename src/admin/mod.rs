@@ -10,7 +10,7 @@
 //! metrics.
 //!
 //! It only presents what other modules computed; the windows and their
-//! numbers are [`crate::slo::live`]'s.
+//! numbers are [`slo::live`]'s.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ use arc_swap::ArcSwap;
 
 use crate::metrics::Metrics;
 use crate::proxy::Proxy;
-use crate::slo::live::{Quantiles, Report};
+use slo::live::{Quantiles, Report};
 
 /// What the admin endpoints read.
 pub struct AdminState {

@@ -69,8 +69,14 @@ enum Command {
     /// Send a small steady load of streamed chat requests (demos, compose).
     Load(LoadArgs),
     /// Benchmark the proxy's cost against the simulator, tokenmeter with
-    /// metering off, and nginx (see docs/benchmarks.md).
-    Bench(crate::bench::Options),
+    /// metering off, and nginx (see docs/benchmarks.md): runs the
+    /// `tokenmeter-bench` program installed beside this one, with these
+    /// arguments (`tokenmeter bench --help` for its options).
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -145,20 +151,11 @@ pub(crate) struct DemoArgs {
 
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    let mut cli = Cli::parse();
-    let _log = init_logging(cli.log_format);
-    // The load generator shares core 1 with the simulator and leaves core 0
-    // to the proxy under test. Pinning the main thread before the runtime
-    // starts pins every thread it starts, and tokio sizes its worker pool
-    // from the affinity mask (one worker).
-    if let Command::Bench(opts) = &mut cli.command
-        && opts.wants_pinning()
-    {
-        match crate::bench::legs::pin_current_thread(1) {
-            Ok(()) => opts.pinned_self = true,
-            Err(e) => eprintln!("warning: cannot pin the load generator to core 1: {e}"),
-        }
+    let cli = Cli::parse();
+    if let Command::Bench { args } = &cli.command {
+        return run_bench(args);
     }
+    let _log = init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -231,8 +228,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 );
                 return Ok(ExitCode::FAILURE);
             }
-            let file = crate::slo::rules::rules(&loaded.slo_classes, &loaded.metrics.namespace);
-            let yaml = crate::slo::rules::to_yaml(&file)
+            let file = slo::rules::rules(&loaded.slo_classes, &loaded.metrics.namespace);
+            let yaml = slo::rules::to_yaml(&file)
                 .map_err(|e| anyhow::anyhow!("writing the rules as YAML: {e}"))?;
             write_output(out.as_deref(), &yaml)?;
             Ok(ExitCode::SUCCESS)
@@ -265,15 +262,47 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Load(args) => {
             let stop = super::Signals::install()?.shutdown();
-            let summary = crate::sim::load::run_load(args.target, args.rate, stop).await;
+            let summary = sim::load::run_load(args.target, args.rate, stop).await;
             println!(
                 "load: {} sent, {} ok, {} failed",
                 summary.sent, summary.ok, summary.failed
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(opts) => crate::bench::run(opts).await,
+        Command::Bench { args } => Ok(run_bench(&args)),
     }
+}
+
+/// `tokenmeter bench ARGS`: replaces this process with `tokenmeter-bench
+/// ARGS` from beside this binary, so that signals and the exit status are
+/// the benchmark's own.
+fn run_bench(args: &[std::ffi::OsString]) -> ExitCode {
+    let bench = match std::env::current_exe() {
+        Ok(me) => me.with_file_name("tokenmeter-bench"),
+        Err(e) => {
+            eprintln!("error: cannot locate this program: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !bench.is_file() {
+        eprintln!(
+            "error: `tokenmeter bench` runs {}, which is not there: build it with \
+             `cargo build --release` (it is not part of the container image)",
+            bench.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let mut command = std::process::Command::new(&bench);
+    command.args(args);
+    #[cfg(unix)]
+    let e = std::os::unix::process::CommandExt::exec(&mut command);
+    #[cfg(not(unix))]
+    let e = match command.status() {
+        Ok(status) => return ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8),
+        Err(e) => e,
+    };
+    eprintln!("error: cannot run {}: {e}", bench.display());
+    ExitCode::FAILURE
 }
 
 /// Log lines are written to standard error by a thread of their own, in

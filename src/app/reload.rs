@@ -27,9 +27,11 @@ use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ConfigErrors, ObjectiveKind, Overrides, Sources};
+use crate::config::{Config, ConfigErrors, Overrides, Sources};
+
 use crate::metrics::{Metrics, merged_buckets};
 use crate::proxy::Proxy;
+use slo::ObjectiveKind;
 
 /// How long the files must be quiet after a change before they are read:
 /// editors and `kubectl` write in bursts (truncate, write, rename, chmod).

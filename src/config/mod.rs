@@ -10,16 +10,17 @@
 //! The types here are what the rest of the program runs on: every value is
 //! already checked and defaulted.
 
+mod classes;
 mod load;
 mod raw;
-mod slo;
 
 pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides};
-pub use slo::DEFAULT_WINDOW;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use slo::SloClass;
 
 /// Default proxy listen address.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
@@ -58,80 +59,6 @@ pub struct Sources {
     /// The `slo_files` globs, joined to the main file's directory: a new
     /// file matching one is a change too.
     pub patterns: Vec<PathBuf>,
-}
-
-/// One SLO class: per-request thresholds with target ratios, and what makes a
-/// request good.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SloClass {
-    /// Unique name, the `slo` label value.
-    pub name: String,
-    /// What the class is for (alert annotations); may be empty.
-    pub description: String,
-    /// Compliance window the targets are meant over (the error budget period).
-    pub window: Duration,
-    /// Thresholds, at most one per kind, in the order `ttft`, `tpot`, `e2el`.
-    pub objectives: Vec<Objective>,
-    /// Which objectives a request must meet to be good, and the target share.
-    pub goodput: Goodput,
-}
-
-impl SloClass {
-    /// The objective of `kind`, when the class has one.
-    pub fn objective(&self, kind: ObjectiveKind) -> Option<&Objective> {
-        self.objectives.iter().find(|o| o.kind == kind)
-    }
-}
-
-/// "At least `target` of requests have `kind` at or below `threshold`":
-/// `ttft: {p95: 500ms}` is `threshold` 500 ms, `target` 0.95.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Objective {
-    pub kind: ObjectiveKind,
-    /// Per-request bound, inclusive (a value equal to it holds).
-    pub threshold: Duration,
-    /// Share of requests that must hold, in (0, 1).
-    pub target: f64,
-}
-
-/// The per-request numbers an SLO can bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ObjectiveKind {
-    /// Time to first token (streamed responses).
-    Ttft,
-    /// Time per output token after the first (streamed responses).
-    Tpot,
-    /// End-to-end request latency.
-    E2el,
-}
-
-impl ObjectiveKind {
-    /// Every kind, in config and label order.
-    pub const ALL: [ObjectiveKind; 3] = [
-        ObjectiveKind::Ttft,
-        ObjectiveKind::Tpot,
-        ObjectiveKind::E2el,
-    ];
-
-    /// The config key and `objective` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectiveKind::Ttft => "ttft",
-            ObjectiveKind::Tpot => "tpot",
-            ObjectiveKind::E2el => "e2el",
-        }
-    }
-}
-
-/// What makes a request of a class good.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Goodput {
-    /// Objectives a good request meets, all of them. Empty only for a class
-    /// without objectives, where a request is good when its outcome is `ok`.
-    pub require: Vec<ObjectiveKind>,
-    /// Target share of good requests among judged ones, in (0, 1); `None`
-    /// when not set (counted, but no alerts).
-    pub target: Option<f64>,
 }
 
 /// The admin listener's limits.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::names::{self, Family};
+use names::{self, Family};
 
 /// What the dashboard needs to know of one SLO class.
 #[derive(Debug, Clone, PartialEq)]

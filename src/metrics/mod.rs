@@ -1,6 +1,6 @@
 //! Every metric tokenmeter exports, registered into a [`Registry`] that the
 //! caller owns (never the global default, so each test and each proxy
-//! instance has its own): the families of the catalogue ([`crate::names`]:
+//! instance has its own): the families of the catalogue ([`names`]:
 //! names, help texts, labels), with their buckets.
 //!
 //! Domain metrics carry the configured namespace (`llm_` by default) and the
@@ -10,7 +10,7 @@
 //!
 //! This module decides nothing about *when* a number is observed: the meter's
 //! [`Summary`] says so (docs/metrics.md), and the recorder here writes what it is
-//! given. Likewise it does not judge SLOs: [`crate::slo::judge`] does, and
+//! given. Likewise it does not judge SLOs: [`slo::judge`] does, and
 //! the recorder counts its verdict. It does make every SLO threshold an exact
 //! bucket boundary of its histogram, so `le="<threshold>"` reads compliance.
 
@@ -24,18 +24,20 @@ use prometheus::{
 };
 use tokio::time::Instant;
 
-use crate::config::{MetricsSettings, ModelLabels, ObjectiveKind, SloClass};
-use crate::meter::{ParseError, Recorder, Summary};
-use crate::slo::live::{Aggregate, Live, Series};
-use crate::slo::sketch::Sketch;
-use crate::slo::{self, Verdict};
+use crate::config::{MetricsSettings, ModelLabels};
+
+use meter::{ParseError, Recorder, Summary};
+use slo::live::{Aggregate, Live, Series};
+use slo::sketch::Sketch;
+use slo::{self, Verdict};
+use slo::{ObjectiveKind, SloClass};
 
 /// Label value used when a request names no model.
 pub const UNKNOWN_MODEL: &str = "unknown";
 /// Label value for models past the allow-list or the distinct-name cap.
 pub const OTHER_MODEL: &str = "other";
 
-use crate::names::{self, Family};
+use names::{self, Family};
 
 /// All metric families, registered.
 pub struct Metrics {

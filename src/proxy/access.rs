@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime};
 
 use tracing_appender::non_blocking::NonBlocking;
 
-use crate::meter::{ParseError, Recorder, Summary};
 use crate::metrics::RequestRecorder;
+use meter::{ParseError, Recorder, Summary};
 
 /// The metrics recorder of a request, plus what its log line needs.
 pub struct Logged {
@@ -338,8 +338,8 @@ mod tests {
 
     use super::*;
     use crate::config::MetricsSettings;
-    use crate::meter::{Outcome, TokenSource, Usage};
     use crate::metrics::Metrics;
+    use meter::{Outcome, TokenSource, Usage};
 
     fn logged(model: Option<&str>, request_id: Option<&str>) -> Logged {
         let metrics = Metrics::new(

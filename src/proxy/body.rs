@@ -27,7 +27,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::admission::Admitted;
 use super::h1;
-use crate::meter::Outcome;
+use meter::Outcome;
 
 /// Errors a forwarded body can end with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -6,7 +6,7 @@
 //! unless the route preserves the client's) and the `X-Forwarded-*` headers.
 //! The response comes back with its status, headers and body untouched but
 //! for hop-by-hop headers. This module must not parse protocol payloads: it
-//! hands frames to the meter ([`crate::meter`]) and forwards them.
+//! hands frames to the meter ([`meter`]) and forwards them.
 //!
 //! The one payload it reads is the request body's `model` field, from a
 //! bounded read-ahead of the body, so the request can be labelled; the
@@ -35,10 +35,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 
-use crate::config::{Config, Protocol, Route, SloClass};
-use crate::meter::{Api, Limits, Outcome, StreamMeter};
+use crate::config::{Config, Protocol, Route};
+
 use crate::metrics::Metrics;
 use body::FromUpstream;
+use meter::{Api, Limits, Outcome, StreamMeter};
+use slo::SloClass;
 
 pub use body::{BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody};
 #[cfg(fuzzing)]
@@ -722,17 +724,17 @@ async fn read_ahead(
     Ok((RequestBody::buffered(frames, None), model))
 }
 
-/// The `model` of a request body read ahead ([`crate::meter::request_model`]).
+/// The `model` of a request body read ahead ([`meter::request_model`]).
 fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
     let parts: Vec<&Bytes> = frames.iter().filter_map(Frame::data_ref).collect();
     match parts.as_slice() {
-        [one] => crate::meter::request_model(one),
+        [one] => meter::request_model(one),
         _ => {
             let mut all = Vec::with_capacity(parts.iter().map(|b| b.len()).sum());
             for part in &parts {
                 all.extend_from_slice(part);
             }
-            crate::meter::request_model(&all)
+            meter::request_model(&all)
         }
     }
 }

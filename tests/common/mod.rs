@@ -533,14 +533,10 @@ pub async fn scrape_until(admin: SocketAddr, done: impl Fn(&[Sample]) -> bool) -
 }
 
 /// Starts the simulator on an ephemeral port; it stops with the test's runtime.
-pub async fn start_sim(config: tokenmeter::sim::SimConfig) -> SocketAddr {
+pub async fn start_sim(config: sim::SimConfig) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(tokenmeter::sim::serve(
-        listener,
-        config,
-        std::future::pending(),
-    ));
+    tokio::spawn(sim::serve(listener, config, std::future::pending()));
     addr
 }
 

@@ -332,8 +332,11 @@ mod tests {
     /// namespace, so the documentation cannot fall behind the exporter.
     #[test]
     fn the_reference_names_every_family() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md"))
-            .unwrap();
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/metrics.md"
+        ))
+        .unwrap();
         let missing: Vec<String> = ALL
             .iter()
             .map(|f| f.name("llm"))

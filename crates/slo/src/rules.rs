@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::config::SloClass;
-use crate::names;
+use crate::class::SloClass;
+use names;
 
 /// Windows every error ratio is recorded over.
 pub const WINDOWS: [&str; 7] = ["5m", "30m", "1h", "2h", "6h", "1d", "3d"];
@@ -286,13 +286,13 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{Goodput, Objective, ObjectiveKind};
+    use crate::class::{Goodput, Objective, ObjectiveKind};
 
     fn class(goodput_target: Option<f64>) -> SloClass {
         SloClass {
             name: "chat".into(),
             description: "chat".into(),
-            window: crate::config::DEFAULT_WINDOW,
+            window: crate::class::DEFAULT_WINDOW,
             objectives: vec![Objective {
                 kind: ObjectiveKind::Ttft,
                 threshold: Duration::from_millis(500),

@@ -28,8 +28,8 @@ use tokio::time::Instant;
 use super::Verdict;
 use super::history::{History, POINT, PointReport, outcome_index};
 use super::sketch::Sketch;
-use crate::config::{ObjectiveKind, SloClass};
-use crate::meter::{Outcome, Summary};
+use crate::class::{ObjectiveKind, SloClass};
+use meter::{Outcome, Summary};
 
 /// Slots per ring.
 const SLOTS: u64 = 60;
@@ -908,8 +908,8 @@ fn status(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::config::{Goodput, Objective};
-    use crate::meter::{TokenSource, Usage};
+    use crate::class::{Goodput, Objective};
+    use meter::{TokenSource, Usage};
 
     const HOUR: Duration = Duration::from_secs(3600);
 

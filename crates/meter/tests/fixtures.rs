@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bytes::Bytes;
+use meter::{Api, Limits, Outcome, StreamMeter, Summary, TokenSource, Trace};
 use serde::Deserialize;
-use tokenmeter::meter::{Api, Limits, Outcome, StreamMeter, Summary, TokenSource, Trace};
 use tokio::time::Instant;
 
 #[derive(Debug, Deserialize)]
@@ -37,7 +37,7 @@ struct Expect {
 }
 
 fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/streams")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/streams")
 }
 
 fn expectations() -> BTreeMap<String, Expect> {

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use http::Method;
-use tokenmeter::meter::{Api, Limits, Outcome, StreamMeter, Summary, TokenSource, Trace};
+use meter::{Api, Limits, Outcome, StreamMeter, Summary, TokenSource, Trace};
 use tokio::time::Instant;
 
 fn meter(api: Api, ct: Option<&[u8]>, pieces: &[&[u8]]) -> Trace {

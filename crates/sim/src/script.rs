@@ -259,8 +259,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::sim::SimConfig;
-    use crate::sim::plan::Overrides;
+    use crate::SimConfig;
+    use crate::plan::Overrides;
 
     fn script(api: Api, headers: &[(&'static str, &str)], body: &str) -> (Instant, Vec<Step>) {
         let mut map = http::HeaderMap::new();

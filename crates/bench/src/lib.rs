@@ -1,6 +1,9 @@
 //! `tokenmeter bench`: a rerunnable benchmark of the proxy's cost.
 //!
-//! It starts the simulator with send-time stamps (`tokenmeter sim --stamp`)
+//! A binary of its own, `tokenmeter-bench` (which `tokenmeter bench`
+//! runs), so that the product holds none of it. It drives the `tokenmeter`
+//! binary over sockets like any client: it starts the simulator with
+//! send-time stamps (`tokenmeter sim --stamp`)
 //! and each proxy under test as child processes, then runs the same load
 //! through every leg — `direct` to the simulator, `tokenmeter`, `unmetered`
 //! (tokenmeter with `protocol: none`) and `nginx` when installed —
@@ -33,9 +36,15 @@ use legs::{LegKind, Rig, RigOptions};
 use load::{Arrivals, Scenario};
 use report::Report;
 
-/// The options of `tokenmeter bench`.
-#[derive(Debug, Clone, clap::Args)]
+/// Benchmark tokenmeter's cost against the simulator itself, tokenmeter
+/// with metering off, nginx and another build (see docs/benchmarks.md).
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "tokenmeter bench", version)]
 pub struct Options {
+    /// The tokenmeter binary under test (it also runs the simulator);
+    /// by default the one beside this program.
+    #[arg(long)]
+    pub tokenmeter_bin: Option<PathBuf>,
     /// Closed loop: concurrent streams (each sends its next request when the
     /// last one ended).
     #[arg(long, default_value_t = 1)]
@@ -109,8 +118,8 @@ pub struct Options {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Set by the command line when it pinned this process to core 1 before
-    /// the runtime started (see `app::cli`).
+    /// Set by [`main`] when it pinned this process to core 1 before the
+    /// runtime started.
     #[arg(skip)]
     pub pinned_self: bool,
     /// A few seconds in all (4 streams, 2 rounds of 0.6 s): checks that the
@@ -169,6 +178,54 @@ impl Options {
     }
 }
 
+/// Parses the command line, pins the process and runs the benchmark.
+pub fn main() -> ExitCode {
+    let mut opts = <Options as clap::Parser>::parse();
+    // The load generator shares core 1 with the simulator and leaves core 0
+    // to the proxy under test. Pinning the main thread before the runtime
+    // starts pins every thread it starts, and tokio sizes its worker pool
+    // from the affinity mask (one worker).
+    if opts.wants_pinning() {
+        match legs::pin_current_thread(1) {
+            Ok(()) => opts.pinned_self = true,
+            Err(e) => eprintln!("warning: cannot pin the load generator to core 1: {e}"),
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(opts)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The `tokenmeter` binary: `--tokenmeter-bin`, else the one beside this
+/// program.
+fn tokenmeter_bin(opts: &Options) -> anyhow::Result<PathBuf> {
+    if let Some(bin) = &opts.tokenmeter_bin {
+        return Ok(bin.clone());
+    }
+    let me = std::env::current_exe().context("locating this program")?;
+    let bin = me.with_file_name("tokenmeter");
+    anyhow::ensure!(
+        bin.is_file(),
+        "no tokenmeter binary beside {} (build both with `cargo build --release`, or pass --tokenmeter-bin)",
+        me.display()
+    );
+    Ok(bin)
+}
+
 /// Runs the benchmark and prints the report.
 pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
     opts.apply_smoke();
@@ -184,6 +241,7 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
     let machine = report::Machine::read();
     let fd_limit = legs::raise_fd_limit();
     let mut rig = Rig::start(&RigOptions {
+        tokenmeter_bin: tokenmeter_bin(&opts)?,
         legs: opts.legs.clone(),
         pin: opts.pinned_self,
         colocate: opts.colocate,

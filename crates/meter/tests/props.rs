@@ -11,10 +11,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
 
 use bytes::Bytes;
+use meter::{Api, Limits, Outcome, StreamMeter, Summary, Trace, Usage};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::json;
-use tokenmeter::meter::{Api, Limits, Outcome, StreamMeter, Summary, Trace, Usage};
 use tokio::time::Instant;
 
 /// One step of a generated stream.
@@ -333,7 +333,7 @@ type Key = (
     Option<u64>,
     Usage,
     Outcome,
-    Option<(u64, tokenmeter::meter::TokenSource)>,
+    Option<(u64, meter::TokenSource)>,
     u32,
     usize,
     bool,

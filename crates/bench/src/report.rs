@@ -1151,7 +1151,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::bench::load::Arrivals;
+    use crate::load::Arrivals;
 
     fn scenario_of(concurrency: usize) -> Scenario {
         Scenario {

@@ -42,7 +42,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::sim::stamp::{Fnv64, mono_ns, read_stamp};
+use sim::stamp::{Fnv64, mono_ns, read_stamp};
 
 /// The model name of measured requests (warm-up ones use `warmup`).
 pub const MEASURED_MODEL: &str = "bench";

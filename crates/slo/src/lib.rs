@@ -14,13 +14,15 @@
 //! it needs is in the summary (including `elapsed`, how long a failed request
 //! had lasted), and the live windows are told the time by their caller.
 
+mod class;
 pub mod history;
 pub mod live;
 pub mod rules;
 pub mod sketch;
 
-use crate::config::{ObjectiveKind, SloClass};
-use crate::meter::{Outcome, Summary};
+pub use class::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
+
+use meter::{Outcome, Summary};
 
 /// The objectives a request violated (a set of [`ObjectiveKind`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -182,8 +184,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{Goodput, Objective};
-    use crate::meter::{TokenSource, Usage};
+    use crate::class::{Goodput, Objective};
+    use meter::{TokenSource, Usage};
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -199,7 +201,7 @@ mod tests {
         SloClass {
             name: "chat".into(),
             description: String::new(),
-            window: crate::config::DEFAULT_WINDOW,
+            window: crate::class::DEFAULT_WINDOW,
             objectives: vec![
                 objective(ObjectiveKind::Ttft, ms(500)),
                 objective(ObjectiveKind::Tpot, ms(50)),

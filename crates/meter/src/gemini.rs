@@ -201,13 +201,13 @@ fn metadata(r: &mut Reader<'_>, tail: Option<&mut Suffix>) -> Result<Option<Usag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::json::damage::{damaged, damages};
+    use crate::json::damage::{damaged, damages};
     use proptest::prelude::*;
 
     /// The events of the captured Gemini stream.
     fn capture_events() -> Vec<Vec<u8>> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/streams/gemini-stream-text.sse");
+            .join("../../tests/data/streams/gemini-stream-text.sse");
         let text = std::fs::read(path).unwrap();
         text.split(|&b| b == b'\n')
             .filter_map(|line| line.strip_prefix(b"data: "))

@@ -287,6 +287,8 @@ impl Drop for Rig {
 /// What the rig needs to know about the run.
 #[derive(Debug, Clone)]
 pub struct RigOptions {
+    /// The tokenmeter binary under test; the simulator is its `sim`.
+    pub tokenmeter_bin: PathBuf,
     pub legs: Vec<LegKind>,
     /// The bench process pinned itself to core 1: pin the others too.
     pub pin: bool,
@@ -301,7 +303,7 @@ impl Rig {
     pub async fn start(opts: &RigOptions) -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(format!("tokenmeter-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let exe = std::env::current_exe().context("locating the tokenmeter binary")?;
+        let exe = opts.tokenmeter_bin.clone();
         let mut notes = Vec::new();
         let pinned = opts.pin;
         let (proxy_core, rig_core) = if pinned && opts.colocate {

@@ -26,8 +26,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::live::{Aggregate, Quantiles};
-use crate::config::ObjectiveKind;
-use crate::meter::Outcome;
+use crate::class::ObjectiveKind;
+use meter::Outcome;
 
 /// Width of one history point.
 pub const POINT: Duration = Duration::from_secs(10);

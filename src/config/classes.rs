@@ -16,11 +16,7 @@ use std::time::Duration;
 
 use super::load::{Checker, ConfigError, is_label_value, parse_duration, unknown_key_message};
 use super::raw::{self, Entries, Pos, RawSloClass, Spanned};
-use super::{Goodput, Objective, ObjectiveKind, SloClass};
-
-/// Default compliance window: four weeks, so every window holds the same
-/// number of each weekday.
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(28 * 24 * 3600);
+use slo::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 
 /// One SLO file to read, and where the main config names it.
 struct Source {

@@ -189,7 +189,7 @@ fn function(r: &mut Reader<'_>) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::json::damage::{damaged, damages};
+    use crate::json::damage::{damaged, damages};
     use proptest::prelude::*;
 
     /// The `data` of every event of the chat captures, in order (read once).
@@ -200,7 +200,7 @@ mod tests {
     }
 
     fn read_capture_events() -> Vec<Vec<Vec<u8>>> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/streams");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/streams");
         [
             "openai-chat-basic-usage.sse",
             "openai-chat-logprobs.sse",
