@@ -165,19 +165,9 @@ async fn stop(mut child: Child) {
     assert!(status.success(), "exit status {status}");
 }
 
-/// A simulator whose streams are over in a few milliseconds.
-fn short_streams() -> sim::SimConfig {
-    sim::SimConfig {
-        ttft: Duration::from_millis(5),
-        itl: Duration::from_millis(1),
-        tokens: 5,
-        ..Default::default()
-    }
-}
-
 #[tokio::test]
 async fn serve_from_flags_proxies_and_stops_on_sigterm() {
-    let sim = start_sim(short_streams()).await;
+    let sim = start_sim(schedule(5, 1, 5)).await;
     let Served {
         child,
         proxy,
@@ -227,7 +217,7 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn the_log_filter_turns_the_access_log_off() {
-    let sim = start_sim(short_streams()).await;
+    let sim = start_sim(schedule(5, 1, 5)).await;
     let upstream = format!("http://{sim}");
     let Served {
         child,
@@ -260,7 +250,7 @@ async fn the_log_filter_turns_the_access_log_off() {
 /// the access line included.
 #[tokio::test]
 async fn text_logs_into_a_pipe_have_no_colour_codes() {
-    let sim = start_sim(short_streams()).await;
+    let sim = start_sim(schedule(5, 1, 5)).await;
     let mut child = Child(
         Command::new(BIN)
             .args([
@@ -328,7 +318,7 @@ fn signal(child: &std::process::Child, sig: &str) {
 
 #[tokio::test]
 async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
-    let sim = start_sim(short_streams()).await;
+    let sim = start_sim(schedule(5, 1, 5)).await;
     let dir = tempfile::tempdir().unwrap();
     let slo = dir.path().join("classes.yaml");
     let class =

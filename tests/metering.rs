@@ -13,15 +13,6 @@ use sim::SimConfig;
 
 const ROUTE: [(&str, &str); 3] = [("route", "test"), ("model", "m1"), ("slo", "chat")];
 
-fn sim_schedule() -> SimConfig {
-    SimConfig {
-        ttft: Duration::from_millis(200),
-        itl: Duration::from_millis(20),
-        tokens: 50,
-        ..SimConfig::default()
-    }
-}
-
 fn near(got: f64, want: f64, slack: f64, what: &str) {
     assert!(
         got >= want - 0.001 && got <= want + slack,
@@ -31,8 +22,7 @@ fn near(got: f64, want: f64, slack: f64, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_timings_match_the_upstream_schedule() {
-    let sim = start_sim(sim_schedule()).await;
-    let proxy = start(config_for(sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(200, 20, 50), config_for).await;
     let n = 4;
     let mut tasks = Vec::new();
     for _ in 0..n {

@@ -15,25 +15,6 @@ use tokenmeter::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Streams of 5 s (100 tokens 50 ms apart): in flight for a whole test.
-fn long_sim() -> SimConfig {
-    SimConfig {
-        ttft: Duration::from_millis(10),
-        itl: Duration::from_millis(50),
-        tokens: 100,
-        ..SimConfig::default()
-    }
-}
-
-fn fast_sim() -> SimConfig {
-    SimConfig {
-        ttft: Duration::from_millis(10),
-        itl: Duration::from_millis(10),
-        tokens: 20,
-        ..SimConfig::default()
-    }
-}
-
 /// Requests of `outcome` with `status_class`, over every route/model/slo.
 fn outcomes(s: &[Sample], outcome: &str, class: &str) -> f64 {
     sum(
@@ -94,8 +75,7 @@ async fn unreachable_upstream_is_a_502_proxy_error() {
 
 #[tokio::test]
 async fn upstream_reset_mid_stream_is_an_upstream_error() {
-    let sim = start_sim(fast_sim()).await;
-    let proxy = start(config_for(sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 10, 20), config_for).await;
     let (head, body) = chat_request("m1", true, &[("x-sim-abort-after", "3")]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 200);
@@ -120,8 +100,7 @@ async fn upstream_reset_mid_stream_is_an_upstream_error() {
 
 #[tokio::test]
 async fn error_status_and_error_event_are_upstream_errors_passed_through() {
-    let sim = start_sim(fast_sim()).await;
-    let proxy = start(config_for(sim)).await;
+    let Stack { sim, proxy } = Stack::start(schedule(10, 10, 20), config_for).await;
     let (head, body) = chat_request("m1", true, &[("x-sim-status", "503")]);
     let direct = raw_exchange(sim, &head, &body).await;
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
@@ -143,10 +122,9 @@ async fn error_status_and_error_event_are_upstream_errors_passed_through() {
 
 #[tokio::test]
 async fn slow_response_head_is_a_504_timeout() {
-    let sim = start_sim(fast_sim()).await;
-    let proxy = start(with_timeouts(sim, |t| {
-        t.response_headers = Duration::from_millis(200)
-    }))
+    let Stack { sim, proxy } = Stack::start(schedule(10, 10, 20), |sim| {
+        with_timeouts(sim, |t| t.response_headers = Duration::from_millis(200))
+    })
     .await;
     let (head, body) = chat_request("m1", true, &[("x-sim-headers-delay-ms", "5000")]);
     let started = tokio::time::Instant::now();
@@ -166,8 +144,10 @@ async fn slow_response_head_is_a_504_timeout() {
 
 #[tokio::test]
 async fn silent_stream_hits_the_idle_timeout() {
-    let sim = start_sim(fast_sim()).await;
-    let proxy = start(with_timeouts(sim, |t| t.idle = Duration::from_millis(300))).await;
+    let Stack { sim, proxy } = Stack::start(schedule(10, 10, 20), |sim| {
+        with_timeouts(sim, |t| t.idle = Duration::from_millis(300))
+    })
+    .await;
     let (head, body) = chat_request("m1", true, &[("x-sim-stall-after", "4")]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 200);
@@ -241,30 +221,9 @@ async fn connect_timeout_is_a_504() {
     proxy.stop().await;
 }
 
-/// Opens a streamed request and returns the socket once `events` SSE
-/// events of the body have arrived.
-async fn open_stream(proxy: SocketAddr, events: usize, extra: &[(&str, &str)]) -> TcpStream {
-    let (head, body) = chat_request("m1", true, extra);
-    let mut stream = TcpStream::connect(proxy).await.unwrap();
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&body).await.unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while seen.windows(6).filter(|w| w == b"data: ").count() < events {
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
-            .await
-            .expect("stream stalled")
-            .unwrap();
-        assert!(n > 0, "stream ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    stream
-}
-
 #[tokio::test]
 async fn client_abort_mid_stream_is_counted_and_reaches_the_upstream() {
-    let sim = start_sim(long_sim()).await;
-    let proxy = start(config_for(sim)).await;
+    let Stack { sim, proxy } = Stack::start(schedule(10, 50, 100), config_for).await;
     let stream = open_stream(proxy.proxy_addr, 4, &[]).await;
     drop(stream);
     let s = settle(proxy.admin_addr, 1.0).await;
@@ -278,8 +237,7 @@ async fn client_abort_mid_stream_is_counted_and_reaches_the_upstream() {
 
 #[tokio::test]
 async fn client_abort_before_the_response_head_is_counted() {
-    let sim = start_sim(fast_sim()).await;
-    let proxy = start(config_for(sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 10, 20), config_for).await;
     let (head, body) = chat_request("m1", true, &[("x-sim-headers-delay-ms", "5000")]);
     let mut stream = TcpStream::connect(proxy.proxy_addr).await.unwrap();
     stream.write_all(head.as_bytes()).await.unwrap();
@@ -335,7 +293,7 @@ async fn shutdown_drains_in_flight_streams_and_reports_not_ready() {
 
 #[tokio::test]
 async fn past_max_in_flight_requests_get_503_at_once_and_slots_free_as_streams_end() {
-    let sim = start_sim(long_sim()).await;
+    let sim = start_sim(schedule(10, 50, 100)).await;
     let mut config = config_for(sim);
     config.routes[0].max_in_flight = Some(2);
     let proxy = start(config).await;

@@ -32,7 +32,6 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use sim::SimConfig;
 use tokenmeter::config::Config;
 
 const SLO_FILE: &str = "\
@@ -54,15 +53,6 @@ routes:
 
 fn config(dir: &Path, upstream: SocketAddr) -> Config {
     config_from_files(dir, MAIN_FILE, &[("classes.yaml", SLO_FILE)], upstream)
-}
-
-fn sim() -> SimConfig {
-    SimConfig {
-        ttft: Duration::from_millis(10),
-        itl: Duration::from_millis(5),
-        tokens: 5,
-        ..SimConfig::default()
-    }
 }
 
 /// Fast requests (half of them with their response head held 20 ms, so the
@@ -105,9 +95,8 @@ async fn settled(admin: SocketAddr, requests: f64) {
 
 #[tokio::test]
 async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy() {
-    let sim = start_sim(sim()).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config(dir.path(), sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
     let admin = proxy.admin_addr;
     traffic(proxy.proxy_addr, 12).await;
     settled(admin, 12.0).await;
@@ -335,9 +324,8 @@ fn drawn(msg: &Value, chart: &str, name: &str) -> (u64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests() {
-    let sim = start_sim(sim()).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config(dir.path(), sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
     let admin = proxy.admin_addr;
     traffic(proxy.proxy_addr, 24).await;
     settled(admin, 24.0).await;

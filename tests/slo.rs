@@ -13,10 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use sim::SimConfig;
 use tokenmeter::config::Config;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const SLO_FILE: &str = "\
 classes:
@@ -46,15 +43,6 @@ fn config(dir: &Path, upstream: SocketAddr) -> Config {
     config_from_files(dir, MAIN_FILE, &[("classes.yaml", SLO_FILE)], upstream)
 }
 
-fn sim() -> SimConfig {
-    SimConfig {
-        ttft: Duration::from_millis(10),
-        itl: Duration::from_millis(5),
-        tokens: 5,
-        ..SimConfig::default()
-    }
-}
-
 const SLO: (&str, &str) = ("slo", "interactive");
 
 fn verdicts(s: &[Sample], verdict: &str) -> f64 {
@@ -71,9 +59,8 @@ fn violations(s: &[Sample], objective: &str) -> f64 {
 
 #[tokio::test]
 async fn exactly_the_requests_over_a_threshold_are_bad() {
-    let sim = start_sim(sim()).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config(dir.path(), sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
 
     // (count, headers): 7 within every threshold (5 tokens each), 4 with a
     // late first token, 3 with slow tokens, 1 of those with both. Slow
@@ -169,35 +156,14 @@ async fn exactly_the_requests_over_a_threshold_are_bad() {
     proxy.stop().await;
 }
 
-/// Opens a streamed request and returns the socket once the response head
-/// and its first event (the role chunk, not a token) have arrived.
-async fn open_stream(proxy: SocketAddr, extra: &[(&str, &str)]) -> TcpStream {
-    let (head, body) = chat_request("m1", true, extra);
-    let mut stream = TcpStream::connect(proxy).await.unwrap();
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&body).await.unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !seen.windows(6).any(|w| w == b"data: ") {
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
-            .await
-            .expect("stream stalled")
-            .unwrap();
-        assert!(n > 0, "stream ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    stream
-}
-
 #[tokio::test]
 async fn aborted_requests_are_bad_only_once_a_threshold_has_passed() {
-    let sim = start_sim(sim()).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config(dir.path(), sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
     let no_token_soon = [("x-sim-ttft-ms", "5000")];
 
     // Gone at once, long before the 1.2 s TTFT threshold: not judged.
-    drop(open_stream(proxy.proxy_addr, &no_token_soon).await);
+    drop(open_stream(proxy.proxy_addr, 1, &no_token_soon).await);
     let s = scrape_until(proxy.admin_addr, |s| {
         sum(s, "llm_requests_total", &[("outcome", "client_abort")]) >= 1.0
     })
@@ -210,7 +176,7 @@ async fn aborted_requests_are_bad_only_once_a_threshold_has_passed() {
 
     // Still waiting for a first token 2 s in: the TTFT threshold passed
     // before the client gave up, so the request is bad.
-    let stream = open_stream(proxy.proxy_addr, &no_token_soon).await;
+    let stream = open_stream(proxy.proxy_addr, 1, &no_token_soon).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     drop(stream);
     let s = scrape_until(proxy.admin_addr, |s| {
@@ -226,9 +192,8 @@ async fn aborted_requests_are_bad_only_once_a_threshold_has_passed() {
 
 #[tokio::test]
 async fn failed_requests_are_bad_only_once_a_threshold_has_passed() {
-    let sim = start_sim(sim()).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config(dir.path(), sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
 
     // Reset after 2 fast tokens: failed before any threshold, not judged.
     let (head, body) = chat_request("m1", true, &[("x-sim-abort-after", "2")]);
@@ -265,9 +230,8 @@ async fn failed_requests_are_bad_only_once_a_threshold_has_passed() {
 
 #[tokio::test]
 async fn class_comes_from_the_header_the_model_or_the_route() {
-    let sim = start_sim(sim()).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config(dir.path(), sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
     let cases: [(&str, &[(&str, &str)]); 4] = [
         ("m1", &[]),
         ("big-model", &[]),
@@ -304,9 +268,8 @@ async fn class_comes_from_the_header_the_model_or_the_route() {
 
 #[tokio::test]
 async fn live_status_reports_the_schedule_per_route_and_class() {
-    let sim = start_sim(sim()).await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config(dir.path(), sim)).await;
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
 
     // 7 on the schedule (TTFT 10 ms, 5 tokens 5 ms apart), 3 with a first
     // token 2.5 s late (3 tokens): K/N = 7/10 good.

@@ -532,12 +532,67 @@ pub async fn scrape_until(admin: SocketAddr, done: impl Fn(&[Sample]) -> bool) -
     }
 }
 
+/// The simulator and the proxy in front of it, on ephemeral loopback ports:
+/// where most end-to-end tests start.
+pub struct Stack {
+    /// The simulator's address.
+    pub sim: SocketAddr,
+    pub proxy: Running,
+}
+
+impl Stack {
+    /// Starts the simulator with `sim`, then the proxy with the config that
+    /// `config` makes for the simulator's address.
+    pub async fn start(sim: sim::SimConfig, config: impl FnOnce(SocketAddr) -> Config) -> Self {
+        let sim = start_sim(sim).await;
+        let proxy = start(config(sim)).await;
+        Stack { sim, proxy }
+    }
+
+    /// The proxy's `/metrics`, parsed.
+    pub async fn scrape(&self) -> Vec<Sample> {
+        scrape(self.proxy.admin_addr).await.1
+    }
+}
+
+/// The simulator's schedule: the first token after `ttft_ms`, then one every
+/// `itl_ms`, `tokens` in all.
+pub fn schedule(ttft_ms: u64, itl_ms: u64, tokens: u32) -> sim::SimConfig {
+    sim::SimConfig {
+        ttft: Duration::from_millis(ttft_ms),
+        itl: Duration::from_millis(itl_ms),
+        tokens,
+        ..Default::default()
+    }
+}
+
 /// Starts the simulator on an ephemeral port; it stops with the test's runtime.
 pub async fn start_sim(config: sim::SimConfig) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(sim::serve(listener, config, std::future::pending()));
     addr
+}
+
+/// Opens a streamed chat request through `proxy` and returns the socket once
+/// the response head and `events` SSE events of its body have arrived (the
+/// first is the simulator's role chunk, not a token).
+pub async fn open_stream(proxy: SocketAddr, events: usize, extra: &[(&str, &str)]) -> TcpStream {
+    let (head, body) = chat_request("m1", true, extra);
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while seen.windows(6).filter(|w| w == b"data: ").count() < events {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("stream stalled")
+            .unwrap();
+        assert!(n > 0, "stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stream
 }
 
 /// A chat completion request head and body for the simulator.
