@@ -1,4 +1,4 @@
-//! The upstream HTTP/1.1 response reader (`src/proxy/h1.rs`): response head
+//! The upstream HTTP/1.1 response reader (`src/proxy/h1/`): response head
 //! parser, then the body decoder its framing chooses (length, chunked with
 //! trailers, close-delimited), fed in reads. Input layout: `[cut, cut,
 //! wire...]` (see `tokenmeter::fuzz::h1_response`).
