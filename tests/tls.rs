@@ -379,23 +379,82 @@ async fn a_request_caught_in_the_keep_alive_race_over_tls_is_sent_again() {
     proxy.stop().await;
 }
 
-/// An HTTPS upstream that breaks its stream after three tokens: the client
-/// sees the stream break, and it is the upstream's error.
+/// An HTTPS upstream (HTTP/1.1) that sends the head and the first three
+/// events of a stream, a moment apart, then closes the connection without
+/// a word (no close_notify, no last chunk).
+async fn tls_stream_cut_after_three_events() -> SocketAddr {
+    let acceptor = acceptor(&[b"http/1.1"]);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                let (end, len) = loop {
+                    if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        break (end + 4, len);
+                    }
+                    match tls.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                };
+                while got.len() < end + len {
+                    match tls.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                            transfer-encoding: chunked\r\n\r\n";
+                if tls.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let _ = tls.flush().await;
+                for event in split_events(&fixture("deepseek-chat-text.sse"))
+                    .iter()
+                    .take(3)
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let chunk =
+                        [format!("{:x}\r\n", event.len()).as_bytes(), event, b"\r\n"].concat();
+                    if tls.write_all(&chunk).await.is_err() || tls.flush().await.is_err() {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                // Dropped: the TCP connection closes, TLS never says so.
+            });
+        }
+    });
+    addr
+}
+
+/// An HTTPS upstream that breaks its stream mid-way: the client sees the
+/// stream break, and it is the upstream's error.
 #[tokio::test]
 async fn an_upstream_closing_mid_stream_over_tls_is_an_upstream_error() {
-    let sim = start_sim(tokenmeter::sim::SimConfig {
-        ttft: Duration::from_millis(10),
-        itl: Duration::from_millis(10),
-        tokens: 20,
-        ..tokenmeter::sim::SimConfig::default()
-    })
-    .await;
-    let (upstream, _) = tls_front(sim).await;
+    let upstream = tls_stream_cut_after_three_events().await;
     let proxy = start(config(upstream, "    tls: {ca_file: ca.pem}\n")).await;
-    let (head, body) = chat_request("m1", true, &[("x-sim-abort-after", "3")]);
+    let (head, body) = chat_request("m1", true, &[]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 200);
     assert!(resp.truncated, "the client must see the stream break");
+    let events = split_events(&fixture("deepseek-chat-text.sse"));
+    assert_eq!(resp.body(), events[..3].concat());
     let s = scrape_until(proxy.admin_addr, |s| {
         sum(s, "llm_requests_total", &[]) >= 1.0
     })
@@ -423,4 +482,51 @@ async fn an_untrusted_http1_upstream_is_a_502_naming_the_certificate() {
     let body = String::from_utf8_lossy(&resp.body()).into_owned();
     assert!(body.contains("certificate"), "{body}");
     proxy.stop().await;
+}
+
+/// A client body that stalls past the read-ahead, while it streams to an
+/// HTTPS upstream: a 408 charged to the client, whether the upstream
+/// speaks HTTP/1.1 or HTTP/2.
+#[tokio::test]
+async fn a_client_body_stalling_on_its_way_to_an_https_upstream_is_the_clients_408() {
+    let (http1, _) = tls_front(scripted_upstream().await).await;
+    let h2 = tls_upstream(&[b"h2"]).await;
+    for upstream in [http1, h2] {
+        let mut config = config(upstream, "    tls: {ca_file: ca.pem}\n");
+        config.proxy.max_request_body_bytes = 16;
+        config.routes[0].timeouts.request_body = Duration::from_millis(300);
+        let proxy = start(config).await;
+        let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+        client
+            .write_all(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\n\
+                  content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+                  20\r\n{\"model\":\"m1\",\"messages\":[],   }\r\n",
+            )
+            .await
+            .unwrap();
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut piece = [0u8; 4096];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match client.read(&mut piece).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&piece[..n]),
+                }
+            }
+        });
+        read.await.expect("an answer");
+        let head = String::from_utf8_lossy(&buf).into_owned();
+        assert!(head.starts_with("HTTP/1.1 408"), "{upstream}: {head}");
+        let s = scrape_until(proxy.admin_addr, |s| {
+            sum(s, "llm_requests_total", &[]) >= 1.0
+        })
+        .await;
+        assert_eq!(
+            sum(&s, "llm_requests_total", &[("outcome", "client_timeout")]),
+            1.0,
+            "{upstream}"
+        );
+        proxy.stop().await;
+    }
 }

@@ -721,6 +721,10 @@ mod tests {
                             let _ = sock.shutdown().await;
                             return;
                         }
+                        // Closed without a word (over TLS, no close_notify).
+                        if answer.contains("x-then-drop") {
+                            return;
+                        }
                     }
                 });
             }
@@ -898,6 +902,39 @@ mod tests {
     }
 
     both!(a_response_that_had_begun_is_not_sent_again);
+    both!(a_close_without_close_notify_is_read_as_a_cut);
+    /// An upstream that closes without TLS's close_notify: a body framed
+    /// by chunks is cut short, as over TCP; one delimited by the close may
+    /// have been truncated, which only TLS can tell (RFC 9112 §9.8), so
+    /// over TLS it is an error.
+    async fn a_close_without_close_notify_is_read_as_a_cut(tls: bool) {
+        let up = upstream(
+            vec![Some(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx-then-drop: 1\r\n\r\n3\r\nabc\r\n",
+            )],
+            tls,
+        )
+        .await;
+        let (_, frames) = exchange(&up.upstream, post("1")).await;
+        assert!(matches!(frames, Err(h1::Error::ClosedInBody)), "{frames:?}");
+        let up = upstream(
+            vec![Some(
+                "HTTP/1.1 200 OK\r\nx-then-drop: 1\r\n\r\nuntil the end",
+            )],
+            tls,
+        )
+        .await;
+        let (_, frames) = exchange(&up.upstream, post("1")).await;
+        if tls {
+            assert!(
+                matches!(&frames, Err(h1::Error::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof),
+                "{frames:?}"
+            );
+        } else {
+            assert_eq!(frames.unwrap().concat(), b"until the end");
+        }
+    }
+
     /// Once a byte of the response has arrived, the upstream has the
     /// request: never sent twice.
     async fn a_response_that_had_begun_is_not_sent_again(tls: bool) {

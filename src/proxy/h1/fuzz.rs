@@ -10,9 +10,9 @@ use super::{KeepAliveHint, MAX_HEAD};
 
 /// Fuzzing entry point (`fuzz/fuzz_targets/h1_response.rs`, built only
 /// with `--cfg fuzzing`): `data` read as an upstream's answer, head then
-/// body, as `head::poll_head` and [`Body`](super::Body) read it, handed over in the reads
-/// its first two bytes choose (0: one byte per read; else cuts at those
-/// fractions of the rest). Whatever the bytes, nothing panics, and the
+/// body, as `head::poll_head` and [`Body`](super::Body) read it, handed
+/// over in the reads its first two bytes choose (0: one byte per read;
+/// else cuts at those fractions of the rest). Whatever the bytes, nothing panics, and the
 /// reads change nothing: head, data, trailers and end are those of the
 /// whole answer read at once.
 pub fn fuzz_response(data: &[u8]) {

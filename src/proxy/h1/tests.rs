@@ -22,8 +22,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::body::Decoder;
 use super::head::tests::{framing, head};
 use super::*;
-use crate::proxy::RequestBody;
-use crate::proxy::body::ClientBody;
 
 /// Where a connection goes when its exchange ended cleanly.
 type Kept<S> = Arc<Mutex<Option<Conn<Mock<S>>>>>;
@@ -149,7 +147,7 @@ fn answer(conn: &mut Conn<Mock<Script>>, read: &[u8]) {
     conn.io.io.reads.push_back(read.to_vec());
 }
 
-fn request(method: Method, headers: &[(&str, &str)], body: RequestBody) -> Prepared<RequestBody> {
+fn request(method: Method, headers: &[(&str, &str)], body: TestBody) -> Prepared<TestBody> {
     let mut req = Request::new(body);
     *req.method_mut() = method;
     *req.uri_mut() = "/up".parse().unwrap();
@@ -162,8 +160,8 @@ fn request(method: Method, headers: &[(&str, &str)], body: RequestBody) -> Prepa
     Prepared::new(req)
 }
 
-fn empty() -> RequestBody {
-    RequestBody::buffered(Default::default(), None)
+fn empty() -> TestBody {
+    TestBody::held(Default::default())
 }
 
 fn trailers(fields: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -175,7 +173,7 @@ fn trailers(fields: &[(&'static str, &'static str)]) -> HeaderMap {
 
 /// A body's data, and its trailers.
 async fn read_all<T: Transport>(
-    mut body: Body<T, RequestBody>,
+    mut body: Body<T, TestBody>,
 ) -> Result<(Vec<u8>, Option<HeaderMap>), Error> {
     let mut data = Vec::new();
     let mut trailers = None;
@@ -216,8 +214,8 @@ async fn client_body(first: &[u8]) -> (DuplexStream, hyper::body::Incoming) {
     (client, rx.await.unwrap())
 }
 
-fn streaming(incoming: hyper::body::Incoming, idle: Duration) -> RequestBody {
-    RequestBody::streaming(ClientBody::new(incoming, idle))
+fn streaming(incoming: hyper::body::Incoming, idle: Duration) -> TestBody {
+    TestBody::streaming(incoming, idle)
 }
 
 /// Reads from the upstream's end of a pipe until what it got
@@ -626,7 +624,7 @@ async fn a_client_body_failing_after_the_head_stops_the_request_not_the_response
 /// goes out chunked when the request declares `Trailer`.
 #[tokio::test]
 async fn a_chunked_request_body_ends_with_its_trailers() {
-    let body = RequestBody::buffered(
+    let body = TestBody::held(
         [
             Frame::data(Bytes::from_static(b"hello")),
             Frame::trailers(trailers(&[
@@ -637,7 +635,6 @@ async fn a_chunked_request_body_ends_with_its_trailers() {
             ])),
         ]
         .into(),
-        None,
     );
     let (conn, kept, written) = scripted([&b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"[..]]);
     let req = request(Method::POST, &[("trailer", "x-checksum, x-usage")], body);
@@ -694,14 +691,13 @@ async fn a_chunked_request_body_ends_with_its_trailers() {
 #[tokio::test]
 async fn a_request_sent_with_a_content_length_drops_its_trailers() {
     for headers in [&[][..], &[("content-length", "5")]] {
-        let body = RequestBody::buffered(
+        let body = TestBody::held(
             [
                 Frame::data(Bytes::from_static(b"hel")),
                 Frame::data(Bytes::from_static(b"lo")),
                 Frame::trailers(trailers(&[("x-checksum", "abc")])),
             ]
             .into(),
-            None,
         );
         let (conn, kept, written) =
             scripted([&b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"[..]]);
@@ -717,5 +713,108 @@ async fn a_request_sent_with_a_content_length_drops_its_trailers() {
             "POST /up HTTP/1.1\r\ncontent-length: 5\r\n\r\nhello"
         );
         assert!(kept.lock().unwrap().is_some(), "{headers:?}");
+    }
+}
+
+/// A request body for the tests, as the proxy's would be: frames held
+/// whole (which can be sent again), or a client's body streaming in from
+/// hyper's server, which fails when the client is silent for `idle`.
+pub(super) enum TestBody {
+    Held(VecDeque<Frame<Bytes>>),
+    Streaming {
+        inner: hyper::body::Incoming,
+        idle: Duration,
+        /// Armed while waiting for the client.
+        timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    },
+}
+
+/// Why a test body failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum TestBodyError {
+    #[error("client request body")]
+    Failed(#[source] hyper::Error),
+    #[error("the client sent nothing of its request body for {0:?}")]
+    Idle(Duration),
+}
+
+impl TestBody {
+    pub(super) fn held(frames: VecDeque<Frame<Bytes>>) -> Self {
+        TestBody::Held(frames)
+    }
+
+    fn streaming(inner: hyper::body::Incoming, idle: Duration) -> Self {
+        TestBody::Streaming {
+            inner,
+            idle,
+            timer: None,
+        }
+    }
+}
+
+impl http_body::Body for TestBody {
+    type Data = Bytes;
+    type Error = TestBodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, TestBodyError>>> {
+        match self.get_mut() {
+            TestBody::Held(frames) => Poll::Ready(frames.pop_front().map(Ok)),
+            TestBody::Streaming { inner, idle, timer } => match Pin::new(inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    *timer = None;
+                    Poll::Ready(Some(Ok(frame)))
+                }
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(TestBodyError::Failed(e)))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => {
+                    let idle = *idle;
+                    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                    std::task::ready!(timer.as_mut().poll(cx));
+                    Poll::Ready(Some(Err(TestBodyError::Idle(idle))))
+                }
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            TestBody::Held(frames) => frames.is_empty(),
+            TestBody::Streaming { inner, .. } => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            TestBody::Held(frames) => http_body::SizeHint::with_exact(
+                frames
+                    .iter()
+                    .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
+                    .sum(),
+            ),
+            TestBody::Streaming { inner, .. } => inner.size_hint(),
+        }
+    }
+}
+
+impl SendBody for TestBody {
+    fn replay(&self) -> Option<Self> {
+        match self {
+            TestBody::Held(frames) => frames
+                .iter()
+                .map(|f| match (f.data_ref(), f.trailers_ref()) {
+                    (Some(data), _) => Some(Frame::data(data.clone())),
+                    (None, Some(trailers)) => Some(Frame::trailers(trailers.clone())),
+                    (None, None) => None,
+                })
+                .collect::<Option<VecDeque<_>>>()
+                .map(TestBody::Held),
+            TestBody::Streaming { inner, .. } if inner.is_end_stream() => {
+                Some(TestBody::Held(VecDeque::new()))
+            }
+            TestBody::Streaming { .. } => None,
+        }
     }
 }

@@ -264,12 +264,12 @@ mod tests {
     use http::header::HeaderValue;
     use http_body::Frame;
 
+    use super::super::tests::TestBody;
     use super::*;
-    use crate::proxy::RequestBody;
 
     #[test]
     fn the_request_head_carries_its_framing() {
-        let head = |method: Method, headers: &[(&str, &str)], body: RequestBody| {
+        let head = |method: Method, headers: &[(&str, &str)], body: TestBody| {
             let mut req = Request::new(body);
             *req.method_mut() = method;
             *req.uri_mut() = "/v1/chat?x=1".parse().unwrap();
@@ -283,9 +283,8 @@ mod tests {
             let (out, framing) = request_head(&parts, &body);
             (String::from_utf8(out).unwrap(), framing)
         };
-        let buffered =
-            |s: &str| RequestBody::buffered([Frame::data(Bytes::from(s.to_owned()))].into(), None);
-        let empty = || RequestBody::buffered(Default::default(), None);
+        let buffered = |s: &str| TestBody::held([Frame::data(Bytes::from(s.to_owned()))].into());
+        let empty = || TestBody::held(Default::default());
 
         let (out, framing) = head(Method::POST, &[("host", "up:8000")], buffered("{}"));
         assert_eq!(
