@@ -530,3 +530,27 @@ async fn a_client_body_stalling_on_its_way_to_an_https_upstream_is_the_clients_4
         proxy.stop().await;
     }
 }
+
+/// An HTTPS upstream that takes the TCP connection and never answers the
+/// TLS handshake: the connect timeout covers TLS too.
+#[tokio::test]
+async fn a_tls_handshake_that_never_ends_is_a_connect_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let mut config = config(upstream, "    tls: {ca_file: ca.pem}\n");
+    config.routes[0].timeouts.connect = Duration::from_millis(300);
+    let proxy = start(config).await;
+    let resp = raw_exchange(proxy.proxy_addr, &fixture_request(), b"{}").await;
+    assert_eq!(resp.status, 504);
+    assert_eq!(
+        resp.header("x-tokenmeter-error"),
+        Some("upstream_connect_timeout")
+    );
+    proxy.stop().await;
+}

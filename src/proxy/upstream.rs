@@ -1,12 +1,12 @@
 //! The upstream of a route: connection set-up (TCP, TLS), the choice of
 //! protocol, and the one classification of what went wrong.
 //!
-//! A connection is made by [`Connector`]: TCP (the route's connect
-//! timeout, `TCP_NODELAY`), then, for an `https` upstream, TLS
-//! (tokio-rustls) verified against the web PKI roots or the route's
-//! `tls.ca_file`, with the upstream's host name as SNI (none for an IP
-//! address, whose certificate must name it), offering `h2` and `http/1.1`
-//! by ALPN.
+//! A connection is made by [`Connector`]: TCP (`TCP_NODELAY`), then, for
+//! an `https` upstream, TLS (tokio-rustls), both within the route's
+//! connect timeout. TLS is verified against the web PKI roots or the
+//! route's `tls.ca_file`, with the upstream's host name as SNI (none for
+//! an IP address, whose certificate must name it), offering `h2` and
+//! `http/1.1` by ALPN.
 //!
 //! The protocol is chosen by what the connection speaks, not by the URL's
 //! scheme: HTTP/1.1 (plain TCP, or TLS where ALPN chose `http/1.1` or
@@ -216,9 +216,10 @@ impl Connector {
         })
     }
 
-    /// A TCP connection to the upstream, within the connect timeout: each
-    /// of the host's addresses in turn, until one answers.
-    async fn tcp(&self) -> Result<TcpStream, Error> {
+    /// A TCP connection to the upstream, and TLS over it for `https`, both
+    /// within the connect timeout (as `timeouts.connect` is documented):
+    /// each of the host's addresses in turn, until one answers.
+    async fn transport(&self) -> Result<Io, Error> {
         let connect = async {
             let addrs: Vec<SocketAddr> = tokio::net::lookup_host((self.host.as_str(), self.port))
                 .await
@@ -227,9 +228,13 @@ impl Connector {
             let mut last = None;
             for addr in addrs {
                 match TcpStream::connect(addr).await {
-                    Ok(stream) => {
-                        stream.set_nodelay(true).map_err(Error::Connect)?;
-                        return Ok(stream);
+                    Ok(tcp) => {
+                        tcp.set_nodelay(true).map_err(Error::Connect)?;
+                        let Some((tls, name)) = &self.tls else {
+                            return Ok(Io::Tcp(tcp));
+                        };
+                        let stream = tls.connect(name.clone(), tcp).await.map_err(Error::Tls)?;
+                        return Ok(Io::Tls(Box::new(stream)));
                     }
                     Err(e) => last = Some(e),
                 }
@@ -249,16 +254,12 @@ impl Connector {
     /// A new connection, speaking what the upstream chose: HTTP/1.1 over
     /// plain TCP, over TLS what ALPN chose.
     async fn connect(&self) -> Result<Fresh, Error> {
-        let tcp = self.tcp().await?;
-        let Some((tls, name)) = &self.tls else {
-            return Ok(Fresh::H1(Io::Tcp(tcp)));
+        let stream = match self.transport().await? {
+            Io::Tls(stream) if stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]) => stream,
+            io => return Ok(Fresh::H1(io)),
         };
-        let stream = tls.connect(name.clone(), tcp).await.map_err(Error::Tls)?;
-        if stream.get_ref().1.alpn_protocol() != Some(&b"h2"[..]) {
-            return Ok(Fresh::H1(Io::Tls(Box::new(stream))));
-        }
         let (send, conn) = http2::Builder::new(TokioExecutor::new())
-            .handshake(TokioIo::new(stream))
+            .handshake(TokioIo::new(*stream))
             .await
             .map_err(Error::H2Handshake)?;
         tokio::spawn(async move {
