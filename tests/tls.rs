@@ -2,8 +2,10 @@
 //! authorities (`routes[i].tls.ca_file`): a TLS upstream on a real socket,
 //! with a certificate from a test CA (`tests/data/tls/`), over HTTP/2 (by
 //! ALPN) and HTTP/1.1; and the wire-level behaviour of plain-HTTP
-//! upstreams, over TLS: frames forwarded as they came, connections kept
-//! alive, the keep-alive race, a stream cut by the upstream.
+//! upstreams, over TLS, against upstreams with a self-signed certificate
+//! (made by rcgen) that the route trusts: frames forwarded as they came,
+//! connections kept alive, the keep-alive race, a stream cut by the
+//! upstream, the client's stalled body, HTTP/2 by ALPN.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -29,7 +31,7 @@ fn tls_dir() -> PathBuf {
 /// The scripted upstream (see `common`) behind TLS with the test CA's
 /// server certificate, offering `alpn` (`h2`, `http/1.1`).
 async fn tls_upstream(alpn: &[&[u8]]) -> SocketAddr {
-    tls_upstream_counted(alpn).await.0
+    tls_upstream_counted(acceptor(alpn)).await.0
 }
 
 /// The TLS server side with the test CA's server certificate, offering
@@ -41,6 +43,50 @@ fn acceptor(alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
     let key = pki_types::PrivateKeyDer::from_pem_file(tls_dir().join("server.key")).unwrap();
+    acceptor_with(alpn, certs, key)
+}
+
+/// A self-signed certificate for `localhost` and `127.0.0.1`, made once
+/// per test process with rcgen, and the PEM file that holds it (what a
+/// route trusting it names as its `tls.ca_file`).
+struct SelfSigned {
+    cert: pki_types::CertificateDer<'static>,
+    key: Vec<u8>,
+    file: PathBuf,
+}
+
+fn self_signed() -> &'static SelfSigned {
+    static ONE: std::sync::OnceLock<SelfSigned> = std::sync::OnceLock::new();
+    ONE.get_or_init(|| {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+            .unwrap();
+        let file = tempfile::tempdir().unwrap().keep().join("self-signed.pem");
+        std::fs::write(&file, made.cert.pem()).unwrap();
+        SelfSigned {
+            cert: made.cert.der().clone(),
+            key: made.signing_key.serialize_der(),
+            file,
+        }
+    })
+}
+
+/// The TLS server side with the self-signed certificate, offering `alpn`.
+fn self_signed_acceptor(alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
+    let own = self_signed();
+    let key = pki_types::PrivateKeyDer::Pkcs8(pki_types::PrivatePkcs8KeyDer::from(own.key.clone()));
+    acceptor_with(alpn, vec![own.cert.clone()], key)
+}
+
+/// The route's `tls` that trusts the self-signed certificate.
+fn trust_self_signed() -> String {
+    format!("    tls: {{ca_file: {}}}\n", self_signed().file.display())
+}
+
+fn acceptor_with(
+    alpn: &[&[u8]],
+    certs: Vec<pki_types::CertificateDer<'static>>,
+    key: pki_types::PrivateKeyDer<'static>,
+) -> tokio_rustls::TlsAcceptor {
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -53,9 +99,10 @@ fn acceptor(alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
-/// [`tls_upstream`], and its count of connections.
-async fn tls_upstream_counted(alpn: &[&[u8]]) -> (SocketAddr, Arc<AtomicUsize>) {
-    let acceptor = acceptor(alpn);
+/// The scripted upstream behind `acceptor`, and its count of connections.
+async fn tls_upstream_counted(
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> (SocketAddr, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
@@ -86,7 +133,7 @@ async fn tls_upstream_counted(alpn: &[&[u8]]) -> (SocketAddr, Arc<AtomicUsize>) 
 /// its own to `backend`, and closed when that one closes. Returns its
 /// address and its count of connections.
 async fn tls_front(backend: SocketAddr) -> (SocketAddr, Arc<AtomicUsize>) {
-    let acceptor = acceptor(&[b"http/1.1"]);
+    let acceptor = self_signed_acceptor(&[b"http/1.1"]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
@@ -255,7 +302,7 @@ fn stream_request(name: &str) -> (String, Vec<Vec<u8>>) {
 #[tokio::test]
 async fn an_http1_stream_over_tls_keeps_its_chunks_and_its_connection() {
     let (upstream, connections) = tls_front(scripted_upstream().await).await;
-    let proxy = start(config(upstream, "    tls: {ca_file: ca.pem}\n")).await;
+    let proxy = start(config(upstream, &trust_self_signed())).await;
     let name = "deepseek-chat-text.sse";
     let (head, frames) = stream_request(name);
     for _ in 0..3 {
@@ -282,8 +329,9 @@ async fn an_http1_stream_over_tls_keeps_its_chunks_and_its_connection() {
 /// its requests share one connection.
 #[tokio::test]
 async fn an_h2_stream_is_forwarded_metered_on_one_shared_connection() {
-    let (upstream, connections) = tls_upstream_counted(&[b"h2", b"http/1.1"]).await;
-    let proxy = start(config(upstream, "    tls: {ca_file: ca.pem}\n")).await;
+    let (upstream, connections) =
+        tls_upstream_counted(self_signed_acceptor(&[b"h2", b"http/1.1"])).await;
+    let proxy = start(config(upstream, &trust_self_signed())).await;
     let name = "deepseek-chat-text.sse";
     let (head, frames) = stream_request(name);
     for _ in 0..3 {
@@ -356,7 +404,7 @@ async fn one_answer_per_connection() -> SocketAddr {
 #[tokio::test]
 async fn a_request_caught_in_the_keep_alive_race_over_tls_is_sent_again() {
     let (upstream, connections) = tls_front(one_answer_per_connection().await).await;
-    let proxy = start(config(upstream, "    tls: {ca_file: ca.pem}\n")).await;
+    let proxy = start(config(upstream, &trust_self_signed())).await;
     let get = "GET /v1/models HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
     assert_eq!(raw_exchange(proxy.proxy_addr, get, b"").await.status, 200);
     let resp = raw_exchange(proxy.proxy_addr, get, b"").await;
@@ -383,7 +431,7 @@ async fn a_request_caught_in_the_keep_alive_race_over_tls_is_sent_again() {
 /// events of a stream, a moment apart, then closes the connection without
 /// a word (no close_notify, no last chunk).
 async fn tls_stream_cut_after_three_events() -> SocketAddr {
-    let acceptor = acceptor(&[b"http/1.1"]);
+    let acceptor = self_signed_acceptor(&[b"http/1.1"]);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -448,7 +496,7 @@ async fn tls_stream_cut_after_three_events() -> SocketAddr {
 #[tokio::test]
 async fn an_upstream_closing_mid_stream_over_tls_is_an_upstream_error() {
     let upstream = tls_stream_cut_after_three_events().await;
-    let proxy = start(config(upstream, "    tls: {ca_file: ca.pem}\n")).await;
+    let proxy = start(config(upstream, &trust_self_signed())).await;
     let (head, body) = chat_request("m1", true, &[]);
     let resp = raw_exchange(proxy.proxy_addr, &head, &body).await;
     assert_eq!(resp.status, 200);
@@ -490,9 +538,9 @@ async fn an_untrusted_http1_upstream_is_a_502_naming_the_certificate() {
 #[tokio::test]
 async fn a_client_body_stalling_on_its_way_to_an_https_upstream_is_the_clients_408() {
     let (http1, _) = tls_front(scripted_upstream().await).await;
-    let h2 = tls_upstream(&[b"h2"]).await;
+    let (h2, _) = tls_upstream_counted(self_signed_acceptor(&[b"h2"])).await;
     for upstream in [http1, h2] {
-        let mut config = config(upstream, "    tls: {ca_file: ca.pem}\n");
+        let mut config = config(upstream, &trust_self_signed());
         config.proxy.max_request_body_bytes = 16;
         config.routes[0].timeouts.request_body = Duration::from_millis(300);
         let proxy = start(config).await;
@@ -543,7 +591,7 @@ async fn a_tls_handshake_that_never_ends_is_a_connect_timeout() {
             held.push(stream);
         }
     });
-    let mut config = config(upstream, "    tls: {ca_file: ca.pem}\n");
+    let mut config = config(upstream, &trust_self_signed());
     config.routes[0].timeouts.connect = Duration::from_millis(300);
     let proxy = start(config).await;
     let resp = raw_exchange(proxy.proxy_addr, &fixture_request(), b"{}").await;

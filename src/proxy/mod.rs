@@ -166,14 +166,14 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds the routes' upstream clients. Fails only if TLS cannot be set up.
+    /// Builds the routes' upstreams. Fails only if TLS cannot be set up.
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, rustls::Error> {
         Self::build(config, metrics, None)
     }
 
     /// The proxy of a reloaded `config`. A route of the same name whose
-    /// client settings are unchanged keeps its upstream client, and so its
-    /// pooled connections.
+    /// upstream, connect timeout and trusted roots are unchanged keeps its
+    /// upstream, and so its pooled connections.
     pub fn reloaded(&self, config: &Config) -> Result<Self, rustls::Error> {
         Self::build(config, self.metrics.clone(), Some(self))
     }
