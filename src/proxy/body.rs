@@ -309,14 +309,14 @@ impl Reading {
 /// [`OWN_BUFFER_MAX`], as `h1` does for its connections) moved out of the
 /// upstream connection's read buffer into one of its own size.
 ///
-/// hyper's HTTP/2 client hands each frame out as a slice of its read
-/// buffer and, before its next read (which it tries while the frame still
-/// waits in the client connection's write queue), reserves room there
-/// again. A buffer still shared with a frame cannot be reused, so it takes
-/// a new one and frees the old one after the write: two allocations and
-/// two frees per chunk. A copy of a chunk of a few hundred bytes costs one
-/// small allocation, and the read buffer, no longer shared, is reused in
-/// place. Larger frames (bulk bodies) are passed on as they are.
+/// hyper's HTTP/2 client hands each frame out as a slice of the
+/// connection's read buffer (h2's codec splits a DATA frame's payload off
+/// it). A buffer still shared with a frame waiting in the client
+/// connection's write queue cannot be reused in place, so the next read
+/// takes a new one and the old one is freed after the write. A copy of a
+/// chunk of a few hundred bytes costs one small allocation, and the read
+/// buffer, no longer shared, is reused. Larger frames (bulk bodies) are
+/// passed on as they are.
 fn own_buffer(frame: Frame<Bytes>) -> Frame<Bytes> {
     match frame.into_data() {
         Ok(data) if data.len() <= OWN_BUFFER_MAX => Frame::data(Bytes::copy_from_slice(&data)),
@@ -359,8 +359,8 @@ impl Body for ResponseBody {
 /// The request body sent upstream.
 ///
 /// One pointer wide: hyper's HTTP/2 client (HTTPS upstreams that chose
-/// `h2`) queues requests in blocks of 32 slots allocated with each connection, so
-/// every byte of `Request<RequestBody>` costs 32 per upstream connection
+/// `h2`) queues requests in blocks of 32 slots allocated with each
+/// connection, so every byte of `Request<RequestBody>` costs 32 per upstream connection
 /// (boxed, a block is 8 KiB instead of 10).
 pub struct RequestBody(Box<Source>);
 
