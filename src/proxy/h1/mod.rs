@@ -188,8 +188,8 @@ impl<T: Transport> Conn<T> {
     /// Whether an idle connection can take a request: the upstream has not
     /// closed it (nor sent anything unasked). A read that would wait means
     /// it is open; what an idle connection has to read is its end (a TLS
-    /// stream takes its protocol's own messages, such as session tickets,
-    /// on the way, and still waits). The read is polled with a waker that
+    /// stream takes its protocol's own post-handshake messages, such as
+    /// resumption tickets, on the way, and still waits). The read is polled with a waker that
     /// does nothing: nobody waits on an idle connection, and the next
     /// exchange's poll registers its own.
     pub fn is_open(&mut self) -> bool {
