@@ -3,8 +3,8 @@
 //! [`ResponseBody`] carries the upstream's response to the client frame for
 //! frame: each frame is stamped and shown to the meter by shared reference,
 //! then returned with the same bytes, never merged, split or held back (a
-//! small one in a buffer of its own: [`own_buffer`], and `h1::take` for a
-//! pooled connection's). It
+//! small one in a buffer of its own: [`own_buffer`] for hyper's HTTP/2
+//! client, and `h1`'s own for an HTTP/1.1 connection's). It
 //! also enforces the idle timeout (silence between frames), and it ends the
 //! meter exactly once: at the end of the body, on an upstream error or
 //! timeout, or, when the client goes away and hyper drops it, as a client
@@ -26,7 +26,8 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use super::admission::Admitted;
-use super::h1;
+use super::upstream::H1Body;
+use h1::OWN_BUFFER_MAX;
 use meter::Outcome;
 
 /// Errors a forwarded body can end with.
@@ -34,7 +35,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The client's request body failed: the client's doing, so it is never
 /// charged to the upstream, however far the request had gone. Both
-/// upstream clients report it with this error in the chain.
+/// upstream protocols report it with this error (`upstream::Error`).
 #[derive(Debug, thiserror::Error)]
 pub enum ClientBodyError {
     /// A malformed chunked body, a connection cut mid-body: answered `400`.
@@ -155,10 +156,10 @@ pub struct UpstreamBody {
 
 /// Where an upstream's response body comes from.
 pub enum FromUpstream {
-    /// A plain-HTTP upstream's connection, read as the body is polled
-    /// (`h1.rs`); it goes back to its pool at the body's end.
-    Pooled(h1::Body),
-    /// hyper-util's client (HTTPS upstreams).
+    /// An HTTP/1.1 upstream's connection (TCP or TLS), read as the body is
+    /// polled (`h1`); it goes back to its pool at the body's end.
+    Pooled(H1Body),
+    /// hyper's HTTP/2 client (HTTPS upstreams that chose `h2` by ALPN).
     Client(Incoming),
 }
 
@@ -304,22 +305,17 @@ impl Reading {
     }
 }
 
-/// Data frames up to this size leave in a buffer of their own (here for
-/// hyper-util's client, in `h1::take` for the pooled connections); larger
-/// ones are passed on in the read buffer they came in.
-pub(super) const OWN_BUFFER_MAX: usize = 4096;
-
-/// `frame` with the same bytes, a small data frame moved out of the
+/// `frame` with the same bytes, a small data frame (up to
+/// [`OWN_BUFFER_MAX`], as `h1` does for its connections) moved out of the
 /// upstream connection's read buffer into one of its own size.
 ///
-/// hyper's client hands each frame out as a slice of its 8 KiB read buffer
-/// and, before its next read (which it tries while the frame still waits
-/// in the client connection's write queue), reserves room there again. A
-/// buffer still shared with a frame cannot be reused, so it takes a new
-/// 8 KiB one and frees the old one after the write: two allocations and
-/// two frees per chunk, about 700 instructions. A copy of a chunk of a
-/// few hundred bytes costs one small allocation, and the read buffer, no
-/// longer shared, is reused in place. Larger frames (bulk bodies) are
+/// hyper's HTTP/2 client hands each frame out as a slice of the
+/// connection's read buffer (h2's codec splits a DATA frame's payload off
+/// it). A buffer still shared with a frame waiting in the client
+/// connection's write queue cannot be reused in place, so the next read
+/// takes a new one and the old one is freed after the write. A copy of a
+/// chunk of a few hundred bytes costs one small allocation, and the read
+/// buffer, no longer shared, is reused. Larger frames (bulk bodies) are
 /// passed on as they are.
 fn own_buffer(frame: Frame<Bytes>) -> Frame<Bytes> {
     match frame.into_data() {
@@ -362,9 +358,9 @@ impl Body for ResponseBody {
 
 /// The request body sent upstream.
 ///
-/// One pointer wide: hyper's client (hyper-util's, for HTTPS upstreams)
-/// queues requests in blocks of 32 slots allocated with each connection, so
-/// every byte of `Request<RequestBody>` costs 32 per upstream connection
+/// One pointer wide: hyper's HTTP/2 client (HTTPS upstreams that chose
+/// `h2`) queues requests in blocks of 32 slots allocated with each
+/// connection, so every byte of `Request<RequestBody>` costs 32 per upstream connection
 /// (boxed, a block is 8 KiB instead of 10).
 pub struct RequestBody(Box<Source>);
 

@@ -16,7 +16,6 @@ pub mod access;
 mod admission;
 pub mod arrival;
 pub mod body;
-mod h1;
 pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};
@@ -29,10 +28,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame};
 use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 
 use crate::config::{Config, Protocol, Route};
@@ -43,13 +38,9 @@ use meter::{Api, Limits, Outcome, StreamMeter};
 use slo::SloClass;
 
 pub use body::{BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody};
-#[cfg(fuzzing)]
-pub use h1::fuzz_response;
 
 /// The meter of one request, reporting to the metrics and the access log.
 pub type Meter = StreamMeter<access::Logged>;
-
-type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
 /// Why the proxy answered a request itself.
 #[derive(Debug, thiserror::Error)]
@@ -143,15 +134,13 @@ impl ProxyError {
     }
 }
 
-/// A route with its upstream client (one per route, since connect timeouts
-/// are set on the connector).
+/// A route with its upstream (one per route, since connect timeouts and
+/// trusted roots are the route's).
 struct RouteState {
     route: Route,
-    /// HTTPS upstreams (and HTTP/2 by ALPN).
-    client: UpstreamClient,
-    /// Plain-HTTP upstreams: HTTP/1.1 connections driven by the request's
-    /// own task (see [`upstream`]).
-    h1: Option<Arc<upstream::H1Pool>>,
+    /// Connections to the upstream, over HTTP/1.1 or HTTP/2 (see
+    /// [`upstream`]).
+    upstream: Arc<upstream::Upstream>,
     /// The route's requests in flight, kept across reloads (by name).
     in_flight: Arc<admission::InFlight>,
 }
@@ -176,14 +165,14 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds the routes' upstream clients. Fails only if TLS cannot be set up.
+    /// Builds the routes' upstreams. Fails only if TLS cannot be set up.
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, rustls::Error> {
         Self::build(config, metrics, None)
     }
 
     /// The proxy of a reloaded `config`. A route of the same name whose
-    /// client settings are unchanged keeps its upstream client, and so its
-    /// pooled connections.
+    /// upstream, connect timeout and trusted roots are unchanged keeps its
+    /// upstream, and so its pooled connections.
     pub fn reloaded(&self, config: &Config) -> Result<Self, rustls::Error> {
         Self::build(config, self.metrics.clone(), Some(self))
     }
@@ -201,6 +190,7 @@ impl Proxy {
             }
             previous.routes.iter().find(|old| {
                 old.route.name == route.name
+                    && old.route.upstream == route.upstream
                     && old.route.timeouts.connect == route.timeouts.connect
                     && old.route.tls_roots == route.tls_roots
             })
@@ -209,17 +199,9 @@ impl Proxy {
             .routes
             .iter()
             .map(|route| {
-                let old = reusable(route);
-                let client = match old {
-                    Some(old) => old.client.clone(),
-                    None => upstream_client(route, keepalive)?,
-                };
-                // The pool holds connections to one upstream only.
-                let h1 = match old.and_then(|o| o.h1.as_ref()) {
-                    Some(pool) if old.is_some_and(|o| o.route.upstream == route.upstream) => {
-                        Some(pool.clone())
-                    }
-                    _ => h1_pool(route, keepalive, &metrics),
+                let upstream = match reusable(route) {
+                    Some(old) => old.upstream.clone(),
+                    None => new_upstream(route, keepalive, &metrics)?,
                 };
                 let in_flight = previous
                     .and_then(|p| p.routes.iter().find(|old| old.route.name == route.name))
@@ -228,8 +210,7 @@ impl Proxy {
                     metrics.limited(&route.name);
                 }
                 Ok(RouteState {
-                    client,
-                    h1,
+                    upstream,
                     in_flight,
                     route: route.clone(),
                 })
@@ -431,29 +412,11 @@ impl Proxy {
     ) -> Result<Response<FromUpstream>, ProxyError> {
         let route = &state.route;
         let req = self.upstream_request(route, req, client_addr)?;
-        let sent = tokio::time::timeout(route.timeouts.response_headers, async {
-            match &state.h1 {
-                Some(pool) => pool
-                    .send(origin_form(req, pool.host()))
-                    .await
-                    .map(|resp| resp.map(FromUpstream::Pooled))
-                    .map_err(|e| classify_send_error(&e)),
-                None => state
-                    .client
-                    .request(req)
-                    .await
-                    .map(|resp| {
-                        let (mut parts, body) = resp.into_parts();
-                        parts.headers = fitted(std::mem::take(&mut parts.headers));
-                        Response::from_parts(parts, FromUpstream::Client(body))
-                    })
-                    .map_err(|e| classify_client_error(&e)),
-            }
-        })
-        .await;
-        sent.unwrap_or(Err(ProxyError::HeadersTimeout(
-            route.timeouts.response_headers,
-        )))
+        state
+            .upstream
+            .send(req, route.timeouts.response_headers)
+            .await
+            .map_err(|e| e.classify())
     }
 
     /// The client's response for the upstream's `resp`: its head without
@@ -757,54 +720,6 @@ fn origin_form(req: Request<RequestBody>, host: Option<&HeaderValue>) -> Request
     Request::from_parts(parts, body)
 }
 
-fn classify_send_error(e: &upstream::SendError) -> ProxyError {
-    match e {
-        upstream::SendError::Http(h1::Error::RequestBody(e)) => client_body_error(e),
-        upstream::SendError::Http(e @ h1::Error::RequestLength) => {
-            ProxyError::RequestBody(e.to_string())
-        }
-        upstream::SendError::Connect(e) => {
-            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&**e);
-            let mut timed_out = false;
-            while let Some(s) = source {
-                if let Some(io) = s.downcast_ref::<std::io::Error>() {
-                    timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
-                }
-                source = s.source();
-            }
-            if timed_out {
-                ProxyError::ConnectTimeout
-            } else {
-                ProxyError::Connect(error_chain(&**e))
-            }
-        }
-        upstream::SendError::Http(e) => ProxyError::Upstream(error_chain(e)),
-    }
-}
-
-fn classify_client_error(e: &hyper_util::client::legacy::Error) -> ProxyError {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    let mut timed_out = false;
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            timed_out |= io.kind() == std::io::ErrorKind::TimedOut;
-        }
-        if let Some(client) = s.downcast_ref::<ClientBodyError>() {
-            return client_body_error(client);
-        }
-        source = s.source();
-    }
-    if e.is_connect() {
-        if timed_out {
-            ProxyError::ConnectTimeout
-        } else {
-            ProxyError::Connect(error_chain(e))
-        }
-    } else {
-        ProxyError::Upstream(error_chain(e))
-    }
-}
-
 /// The client's answer for its own body's failure.
 fn client_body_error(e: &ClientBodyError) -> ProxyError {
     match e {
@@ -825,14 +740,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-fn connector(route: &Route) -> HttpConnector {
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(route.timeouts.connect));
-    http
-}
-
 /// How many idle upstream connections are kept, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Keepalive {
@@ -849,65 +756,23 @@ impl Keepalive {
     }
 }
 
-/// The connection pool of a plain-HTTP route.
-fn h1_pool(
+/// The upstream of a route, its retries counted in the metrics.
+fn new_upstream(
     route: &Route,
     keepalive: Keepalive,
     metrics: &Metrics,
-) -> Option<Arc<upstream::H1Pool>> {
-    let upstream = &route.upstream;
-    if upstream.scheme != http::uri::Scheme::HTTP {
-        return None;
-    }
-    let target = Uri::builder()
-        .scheme(upstream.scheme.clone())
-        .authority(upstream.authority.clone())
-        .path_and_query("/")
-        .build()
-        .ok()?;
+) -> Result<Arc<upstream::Upstream>, rustls::Error> {
     let closed = metrics.upstream_retries(&route.name, h1::Race::Closed.as_str());
     let reset = metrics.upstream_retries(&route.name, h1::Race::Reset.as_str());
-    Some(upstream::H1Pool::new(
-        connector(route),
-        target,
+    upstream::Upstream::new(
+        route,
         keepalive.max_idle,
         keepalive.idle_timeout,
         Box::new(move |race| match race {
             h1::Race::Closed => closed.inc(),
             h1::Race::Reset => reset.inc(),
         }),
-    ))
-}
-
-fn upstream_client(route: &Route, keepalive: Keepalive) -> Result<UpstreamClient, rustls::Error> {
-    let http = connector(route);
-    let builder = hyper_rustls::HttpsConnectorBuilder::new();
-    let builder = match &route.tls_roots {
-        None => builder.with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?,
-        Some(roots) => {
-            let mut store = rustls::RootCertStore::empty();
-            for der in &roots.certificates {
-                store.add(rustls::pki_types::CertificateDer::from(der.clone()))?;
-            }
-            builder.with_tls_config(
-                rustls::ClientConfig::builder_with_provider(Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()?
-                .with_root_certificates(store)
-                .with_no_client_auth(),
-            )
-        }
-    };
-    let https = builder
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(keepalive.idle_timeout)
-        .pool_max_idle_per_host(keepalive.max_idle)
-        .build(https))
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,667 @@
+//! Decoding a response body out of the connection's read buffer, by its
+//! framing: a `Content-Length`, chunked (with its trailers as a last
+//! frame), or until the upstream closes; and the body itself, which reads
+//! the connection as it is polled.
+//!
+//! A small frame leaves in a buffer of its own size ([`take`]), so that the
+//! read buffer stays unshared and is reused in place: a buffer still shared
+//! with a frame waiting in the client connection's write queue cannot be,
+//! and the next read would take a new one and free the old one after the
+//! write, two allocations and two frees per chunk. A copy of a chunk of a
+//! few hundred bytes costs one small allocation. Larger frames (bulk
+//! bodies) are split off the read buffer as they are.
+
+use std::pin::Pin;
+use std::sync::Weak;
+use std::task::{Context, Poll, ready};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::HeaderMap;
+use http_body::{Frame, SizeHint};
+
+use super::head::field;
+use super::write::Sending;
+use super::{
+    Conn, Error, MAX_HEAD, MAX_HEADERS, MAX_SIZE_LINE, OWN_BUFFER_MAX, Pool, READ_MAX, READ_MIN,
+    SendBody, Transport,
+};
+
+/// Where the chunked decoder is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Chunk {
+    /// In a chunk's size line: the size so far and its number of digits.
+    Size {
+        size: u64,
+        digits: u8,
+    },
+    /// In the whitespace after the size.
+    SizeSpace {
+        size: u64,
+    },
+    /// In a chunk extension (ignored): how many bytes of it were read.
+    Extension {
+        size: u64,
+        len: usize,
+    },
+    /// After the CR of the size line.
+    SizeLf {
+        size: u64,
+    },
+    /// In a chunk's data: how many bytes remain.
+    Data(u64),
+    DataCr,
+    DataLf,
+    /// After the last chunk: the trailer section.
+    Trailers,
+}
+
+impl Chunk {
+    const START: Chunk = Chunk::Size { size: 0, digits: 0 };
+
+    /// The state after the framing byte `b` (never called in `Data` or
+    /// `Trailers`, which take their bytes whole).
+    fn step(self, b: u8) -> Result<Chunk, Error> {
+        let hex = |b: u8| (b as char).to_digit(16).map(u64::from);
+        Ok(match self {
+            Chunk::Size { size, digits } => match (b, hex(b)) {
+                (_, Some(d)) if digits < 16 => Chunk::Size {
+                    size: size << 4 | d,
+                    digits: digits + 1,
+                },
+                (_, Some(_)) => return Err(Error::Chunked("chunk size over 16 hex digits")),
+                (b'\r', None) if digits > 0 => Chunk::SizeLf { size },
+                (b' ' | b'\t', None) if digits > 0 => Chunk::SizeSpace { size },
+                (b';', None) if digits > 0 => Chunk::Extension { size, len: 0 },
+                _ => return Err(Error::Chunked("invalid chunk size")),
+            },
+            Chunk::SizeSpace { size } => match b {
+                b' ' | b'\t' => self,
+                b';' => Chunk::Extension { size, len: 0 },
+                b'\r' => Chunk::SizeLf { size },
+                _ => return Err(Error::Chunked("invalid chunk size")),
+            },
+            Chunk::Extension { size, len } => match b {
+                b'\r' => Chunk::SizeLf { size },
+                b'\n' => return Err(Error::Chunked("bare LF in a chunk extension")),
+                _ if len >= MAX_SIZE_LINE => {
+                    return Err(Error::Chunked("chunk extension over 4 KiB"));
+                }
+                _ => Chunk::Extension { size, len: len + 1 },
+            },
+            Chunk::SizeLf { size } => match (b, size) {
+                (b'\n', 0) => Chunk::Trailers,
+                (b'\n', _) => Chunk::Data(size),
+                _ => return Err(Error::Chunked("no LF after a chunk size")),
+            },
+            Chunk::DataCr => match b {
+                b'\r' => Chunk::DataLf,
+                _ => return Err(Error::Chunked("chunk data longer than its size")),
+            },
+            Chunk::DataLf => match b {
+                b'\n' => Chunk::START,
+                _ => return Err(Error::Chunked("no LF after chunk data")),
+            },
+            Chunk::Data(_) | Chunk::Trailers => self,
+        })
+    }
+}
+
+/// How a response body is delimited, and how far it has been decoded out
+/// of the read buffer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Decoder {
+    /// This many bytes remain.
+    Length(u64),
+    Chunked(Chunk),
+    /// Until the upstream closes the connection.
+    Close,
+    /// Ended (or empty from the start).
+    Done,
+}
+
+impl Decoder {
+    pub(super) const CHUNKED: Decoder = Decoder::Chunked(Chunk::START);
+
+    pub(super) fn is_done(&self) -> bool {
+        *self == Decoder::Done
+    }
+
+    /// The upstream closed the connection: whether that ends the body.
+    pub(super) fn closed(&mut self) -> bool {
+        let ends = *self == Decoder::Close;
+        if ends {
+            *self = Decoder::Done;
+        }
+        ends
+    }
+
+    /// The next frame that `buf` holds (taken off its front), or `None`
+    /// when it needs more bytes or the body has ended (`is_done`). After a
+    /// data frame, the framing that follows it in `buf` is taken too, up to
+    /// the next chunk's data, so that the last frame of a body whose end
+    /// was read with it already says the body has ended.
+    pub(super) fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame<Bytes>>, Error> {
+        let frame = match *self {
+            Decoder::Done => None,
+            Decoder::Close if buf.is_empty() => None,
+            Decoder::Close => Some(Frame::data(take(buf, 0, buf.len()))),
+            Decoder::Length(_) if buf.is_empty() => None,
+            Decoder::Length(rest) => {
+                let n = usize::try_from(rest).unwrap_or(usize::MAX).min(buf.len());
+                let rest = rest - n as u64;
+                *self = if rest == 0 {
+                    Decoder::Done
+                } else {
+                    Decoder::Length(rest)
+                };
+                Some(Frame::data(take(buf, 0, n)))
+            }
+            Decoder::Chunked(_) => {
+                let frame = self.chunked(buf, true)?;
+                if frame.as_ref().is_some_and(Frame::is_data) {
+                    // An error there leaves the state and `buf` as they
+                    // were: the next call meets it, after this frame.
+                    let _ = self.chunked(buf, false);
+                }
+                frame
+            }
+        };
+        Ok(frame)
+    }
+
+    /// Runs the chunked decoder over `buf`: the next data frame (only when
+    /// `data`) or trailers frame, or `None` when `buf` has no more for it
+    /// (or, without `data`, at the next data or non-empty trailers). An
+    /// error leaves the state and `buf` unchanged.
+    fn chunked(&mut self, buf: &mut BytesMut, data: bool) -> Result<Option<Frame<Bytes>>, Error> {
+        let Decoder::Chunked(mut at) = *self else {
+            return Ok(None);
+        };
+        // Framing bytes read, taken off `buf` at the end.
+        let mut i = 0;
+        let frame = loop {
+            match at {
+                Chunk::Data(rest) => {
+                    if !data || i == buf.len() {
+                        break None;
+                    }
+                    let n = usize::try_from(rest)
+                        .unwrap_or(usize::MAX)
+                        .min(buf.len() - i);
+                    at = match rest - n as u64 {
+                        0 => Chunk::DataCr,
+                        rest => Chunk::Data(rest),
+                    };
+                    let data = take(buf, i, n);
+                    i = 0;
+                    break Some(Frame::data(data));
+                }
+                // The usual framing, whole in `buf`, read at once: the CRLF
+                // after a chunk's data, and a size line without extensions.
+                Chunk::DataCr if buf[i..].starts_with(b"\r\n") => {
+                    i += 2;
+                    at = Chunk::START;
+                    continue;
+                }
+                Chunk::START => {
+                    if let Some((size, len)) = size_line(&buf[i..]) {
+                        i += len;
+                        at = match size {
+                            0 => Chunk::Trailers,
+                            size => Chunk::Data(size),
+                        };
+                        continue;
+                    }
+                }
+                Chunk::Trailers => {
+                    let section = &buf[i..];
+                    if section.starts_with(b"\r\n") {
+                        buf.advance(i + 2);
+                        *self = Decoder::Done;
+                        return Ok(None);
+                    }
+                    if !data {
+                        break None;
+                    }
+                    let Some(end) = memchr::memmem::find(section, b"\r\n\r\n") else {
+                        if section.len() > MAX_HEAD {
+                            return Err(Error::Chunked("trailers longer than 64 KiB"));
+                        }
+                        break None;
+                    };
+                    let trailers = trailers(&section[..end + 4])?;
+                    buf.advance(i + end + 4);
+                    *self = Decoder::Done;
+                    return Ok(Some(Frame::trailers(trailers)));
+                }
+                _ => {}
+            }
+            let Some(&b) = buf.get(i) else { break None };
+            at = at.step(b)?;
+            i += 1;
+        };
+        buf.advance(i);
+        *self = Decoder::Chunked(at);
+        Ok(frame)
+    }
+}
+
+/// A whole chunk size line of hex digits and CRLF at the start of `bytes`:
+/// the size and the line's length. `None` for anything else (more to read,
+/// an extension, whitespace, an error), which the byte-by-byte path takes.
+fn size_line(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut size = 0u64;
+    let mut digits = 0;
+    for &b in bytes.iter().take(16) {
+        match (b as char).to_digit(16) {
+            Some(d) => size = size << 4 | u64::from(d),
+            None => break,
+        }
+        digits += 1;
+    }
+    (digits > 0 && bytes[digits..].starts_with(b"\r\n")).then_some((size, digits + 2))
+}
+
+/// A trailer section (its fields and the empty line after them).
+fn trailers(section: &[u8]) -> Result<HeaderMap, Error> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(section, &mut slots)
+    else {
+        return Err(Error::Chunked("invalid trailers"));
+    };
+    let mut map = HeaderMap::with_capacity(fields.len());
+    for f in fields {
+        let (name, value) = field(f).ok_or(Error::Chunked("invalid trailers"))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// The `n` bytes of `buf` after its first `skip`, taken off it with those:
+/// copied when small, so that `buf` stays unshared and is reused in place;
+/// split off when large.
+pub(super) fn take(buf: &mut BytesMut, skip: usize, n: usize) -> Bytes {
+    if n <= OWN_BUFFER_MAX {
+        let out = Bytes::copy_from_slice(&buf[skip..skip + n]);
+        buf.advance(skip + n);
+        out
+    } else {
+        buf.advance(skip);
+        buf.split_to(n).freeze()
+    }
+}
+
+/// A response body, read from its connection as it is polled (which also
+/// sends the rest of the request, if the response came first).
+pub struct Body<T, B> {
+    /// `None` once the body has ended (or failed).
+    pub(super) conn: Option<Conn<T>>,
+    pub(super) decoder: Decoder,
+    /// Whether the connection can be kept once the body has ended (and the
+    /// request has been sent whole).
+    pub(super) keep: bool,
+    /// The rest of the request, while it is being sent.
+    pub(super) sending: Option<Box<Sending<B>>>,
+    pub(super) pool: Weak<Pool<T>>,
+    /// Room reserved for the next read (adaptive, `READ_MIN..=READ_MAX`).
+    pub(super) read_size: usize,
+}
+
+impl<T: Transport, B: SendBody> Body<T, B> {
+    /// Once the body has ended: its connection back to the pool, if it can
+    /// be kept, else closed (and a request not all sent is not sent
+    /// further).
+    pub(super) fn ended(&mut self) {
+        if !self.decoder.is_done() {
+            return;
+        }
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        let request_sent = self.sending.take().is_none();
+        if self.keep && request_sent && conn.buf.is_empty() {
+            // An idle connection holds no buffer (up to `max_idle` of
+            // them wait in the pool); the next exchange takes a new one.
+            conn.buf = BytesMut::new();
+            T::give_back(conn, &self.pool);
+        }
+    }
+
+    /// Sends more of the request, as far as its body and the upstream
+    /// allow now. Once the response has begun, a failure to send is not
+    /// the response's: the rest is not sent, and the connection is not
+    /// kept.
+    fn send_rest(&mut self, cx: &mut Context<'_>) {
+        let (Some(sending), Some(conn)) = (self.sending.as_mut(), self.conn.as_mut()) else {
+            return;
+        };
+        let Poll::Ready(result) = sending.poll(&mut conn.io, cx) else {
+            return;
+        };
+        if let Err(e) = result {
+            tracing::debug!(error = ?e, "the rest of the request was not sent to the upstream");
+            self.keep = false;
+        }
+        self.sending = None;
+    }
+}
+
+impl<T: Transport, B: SendBody> http_body::Body for Body<T, B> {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let this = self.get_mut();
+        this.send_rest(cx);
+        loop {
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match this.decoder.decode(&mut conn.buf) {
+                Err(e) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Ok(Some(frame)) => {
+                    this.ended();
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Ok(None) if this.decoder.is_done() => {
+                    this.ended();
+                    return Poll::Ready(None);
+                }
+                Ok(None) => {}
+            }
+            conn.buf.reserve(this.read_size);
+            let room = conn.buf.capacity() - conn.buf.len();
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut conn.io), cx, &mut conn.buf);
+            match ready!(read) {
+                // A TLS stream the upstream closed without its close_notify:
+                // a body framed by length or chunks was cut short. (One
+                // delimited by the close may have been truncated: the error
+                // says so.)
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof
+                        && this.decoder != Decoder::Close =>
+                {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(Error::ClosedInBody)));
+                }
+                Err(e) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+                // (A body delimited by the close never keeps its connection.)
+                Ok(0) if this.decoder.closed() => {
+                    this.ended();
+                    return Poll::Ready(None);
+                }
+                Ok(0) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(Error::ClosedInBody)));
+                }
+                Ok(n) if n == room => this.read_size = (this.read_size * 2).min(READ_MAX),
+                Ok(n) if n < room / 2 => this.read_size = (this.read_size / 2).max(READ_MIN),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.decoder.is_done()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.decoder {
+            Decoder::Done => SizeHint::with_exact(0),
+            Decoder::Length(n) => SizeHint::with_exact(n),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::head::parse_head;
+    use super::*;
+
+    /// Frames, each with whether the body had ended right after it.
+    type Frames = Vec<(Frame<Bytes>, bool)>;
+
+    /// The frames `decoder` makes of `wire` handed over in the pieces cut
+    /// at `cuts` (as reads would), each with whether the body had ended
+    /// right after it; the decoder's last word is the result's second part.
+    fn frames(
+        framing: Decoder,
+        wire: &[u8],
+        cuts: &[usize],
+    ) -> (Frames, Result<(BytesMut, bool), Error>) {
+        let mut decoder = framing;
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &to in cuts.iter().chain([&wire.len()]) {
+            buf.extend_from_slice(&wire[from..to]);
+            from = to;
+            loop {
+                match decoder.decode(&mut buf) {
+                    Ok(Some(frame)) => out.push((frame, decoder.is_done())),
+                    Ok(None) => break,
+                    Err(e) => return (out, Err(e)),
+                }
+            }
+        }
+        let done = decoder.is_done();
+        (out, Ok((buf, done)))
+    }
+
+    fn data(frames: &Frames) -> Vec<Vec<u8>> {
+        frames
+            .iter()
+            .filter_map(|(f, _)| f.data_ref().map(|d| d.to_vec()))
+            .collect()
+    }
+
+    const CHUNKED: &[u8] = b"7\r\ndata: a\r\n\
+        19;name=value\r\ndata: {\"x\":1}\n\ndata: bc\n\n\r\n\
+        3 \r\nxyz\r\n0\r\n\r\n";
+
+    /// Read whole, every chunk is one frame with its bytes, and the last one
+    /// ends the body (the terminator came with it).
+    #[test]
+    fn a_chunk_is_one_frame() {
+        let (out, rest) = frames(Decoder::CHUNKED, CHUNKED, &[]);
+        assert_eq!(
+            data(&out),
+            [&b"data: a"[..], b"data: {\"x\":1}\n\ndata: bc\n\n", b"xyz"]
+        );
+        assert_eq!(
+            out.iter().map(|(_, end)| *end).collect::<Vec<_>>(),
+            [false, false, true]
+        );
+        assert!(rest.unwrap().0.is_empty());
+    }
+
+    /// Cut anywhere, in one or two places: the same bytes, no frame
+    /// crosses a chunk's boundary (a chunk cut in its data is two frames),
+    /// and the body ends exactly at its terminator.
+    #[test]
+    fn chunked_bodies_cut_anywhere_decode_the_same() {
+        let chunks: [&[u8]; 3] = [b"data: a", b"data: {\"x\":1}\n\ndata: bc\n\n", b"xyz"];
+        let n = CHUNKED.len();
+        for a in 0..=n {
+            for b in a..=n {
+                let (out, rest) = frames(Decoder::CHUNKED, CHUNKED, &[a, b]);
+                let (rest, done) = rest.unwrap_or_else(|e| panic!("cut at {a}, {b}: {e}"));
+                assert!(rest.is_empty() && done, "cut at {a}, {b}");
+                // Each frame lies inside one chunk: regrouped, the chunks.
+                let mut regrouped: Vec<Vec<u8>> = vec![Vec::new()];
+                let mut i = 0;
+                for d in data(&out) {
+                    assert!(!d.is_empty(), "cut at {a}, {b}: empty frame");
+                    regrouped[i].extend_from_slice(&d);
+                    assert!(regrouped[i].len() <= chunks[i].len());
+                    if regrouped[i].len() == chunks[i].len() {
+                        regrouped.push(Vec::new());
+                        i += 1;
+                    }
+                }
+                assert_eq!(&regrouped[..3], chunks, "cut at {a}, {b}");
+                // Only the last frame can say the body ended (it does when
+                // the terminator came in the same piece).
+                assert!(out[..out.len() - 1].iter().all(|(_, end)| !end));
+                // The last data byte is 8 before the end.
+                let last_piece = [a, b].into_iter().filter(|&c| c < n).max().unwrap_or(0);
+                if last_piece <= n - 8 {
+                    assert!(out.last().unwrap().1, "cut at {a}, {b}: ended");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn trailers_come_as_a_last_frame() {
+        let wire = b"3\r\nabc\r\n0\r\nx-usage: 12\r\nx-b: 2\r\n\r\n";
+        for cut in 0..=wire.len() {
+            let (out, rest) = frames(Decoder::CHUNKED, wire, &[cut]);
+            assert_eq!(rest.unwrap(), (BytesMut::new(), true), "cut at {cut}");
+            assert_eq!(data(&out).concat(), b"abc", "cut at {cut}");
+            let (last, end) = out.last().unwrap();
+            let trailers = last.trailers_ref().expect("trailers");
+            assert_eq!(trailers["x-usage"], "12");
+            assert_eq!(trailers["x-b"], "2");
+            assert!(end);
+        }
+    }
+
+    #[test]
+    fn bad_chunked_framing_is_an_error_after_the_good_frames() {
+        for (wire, good) in [
+            (&b"3\r\nabcd\r\n"[..], 1),
+            (b"3\r\nabc\nx", 1),
+            (b"g\r\n", 0),
+            (b"\r\n", 0),
+            (b"3 4\r\nabc\r\n", 0),
+            (b"3\n", 0),
+            (b"11111111111111111\r\n", 0),
+            (b"3;\n", 0),
+            (b"3\r\nabc\r\n0\r\nno colon\r\n\r\n", 1),
+        ] {
+            let (out, rest) = frames(Decoder::CHUNKED, wire, &[]);
+            assert!(
+                matches!(rest, Err(Error::Chunked(_))),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+            assert_eq!(out.len(), good, "{:?}", String::from_utf8_lossy(wire));
+        }
+    }
+
+    #[test]
+    fn a_chunk_extension_is_bounded() {
+        let mut wire = b"3;".to_vec();
+        wire.extend(std::iter::repeat_n(b'x', MAX_SIZE_LINE + 1));
+        wire.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
+        assert!(frames(Decoder::CHUNKED, &wire, &[]).1.is_err());
+        let mut wire = b"3;".to_vec();
+        wire.extend(std::iter::repeat_n(b'x', MAX_SIZE_LINE));
+        wire.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
+        assert_eq!(data(&frames(Decoder::CHUNKED, &wire, &[]).0), [b"abc"]);
+    }
+
+    #[test]
+    fn a_length_body_ends_at_its_length() {
+        let wire = b"hello, world";
+        for cut in 0..=wire.len() {
+            let (out, rest) = frames(Decoder::Length(5), wire, &[cut]);
+            assert_eq!(data(&out).concat(), b"hello", "cut at {cut}");
+            assert!(out.last().unwrap().1);
+            // What follows the body is left for the connection to refuse.
+            let (rest, done) = rest.unwrap();
+            assert!(done);
+            assert_eq!(&rest[..], &wire[5..]);
+        }
+    }
+
+    #[test]
+    fn small_frames_are_copied_and_large_ones_split_off() {
+        let mut buf = BytesMut::from(&vec![b'x'; 3 * OWN_BUFFER_MAX][..]);
+        let start = buf.as_ptr();
+        let small = take(&mut buf, 1, OWN_BUFFER_MAX);
+        assert_eq!(small.len(), OWN_BUFFER_MAX);
+        // Copied: not a view of the read buffer, which moved past it.
+        let in_buffer = |p: *const u8| {
+            (start as usize..start as usize + 3 * OWN_BUFFER_MAX).contains(&(p as usize))
+        };
+        assert!(!in_buffer(small.as_ptr()));
+        assert_eq!(buf.as_ptr(), start.wrapping_add(1 + OWN_BUFFER_MAX));
+        let at = buf.as_ptr();
+        let large = take(&mut buf, 0, OWN_BUFFER_MAX + 1);
+        assert_eq!(large.len(), OWN_BUFFER_MAX + 1);
+        // Split off: the same bytes of the read buffer.
+        assert_eq!(large.as_ptr(), at);
+        assert_eq!(buf.len(), OWN_BUFFER_MAX - 2);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 500, ..Default::default() })]
+
+        /// Any chunking of any data, with or without extensions, cut into
+        /// reads anywhere: the data comes out whole, every frame within one
+        /// chunk, and the body ends at the terminator.
+        #[test]
+        fn any_chunked_body_decodes_to_its_chunks(
+            chunks in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 1..300), 0..8),
+            extension in proptest::prelude::any::<bool>(),
+            cuts in proptest::collection::vec(0usize..4000, 0..6),
+        ) {
+            let mut wire = Vec::new();
+            for c in &chunks {
+                wire.extend_from_slice(format!("{:X}", c.len()).as_bytes());
+                if extension {
+                    wire.extend_from_slice(b" ;a=b");
+                }
+                wire.extend_from_slice(b"\r\n");
+                wire.extend_from_slice(c);
+                wire.extend_from_slice(b"\r\n");
+            }
+            wire.extend_from_slice(b"0\r\n\r\n");
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (wire.len() + 1)).collect();
+            cuts.sort_unstable();
+            let (out, rest) = frames(Decoder::CHUNKED, &wire, &cuts);
+            let (rest, done) = rest.unwrap();
+            proptest::prop_assert!(rest.is_empty() && done);
+            // Regrouped by chunk, the frames are the chunks.
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            let mut open = 0;
+            for d in data(&out) {
+                if open == 0 {
+                    got.push(Vec::new());
+                    open = chunks[got.len() - 1].len();
+                }
+                proptest::prop_assert!(d.len() <= open, "a frame across chunks");
+                got.last_mut().unwrap().extend_from_slice(&d);
+                open -= d.len();
+            }
+            proptest::prop_assert_eq!(got, chunks);
+        }
+
+        /// Whatever the upstream sends, the decoders and the head parser
+        /// answer (a frame, more to read, or an error) without panicking.
+        #[test]
+        fn any_bytes_are_answered(
+            wire in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            cut in 0usize..200,
+        ) {
+            let cut = cut.min(wire.len());
+            for framing in [Decoder::CHUNKED, Decoder::Length(50), Decoder::Close] {
+                let _ = frames(framing, &wire, &[cut]);
+            }
+            let mut buf = BytesMut::from(&wire[..]);
+            let _ = parse_head(&mut buf);
+        }
+    }
+}

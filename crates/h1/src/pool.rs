@@ -1,0 +1,321 @@
+//! The idle connections of one upstream, the upstream's `Keep-Alive`
+//! hints, and the one retry rule.
+//!
+//! A connection is owned by the request using it: the request's future
+//! writes the request and reads the response head, and the response body
+//! reads the rest from the connection as the proxy's client connection
+//! polls it. A response that ended cleanly gives its connection back here;
+//! a client that goes away drops it, which closes it, so the upstream sees
+//! the abort. An idle connection is not polled: one the upstream closed, or
+//! that has bytes nobody asked for (an upstream's extra response must never
+//! answer the next request), is found so when it is given back or taken
+//! ([`Conn::is_open`]) and dropped. Idle connections expire after the
+//! pool's idle timeout, or sooner when the upstream's `Keep-Alive:
+//! timeout=N` says it closes them sooner (checked at each checkout and
+//! release, and by a reaper task), and at most `max_idle` are kept: past a
+//! burst, the connections (and the memory of their buffers) go.
+//!
+//! Servers close idle connections on their own timers, and some (llama.cpp's
+//! server) after every response whatever they announce, so a request can
+//! meet a connection the upstream is closing: it fails before one byte of a
+//! response arrives. Such a request, on a reused connection, is to be sent
+//! again once on a new connection, if the proxy holds all of it (an empty
+//! body, or one read ahead whole); one whose body was streaming from the
+//! client, or whose response had begun, never is ([`Pool::send_reused`]).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::Response;
+use http::header::{HeaderMap, HeaderName};
+use tokio::time::Instant;
+
+use super::{Body, Conn, Error, Failed, Prepared, SendBody, Transport};
+
+/// Counts a retry by its reason.
+pub type OnRetry = Box<dyn Fn(Race) + Send + Sync>;
+
+/// The idle connections of one upstream.
+pub struct Pool<T> {
+    idle: Mutex<VecDeque<Idle<T>>>,
+    /// At most this many idle connections are kept.
+    max_idle: usize,
+    idle_timeout: Duration,
+    /// Counts a request sent again after the keep-alive race, by reason.
+    on_retry: OnRetry,
+}
+
+struct Idle<T> {
+    conn: Conn<T>,
+    /// When it stops being usable: the pool's idle timeout, or sooner by
+    /// the upstream's `Keep-Alive` hint.
+    expires: Instant,
+}
+
+/// What became of a request sent on a reused connection.
+pub enum Reused<T, B> {
+    /// Answered, or failed for good.
+    Sent(Result<Response<Body<T, B>>, Error>),
+    /// The connection was closed under it in the keep-alive race, and the
+    /// proxy holds all of it: to be sent once more, on a new connection.
+    Again(Prepared<B>),
+}
+
+impl<T: Transport + Send + 'static> Pool<T> {
+    /// A pool that keeps at most `max_idle` idle connections, each for
+    /// `idle_timeout`. Within a tokio runtime, a reaper task closes expired
+    /// idle connections until the pool is dropped.
+    pub fn new(max_idle: usize, idle_timeout: Duration, on_retry: OnRetry) -> Arc<Self> {
+        let pool = Arc::new(Self {
+            idle: Mutex::new(VecDeque::new()),
+            max_idle,
+            idle_timeout,
+            on_retry,
+        });
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&pool);
+            let every = (idle_timeout / 2).max(Duration::from_secs(1));
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(pool) = weak.upgrade() else { return };
+                    pool.prune(Instant::now());
+                }
+            });
+        }
+        pool
+    }
+}
+
+impl<T: Transport> Pool<T> {
+    /// Drops idle connections that expired.
+    fn prune(&self, now: Instant) {
+        let expired: VecDeque<Idle<T>> = {
+            let Ok(mut idle) = self.idle.lock() else {
+                return;
+            };
+            if idle.iter().all(|c| c.expires > now) {
+                return;
+            }
+            let (live, expired) = std::mem::take(&mut *idle)
+                .into_iter()
+                .partition(|c| c.expires > now);
+            *idle = live;
+            expired
+        };
+        // Closed outside the lock.
+        drop(expired);
+    }
+
+    /// An idle connection that is still open. A kept-alive connection can
+    /// be closed by the upstream just as it is taken (servers close idle
+    /// connections after their own keep-alive timeout, uvicorn's is 5 s):
+    /// one found closed is dropped and the next one taken.
+    pub fn checkout(&self) -> Option<Conn<T>> {
+        self.prune(Instant::now());
+        loop {
+            let mut c = self.idle.lock().ok()?.pop_back()?;
+            // A connection the upstream closed while idle is dropped here.
+            if c.conn.is_open() {
+                return Some(c.conn);
+            }
+        }
+    }
+
+    /// Keeps `conn`, whose last response ended cleanly, for the next
+    /// request (or closes it: past `max_idle`, or if the upstream has
+    /// closed it or sent more already).
+    pub fn give_back(&self, mut conn: Conn<T>) {
+        if !conn.is_open() {
+            return;
+        }
+        let now = Instant::now();
+        let keep_for = match conn.hint().idle_limit() {
+            Some(limit) => limit.min(self.idle_timeout),
+            None => self.idle_timeout,
+        };
+        if keep_for.is_zero() {
+            return;
+        }
+        let surplus = {
+            let Ok(mut idle) = self.idle.lock() else {
+                return;
+            };
+            if idle.len() < self.max_idle {
+                idle.push_back(Idle {
+                    conn,
+                    expires: now + keep_for,
+                });
+                None
+            } else {
+                Some(conn)
+            }
+        };
+        // A connection beyond `max_idle` is closed, outside the lock.
+        drop(surplus);
+        self.prune(now);
+    }
+
+    /// Sends `req` on `conn`, a connection taken from this pool, and reads
+    /// the response head; the response's body gives the connection back
+    /// at its end. The one retry rule: a reused connection that the
+    /// upstream closes as the request goes out fails without a byte of a
+    /// response; the request is then to be sent once more, on a new
+    /// connection, if the proxy holds all of it (counted here, by reason).
+    pub async fn send_reused<B: SendBody>(
+        self: &Arc<Self>,
+        conn: Conn<T>,
+        req: Prepared<B>,
+    ) -> Reused<T, B> {
+        let replay = req.replay();
+        match conn.send(req, Arc::downgrade(self)).await {
+            Ok(resp) => Reused::Sent(Ok(resp)),
+            Err(failed) => match (failed.keepalive_race(), replay) {
+                (Some(reason), Some(again)) => {
+                    (self.on_retry)(reason);
+                    tracing::debug!(
+                        reason = reason.as_str(),
+                        error = %failed.error,
+                        "a reused upstream connection was closed under the request; sending it again on a new one"
+                    );
+                    Reused::Again(again)
+                }
+                _ => Reused::Sent(Err(failed.error)),
+            },
+        }
+    }
+}
+
+/// How a reused connection failed in the keep-alive race.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Race {
+    /// The upstream ended the connection.
+    Closed,
+    /// The upstream reset it (or the write found the pipe broken).
+    Reset,
+}
+
+impl Race {
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Race::Closed => "closed",
+            Race::Reset => "reset",
+        }
+    }
+}
+
+impl Failed {
+    /// How a silent failure on a reused connection was the keep-alive
+    /// race, or `None` for any other failure.
+    pub fn keepalive_race(&self) -> Option<Race> {
+        if !self.silent {
+            return None;
+        }
+        match &self.error {
+            Error::ClosedBeforeHead => Some(Race::Closed),
+            Error::Io(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                Some(Race::Reset)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The `Keep-Alive: timeout=N, max=M` hint of a response (RFC 2068
+/// §19.7.1.1, kept by Apache, Node, cpp-httplib and others): how long the
+/// upstream keeps the connection idle, and how many more requests it
+/// takes on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeepAliveHint {
+    pub timeout: Option<std::time::Duration>,
+    pub max: Option<u64>,
+}
+
+impl KeepAliveHint {
+    /// The hint of a response's headers (unknown parameters ignored).
+    pub(super) fn of(headers: &HeaderMap) -> Self {
+        let mut hint = KeepAliveHint::default();
+        for value in headers.get_all(HeaderName::from_static("keep-alive")) {
+            for param in value.as_bytes().split(|&b| b == b',') {
+                let Some((name, value)) = std::str::from_utf8(param)
+                    .ok()
+                    .and_then(|p| p.split_once('='))
+                else {
+                    continue;
+                };
+                let Ok(n) = value.trim().trim_matches('"').parse::<u64>() else {
+                    continue;
+                };
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "timeout" => hint.timeout = Some(std::time::Duration::from_secs(n)),
+                    "max" => hint.max = Some(n),
+                    _ => {}
+                }
+            }
+        }
+        hint
+    }
+
+    /// How long the connection may wait idle in the pool: a margin short of
+    /// the upstream's own timeout (a second, or half of a timeout shorter
+    /// than two seconds), so the pool lets go of it before the upstream
+    /// does; `None` without a timeout hint.
+    pub fn idle_limit(self) -> Option<std::time::Duration> {
+        let t = self.timeout?;
+        Some(
+            t.saturating_sub(std::time::Duration::from_secs(1))
+                .max(t / 2),
+        )
+    }
+
+    /// Whether the upstream takes another request on the connection.
+    pub fn allows_another(self) -> bool {
+        self.max != Some(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn keep_alive_hints_are_read_and_a_margin_kept() {
+        let hint = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("keep-alive", HeaderValue::from_str(value).unwrap());
+            KeepAliveHint::of(&headers)
+        };
+        let secs = std::time::Duration::from_secs;
+        let h = hint("timeout=5, max=100");
+        assert_eq!((h.timeout, h.max), (Some(secs(5)), Some(100)));
+        assert_eq!(h.idle_limit(), Some(secs(4)));
+        assert!(h.allows_another());
+        assert_eq!(hint("Timeout=1").idle_limit(), Some(secs(1) / 2));
+        assert_eq!(hint("timeout=0").idle_limit(), Some(secs(0)));
+        assert!(!hint("max=0").allows_another());
+        assert_eq!(hint("max=0").idle_limit(), None);
+        // Unknown or malformed parameters are ignored.
+        assert_eq!(
+            hint("foo, timeout=x, max=-1, timeout=\"7\""),
+            KeepAliveHint {
+                timeout: Some(secs(7)),
+                max: None
+            }
+        );
+        assert_eq!(
+            KeepAliveHint::of(&HeaderMap::new()),
+            KeepAliveHint::default()
+        );
+    }
+}
