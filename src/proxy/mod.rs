@@ -17,6 +17,7 @@ mod admission;
 pub mod arrival;
 pub mod body;
 mod h1;
+pub mod observe;
 pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};
@@ -44,8 +45,9 @@ pub use body::{BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody}
 #[cfg(fuzzing)]
 pub use h1::fuzz_response;
 
-/// The meter of one request, reporting to the metrics and the access log.
-pub type Meter = StreamMeter<access::Logged>;
+/// The meter of one request, reporting to its observers (the metrics, the
+/// live windows and the access log).
+pub type Meter = StreamMeter<observe::Observed>;
 
 type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
@@ -163,6 +165,8 @@ pub struct Proxy {
     config: Arc<Config>,
     routes: Vec<RouteState>,
     metrics: Arc<Metrics>,
+    /// What each finished metered request is handed to.
+    observers: observe::Observers,
     /// The defined SLO classes by name: a class a client declares by header
     /// is used only if it is one of these, which bounds the `slo` label.
     classes: HashMap<String, Arc<SloClass>>,
@@ -174,23 +178,30 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds the routes' upstream clients. Fails only if TLS cannot be set up.
-    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, rustls::Error> {
-        Self::build(config, metrics, None)
+    /// Builds the routes' upstream clients. Finished metered requests are
+    /// recorded in `metrics` and, when given, written to `access`. Fails
+    /// only if TLS cannot be set up.
+    pub fn new(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        access: Option<access::AccessLog>,
+    ) -> Result<Self, rustls::Error> {
+        Self::build(config, observe::Observers::new(metrics, access), None)
     }
 
     /// The proxy of a reloaded `config`. A route of the same name whose
     /// client settings are unchanged keeps its upstream client, and so its
     /// pooled connections.
     pub fn reloaded(&self, config: &Config) -> Result<Self, rustls::Error> {
-        Self::build(config, self.metrics.clone(), Some(self))
+        Self::build(config, self.observers.clone(), Some(self))
     }
 
     fn build(
         config: &Config,
-        metrics: Arc<Metrics>,
+        observers: observe::Observers,
         previous: Option<&Proxy>,
     ) -> Result<Self, rustls::Error> {
+        let metrics = observers.metrics().clone();
         let keepalive = Keepalive::of(&config.proxy);
         let reusable = |route: &Route| {
             let previous = previous?;
@@ -237,6 +248,7 @@ impl Proxy {
             config: Arc::new(config.clone()),
             routes,
             metrics,
+            observers,
             classes: config
                 .slo_classes
                 .iter()
@@ -394,9 +406,15 @@ impl Proxy {
         let declared = self.declared_class(route, &parts.headers);
         let slo = slo_class(route, model, declared);
         let class = slo.and_then(|name| self.classes.get(name)).cloned();
-        let recorder = self.metrics.request(&route.name, model, slo, class);
-        let logged = access::Logged::new(recorder, &route.name, model, slo, parts, client_addr);
-        StreamMeter::new(t0, api, self.limits, logged)
+        let recorder = self.observers.request(observe::Started {
+            route: &route.name,
+            model,
+            slo,
+            class,
+            parts,
+            client: client_addr,
+        });
+        StreamMeter::new(t0, api, self.limits, recorder)
     }
 
     fn find_route(&self, req: &Request<Incoming>) -> Option<&RouteState> {
