@@ -315,7 +315,7 @@ impl Proxy {
             let body = ClientBody::new(body, route.timeouts.request_body);
             let req = Request::from_parts(parts, RequestBody::streaming(body));
             return match self.send(state, req, client_addr).await {
-                Ok(resp) => Self::respond(route, resp, None).map(|body| body.holding(admitted)),
+                Ok(resp) => Self::respond(route, resp, None, admitted),
                 Err(e) => e.response(),
             };
         };
@@ -352,7 +352,7 @@ impl Proxy {
         let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref());
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
-            Ok(resp) => Self::respond(route, resp, Some(meter)).map(|body| body.holding(admitted)),
+            Ok(resp) => Self::respond(route, resp, Some(meter), admitted),
             Err(e) => {
                 meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
                 tracing::debug!(route = %route.name, error = %e, "request failed before the response head");
@@ -473,11 +473,13 @@ impl Proxy {
     }
 
     /// The client's response for the upstream's `resp`: its head without
-    /// hop-by-hop headers, its body forwarded through `meter`.
+    /// hop-by-hop headers, its body forwarded through `meter`, holding the
+    /// request's `slot` among its route's requests in flight.
     fn respond(
         route: &Route,
         resp: Response<FromUpstream>,
         mut meter: Option<Meter>,
+        slot: admission::Slot,
     ) -> Response<ResponseBody> {
         // t_headers: the upstream's response head has been received.
         let now = Instant::now();
@@ -497,8 +499,8 @@ impl Proxy {
             );
         }
         remove_hop_by_hop(&mut parts.headers);
-        let body = body::UpstreamBody::new(body, meter, route.timeouts.idle, now);
-        Response::from_parts(parts, ResponseBody::Upstream(Box::new(body)))
+        let body = ResponseBody::forwarded(body, meter, route.timeouts.idle, now, slot);
+        Response::from_parts(parts, body)
     }
 
     /// Rewrites the client's request into the upstream's.
