@@ -15,6 +15,7 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -25,6 +26,7 @@ use meter::{Api, Limits, StreamMeter};
 use prometheus::Registry;
 use tokenmeter::config::MetricsSettings;
 use tokenmeter::metrics::Metrics;
+use tokenmeter::proxy::observe::{Observed, Observers, Started};
 use tokio::time::Instant;
 
 /// Every capture, with the API it is metered as (as in `expected.yaml`).
@@ -110,12 +112,19 @@ fn meter_frame<R: meter::Recorder>(meter: &mut StreamMeter<R>, frame: &Bytes) {
 }
 
 /// A meter of one streamed response of the capture `name`, past its head.
-fn streaming_meter(
-    metrics: &Metrics,
-    name: &str,
-    api: Api,
-) -> StreamMeter<tokenmeter::metrics::RequestRecorder> {
-    let recorder = metrics.request("bench", Some("bench-model"), None, None);
+fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<Observed> {
+    let (parts, ()) = http::Request::post("/v1/chat/completions")
+        .body(())
+        .unwrap()
+        .into_parts();
+    let recorder = observers.request(Started {
+        route: "bench",
+        model: Some("bench-model"),
+        slo: None,
+        class: None,
+        parts: &parts,
+        client: "127.0.0.1:1".parse().unwrap(),
+    });
     let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
     let content_type: &[u8] = if is_sse(name) {
         b"text/event-stream"
@@ -131,6 +140,7 @@ const INTERLEAVED: usize = 1000;
 
 fn meter_path(c: &mut Criterion) {
     let metrics = Metrics::new(&MetricsSettings::default(), &[], Registry::new()).unwrap();
+    let observers = Observers::new(Arc::new(metrics), None);
     let mut group = c.benchmark_group("meter_data");
     for &(name, api) in FIXTURES {
         let frames = frames(name);
@@ -138,7 +148,7 @@ fn meter_path(c: &mut Criterion) {
         // One meter for the whole run: the steady state of a long stream,
         // where every frame goes through framing, classification, the clock
         // and (for token events) the ITL histogram.
-        let mut meter = streaming_meter(&metrics, name, api);
+        let mut meter = streaming_meter(&observers, name, api);
         group.bench_function(name, |b| {
             b.iter(|| {
                 for frame in &frames {
@@ -163,7 +173,7 @@ fn meter_path(c: &mut Criterion) {
             // Made here, where criterion's filter has chosen this capture,
             // so that a profile of another benchmark does not count them.
             let mut meters: Vec<_> = (0..INTERLEAVED)
-                .map(|_| streaming_meter(&metrics, name, api))
+                .map(|_| streaming_meter(&observers, name, api))
                 .collect();
             b.iter(|| {
                 for frame in &frames {

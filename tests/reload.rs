@@ -60,6 +60,7 @@ async fn start_files(dir: &Path, upstream: SocketAddr, watch: bool) -> Running {
             overrides: overrides(),
             watch,
         }),
+        None,
     )
     .await
     .unwrap()

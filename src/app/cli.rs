@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{Config, Overrides};
 use crate::dashboard::ClassView;
+use crate::proxy::access::AccessLog;
 
 /// A transparent metering reverse proxy for LLM inference.
 #[derive(Debug, Parser)]
@@ -155,7 +156,7 @@ pub fn main() -> ExitCode {
     if let Command::Bench { args } = &cli.command {
         return run_bench(args);
     }
-    let _log = init_logging(cli.log_format);
+    let (_log, access) = init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -166,7 +167,7 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(cli.command));
+    let result = runtime.block_on(run(cli.command, access));
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -176,7 +177,8 @@ pub fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<ExitCode> {
+/// Runs `command`; the proxies it starts write access lines to `access`.
+async fn run(command: Command, access: AccessLog) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => {
             let overrides = Overrides {
@@ -201,7 +203,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 watch: !args.no_watch,
             });
             let signals = crate::app::Signals::install()?;
-            let running = crate::app::start_with(config, source).await?;
+            let running = crate::app::start_with(config, source, Some(access)).await?;
             crate::app::run_until_shutdown(&running, signals).await;
             running.stop().await;
             Ok(ExitCode::SUCCESS)
@@ -257,7 +259,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => {
-            super::demo::run_demo(args).await?;
+            super::demo::run_demo(args, access).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Load(args) => {
@@ -310,8 +312,9 @@ fn run_bench(args: &[std::ffi::OsString]) -> ExitCode {
 /// must never block the threads that forward requests. When the writer's
 /// buffer of lines is full, lines are dropped rather than waited for, and
 /// counted (`tokenmeter_log_lines_dropped_total`). The guard flushes what is
-/// buffered when `main` returns.
-fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+/// buffered when `main` returns. Access lines go to the same writer, through
+/// the [`AccessLog`] returned, which the proxy is given.
+fn init_logging(format: LogFormat) -> (tracing_appender::non_blocking::WorkerGuard, AccessLog) {
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
         // About a second of access-log lines at 16k requests/s, ~6 MB at
@@ -323,7 +326,7 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
     // Colours only for a person at a terminal, not in a file or a log
     // collector's pipe.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    crate::proxy::access::install(
+    let access = AccessLog::new(
         writer.clone(),
         match format {
             LogFormat::Text => crate::proxy::access::Format::Text { ansi },
@@ -340,7 +343,7 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-    guard
+    (guard, access)
 }
 
 /// How many log lines the process's writer dropped; set by `init_logging`.

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::Signals;
 use super::cli::{DemoArgs, SimArgs};
 use crate::config::{Config, Overrides};
+use crate::proxy::access::AccessLog;
 use sim::{self, SimConfig};
 
 fn sim_config(args: &SimArgs) -> SimConfig {
@@ -37,8 +38,9 @@ pub(crate) async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
 }
 
 /// Starts the simulator, the proxy in front of it and a steady load, prints
-/// where to look, and runs until SIGINT/SIGTERM.
-pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
+/// where to look, and runs until SIGINT/SIGTERM. The proxy writes access
+/// lines to `access`.
+pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> anyhow::Result<()> {
     let signals = Signals::install()?;
     let stop = CancellationToken::new();
     let sim_listener = TcpListener::bind(args.sim_listen)
@@ -59,7 +61,7 @@ pub(crate) async fn run_demo(args: DemoArgs) -> anyhow::Result<()> {
     let files = DemoFiles::write().context("writing the demo config")?;
     let loaded = Config::load(&files.config, &overrides);
     let config = loaded.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let running = super::start(config).await?;
+    let running = super::start_with(config, None, Some(access)).await?;
     let proxy = running.proxy_addr;
     let admin = running.admin_addr;
 

@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::proxy::access::AccessLog;
 use crate::proxy::{Proxy, arrival};
 
 /// A started proxy and admin listener.
@@ -92,12 +93,17 @@ impl Running {
 /// Binds both listeners and starts serving a config that has no file to
 /// reload.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
-    start_with(config, None).await
+    start_with(config, None, None).await
 }
 
 /// Binds both listeners and starts serving `config`, which was loaded from
-/// `source`: it can be reloaded, and is watched if `source.watch`.
-pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow::Result<Running> {
+/// `source`: it can be reloaded, and is watched if `source.watch`. Access
+/// lines go to `access`, when given (the command line's log writer).
+pub async fn start_with(
+    config: Config,
+    source: Option<ConfigSource>,
+    access: Option<AccessLog>,
+) -> anyhow::Result<Running> {
     let registry = prometheus::Registry::new();
     // The standard process_* metrics: CPU, resident memory, open and
     // maximum file descriptors (a proxy holds two per stream).
@@ -114,7 +120,7 @@ pub async fn start_with(config: Config, source: Option<ConfigSource>) -> anyhow:
     if let Some(dropped) = cli::log_lines_dropped() {
         metrics.count_log_drops(dropped);
     }
-    let proxy = Proxy::new(&config, metrics.clone()).context("setting up upstream TLS")?;
+    let proxy = Proxy::new(&config, metrics.clone(), access).context("setting up upstream TLS")?;
     let live = Arc::new(ArcSwap::from_pointee(proxy));
 
     let proxy_listener = TcpListener::bind(config.listen)

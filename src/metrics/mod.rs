@@ -26,11 +26,10 @@ use tokio::time::Instant;
 
 use crate::config::{MetricsSettings, ModelLabels};
 
-use meter::{ParseError, Recorder, Summary};
+use meter::{ParseError, Summary};
 use slo::live::{Aggregate, Live, Series};
 use slo::sketch::Sketch;
-use slo::{self, Verdict};
-use slo::{ObjectiveKind, SloClass};
+use slo::{ObjectiveKind, SloClass, Verdict};
 
 /// Label value used when a request names no model.
 pub const UNKNOWN_MODEL: &str = "unknown";
@@ -306,16 +305,8 @@ impl Metrics {
 
     /// Resolves the label handles of one metered request and counts it in
     /// flight. `model` is the request's model name, bounded here; `slo` is
-    /// the `slo` label and `class` the class it names, when defined (the
-    /// request is judged against it even if a reload changes the classes
-    /// while it runs).
-    pub fn request(
-        &self,
-        route: &str,
-        model: Option<&str>,
-        slo: Option<&str>,
-        class: Option<Arc<SloClass>>,
-    ) -> RequestRecorder {
+    /// the `slo` label.
+    pub fn request(&self, route: &str, model: Option<&str>, slo: Option<&str>) -> RequestRecorder {
         let (model, pending) = match self.models.label(model, &self.model_overflow) {
             Label::Use(model) => (model, None),
             Label::Pending(name) => (
@@ -361,17 +352,27 @@ impl Metrics {
                 slo_violations: self.slo_violations.clone(),
                 slo_good_output_tokens: self.slo_good_output_tokens.clone(),
             },
-            class,
-            series: {
-                let series = self.live.series(route, slo.unwrap_or(""));
-                series.start(Instant::now());
-                series
-            },
-            headers_at: None,
-            itl_window: Sketch::new(),
             route: route.to_owned(),
             model,
             slo: slo.unwrap_or("").to_owned(),
+        }
+    }
+
+    /// The live series of a request of `route` under `slo`, told that the
+    /// request starts now (it is in flight there until it finishes).
+    /// `class_window` is the compliance window of its class, when it has a
+    /// defined one.
+    pub fn live_request(
+        &self,
+        route: &str,
+        slo: Option<&str>,
+        class_window: Option<Duration>,
+    ) -> LiveRequest {
+        let series = self.live.series(route, slo.unwrap_or(""));
+        series.start(Instant::now());
+        LiveRequest {
+            series,
+            class_window,
         }
     }
 
@@ -464,8 +465,44 @@ struct Pending {
     in_flight: IntGaugeVec,
 }
 
-/// The recorder of one request: handles of the series touched while the
-/// stream flows are resolved up front.
+/// A request that ended, as each of its observers is handed it (the
+/// Prometheus recorder, the live series, the access log).
+pub struct Finished<'a> {
+    pub summary: &'a Summary,
+    /// The class it was judged against and the verdict, when its `slo`
+    /// names a defined class.
+    pub judged: Option<(&'a SloClass, Verdict)>,
+    /// Its time to response headers, when a head came.
+    pub headers: Option<Duration>,
+    /// When it ended, read on the forwarding path (the body's last poll or
+    /// its drop), like every other timestamp; it places the request in the
+    /// live windows.
+    pub at: Instant,
+}
+
+/// A request's live series, told when it starts and fed once when it
+/// finishes (`/slo`, the error budget, the history).
+pub struct LiveRequest {
+    series: Arc<Series>,
+    /// The compliance window of the request's class, when it has one.
+    class_window: Option<Duration>,
+}
+
+impl LiveRequest {
+    /// Folds the finished request, with `itl`, the sketch of its ITL gaps
+    /// gathered while it streamed, into its series, under the series' lock.
+    pub fn finish(&self, f: &Finished<'_>, itl: Sketch) {
+        let s = f.summary;
+        let request = Aggregate::request(s, f.judged.map(|(_, v)| v), itl, f.headers);
+        let input_ttft = s.usage.input.zip(s.ttft.map(|d| d.as_secs_f64()));
+        self.series
+            .record(f.at, &request, self.class_window, input_ttft);
+    }
+}
+
+/// The Prometheus recorder of one request: handles of the series touched
+/// while the stream flows are resolved up front; the rest are counted when
+/// it finishes.
 pub struct RequestRecorder {
     /// The model name waiting for a 2xx to be admitted as a label.
     pending: Option<Box<Pending>>,
@@ -474,15 +511,6 @@ pub struct RequestRecorder {
     handles: Option<Handles>,
     in_flight: IntGauge,
     families: Families,
-    /// The request's SLO class, when its `slo` names a defined one.
-    class: Option<Arc<SloClass>>,
-    /// Its live windows, told when it starts and fed once at the end.
-    series: Arc<Series>,
-    /// Its time to response headers, when they came.
-    headers_at: Option<Duration>,
-    /// This request's ITL gaps, gathered here (no shared state, no lock)
-    /// and folded into the live windows at the end.
-    itl_window: Sketch,
     route: String,
     model: String,
     slo: String,
@@ -551,16 +579,17 @@ impl RequestRecorder {
     }
 }
 
-impl Recorder for RequestRecorder {
-    fn response_headers(&mut self, elapsed: Duration, status: u16) {
+/// What the meter reports as the stream flows, observed on the handles
+/// resolved for this request (atomics: no lock, no allocation).
+impl RequestRecorder {
+    pub fn response_headers(&mut self, elapsed: Duration, status: u16) {
         self.admit(status);
-        self.headers_at = Some(elapsed);
         if let Some(h) = &self.handles {
             h.headers.observe(secs(elapsed));
         }
     }
 
-    fn first_visible_token(&mut self, ttft: Duration) {
+    pub fn first_visible_token(&mut self, ttft: Duration) {
         // Once per request, so resolving the handle here costs nothing per token.
         self.families
             .ttft_visible
@@ -568,27 +597,29 @@ impl Recorder for RequestRecorder {
             .observe(secs(ttft));
     }
 
-    fn first_token(&mut self, ttft: Duration) {
+    pub fn first_token(&mut self, ttft: Duration) {
         if let Some(h) = &self.handles {
             h.ttft.observe(secs(ttft));
         }
     }
 
-    fn inter_token(&mut self, gap: Duration) {
+    pub fn inter_token(&mut self, gap: Duration) {
         if let Some(h) = &self.handles {
             h.itl.observe(secs(gap));
         }
-        self.itl_window.add(gap);
     }
 
-    fn parse_error(&mut self, error: ParseError) {
+    pub fn parse_error(&mut self, error: ParseError) {
         self.families
             .parse_errors
             .with_label_values(&[self.route.as_str(), error.kind()])
             .inc();
     }
 
-    fn finish(&mut self, s: &Summary) {
+    /// Counts the finished request and observes what its summary holds,
+    /// and its verdict.
+    pub fn finish(&mut self, finished: &Finished<'_>) {
+        let s = finished.summary;
         self.in_flight.dec();
         if let Some(pending) = self.pending.take() {
             // Never admitted: reported as `other`.
@@ -635,19 +666,9 @@ impl Recorder for RequestRecorder {
                 .with_label_values(&labels)
                 .inc_by(n);
         }
-        let verdict = self.class.as_ref().map(|class| {
-            let verdict = slo::judge(class, s);
+        if let Some((class, verdict)) = finished.judged {
             self.count_verdict(class, verdict, s);
-            verdict
-        });
-        // On the forwarding path (the body's last poll or its drop), like
-        // every other timestamp; it places the request in the windows.
-        let now = Instant::now();
-        let itl = std::mem::take(&mut self.itl_window);
-        let request = Aggregate::request(s, verdict, itl, self.headers_at);
-        let input_ttft = s.usage.input.zip(s.ttft.map(|d| d.as_secs_f64()));
-        let class_window = self.class.as_ref().map(|c| c.window);
-        self.series.record(now, &request, class_window, input_ttft);
+        }
     }
 }
 
@@ -778,7 +799,7 @@ mod tests {
             );
         }
         // Families with series are gathered: each is the catalogue's.
-        let _ = m.request("r", Some("m"), Some("s"), None);
+        let _ = m.request("r", Some("m"), Some("s"));
         m.rejected("r", "bad_host");
         m.passthrough("r");
         let _ = m.upstream_retries("r", "closed");

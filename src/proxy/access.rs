@@ -2,12 +2,12 @@
 //! the request ends, with what an operator greps for (route, model, status,
 //! outcome, TTFT, TPOT, E2EL, tokens), the client's address and its
 //! `x-request-id`, to find the request in the client's and the upstream's
-//! logs. It wraps the
-//! metrics recorder, so the meter reports once and both see the same
-//! numbers.
+//! logs. It is one of the observers a finished request is handed to
+//! (`observe.rs`), so it reports the same `Summary` as the metrics.
 //!
 //! A line is formatted here, into a per-thread buffer, and handed to the
-//! process's log writer in one write ([`install`]): the same lines, in the
+//! process's log writer in one write ([`AccessLog`], made by the command
+//! line's logging set-up and passed to the proxy): the same lines, in the
 //! same shape, as a `tracing` event at INFO on the `tokenmeter::access`
 //! target through the `fmt` subscriber, for about a quarter of the
 //! instructions. The log filter still
@@ -16,17 +16,47 @@
 use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use tracing_appender::non_blocking::NonBlocking;
 
-use crate::metrics::RequestRecorder;
-use meter::{ParseError, Recorder, Summary};
+use crate::metrics::Finished;
+use meter::Summary;
 
-/// The metrics recorder of a request, plus what its log line needs.
-pub struct Logged {
-    inner: RequestRecorder,
+/// Where access lines go: the process's log writer, and how lines are
+/// written there.
+#[derive(Clone)]
+pub struct AccessLog {
+    writer: NonBlocking,
+    format: Format,
+}
+
+impl AccessLog {
+    /// Lines to `writer` (the process's log writer, which drops a line
+    /// rather than wait when its buffer is full) in `format`.
+    pub fn new(writer: NonBlocking, format: Format) -> Self {
+        Self { writer, format }
+    }
+
+    /// Writes the line of the finished request `entry`, if the log filter
+    /// lets INFO lines of the `tokenmeter::access` target through.
+    pub fn write(&self, entry: &Entry, finished: &Finished<'_>) {
+        if !tracing::enabled!(target: TARGET, tracing::Level::INFO) {
+            return;
+        }
+        LINE.with_borrow_mut(|buf| {
+            buf.clear();
+            entry.line(buf, finished.summary, self.format, SystemTime::now());
+            // One write is one line for the writer: it queues it whole or
+            // drops it whole (and counts the drop).
+            let _ = self.writer.clone().write(buf);
+        });
+    }
+}
+
+/// What the access line of a request says besides its summary, taken when
+/// it starts.
+pub struct Entry {
     route: String,
     /// The model the request named (before label bounding), at most 200
     /// characters.
@@ -46,11 +76,10 @@ pub struct Logged {
 /// proxy never adds one: requests are forwarded as they came.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
-impl Logged {
-    /// The recorder of the request `parts` from `client`, with the route,
+impl Entry {
+    /// The entry of the request `parts` from `client`, with the route,
     /// model and SLO class it was metered under.
     pub fn new(
-        inner: RequestRecorder,
         route: &str,
         model: Option<&str>,
         slo: Option<&str>,
@@ -63,7 +92,6 @@ impl Logged {
             .and_then(|v| v.to_str().ok())
             .map(|id| truncated(id, 128).to_owned());
         Self {
-            inner,
             route: route.to_owned(),
             model: model.map(str::to_owned),
             slo: slo.map(str::to_owned),
@@ -87,41 +115,7 @@ fn truncated(s: &str, max: usize) -> &str {
     }
 }
 
-impl Recorder for Logged {
-    fn response_headers(&mut self, elapsed: Duration, status: u16) {
-        self.inner.response_headers(elapsed, status);
-    }
-    fn first_token(&mut self, ttft: Duration) {
-        self.inner.first_token(ttft);
-    }
-    fn first_visible_token(&mut self, ttft: Duration) {
-        self.inner.first_visible_token(ttft);
-    }
-    fn inter_token(&mut self, gap: Duration) {
-        self.inner.inter_token(gap);
-    }
-    fn parse_error(&mut self, error: ParseError) {
-        self.inner.parse_error(error);
-    }
-    fn finish(&mut self, s: &Summary) {
-        self.inner.finish(s);
-        let Some(sink) = SINK.get() else {
-            return;
-        };
-        if !tracing::enabled!(target: TARGET, tracing::Level::INFO) {
-            return;
-        }
-        LINE.with_borrow_mut(|buf| {
-            buf.clear();
-            self.line(buf, s, sink.format, SystemTime::now());
-            // One write is one line for the writer: it queues it whole or
-            // drops it whole (and counts the drop).
-            let _ = sink.writer.clone().write(buf);
-        });
-    }
-}
-
-impl Logged {
+impl Entry {
     /// Formats the line of a request that ended with `s`, at `now`.
     fn line(&self, buf: &mut Vec<u8>, s: &Summary, format: Format, now: SystemTime) {
         let mut l = Line::start(buf, format, now);
@@ -161,23 +155,9 @@ pub enum Format {
     Text { ansi: bool },
 }
 
-struct Sink {
-    writer: NonBlocking,
-    format: Format,
-}
-
-static SINK: OnceLock<Sink> = OnceLock::new();
-
 thread_local! {
     /// The line being formatted (its capacity kept between lines).
     static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Sends access lines to `writer` (the process's log writer) from now on.
-/// Set once, by the command line's logging set-up; without it (the library
-/// used on its own) no lines are written.
-pub fn install(writer: NonBlocking, format: Format) {
-    let _ = SINK.set(Sink { writer, format });
 }
 
 /// One line being written, field by field. Fields whose value is `None`
@@ -337,24 +317,15 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::config::MetricsSettings;
-    use crate::metrics::Metrics;
     use meter::{Outcome, TokenSource, Usage};
 
-    fn logged(model: Option<&str>, request_id: Option<&str>) -> Logged {
-        let metrics = Metrics::new(
-            &MetricsSettings::default(),
-            &[],
-            prometheus::Registry::new(),
-        )
-        .unwrap();
+    fn logged(model: Option<&str>, request_id: Option<&str>) -> Entry {
         let mut request = http::Request::post("/v1/chat/completions");
         if let Some(id) = request_id {
             request = request.header(REQUEST_ID_HEADER, id);
         }
         let (parts, ()) = request.body(()).unwrap().into_parts();
-        Logged::new(
-            metrics.request("chat", model, Some("interactive"), None),
+        Entry::new(
             "chat",
             model,
             Some("interactive"),
@@ -393,7 +364,7 @@ mod tests {
         UNIX_EPOCH + Duration::from_micros(1_796_158_080_123_456)
     }
 
-    fn line(l: &Logged, s: &Summary, format: Format) -> String {
+    fn line(l: &Entry, s: &Summary, format: Format) -> String {
         let mut buf = Vec::new();
         l.line(&mut buf, s, format, at());
         String::from_utf8(buf).unwrap()

@@ -15,10 +15,10 @@ pub struct InFlight(AtomicUsize);
 
 impl InFlight {
     /// Admits one more request unless `max` are already in flight. The slot
-    /// is held by the returned [`Admitted`] until it is dropped.
-    pub fn admit(self: &Arc<Self>, max: Option<usize>) -> Option<Admitted> {
+    /// is held by the returned [`Slot`] until it is dropped.
+    pub fn admit(self: &Arc<Self>, max: Option<usize>) -> Option<Slot> {
         let before = self.0.fetch_add(1, Ordering::Relaxed);
-        let admitted = Admitted(self.clone());
+        let admitted = Slot(self.clone());
         match max {
             Some(max) if before >= max => None, // `admitted` gives the slot back
             _ => Some(admitted),
@@ -27,17 +27,18 @@ impl InFlight {
 
     /// Requests in flight now.
     #[cfg(test)]
-    fn now(&self) -> usize {
+    pub(crate) fn now(&self) -> usize {
         self.0.load(Ordering::Relaxed)
     }
 }
 
-/// One admitted request's slot, given back when dropped: with the response
-/// body, for a forwarded response, or with the response itself.
+/// One admitted request's slot, given back when dropped: by the response
+/// body (`body::Admitted`) at its end, for a forwarded response, or with
+/// the response itself.
 #[derive(Debug)]
-pub struct Admitted(Arc<InFlight>);
+pub struct Slot(Arc<InFlight>);
 
-impl Drop for Admitted {
+impl Drop for Slot {
     fn drop(&mut self) {
         self.0.0.fetch_sub(1, Ordering::Relaxed);
     }

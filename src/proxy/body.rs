@@ -1,18 +1,33 @@
 //! The two bodies the proxy forwards.
 //!
 //! [`ResponseBody`] carries the upstream's response to the client frame for
-//! frame: each frame is stamped and shown to the meter by shared reference,
-//! then returned with the same bytes, never merged, split or held back (a
-//! small one in a buffer of its own: [`own_buffer`] for hyper's HTTP/2
-//! client, and `h1`'s own for an HTTP/1.1 connection's). It
-//! also enforces the idle timeout (silence between frames), and it ends the
-//! meter exactly once: at the end of the body, on an upstream error or
-//! timeout, or, when the client goes away and hyper drops it, as a client
-//! abort (the meter's own `Drop`). Dropping it drops the upstream body,
-//! which closes the upstream connection, so the upstream sees the abort.
+//! frame, never merged, split or held back (a small one in a buffer of its
+//! own: [`own_buffer`] for hyper's HTTP/2 client, and `h1`'s own for an
+//! HTTP/1.1 connection's). The
+//! upstream's body is wrapped in three small bodies, each in its own file,
+//! innermost first:
+//!
+//! - [`Metered`] reads the clock once per frame, shows the frame to the
+//!   meter by shared reference and returns it with the same bytes; it ends
+//!   the meter exactly once: at the end of the body, on an upstream error,
+//!   when told of the idle timeout, or, when the client goes away and hyper
+//!   drops it, as a client abort (the meter's own `Drop`). Dropping it drops
+//!   the upstream body, which closes the upstream connection, so the
+//!   upstream sees the abort.
+//! - [`IdleTimeout`] fails the body after the route's idle timeout of
+//!   silence, from the last frame [`Metered`] stamped, and has the meter
+//!   finish as `timeout` at that moment.
+//! - [`Admitted`] holds the request's slot among its route's requests in
+//!   flight until the body ends or is dropped.
 //!
 //! [`RequestBody`] forwards the client's request body: the frames read ahead
 //! to learn the model, then the rest as it streams in.
+
+mod admitted;
+mod idle;
+mod metered;
+#[cfg(test)]
+mod testing;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -25,10 +40,13 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use super::admission::Admitted;
+use super::admission::Slot;
 use super::upstream::H1Body;
 use h1::OWN_BUFFER_MAX;
-use meter::Outcome;
+
+pub use admitted::Admitted;
+pub use idle::{Activity, Idle, IdleTimeout};
+pub use metered::Metered;
 
 /// Errors a forwarded body can end with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -114,44 +132,39 @@ impl Body for ClientBody {
     }
 }
 
-/// The upstream went silent for longer than the route's idle timeout.
-#[derive(Debug, thiserror::Error)]
-#[error("upstream body idle for longer than {0:?}")]
-pub struct IdleTimeout(pub Duration);
-
 /// The body of every response the proxy sends.
 pub enum ResponseBody {
     /// A response the proxy wrote itself (errors, 404).
     Local(Full<Bytes>),
-    /// The upstream's body, forwarded.
-    Upstream(Box<UpstreamBody>),
+    /// The upstream's body, forwarded (boxed: a local body is small).
+    Upstream(Box<Forwarded>),
 }
+
+/// The upstream's body as the client is sent it: metered, failed when idle,
+/// holding the request's slot.
+pub type Forwarded = Admitted<IdleTimeout<Metered<FromUpstream>>>;
 
 impl ResponseBody {
     pub fn local(bytes: impl Into<Bytes>) -> Self {
         ResponseBody::Local(Full::new(bytes.into()))
     }
 
-    /// The body, holding the request's slot among its route's requests in
-    /// flight until it is dropped (a local body has nothing more to send).
-    pub(super) fn holding(mut self, admitted: Admitted) -> Self {
-        if let ResponseBody::Upstream(up) = &mut self {
-            up.admitted = Some(admitted);
-        }
-        self
+    /// The upstream's body `inner`, whose head came at `now`, forwarded
+    /// through `meter` (`None` for an unmetered request), failed after
+    /// `idle` of silence, holding `slot` until it ends.
+    pub(super) fn forwarded(
+        inner: FromUpstream,
+        meter: Option<super::Meter>,
+        idle: Duration,
+        now: Instant,
+        slot: Slot,
+    ) -> Self {
+        let metered = Metered::new(inner, meter, now);
+        ResponseBody::Upstream(Box::new(Admitted::new(
+            IdleTimeout::new(metered, idle),
+            slot,
+        )))
     }
-}
-
-/// The upstream's response body, forwarded and watched.
-pub struct UpstreamBody {
-    read: Reading,
-    idle: Duration,
-    /// Fires at the idle deadline. It is re-armed lazily from
-    /// `read.last_activity` only when it fires, so a frame costs no timer
-    /// work.
-    timer: Pin<Box<Sleep>>,
-    /// The request's slot among its route's requests in flight.
-    admitted: Option<Admitted>,
 }
 
 /// Where an upstream's response body comes from.
@@ -195,116 +208,6 @@ impl Body for FromUpstream {
     }
 }
 
-/// The frames read from the upstream body, and their meter.
-struct Reading {
-    inner: FromUpstream,
-    /// `None` for unmetered requests.
-    meter: Option<super::Meter>,
-    /// When the last frame (or the head) arrived.
-    last_activity: Instant,
-}
-
-impl UpstreamBody {
-    pub fn new(
-        inner: FromUpstream,
-        mut meter: Option<super::Meter>,
-        idle: Duration,
-        now: Instant,
-    ) -> Self {
-        // hyper may never poll a body that is empty from the start.
-        if inner.is_end_stream()
-            && let Some(m) = meter.as_mut()
-        {
-            m.end(now);
-        }
-        Self {
-            read: Reading {
-                inner,
-                meter,
-                last_activity: now,
-            },
-            idle,
-            timer: Box::pin(tokio::time::sleep_until(now + idle)),
-            admitted: None,
-        }
-    }
-
-    /// The next frame, or the idle timeout.
-    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.read.poll_or_idle(&mut self.timer, self.idle, cx)
-    }
-}
-
-/// Fires when the body has been idle for `idle` since the last frame.
-fn poll_idle(
-    timer: &mut Pin<Box<Sleep>>,
-    read: &mut Reading,
-    idle: Duration,
-    cx: &mut Context<'_>,
-) -> Poll<IdleTimeout> {
-    loop {
-        ready!(timer.as_mut().poll(cx));
-        let deadline = read.last_activity + idle;
-        let now = Instant::now();
-        if now < deadline {
-            timer.as_mut().reset(deadline);
-            continue;
-        }
-        if let Some(m) = read.meter.as_mut() {
-            m.fail(now, Outcome::Timeout, None);
-        }
-        return Poll::Ready(IdleTimeout(idle));
-    }
-}
-
-impl Reading {
-    /// The next frame, or, while there is none, the idle timeout.
-    fn poll_or_idle(
-        &mut self,
-        timer: &mut Pin<Box<Sleep>>,
-        idle: Duration,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Poll::Ready(item) = self.poll(cx) {
-            return Poll::Ready(item);
-        }
-        poll_idle(timer, self, idle, cx).map(|timeout| Some(Err(timeout.into())))
-    }
-
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                let now = Instant::now();
-                self.last_activity = now;
-                if let Some(m) = self.meter.as_mut() {
-                    if let Some(data) = frame.data_ref() {
-                        m.data(now, data);
-                    }
-                    // hyper stops polling once the body says it has ended,
-                    // so the end is recorded here rather than at `None`.
-                    if self.inner.is_end_stream() {
-                        m.end(now);
-                    }
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                if let Some(m) = self.meter.as_mut() {
-                    m.fail(Instant::now(), Outcome::UpstreamError, None);
-                }
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                if let Some(m) = self.meter.as_mut() {
-                    m.end(Instant::now());
-                }
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
 /// `frame` with the same bytes, a small data frame (up to
 /// [`OWN_BUFFER_MAX`], as `h1` does for its connections) moved out of the
 /// upstream connection's read buffer into one of its own size.
@@ -337,21 +240,21 @@ impl Body for ResponseBody {
             ResponseBody::Local(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
-            ResponseBody::Upstream(up) => up.poll_body(cx),
+            ResponseBody::Upstream(up) => Pin::new(&mut **up).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Local(full) => full.is_end_stream(),
-            ResponseBody::Upstream(up) => up.read.inner.is_end_stream(),
+            ResponseBody::Upstream(up) => up.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Local(full) => full.size_hint(),
-            ResponseBody::Upstream(up) => up.read.inner.size_hint(),
+            ResponseBody::Upstream(up) => up.size_hint(),
         }
     }
 }
@@ -499,7 +402,7 @@ mod tests {
     /// keeps it in.
     #[test]
     fn an_upstream_body_fits_its_size_class() {
-        let size = std::mem::size_of::<UpstreamBody>();
+        let size = std::mem::size_of::<Forwarded>();
         assert!(size <= 1792, "{size} bytes");
     }
 }

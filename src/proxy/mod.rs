@@ -16,6 +16,7 @@ pub mod access;
 mod admission;
 pub mod arrival;
 pub mod body;
+pub mod observe;
 pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};
@@ -39,8 +40,9 @@ use slo::SloClass;
 
 pub use body::{BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody};
 
-/// The meter of one request, reporting to the metrics and the access log.
-pub type Meter = StreamMeter<access::Logged>;
+/// The meter of one request, reporting to its observers (the metrics, the
+/// live windows and the access log).
+pub type Meter = StreamMeter<observe::Observed>;
 
 /// Why the proxy answered a request itself.
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +156,8 @@ pub struct Proxy {
     config: Arc<Config>,
     routes: Vec<RouteState>,
     metrics: Arc<Metrics>,
+    /// What each finished metered request is handed to.
+    observers: observe::Observers,
     /// The defined SLO classes by name: a class a client declares by header
     /// is used only if it is one of these, which bounds the `slo` label.
     classes: HashMap<String, Arc<SloClass>>,
@@ -165,23 +169,30 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Builds the routes' upstreams. Fails only if TLS cannot be set up.
-    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Self, rustls::Error> {
-        Self::build(config, metrics, None)
+    /// Builds the routes' upstreams. Finished metered requests are
+    /// recorded in `metrics` and, when given, written to `access`. Fails
+    /// only if TLS cannot be set up.
+    pub fn new(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        access: Option<access::AccessLog>,
+    ) -> Result<Self, rustls::Error> {
+        Self::build(config, observe::Observers::new(metrics, access), None)
     }
 
     /// The proxy of a reloaded `config`. A route of the same name whose
     /// upstream, connect timeout and trusted roots are unchanged keeps its
     /// upstream, and so its pooled connections.
     pub fn reloaded(&self, config: &Config) -> Result<Self, rustls::Error> {
-        Self::build(config, self.metrics.clone(), Some(self))
+        Self::build(config, self.observers.clone(), Some(self))
     }
 
     fn build(
         config: &Config,
-        metrics: Arc<Metrics>,
+        observers: observe::Observers,
         previous: Option<&Proxy>,
     ) -> Result<Self, rustls::Error> {
+        let metrics = observers.metrics().clone();
         let keepalive = Keepalive::of(&config.proxy);
         let reusable = |route: &Route| {
             let previous = previous?;
@@ -220,6 +231,7 @@ impl Proxy {
             config: Arc::new(config.clone()),
             routes,
             metrics,
+            observers,
             classes: config
                 .slo_classes
                 .iter()
@@ -286,7 +298,7 @@ impl Proxy {
             let body = ClientBody::new(body, route.timeouts.request_body);
             let req = Request::from_parts(parts, RequestBody::streaming(body));
             return match self.send(state, req, client_addr).await {
-                Ok(resp) => Self::respond(route, resp, None).map(|body| body.holding(admitted)),
+                Ok(resp) => Self::respond(route, resp, None, admitted),
                 Err(e) => e.response(),
             };
         };
@@ -323,7 +335,7 @@ impl Proxy {
         let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref());
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
-            Ok(resp) => Self::respond(route, resp, Some(meter)).map(|body| body.holding(admitted)),
+            Ok(resp) => Self::respond(route, resp, Some(meter), admitted),
             Err(e) => {
                 meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
                 tracing::debug!(route = %route.name, error = %e, "request failed before the response head");
@@ -377,9 +389,15 @@ impl Proxy {
         let declared = self.declared_class(route, &parts.headers);
         let slo = slo_class(route, model, declared);
         let class = slo.and_then(|name| self.classes.get(name)).cloned();
-        let recorder = self.metrics.request(&route.name, model, slo, class);
-        let logged = access::Logged::new(recorder, &route.name, model, slo, parts, client_addr);
-        StreamMeter::new(t0, api, self.limits, logged)
+        let recorder = self.observers.request(observe::Started {
+            route: &route.name,
+            model,
+            slo,
+            class,
+            parts,
+            client: client_addr,
+        });
+        StreamMeter::new(t0, api, self.limits, recorder)
     }
 
     fn find_route(&self, req: &Request<Incoming>) -> Option<&RouteState> {
@@ -420,11 +438,13 @@ impl Proxy {
     }
 
     /// The client's response for the upstream's `resp`: its head without
-    /// hop-by-hop headers, its body forwarded through `meter`.
+    /// hop-by-hop headers, its body forwarded through `meter`, holding the
+    /// request's `slot` among its route's requests in flight.
     fn respond(
         route: &Route,
         resp: Response<FromUpstream>,
         mut meter: Option<Meter>,
+        slot: admission::Slot,
     ) -> Response<ResponseBody> {
         // t_headers: the upstream's response head has been received.
         let now = Instant::now();
@@ -444,8 +464,8 @@ impl Proxy {
             );
         }
         remove_hop_by_hop(&mut parts.headers);
-        let body = body::UpstreamBody::new(body, meter, route.timeouts.idle, now);
-        Response::from_parts(parts, ResponseBody::Upstream(Box::new(body)))
+        let body = ResponseBody::forwarded(body, meter, route.timeouts.idle, now, slot);
+        Response::from_parts(parts, body)
     }
 
     /// Rewrites the client's request into the upstream's.

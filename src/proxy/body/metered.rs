@@ -1,0 +1,253 @@
+//! [`Metered`]: a body whose frames are shown to the request's meter.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::Instant;
+
+use super::idle::Activity;
+use crate::proxy::observe::Observed;
+use meter::{Outcome, Recorder, StreamMeter};
+
+/// `inner`, each frame stamped with one clock reading and shown to the
+/// meter by shared reference, then returned as it came.
+///
+/// It finishes the meter at the body's end (hyper stops polling once the
+/// body says it has ended, so the end is recorded with the frame that says
+/// so) or error (`upstream_error`), or when told it timed out
+/// ([`Activity::timed_out`]: `timeout`). Dropped unfinished, the meter
+/// finishes itself as `client_abort`. `inner` is dropped first, which
+/// closes the upstream connection.
+pub struct Metered<B, R: Recorder = Observed> {
+    inner: B,
+    /// `None` for a request forwarded unmetered: its frames are still
+    /// stamped, for the idle timer.
+    meter: Option<StreamMeter<R>>,
+    /// When the last frame (or the head) came.
+    last_activity: Instant,
+}
+
+impl<B: Body, R: Recorder> Metered<B, R> {
+    /// `inner`, whose response head came at `now`, metered by `meter`.
+    pub fn new(inner: B, mut meter: Option<StreamMeter<R>>, now: Instant) -> Self {
+        // hyper may never poll a body that is empty from the start.
+        if inner.is_end_stream()
+            && let Some(m) = meter.as_mut()
+        {
+            m.end(now);
+        }
+        Self {
+            inner,
+            meter,
+            last_activity: now,
+        }
+    }
+}
+
+impl<B, R> Body for Metered<B, R>
+where
+    B: Body<Data = Bytes> + Unpin,
+    R: Recorder + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                let now = Instant::now();
+                this.last_activity = now;
+                if let Some(m) = this.meter.as_mut() {
+                    if let Some(data) = frame.data_ref() {
+                        m.data(now, data);
+                    }
+                    if this.inner.is_end_stream() {
+                        m.end(now);
+                    }
+                }
+            }
+            Poll::Ready(Some(Err(_))) => {
+                if let Some(m) = this.meter.as_mut() {
+                    m.fail(Instant::now(), Outcome::UpstreamError, None);
+                }
+            }
+            Poll::Ready(None) => {
+                if let Some(m) = this.meter.as_mut() {
+                    m.end(Instant::now());
+                }
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B, R: Recorder> Activity for Metered<B, R> {
+    fn last_activity(&self) -> Instant {
+        self.last_activity
+    }
+
+    fn timed_out(&mut self, now: Instant) {
+        if let Some(m) = self.meter.as_mut() {
+            m.fail(now, Outcome::Timeout, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use http_body_util::BodyExt as _;
+
+    use super::*;
+    use crate::proxy::body::testing::{TestBody, frame};
+    use meter::{Api, Limits, ParseError, Summary};
+
+    /// Keeps the summary of the request, and counts finishes.
+    #[derive(Default, Clone)]
+    struct Kept(Arc<Mutex<Vec<Summary>>>);
+
+    impl Recorder for Kept {
+        fn response_headers(&mut self, _: Duration, _: u16) {}
+        fn first_token(&mut self, _: Duration) {}
+        fn inter_token(&mut self, _: Duration) {}
+        fn parse_error(&mut self, _: ParseError) {}
+        fn finish(&mut self, summary: &Summary) {
+            self.0.lock().unwrap().push(summary.clone());
+        }
+    }
+
+    impl Kept {
+        fn summaries(&self) -> Vec<Summary> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    const TOKEN: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+
+    /// A metered SSE stream whose head came now, and what it records.
+    fn metered(inner: TestBody) -> (Metered<TestBody, Kept>, Kept) {
+        let kept = Kept::default();
+        let now = Instant::now();
+        let mut meter = StreamMeter::new(now, Api::OpenAi, Limits::default(), kept.clone());
+        meter.response_head(now, 200, Some(b"text/event-stream"), None);
+        (Metered::new(inner, Some(meter), now), kept)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn frames_are_returned_as_they_came_and_stamped_once() {
+        let (tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        let t0 = Instant::now();
+        let sent = Bytes::from_static(TOKEN);
+        tx.send(Ok(Frame::data(sent.clone()))).await.unwrap();
+        tokio::time::advance(Duration::from_millis(20)).await;
+        let got = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(got.as_ptr(), sent.as_ptr(), "the same bytes");
+        assert_eq!(body.last_activity(), t0 + Duration::from_millis(20));
+        tokio::time::advance(Duration::from_millis(30)).await;
+        tx.send(Ok(frame(TOKEN))).await.unwrap();
+        tx.send(Ok(frame(b"data: [DONE]\n\n"))).await.unwrap();
+        body.frame().await.unwrap().unwrap();
+        body.frame().await.unwrap().unwrap();
+        // Whatever comes after the terminal event changes nothing.
+        tokio::time::advance(Duration::from_millis(30)).await;
+        tx.send(Err("cut".into())).await.unwrap();
+        assert!(body.frame().await.unwrap().is_err());
+        drop(body);
+        let s = kept.summaries();
+        assert_eq!(s.len(), 1, "finished once");
+        assert_eq!(s[0].outcome, Outcome::Ok);
+        assert_eq!(s[0].ttft, Some(Duration::from_millis(20)));
+        assert_eq!(
+            s[0].e2el,
+            Some(Duration::from_millis(50)),
+            "t_end at [DONE]"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_of_the_body_finishes_the_meter_when_it_comes() {
+        let (tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        tx.send(Ok(frame(TOKEN))).await.unwrap();
+        drop(tx);
+        body.frame().await.unwrap().unwrap();
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert!(body.frame().await.is_none());
+        let s = kept.summaries();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].outcome, Outcome::Ok);
+        assert_eq!(s[0].e2el, Some(Duration::from_millis(5)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_is_the_upstreams_and_passes_through() {
+        let (tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        tokio::time::advance(Duration::from_millis(7)).await;
+        tx.send(Err("reset".into())).await.unwrap();
+        assert_eq!(
+            body.frame().await.unwrap().unwrap_err().to_string(),
+            "reset"
+        );
+        let s = kept.summaries();
+        assert_eq!(s[0].outcome, Outcome::UpstreamError);
+        assert_eq!(s[0].elapsed, Duration::from_millis(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_is_a_timeout_at_the_moment_it_fired() {
+        let (_tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        body.timed_out(Instant::now() + Duration::from_secs(3));
+        drop(body);
+        let s = kept.summaries();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].outcome, Outcome::Timeout);
+        assert_eq!(s[0].elapsed, Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_unfinished_it_is_a_client_abort() {
+        let (tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        tx.send(Ok(frame(TOKEN))).await.unwrap();
+        body.frame().await.unwrap().unwrap();
+        tokio::time::advance(Duration::from_millis(9)).await;
+        drop(body);
+        let s = kept.summaries();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].outcome, Outcome::ClientAbort);
+        assert_eq!(s[0].elapsed, Duration::from_millis(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_empty_from_the_start_is_finished_at_once() {
+        let kept = Kept::default();
+        let now = Instant::now();
+        let mut meter = StreamMeter::new(now, Api::OpenAi, Limits::default(), kept.clone());
+        meter.response_head(now, 200, Some(b"application/json"), None);
+        let body = Metered::new(http_body_util::Empty::<Bytes>::new(), Some(meter), now);
+        assert_eq!(kept.summaries().len(), 1);
+        drop(body);
+        assert_eq!(kept.summaries().len(), 1);
+    }
+}

@@ -1,0 +1,213 @@
+//! The observers of a metered request, and the one fan-out that feeds them.
+//!
+//! The meter reports to one recorder per request, [`Observed`]. As the
+//! stream flows it touches only what the request owns: its resolved
+//! Prometheus handles (atomics) and its own sketch of ITL gaps, so a token
+//! takes no shared lock and allocates nothing. When the request finishes
+//! (exactly once: the meter takes its recorder with `Option::take`), it is
+//! judged against its SLO class once, and the finished request
+//! ([`Finished`]: summary, verdict, time to headers, the moment it ended)
+//! is handed to each observer in turn: the Prometheus recorder, the live
+//! series (with the ITL sketch), the access log.
+//!
+//! The observers are values the wiring owns ([`Observers`], held by the
+//! `Proxy`): the metrics (whose registry and live windows the admin
+//! listener reads) and, when the process logs, the access log's writer.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::access::{AccessLog, Entry};
+use crate::metrics::{Finished, LiveRequest, Metrics, RequestRecorder};
+use meter::{ParseError, Recorder, Summary};
+use slo::SloClass;
+use slo::sketch::Sketch;
+
+/// Everything that observes finished requests, shared by every request of
+/// a proxy (and kept across reloads).
+#[derive(Clone)]
+pub struct Observers {
+    metrics: Arc<Metrics>,
+    /// `None` when the process writes no access log (the library used on
+    /// its own).
+    access: Option<Arc<AccessLog>>,
+}
+
+/// What a metered request is observed as: its labels, its SLO class, and
+/// the request head and client the access line names.
+pub struct Started<'a> {
+    pub route: &'a str,
+    /// The model the request body named, if any.
+    pub model: Option<&'a str>,
+    /// The `slo` label.
+    pub slo: Option<&'a str>,
+    /// The class `slo` names, when defined: the request is judged against
+    /// it even if a reload changes the classes while it runs.
+    pub class: Option<Arc<SloClass>>,
+    pub parts: &'a http::request::Parts,
+    pub client: SocketAddr,
+}
+
+impl Observers {
+    pub fn new(metrics: Arc<Metrics>, access: Option<AccessLog>) -> Self {
+        Self {
+            metrics,
+            access: access.map(Arc::new),
+        }
+    }
+
+    /// The metrics the observers record into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The recorder of a request that starts now: counted in flight in the
+    /// metrics and in its live series.
+    pub fn request(&self, r: Started<'_>) -> Observed {
+        let prometheus = self.metrics.request(r.route, r.model, r.slo);
+        let live = self
+            .metrics
+            .live_request(r.route, r.slo, r.class.as_ref().map(|c| c.window));
+        let access = self.access.as_ref().map(|log| {
+            let entry = Entry::new(r.route, r.model, r.slo, r.parts, r.client);
+            (log.clone(), entry)
+        });
+        Observed {
+            prometheus,
+            live,
+            access,
+            class: r.class,
+            headers: None,
+            itl: Sketch::new(),
+        }
+    }
+}
+
+/// The recorder of one metered request: what it observes as it flows, and
+/// the fan-out of its end.
+pub struct Observed {
+    prometheus: RequestRecorder,
+    live: LiveRequest,
+    access: Option<(Arc<AccessLog>, Entry)>,
+    /// The request's SLO class, when its `slo` names a defined one.
+    class: Option<Arc<SloClass>>,
+    /// Its time to response headers, when they came.
+    headers: Option<Duration>,
+    /// Its ITL gaps, gathered here (no shared state, no lock) and handed to
+    /// the live series at the end.
+    itl: Sketch,
+}
+
+impl Recorder for Observed {
+    fn response_headers(&mut self, elapsed: Duration, status: u16) {
+        self.prometheus.response_headers(elapsed, status);
+        self.headers = Some(elapsed);
+    }
+
+    fn first_token(&mut self, ttft: Duration) {
+        self.prometheus.first_token(ttft);
+    }
+
+    fn first_visible_token(&mut self, ttft: Duration) {
+        self.prometheus.first_visible_token(ttft);
+    }
+
+    fn inter_token(&mut self, gap: Duration) {
+        self.prometheus.inter_token(gap);
+        self.itl.add(gap);
+    }
+
+    fn parse_error(&mut self, error: ParseError) {
+        self.prometheus.parse_error(error);
+    }
+
+    fn finish(&mut self, summary: &Summary) {
+        let finished = Finished {
+            summary,
+            judged: self
+                .class
+                .as_deref()
+                .map(|class| (class, slo::judge(class, summary))),
+            headers: self.headers,
+            at: Instant::now(),
+        };
+        self.prometheus.finish(&finished);
+        self.live.finish(&finished, std::mem::take(&mut self.itl));
+        if let Some((log, entry)) = &self.access {
+            log.write(entry, &finished);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::MetricsSettings;
+    use meter::{Api, Limits, StreamMeter};
+
+    fn observers() -> Observers {
+        let metrics = Metrics::new(
+            &MetricsSettings::default(),
+            &[],
+            prometheus::Registry::new(),
+        )
+        .unwrap();
+        Observers::new(Arc::new(metrics), None)
+    }
+
+    fn count(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    /// A finished request reaches the Prometheus recorder and the live
+    /// series once each, whichever way it ends and however often the meter
+    /// is told.
+    #[tokio::test(start_paused = true)]
+    async fn a_finished_request_is_handed_to_each_observer_once() {
+        let o = observers();
+        let (parts, ()) = http::Request::post("/v1/chat/completions")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let t0 = Instant::now();
+        let recorder = o.request(Started {
+            route: "chat",
+            model: Some("m"),
+            slo: None,
+            class: None,
+            parts: &parts,
+            client: "127.0.0.1:1".parse().unwrap(),
+        });
+        let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
+        let text = o.metrics().encode();
+        assert_eq!(count(&text, "llm_requests_in_flight{"), 1.0, "{text}");
+        meter.response_head(t0, 200, Some(b"text/event-stream"), None);
+        let chunk =
+            bytes::Bytes::from_static(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n");
+        meter.data(t0 + Duration::from_millis(10), &chunk);
+        meter.data(t0 + Duration::from_millis(30), &chunk);
+        meter.end(t0 + Duration::from_millis(40));
+        meter.end(t0 + Duration::from_millis(50));
+        drop(meter);
+        let text = o.metrics().encode();
+        assert_eq!(count(&text, "llm_requests_in_flight{"), 0.0, "{text}");
+        assert_eq!(count(&text, "llm_requests_total{"), 1.0, "{text}");
+        assert_eq!(
+            count(&text, "llm_inter_token_latency_seconds_count{"),
+            1.0,
+            "{text}"
+        );
+        let series = o.metrics().live().series("chat", "");
+        let (window, _) = series.window(Instant::now(), 0);
+        assert_eq!(window.requests, 1);
+        assert_eq!(window.itl.count(), 1, "the ITL sketch reached the windows");
+    }
+}
