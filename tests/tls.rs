@@ -99,33 +99,47 @@ fn acceptor_with(
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
-/// The scripted upstream behind `acceptor`, and its count of connections.
-async fn tls_upstream_counted(
+/// A listener that counts each connection, completes its TLS handshake
+/// with `acceptor` (a client that refuses the certificate ends it there)
+/// and hands the TLS stream to `serve`. Returns its address and its count
+/// of connections.
+async fn tls_listener<F, Fut>(
     acceptor: tokio_rustls::TlsAcceptor,
-) -> (SocketAddr, Arc<AtomicUsize>) {
+    serve: F,
+) -> (SocketAddr, Arc<AtomicUsize>)
+where
+    F: Fn(tokio_rustls::server::TlsStream<TcpStream>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
     let counted = connections.clone();
+    let serve = Arc::new(serve);
     tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
+        while let Ok((stream, _)) = listener.accept().await {
             counted.fetch_add(1, Ordering::SeqCst);
-            let acceptor = acceptor.clone();
+            let (acceptor, serve) = (acceptor.clone(), serve.clone());
             tokio::spawn(async move {
-                // A client that refuses the certificate ends the handshake.
-                let Ok(tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), hyper::service::service_fn(scripted))
-                    .await;
+                if let Ok(tls) = acceptor.accept(stream).await {
+                    serve(tls).await;
+                }
             });
         }
     });
     (addr, connections)
+}
+
+/// The scripted upstream behind `acceptor`, and its count of connections.
+async fn tls_upstream_counted(
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> (SocketAddr, Arc<AtomicUsize>) {
+    tls_listener(acceptor, |tls| async move {
+        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(tls), hyper::service::service_fn(scripted))
+            .await;
+    })
+    .await
 }
 
 /// TLS in front of the plain-HTTP upstream at `backend`, offering only
@@ -133,30 +147,16 @@ async fn tls_upstream_counted(
 /// its own to `backend`, and closed when that one closes. Returns its
 /// address and its count of connections.
 async fn tls_front(backend: SocketAddr) -> (SocketAddr, Arc<AtomicUsize>) {
-    let acceptor = self_signed_acceptor(&[b"http/1.1"]);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let connections = Arc::new(AtomicUsize::new(0));
-    let counted = connections.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
+    tls_listener(
+        self_signed_acceptor(&[b"http/1.1"]),
+        move |mut tls| async move {
+            let Ok(mut plain) = TcpStream::connect(backend).await else {
                 return;
             };
-            counted.fetch_add(1, Ordering::SeqCst);
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                let Ok(mut plain) = TcpStream::connect(backend).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-            });
-        }
-    });
-    (addr, connections)
+            let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+        },
+    )
+    .await
 }
 
 /// The proxy's config for one route to `https://127.0.0.1:PORT`, read from
