@@ -548,11 +548,6 @@ impl Stack {
         let proxy = start(config(sim)).await;
         Stack { sim, proxy }
     }
-
-    /// The proxy's `/metrics`, parsed.
-    pub async fn scrape(&self) -> Vec<Sample> {
-        scrape(self.proxy.admin_addr).await.1
-    }
 }
 
 /// The simulator's schedule: the first token after `ttft_ms`, then one every
