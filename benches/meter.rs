@@ -121,9 +121,11 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<O
         route: "bench",
         model: Some("bench-model"),
         slo: None,
+        tenant: None,
         class: None,
         parts: &parts,
         client: "127.0.0.1:1".parse().unwrap(),
+        trace: None,
     });
     let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
     let content_type: &[u8] = if is_sse(name) {

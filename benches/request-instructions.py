@@ -17,10 +17,14 @@ N1, N2 and STREAM=1 (streamed requests) can be set in the environment,
 and ACCESS=json or ACCESS=text runs the proxy with its access log on, in
 that format (`tokenmeter bench` runs json; the default leaves logging at
 `warn`);
+ATTRIBUTION=1 turns on tenant attribution by API key (the route's
+`tenant.api_keys`, one key listed) and `trace_context.join`, and each
+request carries that key (`Authorization: Bearer`) and a `traceparent`: the
+figure with and without it is what attributing a request costs;
 KEEP=DIR keeps the callgrind profile of each binary's N2 run in DIR
 (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 `callgrind_annotate DIR/1.cg.*`."""
-import glob, http.client, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import glob, hashlib, http.client, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 SIM_BIN = os.environ.get('SIM_BIN') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'target', 'release', 'tokenmeter')
 def free_port():
@@ -41,7 +45,15 @@ def run(binary, n, stream, keep_as=None):
     sim = subprocess.Popen([SIM_BIN, 'sim', '--listen', f'127.0.0.1:{simp}', '--ttft-ms', '0', '--itl-ms', '1', '--tokens', '10'],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cfg = os.path.join(d, 'c.yaml')
-    open(cfg, 'w').write(f"listen: 127.0.0.1:{px}\nadmin:\n  listen: 127.0.0.1:{adm}\nroutes:\n  - name: bench\n    upstream: http://127.0.0.1:{simp}\n    protocol: auto\n")
+    headers = {'content-type': 'application/json'}
+    top, route = '', ''
+    if os.environ.get('ATTRIBUTION') == '1':
+        key = 'sk-bench-0123456789abcdef'
+        top = 'trace_context: {join: true}\n'
+        route = f"    tenant:\n      api_keys:\n        keys: {{{hashlib.sha256(key.encode()).hexdigest()}: bench}}\n"
+        headers['authorization'] = f'Bearer {key}'
+        headers['traceparent'] = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+    open(cfg, 'w').write(f"listen: 127.0.0.1:{px}\nadmin:\n  listen: 127.0.0.1:{adm}\n{top}routes:\n  - name: bench\n    upstream: http://127.0.0.1:{simp}\n    protocol: auto\n{route}")
     access = os.environ.get('ACCESS')
     env = dict(os.environ, TOKENMETER_LOG='warn,tokenmeter::access=info' if access else 'warn')
     log = ['--log-format', access] if access else []
@@ -54,7 +66,7 @@ def run(binary, n, stream, keep_as=None):
     def worker():
         c = http.client.HTTPConnection('127.0.0.1', px, timeout=30)
         for _ in range(per):
-            c.request('POST', '/v1/chat/completions', body, {'content-type': 'application/json'})
+            c.request('POST', '/v1/chat/completions', body, headers)
             r = c.getresponse(); r.read()
             if r.status != 200: errs.append(r.status)
         c.close()

@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use common::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tokenmeter");
-
 #[test]
 fn check_accepts_every_shipped_config() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
@@ -88,67 +86,6 @@ fn serve_without_a_file_needs_an_upstream() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--upstream"));
 }
 
-/// A `tokenmeter serve` child with JSON logs at info, once it has said it
-/// started: its addresses and the rest of its log.
-struct Served {
-    child: Child,
-    proxy: std::net::SocketAddr,
-    admin: std::net::SocketAddr,
-    lines: std::io::Lines<BufReader<std::process::ChildStderr>>,
-}
-
-/// A child process, killed if the test ends without stopping it (a failed
-/// assertion must not leave a server running).
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Starts `tokenmeter serve` on ephemeral ports with `args` added.
-fn serve(args: &[&std::ffi::OsStr]) -> Served {
-    serve_logging(args, "info")
-}
-
-/// [`serve`] with `TOKENMETER_LOG` set to `filter`, which must let
-/// `tokenmeter::app` INFO lines through (the start-up line gives the ports).
-fn serve_logging(args: &[&std::ffi::OsStr], filter: &str) -> Served {
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--log-format", "json"])
-        .args(args)
-        .env("TOKENMETER_LOG", filter)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let started: serde_json::Value = loop {
-        let line = lines.next().expect("serve exited before starting").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
-        if v["fields"]["message"] == "tokenmeter started" {
-            break v;
-        }
-    };
-    let addr = |key: &str| started["fields"][key].as_str().unwrap().parse().unwrap();
-    Served {
-        proxy: addr("proxy_addr"),
-        admin: addr("admin_addr"),
-        child: Child(child),
-        lines,
-    }
-}
-
 /// `tokenmeter serve` from flags alone, in front of `upstream`.
 fn serve_in_front_of(upstream: std::net::SocketAddr) -> Served {
     let upstream = format!("http://{upstream}");
@@ -174,7 +111,17 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
         admin,
         mut lines,
     } = serve_in_front_of(sim);
-    let (head, body) = chat_request("m1", true, &[("x-request-id", "req-7f3a")]);
+    let (head, body) = chat_request(
+        "m1",
+        true,
+        &[
+            ("x-request-id", "req-7f3a"),
+            (
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+        ],
+    );
     let resp = raw_exchange(proxy, &head, &body).await;
     assert_eq!(resp.status, 200);
     let s = scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
@@ -198,6 +145,7 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
     assert_eq!(f["route"], "default");
     assert_eq!(f["model"], "m1");
     assert_eq!(f["request_id"], "req-7f3a");
+    assert_eq!(f["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
     let client = f["client"].as_str().unwrap();
     assert!(client.starts_with("127.0.0.1:"), "{client}");
     assert_eq!(f["status"], 200);

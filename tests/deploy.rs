@@ -70,6 +70,10 @@ fn committed_rule_files_are_up_to_date() {
             "tests/data/rules/chat-config.yaml",
             "tests/data/rules/chat-rules.yml",
         ),
+        (
+            "tests/data/rules/tenant-config.yaml",
+            "tests/data/rules/tenant-rules.yml",
+        ),
     ] {
         let committed = std::fs::read_to_string(root().join(rules)).unwrap();
         assert!(
@@ -85,6 +89,7 @@ fn generated_rules_pass_promtool_check() {
     for config in [
         "config/multi-upstream.yaml",
         "tests/data/rules/chat-config.yaml",
+        "tests/data/rules/tenant-config.yaml",
     ] {
         let path = dir.path().join("rules.yml");
         std::fs::write(&path, generated_rules(config)).unwrap();
@@ -93,13 +98,14 @@ fn generated_rules_pass_promtool_check() {
 }
 
 /// A budget-burning series fires the page (and the ticket) at the minute
-/// worked out in the test file; a healthy one fires nothing.
+/// worked out in the test file; a healthy one fires nothing. One tenant
+/// burning its share inside a healthy class fires the per-tenant alerts for
+/// it alone.
 #[test]
 fn burn_rate_alerts_pass_their_promtool_unit_tests() {
-    promtool(
-        &["test", "rules", "burn.test.yaml"],
-        &root().join("tests/data/rules"),
-    );
+    for file in ["burn.test.yaml", "tenant.test.yaml"] {
+        promtool(&["test", "rules", file], &root().join("tests/data/rules"));
+    }
 }
 
 // Generated deployment files. Each is rendered here from its sources and

@@ -238,38 +238,48 @@ async fn non_streamed_responses_observe_latency_and_tokens_but_no_token_timings(
 const DECLARED: &[(&str, &[&str])] = &[
     (
         "llm_time_to_first_token_seconds_bucket",
-        &["route", "model", "slo", "le"],
+        &["route", "model", "slo", "tenant", "le"],
     ),
     (
         "llm_time_to_response_headers_seconds_bucket",
-        &["route", "model", "slo", "le"],
+        &["route", "model", "slo", "tenant", "le"],
     ),
     (
         "llm_time_per_output_token_seconds_bucket",
-        &["route", "model", "slo", "le"],
+        &["route", "model", "slo", "tenant", "le"],
     ),
     (
         "llm_inter_token_latency_seconds_bucket",
-        &["route", "model", "slo", "le"],
+        &["route", "model", "slo", "tenant", "le"],
     ),
     (
         "llm_e2e_request_latency_seconds_bucket",
-        &["route", "model", "slo", "le"],
+        &["route", "model", "slo", "tenant", "le"],
     ),
-    ("llm_output_tokens_bucket", &["route", "model", "slo", "le"]),
-    ("llm_input_tokens_bucket", &["route", "model", "slo", "le"]),
+    (
+        "llm_output_tokens_bucket",
+        &["route", "model", "slo", "tenant", "le"],
+    ),
+    (
+        "llm_input_tokens_bucket",
+        &["route", "model", "slo", "tenant", "le"],
+    ),
     (
         "llm_requests_total",
-        &["route", "model", "slo", "outcome", "status_class"],
+        &["route", "model", "slo", "tenant", "outcome", "status_class"],
     ),
     (
         "llm_output_tokens_total",
-        &["route", "model", "slo", "source"],
+        &["route", "model", "slo", "tenant", "source"],
     ),
-    ("llm_input_tokens_total", &["route", "model", "slo"]),
+    (
+        "llm_input_tokens_total",
+        &["route", "model", "slo", "tenant"],
+    ),
     ("llm_requests_in_flight", &["route", "model", "slo"]),
     ("tokenmeter_unrouted_requests_total", &[]),
     ("tokenmeter_model_label_overflow_total", &[]),
+    ("tokenmeter_tenant_label_overflow_total", &[]),
     ("tokenmeter_build_info", &["version"]),
     ("tokenmeter_config_reload_total", &["result"]),
     (

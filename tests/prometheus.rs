@@ -284,6 +284,7 @@ async fn two_replicas_aggregate_in_prometheus() {
             .replace("$route", ".*")
             .replace("$model", ".*")
             .replace("$slo", ".*")
+            .replace("$tenant", ".*")
     };
     for expr in dashboard::expressions(&d) {
         let answer = query(&p, &concrete(&expr)).await;

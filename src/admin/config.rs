@@ -3,13 +3,14 @@
 //! instance actually running?".
 //!
 //! Secrets: the config holds none by construction (upstream URLs with
-//! credentials are rejected when loading, and no header values are
-//! configured), so nothing is masked today; a field that could carry a
-//! secret must be written here as `"<redacted>"`.
+//! credentials are rejected when loading, no header values are configured,
+//! and API keys are known only by their hashes). The hashes are not written
+//! either: a route's API-key tenants show the headers read, how many keys
+//! and which tenant names.
 
 use serde_json::{Value, json};
 
-use crate::config::{Config, Protocol, Route};
+use crate::config::{Config, Protocol, Route, TenantSource};
 
 use slo::SloClass;
 
@@ -58,7 +59,26 @@ fn route(r: &Route) -> Value {
         "slo": r.slo,
         "slo_by_model": r.slo_by_model.iter().map(|(m, c)| json!({"model": m, "slo": c})).collect::<Vec<_>>(),
         "slo_header": r.slo_header.as_ref().map(|h| h.as_str()),
+        "tenant": r.tenant.as_ref().map(tenant),
     })
+}
+
+/// A route's tenant source: for API keys, the headers read and the tenant
+/// names, never a key hash.
+fn tenant(t: &TenantSource) -> Value {
+    match t {
+        TenantSource::Header(name) => json!({"header": name.as_str()}),
+        TenantSource::ApiKeys(keys) => {
+            let mut tenants: Vec<&str> = keys.tenants.values().map(String::as_str).collect();
+            tenants.sort_unstable();
+            tenants.dedup();
+            json!({"api_keys": {
+                "headers": keys.headers.iter().map(|h| h.as_str()).collect::<Vec<_>>(),
+                "keys": keys.tenants.len(),
+                "tenants": tenants,
+            }})
+        }
+    }
 }
 
 fn class(c: &SloClass) -> Value {
@@ -97,6 +117,11 @@ pub fn render(c: &Config) -> Value {
         "metrics": {
             "namespace": c.metrics.namespace,
             "models": {"allow": c.metrics.models.allow, "max_distinct": c.metrics.models.max_distinct},
+            "tenants": {
+                "allow": c.metrics.tenants.bounds.allow,
+                "max_distinct": c.metrics.tenants.bounds.max_distinct,
+                "histograms": c.metrics.tenants.histograms,
+            },
             "max_usage_tokens": c.metrics.max_usage_tokens,
             "buckets": {
                 "time_to_first_token": b.time_to_first_token,
@@ -110,6 +135,7 @@ pub fn render(c: &Config) -> Value {
         },
         "routes": c.routes.iter().map(route).collect::<Vec<_>>(),
         "slo_classes": c.slo_classes.iter().map(class).collect::<Vec<_>>(),
+        "trace_context": {"join": c.trace_context.join, "start": c.trace_context.start},
         "sources": c.sources.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
     })
 }

@@ -87,6 +87,8 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
 #[derive(Debug, serde::Deserialize)]
 struct SloQuery {
     format: Option<String>,
+    /// One tenant's series instead of every request's.
+    tenant: Option<String>,
 }
 
 async fn slo(
@@ -94,7 +96,10 @@ async fn slo(
     Query(query): Query<SloQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let report = state.metrics.live().report(tokio::time::Instant::now());
+    let report = state.metrics.live().report(
+        tokio::time::Instant::now(),
+        query.tenant.as_deref().unwrap_or(""),
+    );
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -133,6 +138,8 @@ async fn slo(
 struct HistoryQuery {
     route: Option<String>,
     slo: Option<String>,
+    /// One tenant's series instead of every request's.
+    tenant: Option<String>,
     /// Seconds since the Unix epoch.
     since: Option<f64>,
 }
@@ -152,6 +159,7 @@ async fn history(
         tokio::time::Instant::now(),
         query.route.as_deref(),
         query.slo.as_deref(),
+        query.tenant.as_deref().unwrap_or(""),
         query.since,
     );
     axum::Json(serde_json::json!({ "series": series })).into_response()

@@ -63,6 +63,11 @@ enum Command {
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
+    /// Print the SHA-256 of each API key read from standard input (one per
+    /// line), as `routes[i].tenant.api_keys.keys` lists them. Keys are read
+    /// from standard input so they stay out of the shell's history and the
+    /// process list.
+    HashKey,
     /// Run the built-in OpenAI-compatible upstream simulator.
     Sim(SimArgs),
     /// Run the simulator, the proxy in front of it and a small steady load.
@@ -252,6 +257,19 @@ async fn run(command: Command, access: AccessLog) -> anyhow::Result<ExitCode> {
             let json = crate::dashboard::render(&loaded.metrics.namespace, &classes);
             let text = serde_json::to_string_pretty(&json)? + "\n";
             write_output(out.as_deref(), &text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HashKey => {
+            let mut out = String::new();
+            for line in std::io::stdin().lines() {
+                let line = line?;
+                let key = line.trim();
+                if !key.is_empty() {
+                    out.push_str(&crate::proxy::tenant::key_hash_hex(key.as_bytes()));
+                    out.push('\n');
+                }
+            }
+            write_output(None, &out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim(args) => {

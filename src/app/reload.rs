@@ -239,6 +239,9 @@ fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
     if old.models != now.models {
         out.push("metrics.models (model label bounds) changed".to_owned());
     }
+    if old.tenants != now.tenants {
+        out.push("metrics.tenants (tenant label bounds) changed".to_owned());
+    }
     if old.buckets != now.buckets {
         out.push("metrics.buckets changed".to_owned());
     }

@@ -14,7 +14,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::load::{Checker, ConfigError, is_label_value, parse_duration, unknown_key_message};
+use super::load::{
+    Checker, ConfigError, is_label_value, parse_bool, parse_duration, unknown_key_message,
+};
 use super::raw::{self, Entries, Pos, RawSloClass, Spanned};
 use slo::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 
@@ -248,6 +250,14 @@ impl Checker<'_> {
             );
         }
 
+        let per_tenant_alerts = self
+            .value(
+                c.per_tenant_alerts.as_ref(),
+                &format!("{prefix}.per_tenant_alerts"),
+                parse_bool,
+            )
+            .unwrap_or(false);
+
         let name = name?;
         (self.errors.len() == errors_before).then_some((
             SloClass {
@@ -256,6 +266,7 @@ impl Checker<'_> {
                 window,
                 objectives,
                 goodput: Goodput { require, target },
+                per_tenant_alerts,
             },
             name_pos,
         ))

@@ -10,6 +10,7 @@
 //! This module must not read YAML itself (that is [`super::raw`]'s job) and
 //! must not hand raw types to anyone.
 
+use http::HeaderName;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{Ipv6Addr, SocketAddr};
@@ -18,8 +19,9 @@ use std::time::Duration;
 
 use super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
 use super::{
-    AdminSettings, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, IpNet, MetricsSettings,
-    ModelLabels, Protocol, ProxySettings, Route, RouteMatch, Timeouts, Upstream,
+    AdminSettings, ApiKeys, Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, IpNet, LabelBounds,
+    MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, TenantLabels, TenantSource,
+    Timeouts, TraceSettings, Upstream,
 };
 
 /// File name used in errors about command-line values.
@@ -184,8 +186,10 @@ impl Config {
                 slo: None,
                 slo_by_model: Vec::new(),
                 slo_header: None,
+                tenant: None,
             }],
             slo_classes: Vec::new(),
+            trace_context: TraceSettings::default(),
             sources: super::Sources::default(),
         });
         match config {
@@ -451,7 +455,22 @@ impl<'a> Checker<'a> {
             metrics: self.metrics(raw),
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
             slo_classes,
+            trace_context: self.trace_context(raw),
             sources: std::mem::take(&mut self.sources),
+        }
+    }
+
+    fn trace_context(&mut self, raw: &RawConfig) -> TraceSettings {
+        let Some(trace) = &raw.trace_context else {
+            return TraceSettings::default();
+        };
+        TraceSettings {
+            join: self
+                .value(trace.join.as_ref(), "trace_context.join", parse_bool)
+                .unwrap_or(false),
+            start: self
+                .value(trace.start.as_ref(), "trace_context.start", parse_bool)
+                .unwrap_or(false),
         }
     }
 
@@ -563,27 +582,35 @@ impl<'a> Checker<'a> {
             })
             .unwrap_or(defaults.namespace);
 
-        let mut models = defaults.models;
-        if let Some(raw_models) = &metrics.models {
-            models = ModelLabels {
-                allow: raw_models
-                    .allow
-                    .as_ref()
-                    .and_then(|list| self.model_allow_list(list)),
-                max_distinct: self
+        let models = match &metrics.models {
+            Some(raw) => self.label_bounds(
+                "metrics.models",
+                "model",
+                raw.allow.as_ref(),
+                raw.max_distinct.as_ref(),
+                &defaults.models,
+            ),
+            None => defaults.models,
+        };
+        let tenants = match &metrics.tenants {
+            Some(raw) => TenantLabels {
+                bounds: self.label_bounds(
+                    "metrics.tenants",
+                    "tenant",
+                    raw.allow.as_ref(),
+                    raw.max_distinct.as_ref(),
+                    &defaults.tenants.bounds,
+                ),
+                histograms: self
                     .value(
-                        raw_models.max_distinct.as_ref(),
-                        "metrics.models.max_distinct",
-                        |text| match text.trim().parse::<usize>() {
-                            Ok(n) if n >= 1 => Ok(n),
-                            _ => Err(format!(
-                                "invalid count `{text}`: expected a whole number, at least 1"
-                            )),
-                        },
+                        raw.histograms.as_ref(),
+                        "metrics.tenants.histograms",
+                        parse_bool,
                     )
-                    .unwrap_or(models.max_distinct),
-            };
-        }
+                    .unwrap_or(defaults.tenants.histograms),
+            },
+            None => defaults.tenants,
+        };
 
         let max_usage_tokens = self
             .value(
@@ -649,18 +676,42 @@ impl<'a> Checker<'a> {
         MetricsSettings {
             namespace,
             models,
+            tenants,
             max_usage_tokens,
             buckets,
         }
     }
 
-    fn model_allow_list(&mut self, list: &raw::List) -> Option<Vec<String>> {
-        const KEY: &str = "metrics.models.allow";
+    /// The bounds of a label clients choose (`model`, `tenant`), under
+    /// `key`.
+    fn label_bounds(
+        &mut self,
+        key: &str,
+        what: &str,
+        allow: Option<&raw::List>,
+        max_distinct: Option<&Spanned<String>>,
+        defaults: &LabelBounds,
+    ) -> LabelBounds {
+        LabelBounds {
+            allow: allow.and_then(|list| self.allow_list(&format!("{key}.allow"), what, list)),
+            max_distinct: self
+                .value(
+                    max_distinct,
+                    &format!("{key}.max_distinct"),
+                    parse_positive_count,
+                )
+                .unwrap_or(defaults.max_distinct),
+        }
+    }
+
+    fn allow_list(&mut self, key: &str, what: &str, list: &raw::List) -> Option<Vec<String>> {
         if list.value.is_empty() {
             self.at(
                 raw::pos(list),
-                KEY,
-                "must not be empty (leave `allow` out to bound models by max_distinct instead)",
+                key,
+                format!(
+                    "must not be empty (leave `allow` out to bound {what}s by max_distinct instead)"
+                ),
             );
             return None;
         }
@@ -668,16 +719,20 @@ impl<'a> Checker<'a> {
         let mut names = Vec::with_capacity(list.value.len());
         let mut ok = true;
         for (i, name) in list.value.iter().enumerate() {
-            let key = format!("{KEY}[{i}]");
+            let item = format!("{key}[{i}]");
             if name.value.is_empty() {
-                self.at(raw::pos(name), key, "model name must not be empty");
+                self.at(
+                    raw::pos(name),
+                    item,
+                    format!("{what} name must not be empty"),
+                );
                 ok = false;
             } else if let Some(first) = seen.insert(&name.value, i) {
                 self.at(
                     raw::pos(name),
-                    key,
+                    item,
                     format!(
-                        "duplicate model name `{}` (also {KEY}[{first}])",
+                        "duplicate {what} name `{}` (also {key}[{first}])",
                         name.value
                     ),
                 );
@@ -962,6 +1017,11 @@ impl<'a> Checker<'a> {
             })
         });
 
+        let tenant = route
+            .tenant
+            .as_ref()
+            .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
+
         let built = match (name, matcher, upstream) {
             (Some(name), Some(matcher), Some(upstream)) => Some(Route {
                 name,
@@ -976,10 +1036,126 @@ impl<'a> Checker<'a> {
                 slo,
                 slo_by_model,
                 slo_header,
+                tenant,
             }),
             _ => None,
         };
         (built, matcher_report)
+    }
+
+    /// `routes[i].tenant`: a header, or API keys by their hashes. A key
+    /// path or message here never holds what is written as a key of
+    /// `keys`: it may be an API key pasted by mistake.
+    fn tenant(&mut self, key: &str, field: &Spanned<raw::RawTenant>) -> Option<TenantSource> {
+        let tenant = &field.value;
+        match (&tenant.header, &tenant.api_keys) {
+            (Some(header), None) => self
+                .value(Some(header), &format!("{key}.header"), parse_tenant_header)
+                .map(TenantSource::Header),
+            (None, Some(api_keys)) => self.api_keys(&format!("{key}.api_keys"), field, api_keys),
+            (Some(_), Some(_)) => {
+                self.at(
+                    raw::pos(field),
+                    key,
+                    "give `header` or `api_keys`, not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.at(
+                    raw::pos(field),
+                    key,
+                    "needs `header` (a request header naming the tenant) or `api_keys`",
+                );
+                None
+            }
+        }
+    }
+
+    fn api_keys(
+        &mut self,
+        key: &str,
+        tenant: &Spanned<raw::RawTenant>,
+        raw: &raw::RawApiKeys,
+    ) -> Option<TenantSource> {
+        let mut ok = true;
+        let headers = match &raw.headers {
+            None => vec![
+                http::header::AUTHORIZATION,
+                HeaderName::from_static("x-api-key"),
+            ],
+            Some(list) if list.value.is_empty() => {
+                self.at(
+                    raw::pos(list),
+                    format!("{key}.headers"),
+                    "must not be empty",
+                );
+                ok = false;
+                Vec::new()
+            }
+            Some(list) => list
+                .value
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    let header = self.value(Some(item), &format!("{key}.headers[{i}]"), |text| {
+                        HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+                            .map_err(|_| format!("invalid header name `{text}`"))
+                    });
+                    ok &= header.is_some();
+                    header
+                })
+                .collect(),
+        };
+        let keys_key = format!("{key}.keys");
+        let Some(entries) = &raw.keys else {
+            self.at(raw::pos(tenant), keys_key, "required key is missing");
+            return None;
+        };
+        if entries.value.0.is_empty() {
+            self.at(
+                raw::pos(entries),
+                keys_key,
+                "must list at least one key hash",
+            );
+            return None;
+        }
+        let mut tenants = HashMap::with_capacity(entries.value.0.len());
+        for (hash, field) in &entries.value.0 {
+            let Some(digest) = parse_key_hash(hash) else {
+                self.at(
+                    raw::pos(field),
+                    &keys_key,
+                    "a key of `keys` must be the SHA-256 of an API key, 64 hex digits \
+                     (`tokenmeter hash-key` prints it), never the key itself",
+                );
+                ok = false;
+                continue;
+            };
+            let name = self.value(Some(field), &keys_key, |text| {
+                let text = text.trim();
+                if is_tenant_name(text) {
+                    Ok(text.to_owned())
+                } else {
+                    Err(format!(
+                        "invalid tenant name `{text}`: 1 to 64 visible ASCII characters, no spaces"
+                    ))
+                }
+            });
+            let Some(name) = name else {
+                ok = false;
+                continue;
+            };
+            if tenants.insert(digest, name).is_some() {
+                self.at(
+                    raw::pos(field),
+                    &keys_key,
+                    "the same key hash is listed twice",
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(TenantSource::ApiKeys(ApiKeys { headers, tenants }))
     }
 
     fn route_match(&mut self, prefix: &str, route: &RawRoute) -> Option<RouteMatch> {
@@ -1207,7 +1383,7 @@ pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// YAML 1.2 core booleans.
-fn parse_bool(text: &str) -> Result<bool, String> {
+pub(super) fn parse_bool(text: &str) -> Result<bool, String> {
     match text.trim() {
         "true" | "True" | "TRUE" => Ok(true),
         "false" | "False" | "FALSE" => Ok(false),
@@ -1323,6 +1499,50 @@ fn parse_method(text: &str) -> Result<http::Method, String> {
 }
 
 /// A whole number, at least 1.
+/// The header of `routes[i].tenant.header`: any but those that carry
+/// credentials, whose values must never become label values.
+fn parse_tenant_header(text: &str) -> Result<HeaderName, String> {
+    let name = HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+        .map_err(|_| format!("invalid header name `{text}`"))?;
+    if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+        return Err(format!(
+            "`{name}` carries credentials, which must not become label values: \
+             use `api_keys` to attribute requests by key"
+        ));
+    }
+    Ok(name)
+}
+
+/// Headers whose values are secrets.
+const CREDENTIAL_HEADERS: [&str; 6] = [
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "cookie",
+    "x-goog-api-key",
+];
+
+/// 32 bytes from 64 hex digits (either case).
+fn parse_key_hash(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim().as_bytes();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in text.chunks_exact(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A tenant name usable as a label value and in a log line: 1 to 64
+/// visible ASCII characters.
+pub fn is_tenant_name(text: &str) -> bool {
+    (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic())
+}
+
 fn parse_positive_count(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),

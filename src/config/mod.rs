@@ -14,7 +14,7 @@ mod classes;
 mod load;
 mod raw;
 
-pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides};
+pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides, is_tenant_name};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,6 +46,8 @@ pub struct Config {
     /// SLO classes from the `slo_files`, in file order. Empty when none are
     /// configured; then a route's `slo` is only a label value.
     pub slo_classes: Vec<SloClass>,
+    /// What the proxy does with the W3C trace context of metered requests.
+    pub trace_context: TraceSettings,
     /// The files this config was read from, which a reload watches.
     pub sources: Sources,
 }
@@ -59,6 +61,18 @@ pub struct Sources {
     /// The `slo_files` globs, joined to the main file's directory: a new
     /// file matching one is a change too.
     pub patterns: Vec<PathBuf>,
+}
+
+/// What the proxy does with the W3C trace context (`traceparent`,
+/// `tracestate`) of metered requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TraceSettings {
+    /// Take part in the client's trace: the upstream's `traceparent` names
+    /// the proxy's span as the parent. Otherwise the headers go on as sent.
+    pub join: bool,
+    /// Start a trace (sampled, the proxy's span its root) for a request
+    /// without a valid `traceparent`.
+    pub start: bool,
 }
 
 /// The admin listener's limits.
@@ -153,7 +167,9 @@ pub struct MetricsSettings {
     /// Prefix of the domain metrics (`llm` gives `llm_time_to_first_token_seconds`).
     pub namespace: String,
     /// How `model` label values are bounded.
-    pub models: ModelLabels,
+    pub models: LabelBounds,
+    /// How `tenant` label values are bounded.
+    pub tenants: TenantLabels,
     /// Largest token count accepted from a usage report (any field); a
     /// report with a larger or malformed one is a parse error, not counted.
     pub max_usage_tokens: u64,
@@ -161,16 +177,55 @@ pub struct MetricsSettings {
     pub buckets: Buckets,
 }
 
-/// How values of the `model` label are bounded, so a client sending random
-/// model names cannot blow up the number of series.
+/// How the values of a label a client chooses (`model`, `tenant`) are
+/// bounded, so a client sending random names cannot blow up the number of
+/// series.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ModelLabels {
+pub struct LabelBounds {
     /// When set, only these names are used as label values; anything else is
     /// reported as `other`.
     pub allow: Option<Vec<String>>,
     /// Without an allow-list: the first this-many distinct names seen are
     /// used, later new names are reported as `other`.
     pub max_distinct: usize,
+}
+
+/// How values of the `tenant` label are bounded, and where it is used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantLabels {
+    /// The bounds, as for models.
+    pub bounds: LabelBounds,
+    /// Whether the latency and token-count histograms carry the tenant too
+    /// (the counters always do).
+    pub histograms: bool,
+}
+
+/// Where a route's requests get their tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TenantSource {
+    /// The value of this request header.
+    Header(http::HeaderName),
+    /// The caller's API key, hashed and looked up.
+    ApiKeys(ApiKeys),
+}
+
+/// Tenants by the SHA-256 of their API keys. Only hashes are held, and its
+/// `Debug` shows none of them.
+#[derive(Clone, PartialEq)]
+pub struct ApiKeys {
+    /// The headers a key is read from, the first one present.
+    pub headers: Vec<http::HeaderName>,
+    /// Tenant name by key hash.
+    pub tenants: std::collections::HashMap<[u8; 32], String>,
+}
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKeys")
+            .field("headers", &self.headers)
+            .field("keys", &self.tenants.len())
+            .finish()
+    }
 }
 
 /// Histogram bucket upper bounds. Latencies in seconds, token counts in tokens.
@@ -263,6 +318,9 @@ pub struct Route {
     /// Header by which a client may declare its class; it takes precedence
     /// over `slo_by_model` and `slo` when it names a defined class.
     pub slo_header: Option<http::HeaderName>,
+    /// Where its requests get their tenant; `None`: no tenant (an empty
+    /// label).
+    pub tenant: Option<TenantSource>,
 }
 
 /// Which requests a route accepts. All given conditions must hold.
@@ -380,9 +438,16 @@ impl Default for MetricsSettings {
     fn default() -> Self {
         Self {
             namespace: "llm".to_owned(),
-            models: ModelLabels {
+            models: LabelBounds {
                 allow: None,
                 max_distinct: 100,
+            },
+            tenants: TenantLabels {
+                bounds: LabelBounds {
+                    allow: None,
+                    max_distinct: 100,
+                },
+                histograms: false,
             },
             max_usage_tokens: 10_000_000,
             buckets: Buckets::default(),

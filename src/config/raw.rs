@@ -49,6 +49,28 @@ pub(super) struct RawConfig {
     /// pattern must match at least one file. Default: none, and then a
     /// route's `slo` is only a label value.
     pub slo_files: Option<List>,
+    /// W3C Trace Context (`traceparent`, `tracestate`) of metered requests.
+    /// A client's valid `traceparent` names the request's trace in the
+    /// access log (`trace_id`) whatever these say.
+    pub trace_context: Option<RawTraceContext>,
+}
+
+/// `trace_context`: what the proxy does with the W3C trace context of
+/// metered requests.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawTraceContext {
+    /// Take part in the client's trace as a span of its own: the upstream
+    /// is sent a `traceparent` with the client's trace id and flags and the
+    /// proxy's span as the parent (`tracestate` unchanged), so the
+    /// upstream's spans (vLLM, SGLang, TGI) hang under the proxy's. A
+    /// boolean, default `false`: both headers go to the upstream as the
+    /// client sent them.
+    pub join: Option<Spanned<String>>,
+    /// Start a trace for a metered request that comes without a valid
+    /// `traceparent`: a new trace id, sampled, with the proxy's span as its
+    /// root, sent to the upstream in `traceparent` (a `tracestate` without
+    /// a valid `traceparent` is dropped). A boolean, default `false`.
+    pub start: Option<Spanned<String>>,
 }
 
 /// `admin`: the admin listener.
@@ -120,6 +142,9 @@ pub(super) struct RawMetrics {
     pub namespace: Option<Spanned<String>>,
     /// How values of the `model` label are bounded.
     pub models: Option<RawModels>,
+    /// How values of the `tenant` label are bounded, for routes with a
+    /// `tenant`.
+    pub tenants: Option<RawTenants>,
     /// Largest token count accepted from an upstream's usage report, per
     /// field. A report with a larger count, or with a count that is not a
     /// whole number (negative, fractional, a string), is not counted: the
@@ -145,6 +170,26 @@ pub(super) struct RawModels {
     /// slot); later new names are reported as `other`. At least 1. Default
     /// `100`.
     pub max_distinct: Option<Spanned<String>>,
+}
+
+/// `metrics.tenants`: bounds on the `tenant` label, so clients sending
+/// random tenant names cannot blow up the number of series.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawTenants {
+    /// Only these tenant names are used as label values; any other is
+    /// reported as `other`. Non-empty names, no duplicates. Default: no
+    /// allow-list.
+    pub allow: Option<List>,
+    /// Without `allow`: the first this-many distinct tenant names that the
+    /// upstream answered with a 2xx are used as label values (a name is
+    /// `other` until then); later new names are reported as `other`. At
+    /// least 1. Default `100`.
+    pub max_distinct: Option<Spanned<String>>,
+    /// Also label the latency and token-count histograms by tenant (the
+    /// counters always are). Each tenant then has a histogram series of its
+    /// own per route, model and class: many more series. A boolean,
+    /// default `false`. Applied at start only.
+    pub histograms: Option<Spanned<String>>,
 }
 
 /// `metrics.buckets`: histogram bucket upper bounds. Each list is non-empty,
@@ -214,6 +259,36 @@ pub(super) struct RawRoute {
     /// values that name no defined class are ignored (the route's class
     /// applies), so the label stays bounded. Requires `slo_files`.
     pub slo_header: Option<Spanned<String>>,
+    /// Whom each request is attributed to, the `tenant` label of the token
+    /// and request counters and the access log's `tenant`: a request
+    /// header's value (`header`) or the caller's API key mapped to a name
+    /// (`api_keys`), one of the two. Default: no tenant (the label is
+    /// empty).
+    pub tenant: Option<Spanned<RawTenant>>,
+}
+
+/// `routes[i].tenant`: where a request's tenant comes from.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawTenant {
+    /// The request header that names the tenant (`x-tenant`, `x-team`): its
+    /// value, trimmed, is the tenant. A request without it is `unknown`.
+    pub header: Option<Spanned<String>>,
+    /// Tenants by API key: the key a request carries is hashed (SHA-256) and
+    /// looked up in `keys`. The configuration holds only the hashes.
+    pub api_keys: Option<RawApiKeys>,
+}
+
+/// `routes[i].tenant.api_keys`: tenants by API key.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawApiKeys {
+    /// The headers a key is read from, the first one present: from
+    /// `authorization`, the token of `Bearer <token>`; from any other, the
+    /// whole value. Default `[authorization, x-api-key]`.
+    pub headers: Option<List>,
+    /// Tenant name by the SHA-256 of the key, in lowercase hex (what
+    /// `tokenmeter hash-key` prints): `{9f86d0…: team-a}`. A request whose
+    /// key is not listed, or that has none, is `unknown`. Required.
+    pub keys: Option<Spanned<Entries>>,
 }
 
 /// An SLO file: `classes`, a list of SLO classes.
@@ -243,6 +318,10 @@ pub(super) struct RawSloClass {
     /// Which thresholds a request must all meet to be good, and the target
     /// share of good requests.
     pub goodput: Option<Spanned<RawGoodput>>,
+    /// Also record the class's error ratios per tenant and alert on each
+    /// tenant's burn rate (`tokenmeter rules`), for routes that attribute
+    /// requests to tenants. A boolean, default `false`.
+    pub per_tenant_alerts: Option<Spanned<String>>,
 }
 
 /// `classes[i].objectives`.
@@ -545,12 +624,16 @@ fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["admin"] => fields_of::<RawAdmin>(),
         ["proxy"] => fields_of::<RawProxy>(),
         ["metrics"] => fields_of::<RawMetrics>(),
+        ["trace_context"] => fields_of::<RawTraceContext>(),
         ["metrics", "models"] => fields_of::<RawModels>(),
+        ["metrics", "tenants"] => fields_of::<RawTenants>(),
         ["metrics", "buckets"] => fields_of::<RawBuckets>(),
         ["routes"] => fields_of::<RawRoute>(),
         ["routes", "match"] => fields_of::<RawMatch>(),
         ["routes", "timeouts"] => fields_of::<RawTimeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
+        ["routes", "tenant"] => fields_of::<RawTenant>(),
+        ["routes", "tenant", "api_keys"] => fields_of::<RawApiKeys>(),
         _ => &[],
     }
 }

@@ -5,7 +5,7 @@
 //! Every panel queries the raw series (histograms and counters) aggregated
 //! with `sum by (..., le)` first, so the dashboard is right for any number
 //! of proxy replicas and needs no recording rules. Template variables
-//! (`$route`, `$model`, `$slo`) filter every panel.
+//! (`$route`, `$model`, `$slo`, `$tenant`) filter every panel.
 //!
 //! This module only builds JSON: it reads no files and knows no config
 //! syntax.
@@ -79,7 +79,7 @@ fn q(expr: String, legend: &'static str) -> Q {
     Q { expr, legend }
 }
 
-const SEL: &str = r#"route=~"$route", model=~"$model", slo=~"$slo""#;
+const SEL: &str = r#"route=~"$route", model=~"$model", slo=~"$slo", tenant=~"$tenant""#;
 const RATE: &str = "$__rate_interval";
 
 impl Builder {
@@ -720,6 +720,12 @@ impl Builder {
             var(
                 "slo",
                 format!("label_values({req}{{route=~\"$route\"}}, slo)"),
+            ),
+            // Empty on routes without tenants, and on the histograms unless
+            // `metrics.tenants.histograms`: "All" (`.*`) matches those too.
+            var(
+                "tenant",
+                format!("label_values({req}{{route=~\"$route\"}}, tenant)"),
             ),
         ]
     }

@@ -24,45 +24,29 @@ use prometheus::{
 };
 use tokio::time::Instant;
 
-use crate::config::{MetricsSettings, ModelLabels};
+use crate::config::{LabelBounds, MetricsSettings};
 
 use meter::{ParseError, Summary};
 use slo::live::{Aggregate, Live, Series};
 use slo::sketch::Sketch;
 use slo::{ObjectiveKind, SloClass, Verdict};
 
-/// Label value used when a request names no model.
-pub const UNKNOWN_MODEL: &str = "unknown";
-/// Label value for models past the allow-list or the distinct-name cap.
-pub const OTHER_MODEL: &str = "other";
+/// Label value of a request that names no model, or no tenant.
+pub const UNKNOWN: &str = "unknown";
+/// Label value of a model or tenant name past the allow-list or the
+/// distinct-name cap, not answered yet, or no usable label value.
+pub const OTHER: &str = "other";
 
 use names::{self, Family};
 
 /// All metric families, registered.
 pub struct Metrics {
-    ttft: HistogramVec,
-    ttft_visible: HistogramVec,
-    headers: HistogramVec,
-    tpot: HistogramVec,
-    itl: HistogramVec,
-    e2el: HistogramVec,
-    output_tokens: HistogramVec,
-    input_tokens: HistogramVec,
-    requests: IntCounterVec,
-    output_tokens_total: IntCounterVec,
-    input_tokens_total: IntCounterVec,
-    cached_input_tokens_total: IntCounterVec,
-    reasoning_output_tokens_total: IntCounterVec,
-    in_flight: IntGaugeVec,
-    parse_errors: IntCounterVec,
+    /// What each request touches, shared by all of them.
+    families: Arc<Families>,
     unrouted: IntCounter,
     passthrough: IntCounterVec,
     rejected: IntCounterVec,
     upstream_retries: IntCounterVec,
-    model_overflow: IntCounter,
-    slo_requests: IntCounterVec,
-    slo_violations: IntCounterVec,
-    slo_good_output_tokens: IntCounterVec,
     slo_target: GaugeVec,
     slo_threshold: GaugeVec,
     /// The (slo, objective) pairs of the target and threshold gauges, so a
@@ -79,8 +63,42 @@ pub struct Metrics {
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
     live: Live,
-    models: Arc<ModelLabeler>,
     registry: Registry,
+}
+
+/// The families a request touches and the bounds of the labels its client
+/// chooses, built once and shared by every request (one `Arc`).
+struct Families {
+    ttft: HistogramVec,
+    ttft_visible: HistogramVec,
+    headers: HistogramVec,
+    tpot: HistogramVec,
+    itl: HistogramVec,
+    e2el: HistogramVec,
+    output_tokens: HistogramVec,
+    input_tokens: HistogramVec,
+    requests: IntCounterVec,
+    output_tokens_total: IntCounterVec,
+    input_tokens_total: IntCounterVec,
+    cached_input_tokens_total: IntCounterVec,
+    reasoning_output_tokens_total: IntCounterVec,
+    in_flight: IntGaugeVec,
+    parse_errors: IntCounterVec,
+    slo_requests: IntCounterVec,
+    slo_violations: IntCounterVec,
+    slo_good_output_tokens: IntCounterVec,
+    models: Bounded,
+    tenants: Bounded,
+    /// Whether the histograms carry the tenant (else their `tenant` is
+    /// empty).
+    tenant_histograms: bool,
+}
+
+/// The bounds of one label clients choose, and the counter of the requests
+/// reported as `other` for it.
+struct Bounded {
+    labeler: Labeler,
+    overflow: IntCounter,
 }
 
 /// `configured` with every threshold of `kind` from `classes` added as an
@@ -141,7 +159,7 @@ impl Metrics {
             Ok(g)
         };
 
-        let metrics = Metrics {
+        let families = Families {
             ttft: histogram(names::TTFT, &ttft_buckets)?,
             ttft_visible: histogram(names::TTFT_VISIBLE, &ttft_buckets)?,
             headers: histogram(names::RESPONSE_HEADERS, &b.time_to_response_headers)?,
@@ -157,14 +175,25 @@ impl Metrics {
             reasoning_output_tokens_total: counter(names::REASONING_OUTPUT_TOKENS_TOTAL)?,
             in_flight: gauges(names::IN_FLIGHT)?,
             parse_errors: counter(names::PARSE_ERRORS)?,
+            slo_requests: counter(names::SLO_REQUESTS)?,
+            slo_violations: counter(names::SLO_VIOLATIONS)?,
+            slo_good_output_tokens: counter(names::SLO_GOOD_OUTPUT_TOKENS)?,
+            models: Bounded {
+                labeler: Labeler::new(&settings.models),
+                overflow: plain(names::MODEL_OVERFLOW)?,
+            },
+            tenants: Bounded {
+                labeler: Labeler::new(&settings.tenants.bounds),
+                overflow: plain(names::TENANT_OVERFLOW)?,
+            },
+            tenant_histograms: settings.tenants.histograms,
+        };
+        let metrics = Metrics {
+            families: Arc::new(families),
             unrouted: plain(names::UNROUTED)?,
             passthrough: counter(names::PASSTHROUGH)?,
             rejected: counter(names::REJECTED)?,
             upstream_retries: counter(names::UPSTREAM_RETRIES)?,
-            model_overflow: plain(names::MODEL_OVERFLOW)?,
-            slo_requests: counter(names::SLO_REQUESTS)?,
-            slo_violations: counter(names::SLO_VIOLATIONS)?,
-            slo_good_output_tokens: counter(names::SLO_GOOD_OUTPUT_TOKENS)?,
             slo_target: float_gauges(names::SLO_TARGET)?,
             slo_threshold: float_gauges(names::SLO_THRESHOLD)?,
             slo_gauge_labels: Mutex::new(Vec::new()),
@@ -191,7 +220,6 @@ impl Metrics {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64()),
             ),
-            models: Arc::new(ModelLabeler::new(&settings.models)),
             registry,
         };
         metrics.set_slo_targets(classes);
@@ -304,58 +332,53 @@ impl Metrics {
     }
 
     /// Resolves the label handles of one metered request and counts it in
-    /// flight. `model` is the request's model name, bounded here; `slo` is
-    /// the `slo` label.
-    pub fn request(&self, route: &str, model: Option<&str>, slo: Option<&str>) -> RequestRecorder {
-        let (model, pending) = match self.models.label(model, &self.model_overflow) {
-            Label::Use(model) => (model, None),
-            Label::Pending(name) => (
-                OTHER_MODEL.to_owned(),
-                Some(Box::new(Pending {
-                    name,
-                    labeler: self.models.clone(),
-                    overflow: self.model_overflow.clone(),
-                    ttft: self.ttft.clone(),
-                    headers: self.headers.clone(),
-                    itl: self.itl.clone(),
-                    in_flight: self.in_flight.clone(),
-                })),
-            ),
+    /// flight. `model` is the request's model name and `tenant` the name
+    /// its route found for it (`None`: the route has no tenant), both
+    /// bounded here; `slo` is the `slo` label.
+    pub fn request(
+        &self,
+        route: &str,
+        model: Option<&str>,
+        slo: Option<&str>,
+        tenant: Option<&str>,
+    ) -> RequestRecorder {
+        let f = &self.families;
+        let mut pending = Pending::default();
+        let model = match model.filter(|m| !m.is_empty()) {
+            None => UNKNOWN.to_owned(),
+            Some(name) => f.models.label(name, &mut pending.model),
         };
-        let labels = [route, model.as_str(), slo.unwrap_or("")];
-        let in_flight = self.in_flight.with_label_values(&labels);
+        let tenant = match tenant {
+            None => String::new(),
+            Some("" | UNKNOWN) => UNKNOWN.to_owned(),
+            Some(OTHER) => {
+                f.tenants.overflow.inc();
+                OTHER.to_owned()
+            }
+            Some(name) => f.tenants.label(name, &mut pending.tenant),
+        };
+        let slo = slo.unwrap_or("").to_owned();
+        let in_flight = f
+            .in_flight
+            .with_label_values(&[route, model.as_str(), slo.as_str()]);
         in_flight.inc();
-        // A pending name's are resolved at its response head, to its own
-        // label or `other`: none is made before it is known which.
-        let handles = pending.is_none().then(|| Handles {
-            ttft: self.ttft.with_label_values(&labels),
-            headers: self.headers.with_label_values(&labels),
-            itl: self.itl.with_label_values(&labels),
-        });
-        RequestRecorder {
-            pending,
-            handles,
+        let mut recorder = RequestRecorder {
+            families: f.clone(),
+            pending: (pending.model.is_some() || pending.tenant.is_some())
+                .then(|| Box::new(pending)),
+            handles: None,
             in_flight,
-            families: Families {
-                ttft_visible: self.ttft_visible.clone(),
-                tpot: self.tpot.clone(),
-                e2el: self.e2el.clone(),
-                output_tokens: self.output_tokens.clone(),
-                input_tokens: self.input_tokens.clone(),
-                requests: self.requests.clone(),
-                output_tokens_total: self.output_tokens_total.clone(),
-                input_tokens_total: self.input_tokens_total.clone(),
-                cached_input_tokens_total: self.cached_input_tokens_total.clone(),
-                reasoning_output_tokens_total: self.reasoning_output_tokens_total.clone(),
-                parse_errors: self.parse_errors.clone(),
-                slo_requests: self.slo_requests.clone(),
-                slo_violations: self.slo_violations.clone(),
-                slo_good_output_tokens: self.slo_good_output_tokens.clone(),
-            },
             route: route.to_owned(),
             model,
-            slo: slo.unwrap_or("").to_owned(),
+            slo,
+            tenant,
+        };
+        // A pending name's are resolved at its response head, to its own
+        // label or `other`: none is made before it is known which.
+        if !recorder.histograms_wait() {
+            recorder.handles = Some(recorder.resolve_handles());
         }
+        recorder
     }
 
     /// The live series of a request of `route` under `slo`, told that the
@@ -368,11 +391,12 @@ impl Metrics {
         slo: Option<&str>,
         class_window: Option<Duration>,
     ) -> LiveRequest {
-        let series = self.live.series(route, slo.unwrap_or(""));
+        let series = self.live.series(route, slo.unwrap_or(""), "");
         series.start(Instant::now());
         LiveRequest {
             series,
             class_window,
+            tenant: None,
         }
     }
 
@@ -403,8 +427,9 @@ impl Metrics {
     /// its model is known (model `unknown`), until the guard is dropped.
     pub fn waiting_for_body(&self, route: &str, slo: Option<&str>) -> WaitingForBody {
         let gauge = self
+            .families
             .in_flight
-            .with_label_values(&[route, UNKNOWN_MODEL, slo.unwrap_or("")]);
+            .with_label_values(&[route, UNKNOWN, slo.unwrap_or("")]);
         gauge.inc();
         WaitingForBody(gauge)
     }
@@ -423,24 +448,6 @@ impl Metrics {
     }
 }
 
-/// Families touched once, at the end of a request (cheap `Arc` clones).
-struct Families {
-    ttft_visible: HistogramVec,
-    tpot: HistogramVec,
-    e2el: HistogramVec,
-    output_tokens: HistogramVec,
-    input_tokens: HistogramVec,
-    requests: IntCounterVec,
-    output_tokens_total: IntCounterVec,
-    input_tokens_total: IntCounterVec,
-    cached_input_tokens_total: IntCounterVec,
-    reasoning_output_tokens_total: IntCounterVec,
-    parse_errors: IntCounterVec,
-    slo_requests: IntCounterVec,
-    slo_violations: IntCounterVec,
-    slo_good_output_tokens: IntCounterVec,
-}
-
 /// A request counted in flight while its body is awaited.
 pub struct WaitingForBody(IntGauge);
 
@@ -450,19 +457,15 @@ impl Drop for WaitingForBody {
     }
 }
 
-/// A model name not yet admitted to a label slot: it is, once the upstream
-/// answers it with a 2xx, if a slot is still free (so that names clients
-/// make up, which upstreams refuse, never take the slots of real models).
-/// Until then the request is labelled `other`. What relabelling needs is
-/// here, boxed: only the first requests of a new name carry it.
+/// Names not yet admitted to a label slot: each is, once the upstream
+/// answers the request with a 2xx, if a slot is still free (so that names
+/// clients make up, which upstreams refuse, never take the slots of real
+/// ones). Until then the request is labelled `other` for it. Boxed: only
+/// the first requests of a new name carry it.
+#[derive(Default)]
 struct Pending {
-    name: String,
-    labeler: Arc<ModelLabeler>,
-    overflow: IntCounter,
-    ttft: HistogramVec,
-    headers: HistogramVec,
-    itl: HistogramVec,
-    in_flight: IntGaugeVec,
+    model: Option<String>,
+    tenant: Option<String>,
 }
 
 /// A request that ended, as each of its observers is handed it (the
@@ -486,17 +489,35 @@ pub struct LiveRequest {
     series: Arc<Series>,
     /// The compliance window of the request's class, when it has one.
     class_window: Option<Duration>,
+    /// The series of its tenant's requests, once its tenant label is final.
+    tenant: Option<Arc<Series>>,
 }
 
 impl LiveRequest {
+    /// The request's tenant label is final (at its response head, or at
+    /// its end when no head came): from `now` it is in flight in that
+    /// tenant's series too.
+    pub fn start_tenant(&mut self, live: &Live, tenant: &str, now: Instant) {
+        let series = live.tenant_series(&self.series, tenant);
+        series.start(now);
+        self.tenant = Some(series);
+    }
+
+    /// Whether its tenant's series is known.
+    pub fn has_tenant(&self) -> bool {
+        self.tenant.is_some()
+    }
+
     /// Folds the finished request, with `itl`, the sketch of its ITL gaps
-    /// gathered while it streamed, into its series, under the series' lock.
+    /// gathered while it streamed, into its series (and its tenant's),
+    /// under each series' lock.
     pub fn finish(&self, f: &Finished<'_>, itl: Sketch) {
         let s = f.summary;
         let request = Aggregate::request(s, f.judged.map(|(_, v)| v), itl, f.headers);
         let input_ttft = s.usage.input.zip(s.ttft.map(|d| d.as_secs_f64()));
-        self.series
-            .record(f.at, &request, self.class_window, input_ttft);
+        for series in std::iter::once(&self.series).chain(&self.tenant) {
+            series.record(f.at, &request, self.class_window, input_ttft);
+        }
     }
 }
 
@@ -504,21 +525,57 @@ impl LiveRequest {
 /// while the stream flows are resolved up front; the rest are counted when
 /// it finishes.
 pub struct RequestRecorder {
-    /// The model name waiting for a 2xx to be admitted as a label.
+    families: Arc<Families>,
+    /// The names waiting for a 2xx to be admitted as labels.
     pending: Option<Box<Pending>>,
-    /// The series observed while the stream flows; `None` only for a
-    /// pending model name until its response head.
+    /// The series observed while the stream flows; `None` only while a
+    /// name the histograms carry is pending, until the response head.
     handles: Option<Handles>,
     in_flight: IntGauge,
-    families: Families,
     route: String,
     model: String,
     slo: String,
+    /// Empty when the route attributes no tenant.
+    tenant: String,
 }
 
 impl RequestRecorder {
-    fn labels(&self) -> [&str; 3] {
-        [&self.route, &self.model, &self.slo]
+    /// The `tenant` label of its counters (empty when its route has no
+    /// tenant; `other` while its name is pending).
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// The labels of the counters.
+    fn labels(&self) -> [&str; 4] {
+        [&self.route, &self.model, &self.slo, &self.tenant]
+    }
+
+    /// The labels of the histograms: the tenant only when asked for.
+    fn histogram_labels(&self) -> [&str; 4] {
+        let tenant = if self.families.tenant_histograms {
+            self.tenant.as_str()
+        } else {
+            ""
+        };
+        [&self.route, &self.model, &self.slo, tenant]
+    }
+
+    /// Whether the histograms' labels wait for a pending name.
+    fn histograms_wait(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| {
+            p.model.is_some() || (self.families.tenant_histograms && p.tenant.is_some())
+        })
+    }
+
+    fn resolve_handles(&self) -> Handles {
+        let labels = self.histogram_labels();
+        let f = &self.families;
+        Handles {
+            ttft: f.ttft.with_label_values(&labels),
+            headers: f.headers.with_label_values(&labels),
+            itl: f.itl.with_label_values(&labels),
+        }
     }
 }
 
@@ -546,35 +603,38 @@ struct Handles {
 }
 
 impl RequestRecorder {
-    /// The upstream answered with `status`: a pending model name is
-    /// admitted on a 2xx (if a slot is free), and this request moves to its
-    /// label; otherwise it stays `other`. Either way its stream's series
-    /// are resolved here.
+    /// The upstream answered with `status`: each pending name is admitted
+    /// on a 2xx (if a slot is free), and this request moves to its label;
+    /// otherwise it stays `other`. Either way its stream's series are
+    /// resolved here.
     fn admit(&mut self, status: u16) {
         let Some(pending) = self.pending.take() else {
             return;
         };
-        let admitted = (200..300).contains(&status) && pending.labeler.admit(&pending.name);
-        let model = if admitted {
-            pending.name.as_str()
-        } else {
-            OTHER_MODEL
-        };
-        let labels = [self.route.as_str(), model, self.slo.as_str()];
-        self.handles = Some(Handles {
-            ttft: pending.ttft.with_label_values(&labels),
-            headers: pending.headers.with_label_values(&labels),
-            itl: pending.itl.with_label_values(&labels),
-        });
-        if admitted {
-            let in_flight = pending.in_flight.with_label_values(&labels);
-            in_flight.inc();
-            self.in_flight.dec();
-            self.in_flight = in_flight;
-            self.model = pending.name;
-        } else {
-            // Never admitted: reported as `other`.
-            pending.overflow.inc();
+        let answered = (200..300).contains(&status);
+        let f = self.families.clone();
+        if let Some(name) = pending.model {
+            if answered && f.models.labeler.admit(&name) {
+                let in_flight = f
+                    .in_flight
+                    .with_label_values(&[&self.route, &name, &self.slo]);
+                in_flight.inc();
+                self.in_flight.dec();
+                self.in_flight = in_flight;
+                self.model = name;
+            } else {
+                f.models.overflow.inc();
+            }
+        }
+        if let Some(name) = pending.tenant {
+            if answered && f.tenants.labeler.admit(&name) {
+                self.tenant = name;
+            } else {
+                f.tenants.overflow.inc();
+            }
+        }
+        if self.handles.is_none() {
+            self.handles = Some(self.resolve_handles());
         }
     }
 }
@@ -593,7 +653,7 @@ impl RequestRecorder {
         // Once per request, so resolving the handle here costs nothing per token.
         self.families
             .ttft_visible
-            .with_label_values(&self.labels())
+            .with_label_values(&self.histogram_labels())
             .observe(secs(ttft));
     }
 
@@ -622,38 +682,50 @@ impl RequestRecorder {
         let s = finished.summary;
         self.in_flight.dec();
         if let Some(pending) = self.pending.take() {
-            // Never admitted: reported as `other`.
-            pending.overflow.inc();
+            // Never admitted (no response head came): reported as `other`.
+            if pending.model.is_some() {
+                self.families.models.overflow.inc();
+            }
+            if pending.tenant.is_some() {
+                self.families.tenants.overflow.inc();
+            }
         }
-        let labels = self.labels();
+        let [route, model, slo, tenant] = self.labels();
+        let histogram = self.histogram_labels();
         let f = &self.families;
         f.requests
             .with_label_values(&[
-                labels[0],
-                labels[1],
-                labels[2],
+                route,
+                model,
+                slo,
+                tenant,
                 s.outcome.as_str(),
                 status_class(s.status),
             ])
             .inc();
         if let Some(d) = s.e2el {
-            f.e2el.with_label_values(&labels).observe(secs(d));
+            f.e2el.with_label_values(&histogram).observe(secs(d));
         }
         if let Some(d) = s.tpot {
-            f.tpot.with_label_values(&labels).observe(secs(d));
+            f.tpot.with_label_values(&histogram).observe(secs(d));
         }
         if let Some((n, source)) = s.output_tokens {
             f.output_tokens_total
-                .with_label_values(&[labels[0], labels[1], labels[2], source.as_str()])
+                .with_label_values(&[route, model, slo, tenant, source.as_str()])
                 .inc_by(n);
             if s.e2el.is_some() {
-                f.output_tokens.with_label_values(&labels).observe(n as f64);
+                f.output_tokens
+                    .with_label_values(&histogram)
+                    .observe(n as f64);
             }
         }
+        let labels = self.labels();
         if let Some(n) = s.usage.input {
             f.input_tokens_total.with_label_values(&labels).inc_by(n);
             if s.e2el.is_some() {
-                f.input_tokens.with_label_values(&labels).observe(n as f64);
+                f.input_tokens
+                    .with_label_values(&histogram)
+                    .observe(n as f64);
             }
         }
         if let Some(n) = s.usage.cached_input {
@@ -679,11 +751,12 @@ impl RequestRecorder {
     /// first request on.
     fn count_verdict(&self, class: &SloClass, verdict: Verdict, s: &Summary) {
         let f = &self.families;
-        let [route, model, slo] = self.labels();
+        let labels = self.labels();
+        let [route, model, slo, tenant] = labels;
         for label in ["good", "bad"] {
             let counter = f
                 .slo_requests
-                .with_label_values(&[route, model, slo, label]);
+                .with_label_values(&[route, model, slo, tenant, label]);
             if verdict.label() == Some(label) {
                 counter.inc();
             }
@@ -691,32 +764,48 @@ impl RequestRecorder {
         let violations = verdict.violations();
         for objective in &class.objectives {
             let kind = objective.kind;
-            let counter = f
-                .slo_violations
-                .with_label_values(&[route, model, slo, kind.as_str()]);
+            let counter =
+                f.slo_violations
+                    .with_label_values(&[route, model, slo, tenant, kind.as_str()]);
             if violations.contains(kind) {
                 counter.inc();
             }
         }
-        let good_tokens = f
-            .slo_good_output_tokens
-            .with_label_values(&[route, model, slo]);
+        let good_tokens = f.slo_good_output_tokens.with_label_values(&labels);
         if let (Verdict::Good { .. }, Some((n, _))) = (verdict, s.output_tokens) {
             good_tokens.inc_by(n);
         }
     }
 }
 
-/// Bounds the values of the `model` label.
-struct ModelLabeler {
+impl Bounded {
+    /// The label of a request naming `name` (not empty), or `other` while
+    /// it is pending (set in `pending`) or refused (counted).
+    fn label(&self, name: &str, pending: &mut Option<String>) -> String {
+        match self.labeler.label(name) {
+            Label::Use => name.to_owned(),
+            Label::Pending => {
+                *pending = Some(name.to_owned());
+                OTHER.to_owned()
+            }
+            Label::Other => {
+                self.overflow.inc();
+                OTHER.to_owned()
+            }
+        }
+    }
+}
+
+/// Bounds the values of a label clients choose (`model`, `tenant`).
+struct Labeler {
     allow: Option<HashSet<String>>,
     max_distinct: usize,
     /// Names admitted so far without an allow-list.
     seen: Mutex<HashSet<String>>,
 }
 
-impl ModelLabeler {
-    fn new(cfg: &ModelLabels) -> Self {
+impl Labeler {
+    fn new(cfg: &LabelBounds) -> Self {
         Self {
             allow: cfg.allow.as_ref().map(|a| a.iter().cloned().collect()),
             max_distinct: cfg.max_distinct,
@@ -724,55 +813,51 @@ impl ModelLabeler {
         }
     }
 
-    /// The label of a request naming `model`, or, for a name not admitted
-    /// yet while slots are free, [`Label::Pending`]. A name refused for
-    /// good (not allow-listed, or no slot left) is counted in `overflow`.
-    fn label(&self, model: Option<&str>, overflow: &IntCounter) -> Label {
-        let Some(model) = model.filter(|m| !m.is_empty()) else {
-            return Label::Use(UNKNOWN_MODEL.to_owned());
-        };
-        let admitted = match &self.allow {
-            Some(allow) => allow.contains(model),
+    /// What label a request naming `name` gets: its own, `other` for now
+    /// (a name not admitted yet while slots are free), or `other` for good
+    /// (not allow-listed, or no slot left).
+    fn label(&self, name: &str) -> Label {
+        match &self.allow {
+            Some(allow) if allow.contains(name) => Label::Use,
+            Some(_) => Label::Other,
             None => {
                 let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-                if seen.contains(model) {
-                    true
+                if seen.contains(name) {
+                    Label::Use
                 } else if seen.len() < self.max_distinct {
-                    return Label::Pending(model.to_owned());
+                    Label::Pending
                 } else {
-                    false
+                    Label::Other
                 }
             }
-        };
-        if admitted {
-            Label::Use(model.to_owned())
-        } else {
-            overflow.inc();
-            Label::Use(OTHER_MODEL.to_owned())
         }
     }
 
-    /// Admits `model` to a label slot (the upstream answered it), if it has
+    /// Admits `name` to a label slot (the upstream answered it), if it has
     /// one or one is free.
-    fn admit(&self, model: &str) -> bool {
+    fn admit(&self, name: &str) -> bool {
+        if let Some(allow) = &self.allow {
+            return allow.contains(name);
+        }
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.contains(model) {
+        if seen.contains(name) {
             return true;
         }
         if seen.len() < self.max_distinct {
-            seen.insert(model.to_owned());
+            seen.insert(name.to_owned());
             return true;
         }
         false
     }
 }
 
-/// What label a request's model gets.
+/// What label a request's name gets.
 #[derive(Debug, PartialEq, Eq)]
 enum Label {
-    Use(String),
+    Use,
     /// Not admitted yet: `other` until the upstream answers it with a 2xx.
-    Pending(String),
+    Pending,
+    Other,
 }
 
 #[cfg(test)]
@@ -799,7 +884,7 @@ mod tests {
             );
         }
         // Families with series are gathered: each is the catalogue's.
-        let _ = m.request("r", Some("m"), Some("s"));
+        let _ = m.request("r", Some("m"), Some("s"), Some("t"));
         m.rejected("r", "bad_host");
         m.passthrough("r");
         let _ = m.upstream_retries("r", "closed");
@@ -829,35 +914,64 @@ mod tests {
     }
 
     #[test]
-    fn model_labels_are_bounded_and_taken_only_on_an_answer() {
-        let c = IntCounter::new("x", "x").unwrap();
-        let l = ModelLabeler::new(&ModelLabels {
+    fn labels_are_bounded_and_taken_only_on_an_answer() {
+        let l = Labeler::new(&LabelBounds {
             allow: None,
             max_distinct: 2,
         });
-        let used = |m: &str| Label::Use(m.to_owned());
-        let pending = |m: &str| Label::Pending(m.to_owned());
         // A name waits for the upstream's answer; asking again does not
         // take a slot.
-        assert_eq!(l.label(Some("a"), &c), pending("a"));
-        assert_eq!(l.label(Some("a"), &c), pending("a"));
+        assert_eq!(l.label("a"), Label::Pending);
+        assert_eq!(l.label("a"), Label::Pending);
         assert!(l.admit("a"));
-        assert_eq!(l.label(Some("a"), &c), used("a"));
-        assert_eq!(l.label(Some("b"), &c), pending("b"));
-        assert_eq!(l.label(Some("c"), &c), pending("c"));
+        assert_eq!(l.label("a"), Label::Use);
+        assert_eq!(l.label("b"), Label::Pending);
+        assert_eq!(l.label("c"), Label::Pending);
         assert!(l.admit("c"));
         // The slots are taken: b's answer came too late.
         assert!(!l.admit("b"));
-        assert_eq!(l.label(Some("b"), &c), used(OTHER_MODEL));
-        assert_eq!(l.label(Some("c"), &c), used("c"));
-        assert_eq!(l.label(None, &c), used(UNKNOWN_MODEL));
-        assert_eq!(l.label(Some(""), &c), used(UNKNOWN_MODEL));
-        assert_eq!(c.get(), 1);
-        let l = ModelLabeler::new(&ModelLabels {
+        assert_eq!(l.label("b"), Label::Other);
+        assert_eq!(l.label("c"), Label::Use);
+        let l = Labeler::new(&LabelBounds {
             allow: Some(vec!["x".into()]),
             max_distinct: 100,
         });
-        assert_eq!(l.label(Some("x"), &c), used("x"));
-        assert_eq!(l.label(Some("y"), &c), used(OTHER_MODEL));
+        assert_eq!(l.label("x"), Label::Use);
+        assert_eq!(l.label("y"), Label::Other);
+        assert!(l.admit("x") && !l.admit("y"));
+    }
+
+    /// A recorder's labels: names bounded, `unknown` and `other` for what
+    /// names none or no usable one, the tenant empty for a route without
+    /// one and on the histograms unless asked for.
+    #[test]
+    fn a_requests_labels() {
+        let mut settings = MetricsSettings::default();
+        settings.tenants.bounds.max_distinct = 1;
+        let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
+        let r = m.request("r", None, None, None);
+        assert_eq!(r.labels(), ["r", UNKNOWN, "", ""]);
+        let r = m.request("r", Some("m"), Some("s"), Some(UNKNOWN));
+        assert_eq!(r.labels(), ["r", OTHER, "s", UNKNOWN]);
+        let mut r = m.request("r", Some("m"), Some("s"), Some("acme"));
+        assert_eq!(r.labels(), ["r", OTHER, "s", OTHER]);
+        r.response_headers(Duration::ZERO, 200);
+        assert_eq!(r.labels(), ["r", "m", "s", "acme"]);
+        assert_eq!(r.histogram_labels(), ["r", "m", "s", ""]);
+        // The one slot is taken: another tenant is `other`, counted.
+        let r = m.request("r", Some("m"), Some("s"), Some("globex"));
+        assert_eq!(r.labels(), ["r", "m", "s", OTHER]);
+        let _ = m.request("r", Some("m"), Some("s"), Some(OTHER));
+        assert_eq!(m.families.tenants.overflow.get(), 2);
+        // Refused by the upstream: never admitted.
+        settings.tenants.histograms = true;
+        let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
+        let mut r = m.request("r", Some("m"), None, Some("acme"));
+        assert!(r.handles.is_none());
+        r.response_headers(Duration::ZERO, 404);
+        assert_eq!(r.labels(), ["r", OTHER, "", OTHER]);
+        let mut r = m.request("r", Some("m"), None, Some("acme"));
+        r.response_headers(Duration::ZERO, 200);
+        assert_eq!(r.histogram_labels(), ["r", "m", "", "acme"]);
     }
 }

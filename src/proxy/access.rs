@@ -1,8 +1,8 @@
 //! The access log: one structured line per metered request, written when
 //! the request ends, with what an operator greps for (route, model, status,
-//! outcome, TTFT, TPOT, E2EL, tokens), the client's address and its
-//! `x-request-id`, to find the request in the client's and the upstream's
-//! logs. It is one of the observers a finished request is handed to
+//! outcome, TTFT, TPOT, E2EL, tokens), the client's address, its
+//! `x-request-id` and its W3C `trace_id`, to find the request in the
+//! client's and the upstream's logs and traces. It is one of the observers a finished request is handed to
 //! (`observe.rs`), so it reports the same `Summary` as the metrics.
 //!
 //! A line is formatted here, into a per-thread buffer, and handed to the
@@ -20,6 +20,8 @@ use std::time::{Duration, SystemTime};
 
 use tracing_appender::non_blocking::NonBlocking;
 
+use super::observe::Started;
+use super::trace::TraceId;
 use crate::metrics::Finished;
 use meter::Summary;
 
@@ -62,6 +64,9 @@ pub struct Entry {
     /// characters.
     model: Option<String>,
     slo: Option<String>,
+    /// The tenant its route found, when the route has one (a name of at
+    /// most 64 characters, `unknown` or `other`).
+    tenant: Option<String>,
     method: http::Method,
     path: String,
     /// The request's `x-request-id` header, at most 128 characters.
@@ -69,6 +74,8 @@ pub struct Entry {
     /// The client connection's peer (the proxy's own view, not
     /// `X-Forwarded-For`).
     client: SocketAddr,
+    /// The W3C trace the request belongs to.
+    trace_id: Option<TraceId>,
 }
 
 /// The header whose value the access line carries as `request_id` (the
@@ -77,28 +84,24 @@ pub struct Entry {
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 impl Entry {
-    /// The entry of the request `parts` from `client`, with the route,
-    /// model and SLO class it was metered under.
-    pub fn new(
-        route: &str,
-        model: Option<&str>,
-        slo: Option<&str>,
-        parts: &http::request::Parts,
-        client: SocketAddr,
-    ) -> Self {
-        let request_id = parts
+    /// The entry of a request that starts, as its observers are told of it.
+    pub fn new(r: &Started<'_>) -> Self {
+        let request_id = r
+            .parts
             .headers
             .get(REQUEST_ID_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(|id| truncated(id, 128).to_owned());
         Self {
-            route: route.to_owned(),
-            model: model.map(str::to_owned),
-            slo: slo.map(str::to_owned),
-            method: parts.method.clone(),
-            path: truncated(parts.uri.path(), 256).to_owned(),
+            route: r.route.to_owned(),
+            model: r.model.map(str::to_owned),
+            slo: r.slo.map(str::to_owned),
+            tenant: r.tenant.map(str::to_owned),
+            method: r.parts.method.clone(),
+            path: truncated(r.parts.uri.path(), 256).to_owned(),
             request_id,
-            client,
+            client: r.client,
+            trace_id: r.trace.map(|t| t.trace_id),
         }
     }
 }
@@ -122,9 +125,16 @@ impl Entry {
         l.plain("route", &self.route);
         l.string("model", self.model.as_deref());
         l.string("slo", self.slo.as_deref());
+        l.string("tenant", self.tenant.as_deref());
         l.plain("method", self.method.as_str());
         l.plain("path", &self.path);
         l.string("request_id", self.request_id.as_deref());
+        if let Some(id) = self.trace_id {
+            l.plain(
+                "trace_id",
+                std::str::from_utf8(&id.hex()).unwrap_or_default(),
+            );
+        }
         l.address("client", self.client);
         l.number("status", s.status.map(u64::from));
         l.string("outcome", Some(s.outcome.as_str()));
@@ -317,6 +327,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+    use crate::proxy::trace::Trace;
     use meter::{Outcome, TokenSource, Usage};
 
     fn logged(model: Option<&str>, request_id: Option<&str>) -> Entry {
@@ -325,13 +336,25 @@ mod tests {
             request = request.header(REQUEST_ID_HEADER, id);
         }
         let (parts, ()) = request.body(()).unwrap().into_parts();
-        Entry::new(
-            "chat",
+        Entry::new(&started(&parts, model, None, None))
+    }
+
+    fn started<'a>(
+        parts: &'a http::request::Parts,
+        model: Option<&'a str>,
+        tenant: Option<&'a str>,
+        trace: Option<Trace>,
+    ) -> Started<'a> {
+        Started {
+            route: "chat",
             model,
-            Some("interactive"),
-            &parts,
-            "[::1]:41234".parse().unwrap(),
-        )
+            slo: Some("interactive"),
+            tenant,
+            class: None,
+            parts,
+            client: "[::1]:41234".parse().unwrap(),
+            trace,
+        }
     }
 
     fn summary() -> Summary {
@@ -410,6 +433,30 @@ mod tests {
     }
 
     #[test]
+    fn a_request_names_its_tenant_and_trace_id() {
+        let (parts, ()) = http::Request::post("/v1/chat/completions")
+            .header(
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            )
+            .body(())
+            .unwrap()
+            .into_parts();
+        let mut headers = parts.headers.clone();
+        let trace = Trace::of_request(crate::config::TraceSettings::default(), &mut headers);
+        let entry = Entry::new(&started(&parts, None, Some("team-a"), trace));
+        let text = line(&entry, &summary(), Format::Json);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["fields"]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(v["fields"]["tenant"], "team-a");
+        let text = line(&entry, &summary(), Format::Text { ansi: false });
+        assert!(
+            text.contains(" trace_id=0af7651916cd43dd8448eb211c80319c "),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn fields_without_a_value_are_left_out() {
         let mut s = summary();
         s.ttft = None;
@@ -424,7 +471,9 @@ mod tests {
         let f = v["fields"].as_object().unwrap();
         for key in [
             "model",
+            "tenant",
             "request_id",
+            "trace_id",
             "status",
             "ttft_ms",
             "tpot_ms",

@@ -17,6 +17,8 @@ mod admission;
 pub mod arrival;
 pub mod body;
 pub mod observe;
+pub mod tenant;
+pub mod trace;
 pub mod upstream;
 
 use std::collections::{HashMap, VecDeque};
@@ -166,6 +168,7 @@ pub struct Proxy {
     x_forwarded: bool,
     trusted_proxies: Vec<crate::config::IpNet>,
     shutdown_grace: std::time::Duration,
+    trace_context: crate::config::TraceSettings,
 }
 
 impl Proxy {
@@ -246,6 +249,7 @@ impl Proxy {
             x_forwarded: config.proxy.x_forwarded,
             trusted_proxies: config.proxy.trusted_proxies.clone(),
             shutdown_grace: config.proxy.shutdown_grace,
+            trace_context: config.trace_context,
         })
     }
 
@@ -303,7 +307,10 @@ impl Proxy {
             };
         };
 
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
+        // The trace is known, and the upstream's headers set, before
+        // anything is metered, so every way the request ends names it.
+        let trace = trace::Trace::of_request(self.trace_context, &mut parts.headers);
         let content_length = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -325,14 +332,14 @@ impl Proxy {
         let (body, model) = match read {
             Ok(read) => read,
             Err(e) => {
-                let mut meter = self.meter(t0, client_addr, api, route, &parts, None);
+                let mut meter = self.meter(t0, client_addr, api, route, &parts, None, trace);
                 let err = client_body_error(&e);
                 meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
                 tracing::debug!(route = %route.name, error = %err, "request body failed");
                 return err.response();
             }
         };
-        let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref());
+        let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref(), trace);
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
             Ok(resp) => Self::respond(route, resp, Some(meter), admitted),
@@ -358,8 +365,9 @@ impl Proxy {
         let err = ProxyError::Overloaded(route.max_in_flight.unwrap_or_default());
         self.metrics.rejected(&route.name, "max_in_flight");
         if let Some(api) = api {
-            let (parts, _) = req.into_parts();
-            let mut meter = self.meter(t0, client_addr, api, route, &parts, None);
+            let (mut parts, _) = req.into_parts();
+            let trace = trace::Trace::of_request(self.trace_context, &mut parts.headers);
+            let mut meter = self.meter(t0, client_addr, api, route, &parts, None, trace);
             meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
         }
         tracing::debug!(route = %route.name, "request rejected: max_in_flight reached");
@@ -376,7 +384,8 @@ impl Proxy {
     }
 
     /// The meter of a request that arrived at `t0` from `client_addr`, its
-    /// SLO class chosen from `model` and the class it declares.
+    /// SLO class chosen from `model` and the class it declares, in `trace`.
+    #[allow(clippy::too_many_arguments)]
     fn meter(
         &self,
         t0: Instant,
@@ -385,17 +394,24 @@ impl Proxy {
         route: &Route,
         parts: &http::request::Parts,
         model: Option<&str>,
+        trace: Option<trace::Trace>,
     ) -> Meter {
         let declared = self.declared_class(route, &parts.headers);
         let slo = slo_class(route, model, declared);
         let class = slo.and_then(|name| self.classes.get(name)).cloned();
+        let tenant = route
+            .tenant
+            .as_ref()
+            .map(|source| tenant::of_request(source, &parts.headers));
         let recorder = self.observers.request(observe::Started {
             route: &route.name,
             model,
             slo,
+            tenant,
             class,
             parts,
             client: client_addr,
+            trace,
         });
         StreamMeter::new(t0, api, self.limits, recorder)
     }

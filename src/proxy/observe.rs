@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::access::{AccessLog, Entry};
+use super::trace::Trace;
 use crate::metrics::{Finished, LiveRequest, Metrics, RequestRecorder};
 use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
@@ -44,11 +45,16 @@ pub struct Started<'a> {
     pub model: Option<&'a str>,
     /// The `slo` label.
     pub slo: Option<&'a str>,
+    /// The tenant its route found (a name, `unknown` or `other`), when the
+    /// route attributes requests to tenants.
+    pub tenant: Option<&'a str>,
     /// The class `slo` names, when defined: the request is judged against
     /// it even if a reload changes the classes while it runs.
     pub class: Option<Arc<SloClass>>,
     pub parts: &'a http::request::Parts,
     pub client: SocketAddr,
+    /// The trace it belongs to, when it has one.
+    pub trace: Option<Trace>,
 }
 
 impl Observers {
@@ -67,17 +73,18 @@ impl Observers {
     /// The recorder of a request that starts now: counted in flight in the
     /// metrics and in its live series.
     pub fn request(&self, r: Started<'_>) -> Observed {
-        let prometheus = self.metrics.request(r.route, r.model, r.slo);
+        let prometheus = self.metrics.request(r.route, r.model, r.slo, r.tenant);
         let live = self
             .metrics
             .live_request(r.route, r.slo, r.class.as_ref().map(|c| c.window));
         let access = self.access.as_ref().map(|log| {
-            let entry = Entry::new(r.route, r.model, r.slo, r.parts, r.client);
+            let entry = Entry::new(&r);
             (log.clone(), entry)
         });
         Observed {
             prometheus,
             live,
+            tenants: r.tenant.map(|_| self.metrics.clone()),
             access,
             class: r.class,
             headers: None,
@@ -91,6 +98,9 @@ impl Observers {
 pub struct Observed {
     prometheus: RequestRecorder,
     live: LiveRequest,
+    /// For a request with a tenant: the metrics whose live windows hold
+    /// its tenant's series.
+    tenants: Option<Arc<Metrics>>,
     access: Option<(Arc<AccessLog>, Entry)>,
     /// The request's SLO class, when its `slo` names a defined one.
     class: Option<Arc<SloClass>>,
@@ -105,6 +115,11 @@ impl Recorder for Observed {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
         self.prometheus.response_headers(elapsed, status);
         self.headers = Some(elapsed);
+        // The tenant's label is final now that the upstream answered.
+        if let Some(metrics) = &self.tenants {
+            self.live
+                .start_tenant(metrics.live(), self.prometheus.tenant(), Instant::now());
+        }
     }
 
     fn first_token(&mut self, ttft: Duration) {
@@ -135,6 +150,12 @@ impl Recorder for Observed {
             at: Instant::now(),
         };
         self.prometheus.finish(&finished);
+        if let Some(metrics) = &self.tenants
+            && !self.live.has_tenant()
+        {
+            self.live
+                .start_tenant(metrics.live(), self.prometheus.tenant(), finished.at);
+        }
         self.live.finish(&finished, std::mem::take(&mut self.itl));
         if let Some((log, entry)) = &self.access {
             log.write(entry, &finished);
@@ -182,9 +203,11 @@ mod tests {
             route: "chat",
             model: Some("m"),
             slo: None,
+            tenant: None,
             class: None,
             parts: &parts,
             client: "127.0.0.1:1".parse().unwrap(),
+            trace: None,
         });
         let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
         let text = o.metrics().encode();
@@ -205,7 +228,7 @@ mod tests {
             1.0,
             "{text}"
         );
-        let series = o.metrics().live().series("chat", "");
+        let series = o.metrics().live().series("chat", "", "");
         let (window, _) = series.window(Instant::now(), 0);
         assert_eq!(window.requests, 1);
         assert_eq!(window.itl.count(), 1, "the ITL sketch reached the windows");

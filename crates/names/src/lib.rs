@@ -40,8 +40,10 @@ impl Family {
     }
 }
 
-/// The labels of every domain family, in this order.
-pub const LABELS: [&str; 3] = ["route", "model", "slo"];
+/// The labels of the domain families of finished requests, in this order.
+/// `tenant` is empty unless the route attributes requests to tenants (and,
+/// on the histograms, unless `metrics.tenants.histograms` is on).
+pub const LABELS: [&str; 4] = ["route", "model", "slo", "tenant"];
 
 const fn domain(
     suffix: &'static str,
@@ -126,13 +128,13 @@ pub const INPUT_TOKENS: Family = domain(
 pub const REQUESTS: Family = domain(
     "requests_total",
     Counter,
-    &["route", "model", "slo", "outcome", "status_class"],
+    &["route", "model", "slo", "tenant", "outcome", "status_class"],
     "Metered requests by how they ended (outcome) and the HTTP status class the client received.",
 );
 pub const OUTPUT_TOKENS_TOTAL: Family = domain(
     "output_tokens_total",
     Counter,
-    &["route", "model", "slo", "source"],
+    &["route", "model", "slo", "tenant", "source"],
     "Output tokens, by where the count comes from (source: usage = upstream report, events = counted token events, a lower bound).",
 );
 pub const INPUT_TOKENS_TOTAL: Family = domain(
@@ -156,19 +158,19 @@ pub const REASONING_OUTPUT_TOKENS_TOTAL: Family = domain(
 pub const IN_FLIGHT: Family = domain(
     "requests_in_flight",
     Gauge,
-    &LABELS,
+    &["route", "model", "slo"],
     "Metered requests currently in progress.",
 );
 pub const SLO_REQUESTS: Family = domain(
     "slo_requests_total",
     Counter,
-    &["route", "model", "slo", "verdict"],
+    &["route", "model", "slo", "tenant", "verdict"],
     "Requests judged against their SLO class (verdict: good = outcome ok and every required threshold met; bad = a required threshold exceeded, whatever the outcome). Requests that failed before any threshold passed are not judged.",
 );
 pub const SLO_VIOLATIONS: Family = domain(
     "slo_violations_total",
     Counter,
-    &["route", "model", "slo", "objective"],
+    &["route", "model", "slo", "tenant", "objective"],
     "Judged requests that exceeded the threshold of an SLO objective (ttft, tpot, e2el).",
 );
 pub const SLO_GOOD_OUTPUT_TOKENS: Family = domain(
@@ -225,6 +227,12 @@ pub const MODEL_OVERFLOW: Family = own(
     &[],
     "Requests whose model name was reported as \"other\" (not allow-listed, past the distinct-name cap, or never answered with a 2xx while slots were free).",
 );
+pub const TENANT_OVERFLOW: Family = own(
+    "tokenmeter_tenant_label_overflow_total",
+    Counter,
+    &[],
+    "Requests whose tenant was reported as \"other\" (not allow-listed, past the distinct-name cap, not a usable label value, or never answered with a 2xx while slots were free).",
+);
 pub const RELOADS: Family = own(
     "tokenmeter_config_reload_total",
     Counter,
@@ -270,7 +278,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 32] = [
+pub const ALL: [Family; 33] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -296,6 +304,7 @@ pub const ALL: [Family; 32] = [
     REJECTED,
     UPSTREAM_RETRIES,
     MODEL_OVERFLOW,
+    TENANT_OVERFLOW,
     RELOADS,
     LAST_RELOAD_SUCCESS,
     LAST_RELOAD_SUCCESSFUL,

@@ -21,6 +21,8 @@ pub struct SloClass {
     pub objectives: Vec<Objective>,
     /// Which objectives a request must meet to be good, and the target share.
     pub goodput: Goodput,
+    /// Whether the rules also record its error ratios and alert per tenant.
+    pub per_tenant_alerts: bool,
 }
 
 impl SloClass {

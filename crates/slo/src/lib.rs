@@ -211,6 +211,7 @@ mod tests {
                 require: ObjectiveKind::ALL.to_vec(),
                 target: Some(0.9),
             },
+            per_tenant_alerts: false,
         }
     }
 

@@ -257,11 +257,14 @@ impl<T: Merge> Ring<T> {
     }
 }
 
-/// The windows of one (route, `slo`) pair.
+/// The windows of one (route, `slo`) pair, or of one tenant's requests
+/// of it.
 #[derive(Debug)]
 pub struct Series {
     route: String,
     slo: String,
+    /// Empty for the series of all the pair's requests.
+    tenant: String,
     origin: Instant,
     state: Mutex<SeriesState>,
 }
@@ -439,15 +442,16 @@ impl Budget {
     }
 }
 
-/// Every series, by (route, `slo`). Both come from config, so the set is
-/// bounded (the `slo` label is bounded by the proxy before it gets here).
+/// Every series, by (route, `slo`, tenant). Route and class come from
+/// config, and the `slo` label and the tenant are bounded by the proxy
+/// before they get here, so the set is bounded.
 #[derive(Debug)]
 pub struct Live {
     origin: Instant,
     /// The origin's wall-clock time, seconds since the Unix epoch (for the
     /// history's timestamps).
     unix: f64,
-    series: Mutex<BTreeMap<(String, String), Arc<Series>>>,
+    series: Mutex<BTreeMap<(String, String, String), Arc<Series>>>,
     /// The classes in force, by name, for the report's thresholds and
     /// targets. After a reload that changes a class, its windows mix
     /// verdicts against the old and the new class until the old age out.
@@ -475,21 +479,28 @@ impl Live {
         *self.classes.lock().unwrap_or_else(|e| e.into_inner()) = map;
     }
 
-    /// The series of (route, slo), created on first use. Called once per
-    /// request, when its labels are resolved.
-    pub fn series(&self, route: &str, slo: &str) -> Arc<Series> {
+    /// The series of (route, slo) and `tenant` (empty: all the pair's
+    /// requests), created on first use. Called once per request, when its
+    /// labels are resolved (for a tenant, once its label is final).
+    pub fn series(&self, route: &str, slo: &str, tenant: &str) -> Arc<Series> {
+        let key = (route.to_owned(), slo.to_owned(), tenant.to_owned());
         let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = map.get(&(route.to_owned(), slo.to_owned())) {
-            return s.clone();
-        }
-        let s = Arc::new(Series {
-            route: route.to_owned(),
-            slo: slo.to_owned(),
-            origin: self.origin,
-            state: Mutex::default(),
-        });
-        map.insert((route.to_owned(), slo.to_owned()), s.clone());
-        s
+        map.entry(key)
+            .or_insert_with(|| {
+                Arc::new(Series {
+                    route: route.to_owned(),
+                    slo: slo.to_owned(),
+                    tenant: tenant.to_owned(),
+                    origin: self.origin,
+                    state: Mutex::default(),
+                })
+            })
+            .clone()
+    }
+
+    /// The series of `tenant`'s requests of the pair `of` is the series of.
+    pub fn tenant_series(&self, of: &Series, tenant: &str) -> Arc<Series> {
+        self.series(&of.route, &of.slo, tenant)
     }
 
     fn all_series(&self) -> Vec<Arc<Series>> {
@@ -504,27 +515,30 @@ impl Live {
             .clone()
     }
 
-    /// Everything `/slo` shows, at `now`.
-    pub fn report(&self, now: Instant) -> Report {
+    /// Everything `/slo` shows, at `now`: the series of every pair, or
+    /// those of `tenant`'s requests when it is not empty.
+    pub fn report(&self, now: Instant, tenant: &str) -> Report {
         let classes = self.classes();
         Report {
             windows: WINDOWS.iter().map(|w| w.name).collect(),
             series: self
                 .all_series()
                 .iter()
+                .filter(|s| s.tenant == tenant)
                 .map(|s| series_report(s, classes.get(&s.slo), now))
                 .collect(),
         }
     }
 
-    /// The history of each series (of `route` and `slo` only, when given),
-    /// at `now`, from `since` (seconds since the Unix epoch) or for the
-    /// whole hour kept.
+    /// The history of each series (of `route` and `slo` only, when given;
+    /// of `tenant`'s requests when it is not empty), at `now`, from `since`
+    /// (seconds since the Unix epoch) or for the whole hour kept.
     pub fn history(
         &self,
         now: Instant,
         route: Option<&str>,
         slo: Option<&str>,
+        tenant: &str,
         since: Option<f64>,
     ) -> Vec<HistoryReport> {
         let elapsed = now.saturating_duration_since(self.origin);
@@ -535,7 +549,11 @@ impl Live {
         let classes = self.classes();
         self.all_series()
             .iter()
-            .filter(|s| route.is_none_or(|r| r == s.route) && slo.is_none_or(|c| c == s.slo))
+            .filter(|s| {
+                s.tenant == tenant
+                    && route.is_none_or(|r| r == s.route)
+                    && slo.is_none_or(|c| c == s.slo)
+            })
             .map(|s| {
                 let state = s.state();
                 let ring = &state.rings[0];
@@ -545,6 +563,7 @@ impl Live {
                 HistoryReport {
                     route: s.route.clone(),
                     slo: s.slo.clone(),
+                    tenant: s.tenant.clone(),
                     objectives: objectives(classes.get(&s.slo)),
                     goodput_target: classes.get(&s.slo).and_then(|c| c.goodput.target),
                     point_seconds: POINT.as_secs_f64(),
@@ -561,6 +580,8 @@ impl Live {
 pub struct HistoryReport {
     pub route: String,
     pub slo: String,
+    /// Empty for the series of all the pair's requests.
+    pub tenant: String,
     /// The class's objectives and goodput target, as in `/slo`.
     pub objectives: Vec<ObjectiveInfo>,
     pub goodput_target: Option<f64>,
@@ -590,6 +611,8 @@ pub struct SeriesReport {
     pub route: String,
     /// The `slo` label (empty when the route has none).
     pub slo: String,
+    /// The tenant whose requests these are; empty for all of them.
+    pub tenant: String,
     /// The class's objectives; empty when the `slo` names no defined class.
     pub objectives: Vec<ObjectiveInfo>,
     /// The class's goodput target, when set.
@@ -820,6 +843,7 @@ fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -
     SeriesReport {
         route: series.route.clone(),
         slo: series.slo.clone(),
+        tenant: series.tenant.clone(),
         objectives: objectives(class),
         goodput_target: class.and_then(|c| c.goodput.target),
         in_flight,
@@ -931,6 +955,7 @@ mod tests {
                 require: vec![ObjectiveKind::Ttft],
                 target: Some(0.8),
             },
+            per_tenant_alerts: false,
         })
     }
 
@@ -979,13 +1004,13 @@ mod tests {
     async fn windows_slide_and_old_slots_are_evicted() {
         let live = Live::new(Instant::now(), 0.0);
         live.set_classes(&[(*class()).clone()]);
-        let series = live.series("r", "chat");
+        let series = live.series("r", "chat", "");
         // t = 0: 3 good, 1 bad (TTFT 800 ms > 500 ms).
         for ttft in [100, 200, 300, 800] {
             series.record(Instant::now(), &request(ms(ttft)), Some(HOUR), None);
         }
         tokio::time::advance(Duration::from_secs(30)).await;
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         for name in ["1m", "5m", "1h"] {
             let w = window(&r, name);
             assert_eq!(w.requests, 4, "{name}");
@@ -1008,7 +1033,7 @@ mod tests {
         for ttft in [100, 100] {
             series.record(Instant::now(), &request(ms(ttft)), Some(HOUR), None);
         }
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         assert_eq!(window(&r, "1m").requests, 2);
         assert_eq!(window(&r, "1m").seconds, 59.0);
         assert_eq!(window(&r, "1m").goodput.as_ref().unwrap().ratio, Some(1.0));
@@ -1018,7 +1043,7 @@ mod tests {
         // t = 5 min + 1 s: the 5m window (60 × 5 s slots) has let the first
         // 4 go; the hour keeps all 6.
         tokio::time::advance(Duration::from_secs(241)).await;
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         assert_eq!(window(&r, "1m").requests, 0);
         assert_eq!(window(&r, "1m").ttft.p50, None);
         assert_eq!(window(&r, "1m").goodput.as_ref().unwrap().ratio, None);
@@ -1028,10 +1053,10 @@ mod tests {
         // After an hour and a minute everything is gone, and a slot reused
         // by a new request holds only the new one.
         tokio::time::advance(Duration::from_secs(3360)).await;
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         assert_eq!(window(&r, "1h").requests, 0);
         series.record(Instant::now(), &request(ms(100)), Some(HOUR), None);
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         for name in ["1m", "5m", "1h"] {
             assert_eq!(window(&r, name).requests, 1, "{name}");
         }
@@ -1041,13 +1066,13 @@ mod tests {
     async fn quantiles_follow_the_requests_of_the_window() {
         let live = Live::new(Instant::now(), 0.0);
         live.set_classes(&[(*class()).clone()]);
-        let series = live.series("r", "chat");
+        let series = live.series("r", "chat", "");
         // TTFT 1..=100 ms, one request each.
         for i in 1..=100 {
             series.record(Instant::now(), &request(ms(i)), Some(HOUR), None);
         }
         tokio::time::advance(Duration::from_secs(1)).await;
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         let ttft = &window(&r, "1m").ttft;
         let near = |got: Option<f64>, want: f64| {
             let got = got.unwrap();
@@ -1078,14 +1103,14 @@ mod tests {
     async fn status_follows_compliance_and_the_error_budget() {
         let live = Live::new(Instant::now(), 0.0);
         live.set_classes(&[(*class()).clone()]);
-        let series = live.series("r", "chat");
-        let r = live.report(Instant::now());
+        let series = live.series("r", "chat", "");
+        let r = live.report(Instant::now(), "");
         assert!(r.series[0].status.iter().all(|s| s.state == "no_data"));
         // 20 good: TTFT 90 % target, goodput 80 % target.
         for _ in 0..20 {
             series.record(Instant::now(), &request(ms(100)), Some(HOUR), None);
         }
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         assert_eq!(states(&r), [("ttft", "ok"), ("goodput", "ok")]);
         let ttft = &r.series[0].status[0];
         assert_eq!(
@@ -1098,7 +1123,7 @@ mod tests {
         for _ in 0..4 {
             series.record(Instant::now(), &request(ms(900)), Some(HOUR), None);
         }
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         // Goodput is within its target (20 of 24 good, 80 %) but has a
         // sixth of its budget left (4 bad of the 4.8 allowed).
         assert_eq!(states(&r), [("ttft", "breach"), ("goodput", "warning")]);
@@ -1116,12 +1141,12 @@ mod tests {
         for _ in 0..20 {
             series.record(Instant::now(), &request(ms(100)), Some(HOUR), None);
         }
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         assert_eq!(r.series[0].status[0].state, "warning");
         assert_eq!(r.series[0].status[0].ratio_5m, Some(1.0));
         // Past the class's window (an hour) nothing is left to judge by.
         tokio::time::advance(Duration::from_secs(3700)).await;
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         assert_eq!(states(&r), [("ttft", "no_data"), ("goodput", "no_data")]);
     }
 
@@ -1129,12 +1154,12 @@ mod tests {
     async fn history_points_agree_with_the_windows() {
         let live = Live::new(Instant::now(), 1_000_000.0);
         live.set_classes(&[(*class()).clone()]);
-        let series = live.series("r", "chat");
+        let series = live.series("r", "chat", "");
         tokio::time::advance(Duration::from_secs(20)).await;
         for _ in 1..=100 {
             series.start(Instant::now());
         }
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         assert_eq!(r.series[0].in_flight, 100);
         for i in 1..=100 {
             series.record(
@@ -1145,8 +1170,8 @@ mod tests {
             );
         }
         tokio::time::advance(Duration::from_secs(5)).await;
-        let r = live.report(Instant::now());
-        let h = live.history(Instant::now(), Some("r"), Some("chat"), None);
+        let r = live.report(Instant::now(), "");
+        let h = live.history(Instant::now(), Some("r"), Some("chat"), "", None);
         assert_eq!(h.len(), 1);
         let h = &h[0];
         assert_eq!(h.objectives, r.series[0].objectives);
@@ -1173,10 +1198,10 @@ mod tests {
         assert_eq!(h.scatter.len(), 100);
         assert_eq!(h.scatter[0], [1_000_020.0, 10.0, 0.001]);
         // Asked from a later time: nothing before it.
-        let later = live.history(Instant::now(), None, None, Some(1_000_030.0));
+        let later = live.history(Instant::now(), None, None, "", Some(1_000_030.0));
         assert!(later[0].points.is_empty() && later[0].scatter.is_empty());
         assert!(
-            live.history(Instant::now(), Some("x"), None, None)
+            live.history(Instant::now(), Some("x"), None, "", None)
                 .is_empty()
         );
     }
@@ -1202,13 +1227,13 @@ mod tests {
             terminal_event: None,
             parse_errors: 0,
         };
-        live.series("r", "").record(
+        live.series("r", "", "").record(
             Instant::now(),
             &Aggregate::request(&s, None, Sketch::new(), None),
             None,
             None,
         );
-        let r = live.report(Instant::now());
+        let r = live.report(Instant::now(), "");
         let w = window(&r, "1m");
         assert_eq!((w.requests, w.ok), (1, 0));
         assert!(w.goodput.is_none() && w.compliance.is_empty());

@@ -9,7 +9,12 @@
 //!   that violated the objective (for goodput: that were bad), summed over
 //!   every replica (`sum by (slo)`);
 //! - a paging alert (14.4× the budget rate over 1h and 5m, or 6× over 6h
-//!   and 30m) and a ticket alert (3× over 1d and 2h, or 1× over 3d and 6h).
+//!   and 30m) and a ticket alert (3× over 1d and 2h, or 1× over 3d and 6h);
+//! - for a class with `per_tenant_alerts`, the same per tenant:
+//!   `slo:<ns>_slo_errors_by_tenant:ratio_rate<W>{slo, objective, tenant}`
+//!   (`sum by (slo, tenant)`, requests with a tenant only) and the alerts
+//!   `SloErrorBudgetBurnFastPerTenant` and `SloErrorBudgetBurnSlowPerTenant`,
+//!   which fire for each tenant burning its share of the budget.
 //!
 //! This module builds the rule file as data and text; it must not do I/O
 //! (the CLI writes the file).
@@ -107,15 +112,54 @@ pub struct Rule {
 
 /// The name of the recorded error ratio over `window`.
 pub fn ratio_name(namespace: &str, window: &str) -> String {
-    format!("slo:{namespace}_slo_errors:ratio_rate{window}")
+    Scope::Class.ratio_name(namespace, window)
+}
+
+/// Whose error ratios a rule reads: a class's, or each of its tenants'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Class,
+    Tenant,
+}
+
+impl Scope {
+    fn ratio_name(self, namespace: &str, window: &str) -> String {
+        match self {
+            Scope::Class => format!("slo:{namespace}_slo_errors:ratio_rate{window}"),
+            Scope::Tenant => format!("slo:{namespace}_slo_errors_by_tenant:ratio_rate{window}"),
+        }
+    }
+
+    /// The labels the ratios keep.
+    fn by(self) -> &'static str {
+        match self {
+            Scope::Class => "slo",
+            Scope::Tenant => "slo, tenant",
+        }
+    }
+
+    /// Matchers added to the counters' selectors.
+    fn matchers(self) -> &'static str {
+        match self {
+            Scope::Class => "",
+            Scope::Tenant => ",tenant!=\"\"",
+        }
+    }
+
+    fn alert_name(self, base: &str) -> String {
+        match self {
+            Scope::Class => base.to_owned(),
+            Scope::Tenant => format!("{base}PerTenant"),
+        }
+    }
 }
 
 /// One thing a class promises: an objective or goodput, with what counts
 /// as an error and the target.
 struct Sli {
     objective: &'static str,
-    /// Selector of the error counter, without braces.
-    errors: String,
+    /// The error counter and its matchers, without braces.
+    errors: (String, String),
     target: f64,
     /// What an error is, for people.
     meaning: String,
@@ -132,10 +176,9 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
             .iter()
             .map(|o| Sli {
                 objective: o.kind.as_str(),
-                errors: format!(
-                    "{}{{slo=\"{slo}\",objective=\"{}\"}}",
+                errors: (
                     names::SLO_VIOLATIONS.name(namespace),
-                    o.kind.as_str()
+                    format!("slo=\"{slo}\",objective=\"{}\"", o.kind.as_str()),
                 ),
                 target: o.target,
                 meaning: format!(
@@ -148,7 +191,7 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
         let required: Vec<&str> = class.goodput.require.iter().map(|k| k.as_str()).collect();
         slis.push(Sli {
             objective: "goodput",
-            errors: format!("{requests}{{slo=\"{slo}\",verdict=\"bad\"}}"),
+            errors: (requests.clone(), format!("slo=\"{slo}\",verdict=\"bad\"")),
             // Without a target the ratio is still recorded (dashboards) but
             // nothing alerts on it.
             target: class.goodput.target.unwrap_or(f64::NAN),
@@ -159,35 +202,44 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
             },
         });
 
-        let judged = format!("{requests}{{slo=\"{slo}\"}}");
-        let mut recording = Vec::new();
-        for sli in &slis {
-            for window in WINDOWS {
-                recording.push(Rule {
-                    record: Some(ratio_name(namespace, window)),
-                    alert: None,
-                    expr: format!(
-                        "sum by (slo) (rate({}[{window}]))\n/\nsum by (slo) (rate({judged}[{window}]))",
-                        sli.errors
-                    ),
-                    // `slo` is also set by `sum by (slo)`; written out so
-                    // each rule is distinct for `promtool check rules`.
-                    labels: BTreeMap::from([
-                        ("objective".to_owned(), sli.objective.to_owned()),
-                        ("slo".to_owned(), slo.clone()),
-                    ]),
-                    annotations: BTreeMap::new(),
-                });
-            }
-        }
+        let scopes: &[Scope] = if class.per_tenant_alerts {
+            &[Scope::Class, Scope::Tenant]
+        } else {
+            &[Scope::Class]
+        };
         // One group per class, recordings first: rules of a group are
         // evaluated in order, so each alert reads the ratios recorded in
         // the same evaluation. (Across groups the order is not fixed, and an
         // alert could lag its recordings by one interval.)
-        let mut rules = recording;
-        for sli in slis.iter().filter(|sli| sli.target.is_finite()) {
-            for severity in &SEVERITIES {
-                rules.push(alert(namespace, class, sli, severity));
+        let mut rules = Vec::new();
+        for &scope in scopes {
+            let (by, extra) = (scope.by(), scope.matchers());
+            let judged = format!("{requests}{{slo=\"{slo}\"{extra}}}");
+            for sli in &slis {
+                let (metric, matchers) = &sli.errors;
+                for window in WINDOWS {
+                    rules.push(Rule {
+                        record: Some(scope.ratio_name(namespace, window)),
+                        alert: None,
+                        expr: format!(
+                            "sum by ({by}) (rate({metric}{{{matchers}{extra}}}[{window}]))\n/\nsum by ({by}) (rate({judged}[{window}]))",
+                        ),
+                        // `slo` is also set by `sum by (slo)`; written out so
+                        // each rule is distinct for `promtool check rules`.
+                        labels: BTreeMap::from([
+                            ("objective".to_owned(), sli.objective.to_owned()),
+                            ("slo".to_owned(), slo.clone()),
+                        ]),
+                        annotations: BTreeMap::new(),
+                    });
+                }
+            }
+        }
+        for &scope in scopes {
+            for sli in slis.iter().filter(|sli| sli.target.is_finite()) {
+                for severity in &SEVERITIES {
+                    rules.push(alert(namespace, class, sli, severity, scope));
+                }
             }
         }
         groups.push(Group {
@@ -198,7 +250,7 @@ pub fn rules(classes: &[SloClass], namespace: &str) -> RuleFile {
     RuleFile { groups }
 }
 
-fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> Rule {
+fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity, scope: Scope) -> Rule {
     let slo = &class.name;
     let selector = format!("{{slo=\"{slo}\",objective=\"{}\"}}", sli.objective);
     // `1 - target` is written out in PromQL rather than computed here, so
@@ -210,16 +262,20 @@ fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> R
         .map(|burn| {
             format!(
                 "(\n  {long}{selector} > ({factor} * {budget})\nand\n  {short}{selector} > ({factor} * {budget})\n)",
-                long = ratio_name(namespace, burn.long),
-                short = ratio_name(namespace, burn.short),
+                long = scope.ratio_name(namespace, burn.long),
+                short = scope.ratio_name(namespace, burn.short),
                 factor = burn.factor,
             )
         })
         .collect();
     let window = humantime::format_duration(class.window).to_string();
     let allowed = format!("{}", round_percent(1.0 - sli.target));
+    let whose = match scope {
+        Scope::Class => String::new(),
+        Scope::Tenant => " for tenant {{ $labels.tenant }}".to_owned(),
+    };
     let description = format!(
-        "Too many requests of SLO class {slo}{} are {}: the SLO allows {allowed} % of judged requests over {window}, and the error budget is burning {}.",
+        "Too many requests of SLO class {slo}{}{whose} are {}: the SLO allows {allowed} % of judged requests over {window}, and the error budget is burning {}.",
         if class.description.is_empty() {
             String::new()
         } else {
@@ -229,7 +285,7 @@ fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> R
         severity.what,
     );
     let runbook = format!(
-        "1. Check which routes and models burn the budget: sum by (route, model) (rate({violations}{{slo=\"{slo}\"}}[1h])) and sum by (route, model) (rate({judged}{{slo=\"{slo}\",verdict=\"bad\"}}[1h])).\n\
+        "1. Check which routes, models and tenants burn the budget: sum by (route, model, tenant) (rate({violations}{{slo=\"{slo}\"}}[1h])) and sum by (route, model, tenant) (rate({judged}{{slo=\"{slo}\",verdict=\"bad\"}}[1h])).\n\
          2. Compare with load: sum(rate({requests}{{slo=\"{slo}\"}}[5m])) and {in_flight}; a queue on the inference server shows as TTFT first, a saturated batch as TPOT.\n\
          3. Check failures: sum by (outcome) (rate({requests}{{slo=\"{slo}\"}}[5m])); requests failing before a threshold are not in this ratio.\n\
          4. Mitigate (shed or reroute load, scale the upstream, roll back a model or server change), then watch the 5m ratio {ratio} fall below the alert threshold.",
@@ -237,11 +293,11 @@ fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> R
         judged = names::SLO_REQUESTS.name(namespace),
         requests = names::REQUESTS.name(namespace),
         in_flight = names::IN_FLIGHT.name(namespace),
-        ratio = ratio_name(namespace, "5m"),
+        ratio = scope.ratio_name(namespace, "5m"),
     );
     Rule {
         record: None,
-        alert: Some(severity.alert.to_owned()),
+        alert: Some(scope.alert_name(severity.alert)),
         expr: conditions.join("\nor\n"),
         labels: BTreeMap::from([
             ("objective".to_owned(), sli.objective.to_owned()),
@@ -252,7 +308,7 @@ fn alert(namespace: &str, class: &SloClass, sli: &Sli, severity: &Severity) -> R
             (
                 "summary".to_owned(),
                 format!(
-                    "SLO {slo}: {} error budget burning {}",
+                    "SLO {slo}{whose}: {} error budget burning {}",
                     sli.objective,
                     if severity.severity == "page" {
                         "fast"
@@ -302,6 +358,7 @@ mod tests {
                 require: vec![ObjectiveKind::Ttft],
                 target: goodput_target,
             },
+            per_tenant_alerts: false,
         }
     }
 
@@ -326,6 +383,51 @@ mod tests {
         assert_eq!(alerts[1].labels["severity"], "ticket");
         let with_goodput = rules(&[class(Some(0.9))], "llm");
         assert_eq!(with_goodput.groups[0].rules.len(), recorded + 4);
+        assert!(
+            with_goodput.groups[0]
+                .rules
+                .iter()
+                .all(|r| !r.expr.contains("tenant"))
+        );
+    }
+
+    #[test]
+    fn per_tenant_alerts_add_ratios_and_alerts_by_tenant() {
+        let mut c = class(Some(0.9));
+        c.per_tenant_alerts = true;
+        let file = rules(&[c], "llm");
+        let group = &file.groups[0].rules;
+        let recorded = 2 * 2 * WINDOWS.len();
+        assert_eq!(group.len(), recorded + 2 * 4);
+        assert!(group[..recorded].iter().all(|r| r.record.is_some()));
+        let by_tenant: Vec<&Rule> = group
+            .iter()
+            .filter(|r| r.record.as_deref() == Some("slo:llm_slo_errors_by_tenant:ratio_rate5m"))
+            .collect();
+        assert_eq!(by_tenant.len(), 2);
+        assert_eq!(
+            by_tenant[0].expr,
+            "sum by (slo, tenant) (rate(llm_slo_violations_total{slo=\"chat\",objective=\"ttft\",tenant!=\"\"}[5m]))\n/\nsum by (slo, tenant) (rate(llm_slo_requests_total{slo=\"chat\",tenant!=\"\"}[5m]))"
+        );
+        let alerts: Vec<&str> = group.iter().filter_map(|r| r.alert.as_deref()).collect();
+        assert_eq!(
+            alerts,
+            [
+                "SloErrorBudgetBurnFast",
+                "SloErrorBudgetBurnSlow",
+                "SloErrorBudgetBurnFast",
+                "SloErrorBudgetBurnSlow",
+                "SloErrorBudgetBurnFastPerTenant",
+                "SloErrorBudgetBurnSlowPerTenant",
+                "SloErrorBudgetBurnFastPerTenant",
+                "SloErrorBudgetBurnSlowPerTenant",
+            ]
+        );
+        let last = group.last().unwrap();
+        assert!(last.expr.contains(
+            "slo:llm_slo_errors_by_tenant:ratio_rate1d{slo=\"chat\",objective=\"goodput\"}"
+        ));
+        assert!(last.annotations["description"].contains("for tenant {{ $labels.tenant }}"));
     }
 
     #[test]
