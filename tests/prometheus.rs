@@ -3,7 +3,8 @@
 //! and are scraped; the pooled histograms, the shipped recording rules and
 //! the dashboard's goodput panel give what the traffic says. Every query of
 //! the generated dashboard is evaluated by that server too, so a typo in
-//! PromQL fails here.
+//! PromQL fails here. The latency histograms' exemplars, in the
+//! OpenMetrics exposition Prometheus asks for, reach its exemplar storage.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -66,6 +67,7 @@ async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
             dir.path().join("data").display()
         ))
         .arg(format!("--web.listen-address={addr}"))
+        .arg("--enable-feature=exemplar-storage")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -111,10 +113,12 @@ fn encode(s: &str) -> String {
 
 /// Evaluates `expr` now; returns the API's JSON answer.
 async fn query(p: &Prometheus, expr: &str) -> Value {
-    let head = format!(
-        "GET /api/v1/query?query={} HTTP/1.1\r\nhost: p\r\nconnection: close\r\n\r\n",
-        encode(expr)
-    );
+    api(p, &format!("query?query={}", encode(expr))).await
+}
+
+/// `GET /api/v1/<path>`, the JSON answer.
+async fn api(p: &Prometheus, path: &str) -> Value {
+    let head = format!("GET /api/v1/{path} HTTP/1.1\r\nhost: p\r\nconnection: close\r\n\r\n");
     let resp = raw_exchange(p.addr, &head, b"").await;
     serde_json::from_slice(&resp.body()).unwrap()
 }
@@ -302,4 +306,155 @@ async fn two_replicas_aggregate_in_prometheus() {
     eventually_near(&p, &concrete(&goodput), &[("slo", "chat")], 0.6, 0.03).await;
     a.stop().await;
     b.stop().await;
+}
+
+/// The trace id of the `traceparent` of request `i`.
+fn trace_id(i: usize) -> String {
+    format!("4bf92f3577b34da6a3ce929d{i:08x}")
+}
+
+/// Requests sent with a `traceparent` (and one with only an
+/// `x-request-id`) are exemplars of their TTFT, ITL, TPOT and E2EL buckets
+/// in the OpenMetrics scrape, not in the Prometheus text one; Prometheus
+/// with exemplar storage scrapes them and gives them back through its
+/// exemplars API, trace id and value, next to the bucket they fell in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exemplars_reach_prometheus() {
+    let sim = start_sim(SimConfig {
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(2),
+        tokens: 10,
+        ..SimConfig::default()
+    })
+    .await;
+    let a = replica(sim).await;
+    let p = start_prometheus(&[a.admin_addr]).await;
+    eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 1.0).await;
+    let ttfts = ["30", "700"];
+    for (i, ttft) in ttfts.iter().enumerate() {
+        let traceparent = format!("00-{}-00f067aa0ba902b7-01", trace_id(i));
+        let (head, body) = chat_request(
+            "m1",
+            true,
+            &[("x-sim-ttft-ms", ttft), ("traceparent", &traceparent)],
+        );
+        assert_eq!(raw_exchange(a.proxy_addr, &head, &body).await.status, 200);
+    }
+    let (head, body) = chat_request("m1", true, &[("x-request-id", "req-only")]);
+    assert_eq!(raw_exchange(a.proxy_addr, &head, &body).await.status, 200);
+
+    // The two formats, asked for as scrapers do.
+    let scrape = |accept: &'static str| async move {
+        let head = format!(
+            "GET /metrics HTTP/1.1\r\nhost: a\r\naccept: {accept}\r\nconnection: close\r\n\r\n"
+        );
+        raw_exchange(a.admin_addr, &head, b"").await
+    };
+    let om = scrape("application/openmetrics-text;version=1.0.0,text/plain;q=0.5").await;
+    assert!(
+        om.header("content-type")
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+        "{:?}",
+        om.headers
+    );
+    let om = String::from_utf8(om.body()).unwrap();
+    assert!(om.ends_with("# EOF\n"));
+    for family in [
+        "llm_time_to_first_token_seconds",
+        "llm_inter_token_latency_seconds",
+        "llm_time_per_output_token_seconds",
+        "llm_e2e_request_latency_seconds",
+    ] {
+        let exemplars: Vec<&str> = om
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}_bucket{{")) && l.contains(" # {"))
+            .collect();
+        assert!(!exemplars.is_empty(), "{family}: {om}");
+        // Each exemplar's value lies in its bucket.
+        for line in &exemplars {
+            let le: f64 = line
+                .split("le=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(|le| {
+                    if le == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        le.parse().unwrap()
+                    }
+                })
+                .unwrap();
+            let value: f64 = line
+                .split("} ")
+                .nth(2)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(value <= le, "{line}");
+        }
+    }
+    let ttft: Vec<&str> = om
+        .lines()
+        .filter(|l| l.starts_with("llm_time_to_first_token_seconds_bucket{") && l.contains(" # {"))
+        .collect();
+    assert!(
+        ttft.iter()
+            .any(|l| l.contains(&trace_id(1)) && l.contains("le=\"0.75\"")),
+        "{ttft:?}"
+    );
+    assert!(om.contains(r#"{request_id="req-only"}"#), "{om}");
+    let text = scrape("text/plain").await;
+    assert!(
+        text.header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    assert!(!String::from_utf8(text.body()).unwrap().contains(" # {"));
+
+    // Prometheus stores them: the slow request's TTFT exemplar comes back
+    // with its trace id and its value.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let path = format!(
+        "query_exemplars?query={}&start={}&end={}",
+        encode("llm_time_to_first_token_seconds_bucket"),
+        now - 600,
+        now + 600
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let slow = loop {
+        let answer = api(&p, &path).await;
+        assert_eq!(answer["status"], "success", "{answer}");
+        let found = answer["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|series| {
+                let exemplars = series["exemplars"].as_array()?;
+                let e = exemplars
+                    .iter()
+                    .find(|e| e["labels"]["trace_id"] == trace_id(1).as_str())?;
+                Some((series["seriesLabels"].clone(), e.clone()))
+            });
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no exemplar in {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let (labels, exemplar) = slow;
+    assert_eq!(labels["le"], "0.75", "{labels}");
+    assert_eq!(labels["route"], "chat", "{labels}");
+    let value: f64 = exemplar["value"].as_str().unwrap().parse().unwrap();
+    assert!((0.7..0.75).contains(&value), "{exemplar}");
+    a.stop().await;
 }

@@ -62,13 +62,19 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
+/// The exposition in the format the scraper asks for: OpenMetrics (with
+/// exemplars) when its `Accept` prefers it, as Prometheus's does, else the
+/// Prometheus text format.
+async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> impl IntoResponse {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (content_type, openmetrics) = if crate::metrics::wants_openmetrics(accept) {
+        (crate::metrics::OPENMETRICS_CONTENT_TYPE, true)
+    } else {
+        ("text/plain; version=0.0.4; charset=utf-8", false)
+    };
     (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        state.metrics.encode(),
+        [(header::CONTENT_TYPE, content_type)],
+        state.metrics.encode(openmetrics),
     )
 }
 

@@ -73,10 +73,17 @@ struct Builder {
 struct Q {
     expr: String,
     legend: &'static str,
+    /// Whether Grafana asks for the exemplars of its series (the latency
+    /// histograms': each names a request's trace or request id).
+    exemplar: bool,
 }
 
 fn q(expr: String, legend: &'static str) -> Q {
-    Q { expr, legend }
+    Q {
+        expr,
+        legend,
+        exemplar: false,
+    }
 }
 
 const SEL: &str = r#"route=~"$route", model=~"$model", slo=~"$slo", tenant=~"$tenant""#;
@@ -107,12 +114,16 @@ impl Builder {
             .into_iter()
             .enumerate()
             .map(|(i, q)| {
-                json!({
+                let mut target = json!({
                     "datasource": {"type": "prometheus", "uid": "${datasource}"},
                     "expr": q.expr,
                     "legendFormat": q.legend,
                     "refId": char::from(b'A' + (i % 26) as u8).to_string(),
-                })
+                });
+                if q.exemplar {
+                    target["exemplar"] = json!(true);
+                }
+                target
             })
             .collect()
     }
@@ -156,6 +167,9 @@ impl Builder {
 
     fn quantiles(&self, metric: Family, by: &str) -> Vec<Q> {
         let m = self.m(metric);
+        let exemplar = [names::TTFT, names::TPOT, names::ITL, names::E2EL]
+            .iter()
+            .any(|f| f.suffix == metric.suffix);
         [("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99")]
             .into_iter()
             .map(|(p, name)| Q {
@@ -167,6 +181,9 @@ impl Builder {
                     "p95" => "p95 {{route}} {{model}}",
                     _ => "p99 {{route}} {{model}}",
                 },
+                // Once per panel: the exemplars are the same for each
+                // quantile.
+                exemplar: exemplar && name == "p99",
             })
             .collect()
     }
@@ -256,23 +273,23 @@ impl Builder {
             };
             let name = &c.name;
             let window = prom_duration(c.window);
-            ratio.push(Q {
-                expr: format!("vector({target}) and on() (count({slo}{{slo=\"{name}\"}}) > 0)"),
-                legend: "target",
-            });
-            budget.push(Q {
-                expr: format!(
+            ratio.push(q(
+                format!("vector({target}) and on() (count({slo}{{slo=\"{name}\"}}) > 0)"),
+                "target",
+            ));
+            budget.push(q(
+                format!(
                     "1 - (sum(increase({slo}{{slo=\"{name}\", verdict=\"bad\"}}[{window}])) / sum(increase({slo}{{slo=\"{name}\"}}[{window}]))) / (1 - {target})"
                 ),
-                legend: "budget left",
-            });
+                "budget left",
+            ));
             for w in ["1h", "6h"] {
-                burn.push(Q {
-                    expr: format!(
+                burn.push(q(
+                    format!(
                         "(sum(rate({slo}{{slo=\"{name}\", verdict=\"bad\"}}[{w}])) / sum(rate({slo}{{slo=\"{name}\"}}[{w}]))) / (1 - {target})"
                     ),
-                    legend: if w == "1h" { "burn rate 1h" } else { "burn rate 6h" },
-                });
+                    if w == "1h" { "burn rate 1h" } else { "burn rate 6h" },
+                ));
             }
         }
         let panels = vec![
@@ -782,6 +799,42 @@ mod tests {
                 window: Duration::from_secs(7 * 86_400),
             },
         ]
+    }
+
+    /// The TTFT, TPOT, ITL and E2EL panels, and only they, show the
+    /// exemplars of their histograms, once each.
+    #[test]
+    fn latency_panels_show_exemplars() {
+        let d = render("llm", &classes());
+        let text = d.to_string();
+        let mut with: Vec<String> = Vec::new();
+        fn walk(v: &Value, with: &mut Vec<String>) {
+            match v {
+                Value::Object(map) => {
+                    if map.get("exemplar") == Some(&Value::Bool(true)) {
+                        with.push(map["expr"].as_str().unwrap().to_owned());
+                    }
+                    map.values().for_each(|v| walk(v, with));
+                }
+                Value::Array(a) => a.iter().for_each(|v| walk(v, with)),
+                _ => {}
+            }
+        }
+        walk(&d, &mut with);
+        assert_eq!(with.len(), 4, "{with:?}");
+        for family in [
+            "time_to_first_token",
+            "time_per_output_token",
+            "inter_token_latency",
+            "e2e_request_latency",
+        ] {
+            let n = with
+                .iter()
+                .filter(|e| e.contains(&format!("llm_{family}_seconds_bucket")))
+                .count();
+            assert_eq!(n, 1, "{family}: {with:?}");
+        }
+        assert!(text.contains("\"exemplar\":true"));
     }
 
     #[test]

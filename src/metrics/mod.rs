@@ -39,6 +39,13 @@ pub const OTHER: &str = "other";
 
 use names::{self, Family};
 
+mod exemplars;
+mod openmetrics;
+
+pub use exemplars::ExemplarId;
+use exemplars::{Exemplars, Exemplified, SeriesExemplars};
+pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
+
 /// All metric families, registered.
 pub struct Metrics {
     /// What each request touches, shared by all of them.
@@ -63,6 +70,9 @@ pub struct Metrics {
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
     live: Live,
+    /// The exemplified histograms' full names, for the OpenMetrics
+    /// exposition.
+    exemplified: Vec<(String, Exemplified)>,
     registry: Registry,
 }
 
@@ -92,6 +102,8 @@ struct Families {
     /// Whether the histograms carry the tenant (else their `tenant` is
     /// empty).
     tenant_histograms: bool,
+    /// The exemplars of TTFT, TPOT, ITL and E2EL.
+    exemplars: Exemplars,
 }
 
 /// The bounds of one label clients choose, and the counter of the requests
@@ -187,6 +199,12 @@ impl Metrics {
                 overflow: plain(names::TENANT_OVERFLOW)?,
             },
             tenant_histograms: settings.tenants.histograms,
+            exemplars: Exemplars::new([
+                &ttft_buckets,
+                &tpot_buckets,
+                &b.inter_token_latency,
+                &e2el_buckets,
+            ]),
         };
         let metrics = Metrics {
             families: Arc::new(families),
@@ -220,6 +238,12 @@ impl Metrics {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64()),
             ),
+            exemplified: vec![
+                (names::TTFT.name(ns), Exemplified::Ttft),
+                (names::TPOT.name(ns), Exemplified::Tpot),
+                (names::ITL.name(ns), Exemplified::Itl),
+                (names::E2EL.name(ns), Exemplified::E2el),
+            ],
             registry,
         };
         metrics.set_slo_targets(classes);
@@ -316,16 +340,22 @@ impl Metrics {
         &self.registry
     }
 
-    /// The Prometheus text exposition of the registry.
-    pub fn encode(&self) -> String {
+    /// The exposition of the registry: the Prometheus text format 0.0.4,
+    /// or with `openmetrics` the OpenMetrics text format, which has the
+    /// latency histograms' exemplars.
+    pub fn encode(&self, openmetrics: bool) -> String {
         if let Some(dropped) = self.log_drops.get() {
             let (now, counted) = (dropped(), self.log_lines_dropped.get());
             if now > counted {
                 self.log_lines_dropped.inc_by(now - counted);
             }
         }
+        let families = self.registry.gather();
+        if openmetrics {
+            return openmetrics::encode(&families, &self.exemplified, &self.families.exemplars);
+        }
         let mut out = Vec::new();
-        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
             tracing::warn!(error = %e, "encoding metrics failed");
         }
         String::from_utf8(out).unwrap_or_default()
@@ -334,13 +364,15 @@ impl Metrics {
     /// Resolves the label handles of one metered request and counts it in
     /// flight. `model` is the request's model name and `tenant` the name
     /// its route found for it (`None`: the route has no tenant), both
-    /// bounded here; `slo` is the `slo` label.
+    /// bounded here; `slo` is the `slo` label. `exemplar`, when the request
+    /// has one, is what its latency observations' exemplars name.
     pub fn request(
         &self,
         route: &str,
         model: Option<&str>,
         slo: Option<&str>,
         tenant: Option<&str>,
+        exemplar: Option<ExemplarId>,
     ) -> RequestRecorder {
         let f = &self.families;
         let mut pending = Pending::default();
@@ -372,6 +404,8 @@ impl Metrics {
             model,
             slo,
             tenant,
+            exemplar,
+            max_gap: None,
         };
         // A pending name's are resolved at its response head, to its own
         // label or `other`: none is made before it is known which.
@@ -537,6 +571,10 @@ pub struct RequestRecorder {
     slo: String,
     /// Empty when the route attributes no tenant.
     tenant: String,
+    /// What its exemplars name, when it can be found again.
+    exemplar: Option<ExemplarId>,
+    /// Its largest ITL gap so far (seconds): the ITL exemplar.
+    max_gap: Option<f64>,
 }
 
 impl RequestRecorder {
@@ -571,10 +609,33 @@ impl RequestRecorder {
     fn resolve_handles(&self) -> Handles {
         let labels = self.histogram_labels();
         let f = &self.families;
+        let exemplars = self.exemplar.as_ref().map(|_| {
+            let names = names::TTFT.labels;
+            let pairs: Vec<(&str, &str)> = names.iter().copied().zip(labels).collect();
+            f.exemplars.series(&pairs)
+        });
         Handles {
             ttft: f.ttft.with_label_values(&labels),
             headers: f.headers.with_label_values(&labels),
             itl: f.itl.with_label_values(&labels),
+            tpot: f.tpot.with_label_values(&labels),
+            e2el: f.e2el.with_label_values(&labels),
+            exemplars,
+        }
+    }
+
+    /// Makes this request the exemplar of `h`'s bucket of `value`, when it
+    /// has an id.
+    fn exemplify(&self, h: Exemplified, value: f64) {
+        if let (
+            Some(id),
+            Some(Handles {
+                exemplars: Some(series),
+                ..
+            }),
+        ) = (&self.exemplar, &self.handles)
+        {
+            series.set(h, value, id);
         }
     }
 }
@@ -595,11 +656,15 @@ pub fn status_class(status: Option<u16>) -> &'static str {
     }
 }
 
-/// The series a stream observes as it flows, resolved once.
+/// The histogram series of a request, resolved once.
 struct Handles {
     ttft: Histogram,
     headers: Histogram,
     itl: Histogram,
+    tpot: Histogram,
+    e2el: Histogram,
+    /// The exemplars of its series, when the request has an id.
+    exemplars: Option<Arc<SeriesExemplars>>,
 }
 
 impl RequestRecorder {
@@ -660,12 +725,17 @@ impl RequestRecorder {
     pub fn first_token(&mut self, ttft: Duration) {
         if let Some(h) = &self.handles {
             h.ttft.observe(secs(ttft));
+            self.exemplify(Exemplified::Ttft, secs(ttft));
         }
     }
 
     pub fn inter_token(&mut self, gap: Duration) {
         if let Some(h) = &self.handles {
-            h.itl.observe(secs(gap));
+            let gap = secs(gap);
+            h.itl.observe(gap);
+            if self.exemplar.is_some() && self.max_gap.is_none_or(|max| gap > max) {
+                self.max_gap = Some(gap);
+            }
         }
     }
 
@@ -690,6 +760,12 @@ impl RequestRecorder {
                 self.families.tenants.overflow.inc();
             }
         }
+        if self.handles.is_none() {
+            self.handles = Some(self.resolve_handles());
+        }
+        if let Some(gap) = self.max_gap {
+            self.exemplify(Exemplified::Itl, gap);
+        }
         let [route, model, slo, tenant] = self.labels();
         let histogram = self.histogram_labels();
         let f = &self.families;
@@ -703,11 +779,15 @@ impl RequestRecorder {
                 status_class(s.status),
             ])
             .inc();
-        if let Some(d) = s.e2el {
-            f.e2el.with_label_values(&histogram).observe(secs(d));
-        }
-        if let Some(d) = s.tpot {
-            f.tpot.with_label_values(&histogram).observe(secs(d));
+        if let Some(h) = &self.handles {
+            if let Some(d) = s.e2el {
+                h.e2el.observe(secs(d));
+                self.exemplify(Exemplified::E2el, secs(d));
+            }
+            if let Some(d) = s.tpot {
+                h.tpot.observe(secs(d));
+                self.exemplify(Exemplified::Tpot, secs(d));
+            }
         }
         if let Some((n, source)) = s.output_tokens {
             f.output_tokens_total
@@ -884,7 +964,7 @@ mod tests {
             );
         }
         // Families with series are gathered: each is the catalogue's.
-        let _ = m.request("r", Some("m"), Some("s"), Some("t"));
+        let _ = m.request("r", Some("m"), Some("s"), Some("t"), None);
         m.rejected("r", "bad_host");
         m.passthrough("r");
         let _ = m.upstream_retries("r", "closed");
@@ -949,28 +1029,28 @@ mod tests {
         let mut settings = MetricsSettings::default();
         settings.tenants.bounds.max_distinct = 1;
         let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
-        let r = m.request("r", None, None, None);
+        let r = m.request("r", None, None, None, None);
         assert_eq!(r.labels(), ["r", UNKNOWN, "", ""]);
-        let r = m.request("r", Some("m"), Some("s"), Some(UNKNOWN));
+        let r = m.request("r", Some("m"), Some("s"), Some(UNKNOWN), None);
         assert_eq!(r.labels(), ["r", OTHER, "s", UNKNOWN]);
-        let mut r = m.request("r", Some("m"), Some("s"), Some("acme"));
+        let mut r = m.request("r", Some("m"), Some("s"), Some("acme"), None);
         assert_eq!(r.labels(), ["r", OTHER, "s", OTHER]);
         r.response_headers(Duration::ZERO, 200);
         assert_eq!(r.labels(), ["r", "m", "s", "acme"]);
         assert_eq!(r.histogram_labels(), ["r", "m", "s", ""]);
         // The one slot is taken: another tenant is `other`, counted.
-        let r = m.request("r", Some("m"), Some("s"), Some("globex"));
+        let r = m.request("r", Some("m"), Some("s"), Some("globex"), None);
         assert_eq!(r.labels(), ["r", "m", "s", OTHER]);
-        let _ = m.request("r", Some("m"), Some("s"), Some(OTHER));
+        let _ = m.request("r", Some("m"), Some("s"), Some(OTHER), None);
         assert_eq!(m.families.tenants.overflow.get(), 2);
         // Refused by the upstream: never admitted.
         settings.tenants.histograms = true;
         let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
-        let mut r = m.request("r", Some("m"), None, Some("acme"));
+        let mut r = m.request("r", Some("m"), None, Some("acme"), None);
         assert!(r.handles.is_none());
         r.response_headers(Duration::ZERO, 404);
         assert_eq!(r.labels(), ["r", OTHER, "", OTHER]);
-        let mut r = m.request("r", Some("m"), None, Some("acme"));
+        let mut r = m.request("r", Some("m"), None, Some("acme"), None);
         r.response_headers(Duration::ZERO, 200);
         assert_eq!(r.histogram_labels(), ["r", "m", "", "acme"]);
     }

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::access::{AccessLog, Entry};
+use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::trace::Trace;
-use crate::metrics::{Finished, LiveRequest, Metrics, RequestRecorder};
+use crate::metrics::{ExemplarId, Finished, LiveRequest, Metrics, RequestRecorder};
 use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
 use slo::sketch::Sketch;
@@ -73,7 +73,18 @@ impl Observers {
     /// The recorder of a request that starts now: counted in flight in the
     /// metrics and in its live series.
     pub fn request(&self, r: Started<'_>) -> Observed {
-        let prometheus = self.metrics.request(r.route, r.model, r.slo, r.tenant);
+        // Exemplars name the request's trace, else the id its client gave.
+        let exemplar = match r.trace {
+            Some(t) => Some(ExemplarId::Trace(t.trace_id.0)),
+            None => r
+                .parts
+                .headers
+                .get(REQUEST_ID_HEADER)
+                .and_then(|id| ExemplarId::request(id.as_bytes())),
+        };
+        let prometheus = self
+            .metrics
+            .request(r.route, r.model, r.slo, r.tenant, exemplar);
         let live = self
             .metrics
             .live_request(r.route, r.slo, r.class.as_ref().map(|c| c.window));
@@ -210,7 +221,7 @@ mod tests {
             trace: None,
         });
         let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
-        let text = o.metrics().encode();
+        let text = o.metrics().encode(false);
         assert_eq!(count(&text, "llm_requests_in_flight{"), 1.0, "{text}");
         meter.response_head(t0, 200, Some(b"text/event-stream"), None);
         let chunk =
@@ -220,7 +231,7 @@ mod tests {
         meter.end(t0 + Duration::from_millis(40));
         meter.end(t0 + Duration::from_millis(50));
         drop(meter);
-        let text = o.metrics().encode();
+        let text = o.metrics().encode(false);
         assert_eq!(count(&text, "llm_requests_in_flight{"), 0.0, "{text}");
         assert_eq!(count(&text, "llm_requests_total{"), 1.0, "{text}");
         assert_eq!(
@@ -232,5 +243,90 @@ mod tests {
         let (window, _) = series.window(Instant::now(), 0);
         assert_eq!(window.requests, 1);
         assert_eq!(window.itl.count(), 1, "the ITL sketch reached the windows");
+    }
+
+    /// A request's latency observations carry exemplars naming it (its
+    /// trace, else its `x-request-id`) in the OpenMetrics exposition: its
+    /// TTFT, TPOT and E2EL in their buckets, and its largest ITL gap; a
+    /// request with neither leaves none.
+    #[tokio::test(start_paused = true)]
+    async fn latency_observations_carry_exemplars() {
+        let o = observers();
+        let run = |id: Option<&str>, gaps: &[u64]| {
+            let mut request = http::Request::post("/v1/chat/completions");
+            if let Some(id) = id {
+                request = request.header("x-request-id", id);
+            }
+            let (parts, ()) = request.body(()).unwrap().into_parts();
+            let t0 = Instant::now();
+            let recorder = o.request(Started {
+                route: "chat",
+                model: Some("m"),
+                slo: None,
+                tenant: None,
+                class: None,
+                parts: &parts,
+                client: "127.0.0.1:1".parse().unwrap(),
+                trace: None,
+            });
+            let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
+            meter.response_head(t0, 200, Some(b"text/event-stream"), None);
+            let chunk = bytes::Bytes::from_static(
+                b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+            );
+            let mut at = t0 + Duration::from_millis(20);
+            meter.data(at, &chunk);
+            for &gap in gaps {
+                at += Duration::from_millis(gap);
+                meter.data(at, &chunk);
+            }
+            meter.end(at);
+        };
+        run(Some("req-1"), &[10, 700, 30]);
+        let text = o.metrics().encode(true);
+        let exemplar = |family: &str| -> Vec<&str> {
+            text.lines()
+                .filter(|l| l.starts_with(family) && l.contains(" # {"))
+                .collect()
+        };
+        let ttft = exemplar("llm_time_to_first_token_seconds_bucket{");
+        assert_eq!(ttft.len(), 1, "{text}");
+        assert!(
+            ttft[0].contains(r#"le="0.025"} 1 # {request_id="req-1"} 0.02 "#),
+            "{}",
+            ttft[0]
+        );
+        let itl = exemplar("llm_inter_token_latency_seconds_bucket{");
+        assert_eq!(itl.len(), 1, "{text}");
+        assert!(
+            itl[0].contains(r#"le="1"} 3 # {request_id="req-1"} 0.7 "#),
+            "{}",
+            itl[0]
+        );
+        let e2el = exemplar("llm_e2e_request_latency_seconds_bucket{");
+        assert!(e2el.len() == 1 && e2el[0].contains(" 0.76 "), "{e2el:?}");
+        let tpot = exemplar("llm_time_per_output_token_seconds_bucket{");
+        assert!(tpot.len() == 1 && tpot[0].contains(" 0.24666"), "{tpot:?}");
+        // A request without an id moves no exemplar; a later one with an
+        // id takes its bucket's.
+        run(None, &[10]);
+        let before = o.metrics().encode(true);
+        assert_eq!(
+            before.matches(r#" # {request_id="req-1"}"#).count(),
+            4,
+            "{before}"
+        );
+        assert_eq!(before.matches(" # {").count(), 4, "{before}");
+        run(Some("req-2"), &[10, 700, 30]);
+        let after = o.metrics().encode(true);
+        assert_eq!(
+            after.matches(r#" # {request_id="req-2"}"#).count(),
+            4,
+            "{after}"
+        );
+        assert_eq!(after.matches(" # {").count(), 4, "{after}");
+        assert!(after.ends_with("# EOF\n"));
+        // The Prometheus text format has none.
+        assert!(!o.metrics().encode(false).contains(" # {"));
     }
 }
