@@ -87,6 +87,9 @@ const FAMILIES: usize = 4;
 /// each of their series.
 pub struct Exemplars {
     bounds: [Arc<[f64]>; FAMILIES],
+    /// The positions of the histograms' label names, sorted by name: a
+    /// series' key is its values in that order.
+    order: Vec<usize>,
     series: RwLock<HashMap<String, Arc<SeriesExemplars>>>,
 }
 
@@ -99,18 +102,23 @@ pub struct SeriesExemplars {
 
 impl Exemplars {
     /// `bounds` are the buckets of TTFT, TPOT, ITL and E2EL, in that order
-    /// (sorted, as the histograms have them).
-    pub fn new(bounds: [&[f64]; FAMILIES]) -> Self {
+    /// (sorted, as the histograms have them); `labels` the names of their
+    /// labels.
+    pub fn new(bounds: [&[f64]; FAMILIES], labels: &[&str]) -> Self {
+        let mut order: Vec<usize> = (0..labels.len()).collect();
+        order.sort_by_key(|&i| labels[i]);
         Self {
             bounds: bounds.map(Arc::from),
+            order,
             series: RwLock::new(HashMap::new()),
         }
     }
 
-    /// The slots of the series labelled `labels` (name, value pairs, in
-    /// any order), made the first time it is asked for.
-    pub fn series(&self, labels: &[(&str, &str)]) -> Arc<SeriesExemplars> {
-        let key = key(labels.iter().copied());
+    /// The slots of the series whose label values are `values` (in the
+    /// order of the names given to [`Exemplars::new`]), made the first
+    /// time it is asked for.
+    pub fn series(&self, values: &[&str]) -> Arc<SeriesExemplars> {
+        let key = key(self.order.iter().filter_map(|&i| values.get(i).copied()));
         if let Some(s) = read(&self.series).get(&key) {
             return s.clone();
         }
@@ -130,12 +138,15 @@ impl Exemplars {
     }
 
     /// The slots of a series as the exposition names it (its label
-    /// pairs as gathered), if any request wrote one.
+    /// pairs as gathered, in any order), if any request wrote one.
     pub(super) fn find<'a>(
         &self,
         labels: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Option<Arc<SeriesExemplars>> {
-        read(&self.series).get(&key(labels)).cloned()
+        let mut pairs: Vec<(&str, &str)> = labels.collect();
+        pairs.sort_unstable_by_key(|&(name, _)| name);
+        let key = key(pairs.into_iter().map(|(_, value)| value));
+        read(&self.series).get(&key).cloned()
     }
 }
 
@@ -187,15 +198,11 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A label set as one string, the same whatever the pairs' order:
-/// `name=value` sorted by name, separated by a byte no name holds.
-fn key<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> String {
-    let mut pairs: Vec<(&str, &str)> = labels.collect();
-    pairs.sort_unstable_by_key(|&(name, _)| name);
-    let mut key = String::new();
-    for (name, value) in pairs {
-        key.push_str(name);
-        key.push('=');
+/// A series' label values, in the order of their names, as one string:
+/// each ended by a byte no label value of ours holds.
+fn key<'a>(values: impl Iterator<Item = &'a str> + Clone) -> String {
+    let mut key = String::with_capacity(values.clone().map(|v| v.len() + 1).sum());
+    for value in values {
         key.push_str(value);
         key.push('\u{0}');
     }
@@ -214,8 +221,11 @@ mod tests {
 
     #[test]
     fn an_exemplar_lands_in_the_bucket_of_its_value() {
-        let e = Exemplars::new([&[0.1, 0.5, 1.0], &[0.05], &[0.01, 0.02], &[1.0]]);
-        let s = e.series(&[("route", "chat"), ("model", "m")]);
+        let e = Exemplars::new(
+            [&[0.1, 0.5, 1.0], &[0.05], &[0.01, 0.02], &[1.0]],
+            &["route", "model"],
+        );
+        let s = e.series(&["chat", "m"]);
         let id = ExemplarId::Trace([0xab; 16]);
         s.set(Exemplified::Ttft, 0.5, &id);
         s.set(
@@ -238,12 +248,15 @@ mod tests {
             .find([("model", "m"), ("route", "chat")].into_iter())
             .unwrap();
         assert!(Arc::ptr_eq(&again, &s));
-        assert!(e.find([("route", "chat")].into_iter()).is_none());
+        assert!(
+            e.find([("route", "m"), ("model", "chat")].into_iter())
+                .is_none()
+        );
     }
 
     #[test]
     fn the_last_request_of_a_bucket_is_its_exemplar() {
-        let e = Exemplars::new([&[1.0], &[1.0], &[1.0], &[1.0]]);
+        let e = Exemplars::new([&[1.0], &[1.0], &[1.0], &[1.0]], &[]);
         let s = e.series(&[]);
         s.set(Exemplified::E2el, 0.2, &ExemplarId::Trace([1; 16]));
         s.set(Exemplified::E2el, 0.3, &ExemplarId::Trace([2; 16]));

@@ -199,12 +199,15 @@ impl Metrics {
                 overflow: plain(names::TENANT_OVERFLOW)?,
             },
             tenant_histograms: settings.tenants.histograms,
-            exemplars: Exemplars::new([
-                &ttft_buckets,
-                &tpot_buckets,
-                &b.inter_token_latency,
-                &e2el_buckets,
-            ]),
+            exemplars: Exemplars::new(
+                [
+                    &ttft_buckets,
+                    &tpot_buckets,
+                    &b.inter_token_latency,
+                    &e2el_buckets,
+                ],
+                names::TTFT.labels,
+            ),
         };
         let metrics = Metrics {
             families: Arc::new(families),
@@ -609,11 +612,7 @@ impl RequestRecorder {
     fn resolve_handles(&self) -> Handles {
         let labels = self.histogram_labels();
         let f = &self.families;
-        let exemplars = self.exemplar.as_ref().map(|_| {
-            let names = names::TTFT.labels;
-            let pairs: Vec<(&str, &str)> = names.iter().copied().zip(labels).collect();
-            f.exemplars.series(&pairs)
-        });
+        let exemplars = self.exemplar.as_ref().map(|_| f.exemplars.series(&labels));
         Handles {
             ttft: f.ttft.with_label_values(&labels),
             headers: f.headers.with_label_values(&labels),

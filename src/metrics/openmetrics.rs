@@ -268,12 +268,10 @@ mod tests {
         registry.register(Box::new(h.clone())).unwrap();
         c.with_label_values(&["a\"b"]).inc_by(3);
         h.with_label_values(&["chat"]).observe(0.7);
-        let exemplars = Exemplars::new([&[0.5, 1.0], &[], &[], &[]]);
-        exemplars.series(&[("route", "chat")]).set(
-            Exemplified::Ttft,
-            0.7,
-            &ExemplarId::Trace([0x0f; 16]),
-        );
+        let exemplars = Exemplars::new([&[0.5, 1.0], &[], &[], &[]], &["route"]);
+        exemplars
+            .series(&["chat"])
+            .set(Exemplified::Ttft, 0.7, &ExemplarId::Trace([0x0f; 16]));
         let text = encode(
             &registry.gather(),
             &[("x_ttft_seconds".to_owned(), Exemplified::Ttft)],
