@@ -126,6 +126,12 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<O
         parts: &parts,
         client: "127.0.0.1:1".parse().unwrap(),
         trace: None,
+        api,
+        upstream: &tokenmeter::config::Upstream {
+            scheme: http::uri::Scheme::HTTP,
+            authority: http::uri::Authority::from_static("127.0.0.1:8000"),
+            base_path: String::new(),
+        },
     });
     let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
     let content_type: &[u8] = if is_sse(name) {
@@ -142,7 +148,7 @@ const INTERLEAVED: usize = 1000;
 
 fn meter_path(c: &mut Criterion) {
     let metrics = Metrics::new(&MetricsSettings::default(), &[], Registry::new()).unwrap();
-    let observers = Observers::new(Arc::new(metrics), None);
+    let observers = Observers::new(Arc::new(metrics), None, None);
     let mut group = c.benchmark_group("meter_data");
     for &(name, api) in FIXTURES {
         let frames = frames(name);

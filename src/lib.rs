@@ -13,6 +13,8 @@
 //!   connections (`h1` for HTTP/1.1, hyper for HTTP/2), timeouts, errors
 //!   turned into responses, and the response body that is forwarded
 //!   untouched while the meter watches it.
+//! - [`otlp`]: OpenTelemetry export of finished requests (metrics and a
+//!   span each), off the forwarding path.
 //! - [`metrics`]: the Prometheus registry of the families of `names`, and
 //!   the per-request recorder that the meter reports into.
 //! - [`dashboard`]: the Grafana dashboard, built from the SLO classes.
@@ -29,4 +31,5 @@ pub mod app;
 pub mod config;
 pub mod dashboard;
 pub mod metrics;
+pub mod otlp;
 pub mod proxy;

@@ -136,6 +136,18 @@ pub fn render(c: &Config) -> Value {
         "routes": c.routes.iter().map(route).collect::<Vec<_>>(),
         "slo_classes": c.slo_classes.iter().map(class).collect::<Vec<_>>(),
         "trace_context": {"join": c.trace_context.join, "start": c.trace_context.start},
+        "otlp": c.otlp.as_ref().map(|o| json!({
+            "endpoint": o.endpoint,
+            "protocol": o.protocol.as_str(),
+            "metrics": o.metrics,
+            "traces": o.traces,
+            "metrics_interval_seconds": secs(o.metrics_interval),
+            "traces_delay_seconds": secs(o.traces_delay),
+            "timeout_seconds": secs(o.timeout),
+            "queue": o.queue,
+            "max_batch": o.max_batch,
+            "service_name": o.service_name,
+        })),
         "sources": c.sources.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
     })
 }

@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::{self, AdminState};
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::otlp::Otlp;
 use crate::proxy::access::AccessLog;
 use crate::proxy::{Proxy, arrival};
 
@@ -120,7 +121,15 @@ pub async fn start_with(
     if let Some(dropped) = cli::log_lines_dropped() {
         metrics.count_log_drops(dropped);
     }
-    let proxy = Proxy::new(&config, metrics.clone(), access).context("setting up upstream TLS")?;
+    let otlp = match &config.otlp {
+        Some(settings) => Some(Arc::new(
+            Otlp::start(settings, metrics.otlp_bounds(), metrics.otlp_counters())
+                .context("setting up the OTLP export")?,
+        )),
+        None => None,
+    };
+    let proxy = Proxy::new(&config, metrics.clone(), access, otlp.clone())
+        .context("setting up upstream TLS")?;
     let live = Arc::new(ArcSwap::from_pointee(proxy));
 
     let proxy_listener = TcpListener::bind(config.listen)
@@ -172,6 +181,11 @@ pub async fn start_with(
                 connections.proxy,
             )
             .await;
+            // The requests that finished while draining are exported
+            // before the admin listener stops.
+            if let Some(otlp) = otlp {
+                otlp.shutdown().await;
+            }
             admin_stop.cancel();
             let _ = admin_task.await;
             if let Some(watcher) = watcher {

@@ -229,6 +229,9 @@ fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
             started.admin.max_connections, new.admin.max_connections
         ));
     }
+    if started.otlp != new.otlp {
+        out.push("otlp (OpenTelemetry export) changed".to_owned());
+    }
     let (old, now) = (&started.metrics, &new.metrics);
     if old.namespace != now.namespace {
         out.push(format!(

@@ -48,8 +48,46 @@ pub struct Config {
     pub slo_classes: Vec<SloClass>,
     /// What the proxy does with the W3C trace context of metered requests.
     pub trace_context: TraceSettings,
+    /// OpenTelemetry export, when configured.
+    pub otlp: Option<OtlpSettings>,
     /// The files this config was read from, which a reload watches.
     pub sources: Sources,
+}
+
+/// OpenTelemetry export (OTLP): metrics and one span per metered request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpSettings {
+    /// `http://host:port` of the collector.
+    pub endpoint: String,
+    pub protocol: OtlpProtocol,
+    pub metrics: bool,
+    pub traces: bool,
+    pub metrics_interval: Duration,
+    pub traces_delay: Duration,
+    pub timeout: Duration,
+    /// Finished requests waiting for the exporter.
+    pub queue: usize,
+    /// Most spans per export.
+    pub max_batch: usize,
+    pub service_name: String,
+}
+
+/// How OTLP is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// Protobuf over HTTP (`/v1/metrics`, `/v1/traces`).
+    HttpProtobuf,
+    /// gRPC.
+    Grpc,
+}
+
+impl OtlpProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HttpProtobuf => "http/protobuf",
+            Self::Grpc => "grpc",
+        }
+    }
 }
 
 /// The files a config was read from: what `serve` watches to reload.

@@ -53,6 +53,37 @@ pub(super) struct RawConfig {
     /// A client's valid `traceparent` names the request's trace in the
     /// access log (`trace_id`) whatever these say.
     pub trace_context: Option<RawTraceContext>,
+    /// OpenTelemetry export (OTLP) of the metrics and of one span per
+    /// metered request. Default: off.
+    pub otlp: Option<RawOtlp>,
+}
+
+/// `otlp`: where and how the OpenTelemetry export goes.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawOtlp {
+    /// The collector: `http://host:port` (OTLP/HTTP: the signals' paths
+    /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is).
+    /// Required.
+    pub endpoint: Option<Spanned<String>>,
+    /// `http/protobuf` (default) or `grpc`.
+    pub protocol: Option<Spanned<String>>,
+    /// Export the metrics (boolean, default `true`).
+    pub metrics: Option<Spanned<String>>,
+    /// Export one span per metered request (boolean, default `true`).
+    pub traces: Option<Spanned<String>>,
+    /// How often the metrics are exported. Default `60s`.
+    pub metrics_interval: Option<Spanned<String>>,
+    /// The longest a finished span waits for its batch. Default `5s`.
+    pub traces_delay: Option<Spanned<String>>,
+    /// How long one export may take, retries included. Default `10s`.
+    pub timeout: Option<Spanned<String>>,
+    /// Finished requests waiting for the exporter; past it they are
+    /// dropped and counted. Default 2048.
+    pub queue: Option<Spanned<String>>,
+    /// Most spans in one export. Default 512.
+    pub max_batch: Option<Spanned<String>>,
+    /// The `service.name` of the exported resource. Default `tokenmeter`.
+    pub service_name: Option<Spanned<String>>,
 }
 
 /// `trace_context`: what the proxy does with the W3C trace context of
@@ -625,6 +656,7 @@ fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["proxy"] => fields_of::<RawProxy>(),
         ["metrics"] => fields_of::<RawMetrics>(),
         ["trace_context"] => fields_of::<RawTraceContext>(),
+        ["otlp"] => fields_of::<RawOtlp>(),
         ["metrics", "models"] => fields_of::<RawModels>(),
         ["metrics", "tenants"] => fields_of::<RawTenants>(),
         ["metrics", "buckets"] => fields_of::<RawBuckets>(),

@@ -65,6 +65,8 @@ pub struct Metrics {
     open_connections: IntGaugeVec,
     max_connections: IntGaugeVec,
     log_lines_dropped: IntCounter,
+    otlp_dropped: IntCounterVec,
+    otlp_failures: IntCounterVec,
     /// Where `log_lines_dropped` is read from at each scrape (the process's
     /// log writer), once the binary has set it.
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
@@ -234,6 +236,8 @@ impl Metrics {
             open_connections: gauges(names::OPEN_CONNECTIONS)?,
             max_connections: gauges(names::MAX_CONNECTIONS)?,
             log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
+            otlp_dropped: counter(names::OTLP_DROPPED)?,
+            otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
             log_drops: std::sync::OnceLock::new(),
             live: Live::new(
                 Instant::now(),
@@ -418,6 +422,30 @@ impl Metrics {
         recorder
     }
 
+    /// The counters of what the OTLP export loses (each series made, so
+    /// it reads 0 from the start).
+    pub fn otlp_counters(&self) -> crate::otlp::Counters {
+        let dropped = |signal, reason| self.otlp_dropped.with_label_values(&[signal, reason]);
+        crate::otlp::Counters {
+            metrics_queue_full: dropped("metrics", "queue_full"),
+            traces_queue_full: dropped("traces", "queue_full"),
+            traces_export_failed: dropped("traces", "export_failed"),
+            metrics_failures: self.otlp_failures.with_label_values(&["metrics"]),
+            traces_failures: self.otlp_failures.with_label_values(&["traces"]),
+        }
+    }
+
+    /// The TTFT, TPOT and E2EL buckets (the SLO thresholds merged in), for
+    /// the OTLP instruments.
+    pub fn otlp_bounds(&self) -> crate::otlp::Bounds {
+        let bounds = |h| self.families.exemplars.bounds(h).to_vec();
+        crate::otlp::Bounds {
+            ttft: bounds(Exemplified::Ttft),
+            tpot: bounds(Exemplified::Tpot),
+            e2el: bounds(Exemplified::E2el),
+        }
+    }
+
     /// The live series of a request of `route` under `slo`, told that the
     /// request starts now (it is in flight there until it finishes).
     /// `class_window` is the compliance window of its class, when it has a
@@ -593,7 +621,7 @@ impl RequestRecorder {
     }
 
     /// The labels of the histograms: the tenant only when asked for.
-    fn histogram_labels(&self) -> [&str; 4] {
+    pub fn histogram_labels(&self) -> [&str; 4] {
         let tenant = if self.families.tenant_histograms {
             self.tenant.as_str()
         } else {

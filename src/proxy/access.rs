@@ -354,8 +354,17 @@ mod tests {
             parts,
             client: "[::1]:41234".parse().unwrap(),
             trace,
+            api: meter::Api::OpenAi,
+            upstream: &UPSTREAM,
         }
     }
+
+    static UPSTREAM: std::sync::LazyLock<crate::config::Upstream> =
+        std::sync::LazyLock::new(|| crate::config::Upstream {
+            scheme: http::uri::Scheme::HTTP,
+            authority: http::uri::Authority::from_static("127.0.0.1:8000"),
+            base_path: String::new(),
+        });
 
     fn summary() -> Summary {
         Summary {

@@ -173,14 +173,15 @@ pub struct Proxy {
 
 impl Proxy {
     /// Builds the routes' upstreams. Finished metered requests are
-    /// recorded in `metrics` and, when given, written to `access`. Fails
-    /// only if TLS cannot be set up.
+    /// recorded in `metrics` and, when given, written to `access` and
+    /// exported by `otlp`. Fails only if TLS cannot be set up.
     pub fn new(
         config: &Config,
         metrics: Arc<Metrics>,
         access: Option<access::AccessLog>,
+        otlp: Option<Arc<crate::otlp::Otlp>>,
     ) -> Result<Self, rustls::Error> {
-        Self::build(config, observe::Observers::new(metrics, access), None)
+        Self::build(config, observe::Observers::new(metrics, access, otlp), None)
     }
 
     /// The proxy of a reloaded `config`. A route of the same name whose
@@ -412,6 +413,8 @@ impl Proxy {
             parts,
             client: client_addr,
             trace,
+            api,
+            upstream: &route.upstream,
         });
         StreamMeter::new(t0, api, self.limits, recorder)
     }

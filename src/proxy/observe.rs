@@ -21,9 +21,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
-use super::trace::Trace;
+use super::trace::{SAMPLED, SpanId, Trace, TraceId};
 use crate::metrics::{ExemplarId, Finished, LiveRequest, Metrics, RequestRecorder};
-use meter::{ParseError, Recorder, Summary};
+use crate::otlp::{self, Otlp, SpanIds};
+use meter::{Api, ParseError, Recorder, Summary};
 use slo::SloClass;
 use slo::sketch::Sketch;
 
@@ -35,6 +36,8 @@ pub struct Observers {
     /// `None` when the process writes no access log (the library used on
     /// its own).
     access: Option<Arc<AccessLog>>,
+    /// The OpenTelemetry export, when configured.
+    otlp: Option<Arc<Otlp>>,
 }
 
 /// What a metered request is observed as: its labels, its SLO class, and
@@ -55,13 +58,17 @@ pub struct Started<'a> {
     pub client: SocketAddr,
     /// The trace it belongs to, when it has one.
     pub trace: Option<Trace>,
+    /// Its API, and the upstream it goes to.
+    pub api: Api,
+    pub upstream: &'a crate::config::Upstream,
 }
 
 impl Observers {
-    pub fn new(metrics: Arc<Metrics>, access: Option<AccessLog>) -> Self {
+    pub fn new(metrics: Arc<Metrics>, access: Option<AccessLog>, otlp: Option<Arc<Otlp>>) -> Self {
         Self {
             metrics,
             access: access.map(Arc::new),
+            otlp,
         }
     }
 
@@ -92,11 +99,16 @@ impl Observers {
             let entry = Entry::new(&r);
             (log.clone(), entry)
         });
+        let otlp = self
+            .otlp
+            .as_ref()
+            .map(|otlp| Box::new(Exported::new(otlp, &r)));
         Observed {
             prometheus,
             live,
             tenants: r.tenant.map(|_| self.metrics.clone()),
             access,
+            otlp,
             class: r.class,
             headers: None,
             itl: Sketch::new(),
@@ -113,6 +125,8 @@ pub struct Observed {
     /// its tenant's series.
     tenants: Option<Arc<Metrics>>,
     access: Option<(Arc<AccessLog>, Entry)>,
+    /// What the OpenTelemetry export needs of it, when there is one.
+    otlp: Option<Box<Exported>>,
     /// The request's SLO class, when its `slo` names a defined one.
     class: Option<Arc<SloClass>>,
     /// Its time to response headers, when they came.
@@ -171,6 +185,87 @@ impl Recorder for Observed {
         if let Some((log, entry)) = &self.access {
             log.write(entry, &finished);
         }
+        if let Some(otlp) = self.otlp.take() {
+            otlp.submit(&self.prometheus, &finished);
+        }
+    }
+}
+
+/// What the OpenTelemetry export takes of a request when it starts; the
+/// rest comes when it finishes.
+struct Exported {
+    otlp: Arc<Otlp>,
+    operation: &'static str,
+    provider: &'static str,
+    server_address: String,
+    server_port: u16,
+    method: http::Method,
+    span: Option<SpanIds>,
+}
+
+impl Exported {
+    fn new(otlp: &Arc<Otlp>, r: &Started<'_>) -> Self {
+        let (operation, provider) = otlp::operation(r.api, r.parts.uri.path());
+        let authority = &r.upstream.authority;
+        let default_port = if r.upstream.scheme == http::uri::Scheme::HTTPS {
+            443
+        } else {
+            80
+        };
+        // A sampled trace's span (the proxy's own when it joined or started
+        // the trace), or a root span for a request without trace context;
+        // none for a trace its client chose not to sample.
+        let span = match r.trace {
+            _ if !otlp.traces() => None,
+            Some(t) if t.flags & SAMPLED == 0 => None,
+            Some(t) => Some(SpanIds {
+                trace_id: t.trace_id.0,
+                span_id: t.span.unwrap_or_else(SpanId::random).0,
+                parent: t.parent.map(|p| p.0),
+            }),
+            None => Some(SpanIds {
+                trace_id: TraceId::random().0,
+                span_id: SpanId::random().0,
+                parent: None,
+            }),
+        };
+        Self {
+            otlp: otlp.clone(),
+            operation,
+            provider,
+            server_address: authority.host().to_owned(),
+            server_port: authority.port_u16().unwrap_or(default_port),
+            method: r.parts.method.clone(),
+            span,
+        }
+    }
+
+    fn submit(self, prometheus: &RequestRecorder, f: &Finished<'_>) {
+        let s = f.summary;
+        let [route, model, slo, tenant] = prometheus.histogram_labels();
+        let request = otlp::Request {
+            route: route.to_owned(),
+            model: model.to_owned(),
+            slo: slo.to_owned(),
+            tenant: tenant.to_owned(),
+            operation: self.operation,
+            provider: self.provider,
+            server_address: self.server_address,
+            server_port: self.server_port,
+            method: self.method,
+            status: s.status,
+            outcome: s.outcome.as_str(),
+            verdict: f.judged.and_then(|(_, v)| v.label()),
+            ttft: s.ttft,
+            tpot: s.tpot,
+            e2el: s.e2el,
+            elapsed: s.elapsed,
+            input_tokens: s.usage.input,
+            output_tokens: s.output_tokens.map(|(n, _)| n),
+            span: self.span,
+            end: std::time::SystemTime::now(),
+        };
+        self.otlp.submit(request);
     }
 }
 
@@ -189,7 +284,15 @@ mod tests {
             prometheus::Registry::new(),
         )
         .unwrap();
-        Observers::new(Arc::new(metrics), None)
+        Observers::new(Arc::new(metrics), None, None)
+    }
+
+    fn upstream() -> crate::config::Upstream {
+        crate::config::Upstream {
+            scheme: http::uri::Scheme::HTTP,
+            authority: http::uri::Authority::from_static("127.0.0.1:8000"),
+            base_path: String::new(),
+        }
     }
 
     fn count(text: &str, series: &str) -> f64 {
@@ -219,6 +322,8 @@ mod tests {
             parts: &parts,
             client: "127.0.0.1:1".parse().unwrap(),
             trace: None,
+            api: Api::OpenAi,
+            upstream: &upstream(),
         });
         let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
         let text = o.metrics().encode(false);
@@ -268,6 +373,8 @@ mod tests {
                 parts: &parts,
                 client: "127.0.0.1:1".parse().unwrap(),
                 trace: None,
+                api: Api::OpenAi,
+                upstream: &upstream(),
             });
             let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
             meter.response_head(t0, 200, Some(b"text/event-stream"), None);

@@ -186,7 +186,7 @@ fn hex(bytes: &[u8], out: &mut [u8]) {
 }
 
 impl TraceId {
-    fn random() -> Self {
+    pub(crate) fn random() -> Self {
         loop {
             let id = fastrand::u128(..).to_be_bytes();
             if id != [0; 16] {
@@ -205,7 +205,7 @@ impl TraceId {
 }
 
 impl SpanId {
-    fn random() -> Self {
+    pub(crate) fn random() -> Self {
         loop {
             let id = fastrand::u64(..).to_be_bytes();
             if id != [0; 8] {

@@ -269,6 +269,18 @@ pub const LOG_LINES_DROPPED: Family = own(
     &[],
     "Log lines (access log included) dropped because standard error was not read fast enough: logging never blocks forwarding.",
 );
+pub const OTLP_DROPPED: Family = own(
+    "tokenmeter_otlp_dropped_total",
+    Counter,
+    &["signal", "reason"],
+    "What OTLP export lost. signal=traces counts spans, signal=metrics finished requests whose measurements were not recorded; reason=queue_full (the export queue was full: the collector is slow or down) or export_failed (the collector refused or did not answer).",
+);
+pub const OTLP_EXPORT_FAILURES: Family = own(
+    "tokenmeter_otlp_export_failures_total",
+    Counter,
+    &["signal"],
+    "OTLP export calls (signal: metrics or traces) that failed or timed out. A failed metrics export loses nothing: the next one carries the cumulative values.",
+);
 
 pub const BUILD_INFO: Family = own(
     "tokenmeter_build_info",
@@ -278,7 +290,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 33] = [
+pub const ALL: [Family; 35] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -311,6 +323,8 @@ pub const ALL: [Family; 33] = [
     OPEN_CONNECTIONS,
     MAX_CONNECTIONS,
     LOG_LINES_DROPPED,
+    OTLP_DROPPED,
+    OTLP_EXPORT_FAILURES,
     BUILD_INFO,
 ];
 

@@ -1,0 +1,614 @@
+//! OpenTelemetry export (OTLP over HTTP/protobuf or gRPC) of the request
+//! metrics, under the GenAI semantic conventions' names, and of one span
+//! per metered request.
+//!
+//! Nothing of it runs on the forwarding path but [`Otlp::submit`]: a
+//! finished request is put, without waiting, on a bounded queue, or
+//! dropped and counted when the queue is full. One task of its own takes
+//! the requests off the queue, records their measurements into the
+//! OpenTelemetry SDK's instruments (exported, cumulative, by the SDK's
+//! periodic reader on its own thread) and gathers their spans into batches
+//! it exports itself. A slow or absent collector makes the task wait (each
+//! export is bounded by `otlp.timeout`), the queue fill, and requests be
+//! dropped and counted: forwarding never waits for it.
+//!
+//! The values are the Prometheus ones: the same TTFT, TPOT and E2EL
+//! observations, into the same buckets.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use opentelemetry::trace::{
+    Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter as _, SpanLinks};
+use prometheus::IntCounter;
+use tokio::sync::{Mutex, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{OtlpProtocol, OtlpSettings};
+use meter::Api;
+
+/// A finished metered request, as it is exported.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The request's labels, as its Prometheus histograms have them
+    /// (`tenant` empty unless the histograms carry it).
+    pub route: String,
+    pub model: String,
+    pub slo: String,
+    pub tenant: String,
+    /// `gen_ai.operation.name` and `gen_ai.provider.name`.
+    pub operation: &'static str,
+    pub provider: &'static str,
+    /// The upstream's host and port (`server.address`, `server.port`).
+    pub server_address: String,
+    pub server_port: u16,
+    pub method: http::Method,
+    pub status: Option<u16>,
+    /// `ok`, or how it failed (`error.type`).
+    pub outcome: &'static str,
+    /// `good` or `bad` against its SLO class, when judged.
+    pub verdict: Option<&'static str>,
+    pub ttft: Option<Duration>,
+    pub tpot: Option<Duration>,
+    /// For a request that ended `ok`.
+    pub e2el: Option<Duration>,
+    /// From the request head to its end, whatever the outcome.
+    pub elapsed: Duration,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// Its span, when it has one to export.
+    pub span: Option<SpanIds>,
+    /// When it ended.
+    pub end: SystemTime,
+}
+
+/// The ids of a request's span: its trace, its own id, its parent's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanIds {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    /// The client's span, when it sent one.
+    pub parent: Option<[u8; 8]>,
+}
+
+/// `gen_ai.operation.name` and `gen_ai.provider.name` of a request to
+/// `path` of `api`.
+pub fn operation(api: Api, path: &str) -> (&'static str, &'static str) {
+    let chat = path.ends_with("/chat/completions") || path.ends_with("/api/chat");
+    match api {
+        Api::OpenAi if chat => ("chat", "openai"),
+        Api::OpenAi => ("text_completion", "openai"),
+        Api::Responses => ("chat", "openai"),
+        Api::Anthropic => ("chat", "anthropic"),
+        Api::Gemini => ("generate_content", "gcp.gemini"),
+        Api::Ollama if chat => ("chat", "ollama"),
+        Api::Ollama => ("text_completion", "ollama"),
+        Api::Tgi => ("text_completion", "tgi"),
+        Api::LlamaCpp => ("text_completion", "llama.cpp"),
+        Api::Sglang => ("text_completion", "sglang"),
+        Api::Triton => ("text_completion", "triton"),
+        Api::Generate => ("text_completion", "tgi_or_sglang"),
+    }
+}
+
+/// The counters of what the export lost, registered with the metrics.
+#[derive(Clone)]
+pub struct Counters {
+    pub metrics_queue_full: IntCounter,
+    pub traces_queue_full: IntCounter,
+    pub traces_export_failed: IntCounter,
+    pub metrics_failures: IntCounter,
+    pub traces_failures: IntCounter,
+}
+
+/// The histogram bounds the exported instruments share with Prometheus.
+pub struct Bounds {
+    pub ttft: Vec<f64>,
+    pub tpot: Vec<f64>,
+    pub e2el: Vec<f64>,
+}
+
+/// The export: the queue's sending end and the task behind it.
+pub struct Otlp {
+    queue: mpsc::Sender<Request>,
+    traces: bool,
+    counters: Counters,
+    stop: CancellationToken,
+    task: Mutex<Option<JoinHandle<()>>>,
+    provider: Option<SdkMeterProvider>,
+}
+
+impl std::fmt::Debug for Otlp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Otlp").finish_non_exhaustive()
+    }
+}
+
+/// Token counts' buckets: the GenAI conventions' advice.
+const TOKEN_BOUNDS: [f64; 14] = [
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+
+impl Otlp {
+    /// Starts exporting as `settings` say. Must run in the tokio runtime
+    /// that will carry the exports.
+    pub fn start(
+        settings: &OtlpSettings,
+        bounds: Bounds,
+        counters: Counters,
+    ) -> anyhow::Result<Self> {
+        let resource = Resource::builder()
+            .with_service_name(settings.service_name.clone())
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .build();
+        let provider = if settings.metrics {
+            let exporter = Counted {
+                inner: metric_exporter(settings)?,
+                failures: counters.metrics_failures.clone(),
+                failing: AtomicBool::new(false),
+            };
+            let reader = PeriodicReader::builder(exporter)
+                .with_interval(settings.metrics_interval)
+                .build();
+            Some(
+                SdkMeterProvider::builder()
+                    .with_resource(resource.clone())
+                    .with_reader(reader)
+                    .build(),
+            )
+        } else {
+            None
+        };
+        let instruments = provider.as_ref().map(|p| Instruments::new(p, bounds));
+        let spans = if settings.traces {
+            let mut exporter = span_exporter(settings)?;
+            exporter.set_resource(&resource);
+            Some(exporter)
+        } else {
+            None
+        };
+        let (queue, requests) = mpsc::channel(settings.queue);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(
+            Exporting {
+                requests,
+                instruments,
+                spans,
+                batch: Vec::new(),
+                max_batch: settings.max_batch,
+                delay: settings.traces_delay,
+                counters: counters.clone(),
+                failing: false,
+                scope: InstrumentationScope::builder("tokenmeter")
+                    .with_version(env!("CARGO_PKG_VERSION"))
+                    .build(),
+            }
+            .run(stop.clone()),
+        );
+        tracing::info!(
+            endpoint = %settings.endpoint,
+            protocol = settings.protocol.as_str(),
+            metrics = settings.metrics,
+            traces = settings.traces,
+            "exporting OTLP"
+        );
+        Ok(Self {
+            queue,
+            traces: settings.traces,
+            counters,
+            stop,
+            task: Mutex::new(Some(task)),
+            provider,
+        })
+    }
+
+    /// Whether requests' spans are exported.
+    pub fn traces(&self) -> bool {
+        self.traces
+    }
+
+    /// Hands a finished request to the export, or drops it (counted) when
+    /// the queue is full or the export has stopped. Never waits.
+    pub fn submit(&self, request: Request) {
+        if let Err(e) = self.queue.try_send(request) {
+            let request = match e {
+                mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => r,
+            };
+            if self.provider.is_some() {
+                self.counters.metrics_queue_full.inc();
+            }
+            if request.span.is_some() {
+                self.counters.traces_queue_full.inc();
+            }
+        }
+    }
+
+    /// Exports what is queued and stops: the spans' last batch, then the
+    /// metrics' last collection (each bounded by the exporters' timeout).
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.lock().await.take() {
+            let _ = task.await;
+        }
+        if let Some(provider) = self.provider.clone() {
+            // The SDK's shutdown blocks its caller while it exports.
+            let done = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+            if let Ok(Err(e)) = done {
+                tracing::warn!(error = %e, "OTLP metrics: the last export failed");
+            }
+        }
+    }
+}
+
+fn metric_exporter(s: &OtlpSettings) -> anyhow::Result<opentelemetry_otlp::MetricExporter> {
+    let builder =
+        opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative);
+    Ok(match s.protocol {
+        OtlpProtocol::HttpProtobuf => builder
+            .with_http()
+            .with_endpoint(format!("{}/v1/metrics", s.endpoint))
+            .with_timeout(s.timeout)
+            .with_http_client(OnRuntime::new(s.timeout))
+            .build()?,
+        OtlpProtocol::Grpc => builder
+            .with_tonic()
+            .with_endpoint(s.endpoint.clone())
+            .with_timeout(s.timeout)
+            .build()?,
+    })
+}
+
+fn span_exporter(s: &OtlpSettings) -> anyhow::Result<opentelemetry_otlp::SpanExporter> {
+    let builder = opentelemetry_otlp::SpanExporter::builder();
+    Ok(match s.protocol {
+        OtlpProtocol::HttpProtobuf => builder
+            .with_http()
+            .with_endpoint(format!("{}/v1/traces", s.endpoint))
+            .with_timeout(s.timeout)
+            .build()?,
+        OtlpProtocol::Grpc => builder
+            .with_tonic()
+            .with_endpoint(s.endpoint.clone())
+            .with_timeout(s.timeout)
+            .build()?,
+    })
+}
+
+/// The SDK's instruments, under the GenAI semantic conventions' names.
+struct Instruments {
+    ttft: Histogram<f64>,
+    tpot: Histogram<f64>,
+    duration: Histogram<f64>,
+    tokens: Histogram<u64>,
+}
+
+impl Instruments {
+    fn new(provider: &SdkMeterProvider, b: Bounds) -> Self {
+        let meter = provider.meter("tokenmeter");
+        let seconds = |name: &'static str, description: &'static str, bounds: Vec<f64>| {
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(bounds)
+                .build()
+        };
+        Self {
+            ttft: seconds(
+                "gen_ai.server.time_to_first_token",
+                "Time to generate the first token, from the request head (tokenmeter's TTFT).",
+                b.ttft,
+            ),
+            tpot: seconds(
+                "gen_ai.server.time_per_output_token",
+                "Time per output token after the first (tokenmeter's TPOT).",
+                b.tpot,
+            ),
+            duration: seconds(
+                "gen_ai.client.operation.duration",
+                "Request duration: E2EL for a request that ended ok, else how long it lasted (with error.type).",
+                b.e2el,
+            ),
+            tokens: meter
+                .u64_histogram("gen_ai.client.token.usage")
+                .with_unit("{token}")
+                .with_description("Input and output tokens per completed request.")
+                .with_boundaries(TOKEN_BOUNDS.to_vec())
+                .build(),
+        }
+    }
+
+    fn record(&self, r: &Request) {
+        let mut attributes = common_attributes(r);
+        if r.outcome != "ok" {
+            attributes.push(KeyValue::new("error.type", r.outcome));
+        }
+        if let Some(d) = r.ttft {
+            self.ttft.record(d.as_secs_f64(), &attributes);
+        }
+        if let Some(d) = r.tpot {
+            self.tpot.record(d.as_secs_f64(), &attributes);
+        }
+        self.duration
+            .record(r.e2el.unwrap_or(r.elapsed).as_secs_f64(), &attributes);
+        // As Prometheus's token histograms: completed requests only.
+        if r.e2el.is_some() {
+            for (kind, n) in [("input", r.input_tokens), ("output", r.output_tokens)] {
+                if let Some(n) = n {
+                    let mut with_kind = attributes.clone();
+                    with_kind.push(KeyValue::new("gen_ai.token.type", kind));
+                    self.tokens.record(n, &with_kind);
+                }
+            }
+        }
+    }
+}
+
+/// The attributes metrics and spans share.
+fn common_attributes(r: &Request) -> Vec<KeyValue> {
+    let mut a = vec![
+        KeyValue::new("gen_ai.operation.name", r.operation),
+        KeyValue::new("gen_ai.provider.name", r.provider),
+        KeyValue::new("gen_ai.request.model", r.model.clone()),
+        KeyValue::new("server.address", r.server_address.clone()),
+        KeyValue::new("server.port", i64::from(r.server_port)),
+        KeyValue::new("tokenmeter.route", r.route.clone()),
+    ];
+    if !r.slo.is_empty() {
+        a.push(KeyValue::new("tokenmeter.slo", r.slo.clone()));
+    }
+    if !r.tenant.is_empty() {
+        a.push(KeyValue::new("tokenmeter.tenant", r.tenant.clone()));
+    }
+    a
+}
+
+/// The span of a finished request.
+fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> SpanData {
+    let start = r.end.checked_sub(r.elapsed).unwrap_or(r.end);
+    let mut attributes = common_attributes(r);
+    attributes.push(KeyValue::new(
+        "http.request.method",
+        r.method.as_str().to_owned(),
+    ));
+    if let Some(status) = r.status {
+        attributes.push(KeyValue::new(
+            "http.response.status_code",
+            i64::from(status),
+        ));
+    }
+    attributes.push(KeyValue::new("tokenmeter.outcome", r.outcome));
+    if let Some(verdict) = r.verdict {
+        attributes.push(KeyValue::new("tokenmeter.slo.verdict", verdict));
+    }
+    if let Some(n) = r.input_tokens {
+        attributes.push(KeyValue::new("gen_ai.usage.input_tokens", n as i64));
+    }
+    if let Some(n) = r.output_tokens {
+        attributes.push(KeyValue::new("gen_ai.usage.output_tokens", n as i64));
+    }
+    if let Some(d) = r.tpot {
+        attributes.push(KeyValue::new("tokenmeter.tpot_seconds", d.as_secs_f64()));
+    }
+    let status = match r.outcome {
+        "ok" => Status::Ok,
+        // The client left: not the server's error.
+        "client_abort" | "client_timeout" => Status::Unset,
+        outcome => Status::error(outcome),
+    };
+    if r.outcome != "ok" {
+        attributes.push(KeyValue::new("error.type", r.outcome));
+    }
+    let mut events = SpanEvents::default();
+    if let Some(ttft) = r.ttft {
+        events.events.push(Event::new(
+            "first_token",
+            start + ttft,
+            vec![KeyValue::new(
+                "gen_ai.server.time_to_first_token",
+                ttft.as_secs_f64(),
+            )],
+            0,
+        ));
+    }
+    SpanData {
+        span_context: SpanContext::new(
+            TraceId::from_bytes(ids.trace_id),
+            SpanId::from_bytes(ids.span_id),
+            TraceFlags::SAMPLED,
+            false,
+            TraceState::NONE,
+        ),
+        parent_span_id: ids.parent.map_or(SpanId::INVALID, SpanId::from_bytes),
+        parent_span_is_remote: ids.parent.is_some(),
+        span_kind: SpanKind::Server,
+        name: Cow::Owned(format!("{} {}", r.operation, r.model)),
+        start_time: start,
+        end_time: r.end,
+        attributes,
+        dropped_attributes_count: 0,
+        events,
+        links: SpanLinks::default(),
+        status,
+        instrumentation_scope: scope.clone(),
+    }
+}
+
+/// The task behind the queue.
+struct Exporting {
+    requests: mpsc::Receiver<Request>,
+    instruments: Option<Instruments>,
+    spans: Option<opentelemetry_otlp::SpanExporter>,
+    batch: Vec<SpanData>,
+    max_batch: usize,
+    delay: Duration,
+    counters: Counters,
+    /// Whether the last span export failed (so only the first failure of
+    /// a run is a warning).
+    failing: bool,
+    scope: InstrumentationScope,
+}
+
+impl Exporting {
+    async fn run(mut self, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.delay);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut taken = Vec::with_capacity(64);
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                n = self.requests.recv_many(&mut taken, 64) => {
+                    if n == 0 {
+                        break;
+                    }
+                    for r in taken.drain(..) {
+                        self.take(&r);
+                    }
+                    if self.batch.len() >= self.max_batch {
+                        self.export().await;
+                    }
+                }
+                _ = tick.tick() => self.export().await,
+            }
+        }
+        // What was queued when the proxy stopped.
+        self.requests.close();
+        while let Ok(r) = self.requests.try_recv() {
+            self.take(&r);
+            if self.batch.len() >= self.max_batch {
+                self.export().await;
+            }
+        }
+        self.export().await;
+        if let Some(spans) = &self.spans {
+            let _ = spans.shutdown();
+        }
+    }
+
+    fn take(&mut self, r: &Request) {
+        if let Some(instruments) = &self.instruments {
+            instruments.record(r);
+        }
+        if self.spans.is_some()
+            && let Some(ids) = r.span
+        {
+            self.batch.push(span(r, ids, &self.scope));
+        }
+    }
+
+    async fn export(&mut self) {
+        let Some(exporter) = &self.spans else {
+            return;
+        };
+        while !self.batch.is_empty() {
+            let rest = self.batch.split_off(self.batch.len().min(self.max_batch));
+            let batch = std::mem::replace(&mut self.batch, rest);
+            let n = batch.len();
+            match exporter.export(batch).await {
+                Ok(()) => {
+                    if std::mem::replace(&mut self.failing, false) {
+                        tracing::info!("OTLP traces: exporting again");
+                    }
+                }
+                Err(e) => {
+                    self.counters.traces_failures.inc();
+                    self.counters.traces_export_failed.inc_by(n as u64);
+                    if std::mem::replace(&mut self.failing, true) {
+                        tracing::debug!(error = %e, spans = n, "OTLP traces: export failed");
+                    } else {
+                        tracing::warn!(error = %e, spans = n, "OTLP traces: export failed; spans are dropped and counted until the collector answers");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The OTLP metric exporter, with its failures counted and logged.
+struct Counted {
+    inner: opentelemetry_otlp::MetricExporter,
+    failures: IntCounter,
+    failing: AtomicBool,
+}
+
+impl PushMetricExporter for Counted {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        let result = self.inner.export(metrics).await;
+        match &result {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!("OTLP metrics: exporting again");
+                }
+            }
+            Err(e) => {
+                self.failures.inc();
+                if self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::debug!(error = %e, "OTLP metrics: export failed");
+                } else {
+                    tracing::warn!(error = %e, "OTLP metrics: export failed; the next export carries the totals");
+                }
+            }
+        }
+        result
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
+    }
+}
+
+/// The HTTP client of the metric exports: the SDK's periodic reader runs
+/// them on a thread of its own, outside the runtime hyper needs, so each
+/// request is sent from a task on the runtime.
+#[derive(Debug, Clone)]
+struct OnRuntime {
+    inner: opentelemetry_http::hyper::HyperClient,
+    runtime: tokio::runtime::Handle,
+}
+
+impl OnRuntime {
+    fn new(timeout: Duration) -> Self {
+        Self {
+            inner: opentelemetry_http::hyper::HyperClient::with_default_connector(timeout, None),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl opentelemetry_http::HttpClient for OnRuntime {
+    async fn send_bytes(
+        &self,
+        request: opentelemetry_http::Request<opentelemetry_http::Bytes>,
+    ) -> Result<
+        opentelemetry_http::Response<opentelemetry_http::Bytes>,
+        opentelemetry_http::HttpError,
+    > {
+        let inner = self.inner.clone();
+        self.runtime
+            .spawn(async move { inner.send_bytes(request).await })
+            .await?
+    }
+}
