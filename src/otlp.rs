@@ -489,9 +489,6 @@ impl Exporting {
         self.requests.close();
         while let Ok(r) = self.requests.try_recv() {
             self.take(&r);
-            if self.batch.len() >= self.max_batch {
-                self.export().await;
-            }
         }
         self.export().await;
         if let Some(spans) = &self.spans {
@@ -525,6 +522,9 @@ impl Exporting {
                     }
                 }
                 Err(e) => {
+                    // The rest of the batch is dropped with it: one export
+                    // waits up to the timeout, not one per batch.
+                    let n = n + std::mem::take(&mut self.batch).len();
                     self.counters.traces_failures.inc();
                     self.counters.traces_export_failed.inc_by(n as u64);
                     if std::mem::replace(&mut self.failing, true) {

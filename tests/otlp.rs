@@ -1,0 +1,505 @@
+//! OpenTelemetry export against a real OTLP receiver built on the official
+//! protobuf definitions (`tests/otlp/receiver.py`: PyPI's
+//! `opentelemetry-proto` and `grpcio`), over HTTP/protobuf and gRPC: the
+//! GenAI metrics carry the Prometheus histograms' values, bucket by
+//! bucket, and each sampled request has its span, in its client's trace.
+//! With the collector down or hung, requests are forwarded as ever and
+//! the drop counters rise.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+use tokenmeter::config::{OtlpProtocol, OtlpSettings};
+
+/// The receiver process, killed when dropped, and what it has received.
+struct Receiver {
+    child: Child,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    received: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn start_receiver() -> Receiver {
+    let (grpc, http) = (free_port(), free_port());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .args(["--grpc-port", &grpc.port().to_string()])
+        .args(["--http-port", &http.port().to_string()])
+        .args(["--seconds", "180"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 not found");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert_eq!(
+        first, "ready",
+        "the OTLP receiver did not start: pip install opentelemetry-proto grpcio (see README)"
+    );
+    let received = Arc::new(Mutex::new(Vec::new()));
+    std::thread::spawn({
+        let received = received.clone();
+        move || {
+            for line in lines.map_while(Result::ok) {
+                received
+                    .lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&line).unwrap());
+            }
+        }
+    });
+    Receiver {
+        child,
+        grpc,
+        http,
+        received,
+    }
+}
+
+fn otlp(endpoint: SocketAddr, protocol: OtlpProtocol) -> OtlpSettings {
+    OtlpSettings {
+        endpoint: format!("http://{endpoint}"),
+        protocol,
+        metrics: true,
+        traces: true,
+        metrics_interval: Duration::from_millis(300),
+        traces_delay: Duration::from_millis(100),
+        timeout: Duration::from_secs(2),
+        queue: 2048,
+        max_batch: 512,
+        service_name: "tokenmeter-under-test".into(),
+    }
+}
+
+/// The attributes of an OTLP JSON object (`attributes` list) as a map of
+/// their values, as strings.
+fn attributes(v: &Value) -> std::collections::BTreeMap<String, String> {
+    v["attributes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|kv| {
+            let value = &kv["value"];
+            let text = value["stringValue"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| value["intValue"].as_str().map(str::to_owned))
+                .or_else(|| value["doubleValue"].as_f64().map(|d| d.to_string()))
+                .unwrap_or_default();
+            (kv["key"].as_str().unwrap().to_owned(), text)
+        })
+        .collect()
+}
+
+/// Every data point of metric `name` in the export requests received (of
+/// `via`), in arrival order.
+fn points(received: &[Value], via: &str, name: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for r in received
+        .iter()
+        .filter(|r| r["via"] == via && r["signal"] == "metrics")
+    {
+        for rm in r["request"]["resourceMetrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
+                for m in sm["metrics"].as_array().into_iter().flatten() {
+                    if m["name"] == name {
+                        out.extend(
+                            m["histogram"]["dataPoints"]
+                                .as_array()
+                                .cloned()
+                                .unwrap_or_default(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn spans(received: &[Value], via: &str) -> Vec<(Value, Value)> {
+    let mut out = Vec::new();
+    for r in received
+        .iter()
+        .filter(|r| r["via"] == via && r["signal"] == "traces")
+    {
+        for rs in r["request"]["resourceSpans"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                for s in ss["spans"].as_array().into_iter().flatten() {
+                    out.push((rs["resource"].clone(), s.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn b64(bytes: &[u8]) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Waits up to 30 s for `done` over what the receiver has.
+async fn received_until(r: &Receiver, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = r.received.lock().unwrap().clone();
+        if done(&now) {
+            return now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the receiver never got it; it has: {}",
+            serde_json::to_string(&now).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The OTLP histogram point as cumulative counts per bound, against the
+/// Prometheus buckets of `family` with `labels`.
+fn assert_same_histogram(point: &Value, samples: &[Sample], family: &str) {
+    let count: u64 = point["count"].as_str().unwrap().parse().unwrap();
+    let prom_count = sum(samples, &format!("{family}_count"), &[]);
+    assert_eq!(count as f64, prom_count, "{family} count: {point}");
+    let otel_sum = point["sum"].as_f64().unwrap();
+    let prom_sum = sum(samples, &format!("{family}_sum"), &[]);
+    assert!(
+        (otel_sum - prom_sum).abs() < 1e-9,
+        "{family} sum {otel_sum} against {prom_sum}"
+    );
+    let bounds: Vec<f64> = point["explicitBounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_f64().unwrap())
+        .collect();
+    let counts: Vec<u64> = point["bucketCounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().parse().unwrap())
+        .collect();
+    let mut cumulative = 0;
+    for (bound, n) in bounds.iter().zip(&counts) {
+        cumulative += n;
+        let le = bound.to_string();
+        let prom = sum(samples, &format!("{family}_bucket"), &[("le", &le)]);
+        assert_eq!(cumulative as f64, prom, "{family} le={le}");
+    }
+}
+
+async fn export_and_compare(protocol: OtlpProtocol) {
+    let receiver = start_receiver();
+    let sim = start_sim(schedule(30, 3, 8)).await;
+    let endpoint = match protocol {
+        OtlpProtocol::Grpc => receiver.grpc,
+        OtlpProtocol::HttpProtobuf => receiver.http,
+    };
+    let via = match protocol {
+        OtlpProtocol::Grpc => "grpc",
+        OtlpProtocol::HttpProtobuf => "http",
+    };
+    let mut config = config_for(sim);
+    config.otlp = Some(otlp(endpoint, protocol));
+    let tm = start(config).await;
+
+    // A sampled trace, a request without trace context, an unsampled
+    // trace, and a slower first token.
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let requests: [(&str, &[(&str, &str)]); 4] = [
+        (
+            "sampled",
+            &[(
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            )],
+        ),
+        ("root", &[]),
+        (
+            "unsampled",
+            &[(
+                "traceparent",
+                "00-11111111111111111111111111111111-2222222222222222-00",
+            )],
+        ),
+        ("slow", &[("x-sim-ttft-ms", "120")]),
+    ];
+    for (_, headers) in requests {
+        let (head, body) = chat_request("m1", true, headers);
+        assert_eq!(raw_exchange(tm.proxy_addr, &head, &body).await.status, 200);
+    }
+    let samples = scrape_until(tm.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "ok")]) == 4.0
+    })
+    .await;
+
+    // The latest cumulative export has all four requests.
+    let got = received_until(&receiver, |r| {
+        points(r, via, "gen_ai.server.time_to_first_token")
+            .last()
+            .is_some_and(|p| p["count"] == "4")
+            && spans(r, via).len() >= 3
+    })
+    .await;
+    let last = |name: &str| points(&got, via, name).last().cloned().unwrap();
+    assert_same_histogram(
+        &last("gen_ai.server.time_to_first_token"),
+        &samples,
+        "llm_time_to_first_token_seconds",
+    );
+    assert_same_histogram(
+        &last("gen_ai.server.time_per_output_token"),
+        &samples,
+        "llm_time_per_output_token_seconds",
+    );
+    assert_same_histogram(
+        &last("gen_ai.client.operation.duration"),
+        &samples,
+        "llm_e2e_request_latency_seconds",
+    );
+    let ttft = last("gen_ai.server.time_to_first_token");
+    let a = attributes(&ttft);
+    assert_eq!(a["gen_ai.operation.name"], "chat", "{a:?}");
+    assert_eq!(a["gen_ai.provider.name"], "openai");
+    assert_eq!(a["gen_ai.request.model"], "m1");
+    assert_eq!(a["server.address"], "127.0.0.1");
+    assert_eq!(a["server.port"], sim.port().to_string());
+    assert_eq!(a["tokenmeter.route"], "test");
+    assert!(!a.contains_key("error.type"));
+    // Tokens: one point per type, the Prometheus totals.
+    let tokens = points(&got, via, "gen_ai.client.token.usage");
+    for (kind, family) in [
+        ("output", "llm_output_tokens"),
+        ("input", "llm_input_tokens"),
+    ] {
+        let point = tokens
+            .iter()
+            .rev()
+            .find(|p| attributes(p)["gen_ai.token.type"] == kind)
+            .unwrap();
+        assert_eq!(point["count"], "4");
+        assert_eq!(
+            point["sum"].as_f64().unwrap(),
+            sum(&samples, &format!("{family}_sum"), &[]),
+            "{kind}"
+        );
+    }
+    let resource = &got.iter().find(|r| r["signal"] == "metrics").unwrap()["request"]["resourceMetrics"]
+        [0]["resource"];
+    assert_eq!(
+        attributes(resource)["service.name"],
+        "tokenmeter-under-test"
+    );
+
+    // Spans: the sampled trace's (a child of the client's span), two root
+    // spans of their own, none for the unsampled trace.
+    let spans = spans(&got, via);
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    let (resource, sampled) = spans
+        .iter()
+        .find(|(_, s)| s["traceId"] == b64(&unhex(trace)))
+        .expect("the sampled trace's span");
+    assert_eq!(
+        attributes(resource)["service.name"],
+        "tokenmeter-under-test"
+    );
+    assert_eq!(sampled["parentSpanId"], b64(&unhex(parent)), "{sampled}");
+    assert_eq!(sampled["kind"], "SPAN_KIND_SERVER");
+    assert_eq!(sampled["name"], "chat m1");
+    assert_eq!(sampled["status"]["code"], "STATUS_CODE_OK");
+    let a = attributes(sampled);
+    assert_eq!(a["http.response.status_code"], "200");
+    assert_eq!(a["gen_ai.usage.output_tokens"], "8");
+    assert_eq!(a["tokenmeter.outcome"], "ok");
+    let event = &sampled["events"][0];
+    assert_eq!(event["name"], "first_token");
+    let start: u64 = sampled["startTimeUnixNano"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let at: u64 = event["timeUnixNano"].as_str().unwrap().parse().unwrap();
+    let end: u64 = sampled["endTimeUnixNano"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(start < at && at < end, "{sampled}");
+    let roots = spans
+        .iter()
+        .filter(|(_, s)| s.get("parentSpanId").is_none_or(|p| p == ""))
+        .count();
+    assert_eq!(roots, 2, "{spans:?}");
+    assert!(
+        spans
+            .iter()
+            .all(|(_, s)| s["traceId"] != b64(&unhex("11111111111111111111111111111111"))),
+        "an unsampled trace was exported"
+    );
+    // Nothing was lost.
+    let samples = scrape_until(tm.admin_addr, |_| true).await;
+    assert_eq!(sum(&samples, "tokenmeter_otlp_dropped_total", &[]), 0.0);
+    assert_eq!(
+        sum(&samples, "tokenmeter_otlp_export_failures_total", &[]),
+        0.0
+    );
+    tm.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_spans_reach_a_receiver_over_http() {
+    export_and_compare(OtlpProtocol::HttpProtobuf).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_spans_reach_a_receiver_over_grpc() {
+    export_and_compare(OtlpProtocol::Grpc).await;
+}
+
+/// With no collector listening, every request is forwarded whole; the
+/// spans are dropped as their exports fail, and counted, as are the
+/// failed metric exports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_changes_nothing_for_clients() {
+    let sim = start_sim(schedule(5, 1, 5)).await;
+    for protocol in [OtlpProtocol::HttpProtobuf, OtlpProtocol::Grpc] {
+        let mut config = config_for(sim);
+        config.otlp = Some(otlp(free_port(), protocol));
+        let tm = start(config).await;
+        for _ in 0..5 {
+            let (head, body) = chat_request("m1", true, &[]);
+            let resp = raw_exchange(tm.proxy_addr, &head, &body).await;
+            assert_eq!(resp.status, 200);
+            assert!(!resp.truncated);
+            let body = String::from_utf8(resp.body()).unwrap();
+            assert!(body.ends_with("data: [DONE]\n\n"), "{protocol:?}: {body}");
+        }
+        let samples = scrape_until(tm.admin_addr, |s| {
+            value(
+                s,
+                "tokenmeter_otlp_dropped_total",
+                &[("signal", "traces"), ("reason", "export_failed")],
+            ) == 5.0
+                && value(
+                    s,
+                    "tokenmeter_otlp_export_failures_total",
+                    &[("signal", "metrics")],
+                ) >= 1.0
+        })
+        .await;
+        assert_eq!(
+            sum(&samples, "llm_requests_total", &[("outcome", "ok")]),
+            5.0
+        );
+        tm.stop().await;
+    }
+}
+
+/// A collector that accepts connections and never answers holds the
+/// exporter for its timeout: the queue fills, requests past it are
+/// dropped from the export and counted, and every client is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_collector_fills_the_queue_not_the_clients_wait() {
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = hung.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = hung.accept().await {
+            open.push(s);
+        }
+    });
+    let sim = start_sim(schedule(5, 1, 5)).await;
+    let mut config = config_for(sim);
+    let mut settings = otlp(addr, OtlpProtocol::HttpProtobuf);
+    settings.queue = 2;
+    settings.max_batch = 1;
+    settings.traces_delay = Duration::from_millis(20);
+    settings.timeout = Duration::from_secs(3);
+    config.otlp = Some(settings);
+    let tm = start(config).await;
+    let started = tokio::time::Instant::now();
+    for _ in 0..12 {
+        let (head, body) = chat_request("m1", true, &[]);
+        let resp = raw_exchange(tm.proxy_addr, &head, &body).await;
+        assert_eq!(resp.status, 200);
+        assert!(!resp.truncated);
+    }
+    // Served while the exporter waited on the collector (its timeout is
+    // 3 s): generous, for a loaded machine.
+    let served_in = started.elapsed();
+    let samples = scrape_until(tm.admin_addr, |s| {
+        value(
+            s,
+            "tokenmeter_otlp_dropped_total",
+            &[("signal", "traces"), ("reason", "queue_full")],
+        ) >= 1.0
+    })
+    .await;
+    let queue_full = value(
+        &samples,
+        "tokenmeter_otlp_dropped_total",
+        &[("signal", "metrics"), ("reason", "queue_full")],
+    );
+    assert!(queue_full >= 1.0, "{queue_full}");
+    assert_eq!(
+        sum(&samples, "llm_requests_total", &[("outcome", "ok")]),
+        12.0
+    );
+    assert!(served_in < Duration::from_secs(30), "{served_in:?}");
+    tm.stop().await;
+    held.abort();
+}
