@@ -21,6 +21,11 @@ ATTRIBUTION=1 turns on tenant attribution by API key (the route's
 `tenant.api_keys`, one key listed) and `trace_context.join`, and each
 request carries that key (`Authorization: Bearer`) and a `traceparent`: the
 figure with and without it is what attributing a request costs;
+OTLP=http or OTLP=grpc turns on the OpenTelemetry export (metrics and
+spans, default intervals) to tests/otlp/receiver.py (needs PyPI's
+opentelemetry-proto and grpcio), so the figure with and without it is what
+exporting a request costs, the exporter's task and the SDK's thread
+included;
 KEEP=DIR keeps the callgrind profile of each binary's N2 run in DIR
 (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 `callgrind_annotate DIR/1.cg.*`."""
@@ -53,6 +58,20 @@ def run(binary, n, stream, keep_as=None):
         route = f"    tenant:\n      api_keys:\n        keys: {{{hashlib.sha256(key.encode()).hexdigest()}: bench}}\n"
         headers['authorization'] = f'Bearer {key}'
         headers['traceparent'] = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+    receiver = None
+    otlp = os.environ.get('OTLP')
+    if otlp:
+        gp, hp = free_port(), free_port()
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'otlp', 'receiver.py')
+        receiver = subprocess.Popen([sys.executable, script, '--grpc-port', str(gp), '--http-port', str(hp), '--seconds', '1800'],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if receiver.stdout.readline().strip() != 'ready':
+            raise SystemExit('the OTLP receiver did not start')
+        threading.Thread(target=lambda: [None for _ in receiver.stdout], daemon=True).start()
+        if otlp == 'grpc':
+            top += f'otlp: {{endpoint: "http://127.0.0.1:{gp}", protocol: grpc}}\n'
+        else:
+            top += f'otlp: {{endpoint: "http://127.0.0.1:{hp}"}}\n'
     open(cfg, 'w').write(f"listen: 127.0.0.1:{px}\nadmin:\n  listen: 127.0.0.1:{adm}\n{top}routes:\n  - name: bench\n    upstream: http://127.0.0.1:{simp}\n    protocol: auto\n{route}")
     access = os.environ.get('ACCESS')
     env = dict(os.environ, TOKENMETER_LOG='warn,tokenmeter::access=info' if access else 'warn')
@@ -74,6 +93,8 @@ def run(binary, n, stream, keep_as=None):
     [t.start() for t in ts]; [t.join() for t in ts]
     prox.send_signal(signal.SIGTERM); prox.wait(120)
     sim.send_signal(signal.SIGTERM); sim.wait(30)
+    if receiver:
+        receiver.kill(); receiver.wait(30)
     if errs: raise SystemExit(f'errors: {errs[:5]}')
     total = 0
     for f in glob.glob(f'{d}/cg.*'):

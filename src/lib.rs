@@ -13,10 +13,10 @@
 //!   connections (`h1` for HTTP/1.1, hyper for HTTP/2), timeouts, errors
 //!   turned into responses, and the response body that is forwarded
 //!   untouched while the meter watches it.
-//! - [`otlp`]: OpenTelemetry export of finished requests (metrics and a
-//!   span each), off the forwarding path.
 //! - [`metrics`]: the Prometheus registry of the families of `names`, and
 //!   the per-request recorder that the meter reports into.
+//! - [`otlp`]: OpenTelemetry export of finished requests (metrics and a
+//!   span each), off the forwarding path.
 //! - [`dashboard`]: the Grafana dashboard, built from the SLO classes.
 //! - [`config`]: YAML, validated into immutable runtime types.
 //!

@@ -932,3 +932,47 @@ fn slo_header_needs_slo_files() {
     );
     assert_eq!(lines_and_keys(&errors), [(Some(5), "routes[0].slo_header")]);
 }
+
+/// `otlp`: off without the section; with it, only the endpoint is needed;
+/// each bad value is its own error, and no URL is echoed with a secret.
+#[test]
+fn otlp_export_settings() {
+    const ROUTE: &str = "routes:\n  - name: r\n    upstream: http://127.0.0.1:8000\n";
+    assert_eq!(parse(ROUTE).unwrap().otlp, None);
+    let c = parse(&format!("otlp:\n  endpoint: http://collector:4318\n{ROUTE}")).unwrap();
+    let o = c.otlp.unwrap();
+    assert_eq!(o.endpoint, "http://collector:4318");
+    assert_eq!(o.protocol, tokenmeter::config::OtlpProtocol::HttpProtobuf);
+    assert!(o.metrics && o.traces);
+    assert_eq!(o.metrics_interval, Duration::from_secs(60));
+    assert_eq!(o.traces_delay, Duration::from_secs(5));
+    assert_eq!(o.timeout, Duration::from_secs(10));
+    assert_eq!((o.queue, o.max_batch), (2048, 512));
+    assert_eq!(o.service_name, "tokenmeter");
+    let c = parse(&format!(
+        "otlp:\n  endpoint: http://127.0.0.1:4317\n  protocol: grpc\n  traces: false\n  queue: 16\n{ROUTE}"
+    ))
+    .unwrap();
+    let o = c.otlp.unwrap();
+    assert_eq!(o.protocol, tokenmeter::config::OtlpProtocol::Grpc);
+    assert!(o.metrics && !o.traces);
+    assert_eq!(o.queue, 16);
+
+    let errors = errors_of(&format!("otlp:\n  protocol: grpc\n{ROUTE}"));
+    assert!(message_of(&errors, "otlp.endpoint").starts_with("required"), "{errors:?}");
+    let errors = errors_of(&format!(
+        "otlp:\n  endpoint: https://user:secret@collector:4318\n  protocol: thrift\n  queue: 0\n  tracing: true\n{ROUTE}"
+    ));
+    let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+    assert!(
+        ["otlp.endpoint", "otlp.protocol", "otlp.queue", "otlp.tracing"]
+            .iter()
+            .all(|k| keys.contains(k)),
+        "{errors:?}"
+    );
+    assert!(errors.iter().all(|e| !e.message.contains("secret")), "{errors:?}");
+    let errors = errors_of(&format!("otlp:\n  endpoint: http://collector:4318/v1/traces\n{ROUTE}"));
+    assert!(message_of(&errors, "otlp.endpoint").contains("without a path"), "{errors:?}");
+    let errors = errors_of(&format!("otlp:\n  endpoint: https://collector:4318\n{ROUTE}"));
+    assert!(message_of(&errors, "otlp.endpoint").contains("only http://"), "{errors:?}");
+}

@@ -35,13 +35,6 @@ impl Drop for Receiver {
     }
 }
 
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 fn start_receiver() -> Receiver {
     let (grpc, http) = (free_port(), free_port());
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");

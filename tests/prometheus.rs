@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use sim::SimConfig;
 use tokenmeter::config::{Config, Overrides};
 use tokenmeter::dashboard::{self, ClassView};
 
@@ -32,13 +31,6 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 /// Starts Prometheus scraping `targets` every second and evaluating the
@@ -192,13 +184,7 @@ fn series(answer: &Value, labels: &[(&str, &str)]) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_aggregate_in_prometheus() {
-    let sim = start_sim(SimConfig {
-        ttft: Duration::from_millis(30),
-        itl: Duration::from_millis(2),
-        tokens: 10,
-        ..SimConfig::default()
-    })
-    .await;
+    let sim = start_sim(schedule(30, 2, 10)).await;
     let (a, b) = (replica(sim).await, replica(sim).await);
     let p = start_prometheus(&[a.admin_addr, b.admin_addr]).await;
     eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 2.0).await;
@@ -320,13 +306,7 @@ fn trace_id(i: usize) -> String {
 /// exemplars API, trace id and value, next to the bucket they fell in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exemplars_reach_prometheus() {
-    let sim = start_sim(SimConfig {
-        ttft: Duration::from_millis(30),
-        itl: Duration::from_millis(2),
-        tokens: 10,
-        ..SimConfig::default()
-    })
-    .await;
+    let sim = start_sim(schedule(30, 2, 10)).await;
     let a = replica(sim).await;
     let p = start_prometheus(&[a.admin_addr]).await;
     eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 1.0).await;

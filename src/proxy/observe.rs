@@ -287,11 +287,26 @@ mod tests {
         Observers::new(Arc::new(metrics), None, None)
     }
 
-    fn upstream() -> crate::config::Upstream {
-        crate::config::Upstream {
+    static UPSTREAM: std::sync::LazyLock<crate::config::Upstream> =
+        std::sync::LazyLock::new(|| crate::config::Upstream {
             scheme: http::uri::Scheme::HTTP,
             authority: http::uri::Authority::from_static("127.0.0.1:8000"),
             base_path: String::new(),
+        });
+
+    /// A request of route `chat` for model `m`, without trace or tenant.
+    fn started(parts: &http::request::Parts) -> Started<'_> {
+        Started {
+            route: "chat",
+            model: Some("m"),
+            slo: None,
+            tenant: None,
+            class: None,
+            parts,
+            client: "127.0.0.1:1".parse().unwrap(),
+            trace: None,
+            api: Api::OpenAi,
+            upstream: &UPSTREAM,
         }
     }
 
@@ -313,18 +328,7 @@ mod tests {
             .unwrap()
             .into_parts();
         let t0 = Instant::now();
-        let recorder = o.request(Started {
-            route: "chat",
-            model: Some("m"),
-            slo: None,
-            tenant: None,
-            class: None,
-            parts: &parts,
-            client: "127.0.0.1:1".parse().unwrap(),
-            trace: None,
-            api: Api::OpenAi,
-            upstream: &upstream(),
-        });
+        let recorder = o.request(started(&parts));
         let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
         let text = o.metrics().encode(false);
         assert_eq!(count(&text, "llm_requests_in_flight{"), 1.0, "{text}");
@@ -364,18 +368,7 @@ mod tests {
             }
             let (parts, ()) = request.body(()).unwrap().into_parts();
             let t0 = Instant::now();
-            let recorder = o.request(Started {
-                route: "chat",
-                model: Some("m"),
-                slo: None,
-                tenant: None,
-                class: None,
-                parts: &parts,
-                client: "127.0.0.1:1".parse().unwrap(),
-                trace: None,
-                api: Api::OpenAi,
-                upstream: &upstream(),
-            });
+            let recorder = o.request(started(&parts));
             let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
             meter.response_head(t0, 200, Some(b"text/event-stream"), None);
             let chunk = bytes::Bytes::from_static(

@@ -354,6 +354,14 @@ pub fn parse_response(buf: &[u8]) -> RawResponse {
     }
 }
 
+/// A loopback address nothing listens on (the port was free a moment ago).
+pub fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
 /// A one-route config on ephemeral loopback ports.
 pub fn config_for(upstream: SocketAddr) -> Config {
     Config {
