@@ -939,7 +939,10 @@ fn slo_header_needs_slo_files() {
 fn otlp_export_settings() {
     const ROUTE: &str = "routes:\n  - name: r\n    upstream: http://127.0.0.1:8000\n";
     assert_eq!(parse(ROUTE).unwrap().otlp, None);
-    let c = parse(&format!("otlp:\n  endpoint: http://collector:4318\n{ROUTE}")).unwrap();
+    let c = parse(&format!(
+        "otlp:\n  endpoint: http://collector:4318\n{ROUTE}"
+    ))
+    .unwrap();
     let o = c.otlp.unwrap();
     assert_eq!(o.endpoint, "http://collector:4318");
     assert_eq!(o.protocol, tokenmeter::config::OtlpProtocol::HttpProtobuf);
@@ -959,20 +962,41 @@ fn otlp_export_settings() {
     assert_eq!(o.queue, 16);
 
     let errors = errors_of(&format!("otlp:\n  protocol: grpc\n{ROUTE}"));
-    assert!(message_of(&errors, "otlp.endpoint").starts_with("required"), "{errors:?}");
+    assert!(
+        message_of(&errors, "otlp.endpoint").starts_with("required"),
+        "{errors:?}"
+    );
     let errors = errors_of(&format!(
         "otlp:\n  endpoint: https://user:secret@collector:4318\n  protocol: thrift\n  queue: 0\n  tracing: true\n{ROUTE}"
     ));
     let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
     assert!(
-        ["otlp.endpoint", "otlp.protocol", "otlp.queue", "otlp.tracing"]
-            .iter()
-            .all(|k| keys.contains(k)),
+        [
+            "otlp.endpoint",
+            "otlp.protocol",
+            "otlp.queue",
+            "otlp.tracing"
+        ]
+        .iter()
+        .all(|k| keys.contains(k)),
         "{errors:?}"
     );
-    assert!(errors.iter().all(|e| !e.message.contains("secret")), "{errors:?}");
-    let errors = errors_of(&format!("otlp:\n  endpoint: http://collector:4318/v1/traces\n{ROUTE}"));
-    assert!(message_of(&errors, "otlp.endpoint").contains("without a path"), "{errors:?}");
-    let errors = errors_of(&format!("otlp:\n  endpoint: https://collector:4318\n{ROUTE}"));
-    assert!(message_of(&errors, "otlp.endpoint").contains("only http://"), "{errors:?}");
+    assert!(
+        errors.iter().all(|e| !e.message.contains("secret")),
+        "{errors:?}"
+    );
+    let errors = errors_of(&format!(
+        "otlp:\n  endpoint: http://collector:4318/v1/traces\n{ROUTE}"
+    ));
+    assert!(
+        message_of(&errors, "otlp.endpoint").contains("without a path"),
+        "{errors:?}"
+    );
+    let errors = errors_of(&format!(
+        "otlp:\n  endpoint: https://collector:4318\n{ROUTE}"
+    ));
+    assert!(
+        message_of(&errors, "otlp.endpoint").contains("only http://"),
+        "{errors:?}"
+    );
 }
