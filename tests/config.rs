@@ -985,6 +985,11 @@ fn otlp_export_settings() {
         errors.iter().all(|e| !e.message.contains("secret")),
         "{errors:?}"
     );
+    // There is no `otlp.headers` to send credentials in.
+    assert!(
+        message_of(&errors, "otlp.endpoint").contains("a collector beside the proxy"),
+        "{errors:?}"
+    );
     let errors = errors_of(&format!(
         "otlp:\n  endpoint: http://collector:4318/v1/traces\n{ROUTE}"
     ));

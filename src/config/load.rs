@@ -1665,7 +1665,13 @@ pub(crate) fn redact_url(text: &str) -> std::borrow::Cow<'_, str> {
 /// (the signals' paths are the exporter's). TLS is not spoken: a collector
 /// or agent beside the proxy receives, and forwards over TLS if need be.
 fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
-    let upstream = parse_upstream(text)?;
+    // The collector beside the proxy holds any credentials, not this URL.
+    let upstream = parse_upstream(text).map_err(|e| {
+        e.replace(
+            "send credentials as headers",
+            "a collector beside the proxy holds the credentials",
+        )
+    })?;
     if upstream.scheme != http::uri::Scheme::HTTP {
         return Err(format!(
             "`{}`: only http:// is supported; run an OpenTelemetry Collector beside the proxy to forward over TLS",
