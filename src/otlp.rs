@@ -4,8 +4,10 @@
 //!
 //! Nothing of it runs on the forwarding path but [`Otlp::submit`]: a
 //! finished request is put, without waiting, on a bounded queue, or
-//! dropped and counted when the queue is full. One task of its own takes
-//! the requests off the queue, records their measurements into the
+//! dropped and counted when the queue is full. One task takes the requests
+//! off the queue, on a runtime of its own with one thread (the CPU that
+//! encoding a batch takes is never a forwarding thread's), records their
+//! measurements into the
 //! OpenTelemetry SDK's instruments (exported, cumulative, by the SDK's
 //! periodic reader on its own thread) and gathers their spans into batches
 //! it exports itself. A slow or absent collector makes the task wait (each
@@ -120,7 +122,8 @@ pub struct Bounds {
     pub e2el: Vec<f64>,
 }
 
-/// The export: the queue's sending end and the task behind it.
+/// The export: the queue's sending end, and the task behind it on a
+/// runtime of its own.
 pub struct Otlp {
     queue: mpsc::Sender<Request>,
     traces: bool,
@@ -128,6 +131,21 @@ pub struct Otlp {
     stop: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
     provider: Option<SdkMeterProvider>,
+    /// One thread that runs the export task and the exporters' I/O, so
+    /// that encoding a batch never holds a thread that forwards.
+    _runtime: Background,
+}
+
+/// A runtime that is let go without waiting for its tasks when dropped
+/// (from async code too, where dropping a runtime would panic).
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for Otlp {
@@ -143,13 +161,22 @@ const TOKEN_BOUNDS: [f64; 14] = [
 ];
 
 impl Otlp {
-    /// Starts exporting as `settings` say. Must run in the tokio runtime
-    /// that will carry the exports.
+    /// Starts exporting as `settings` say, on a thread of its own.
     pub fn start(
         settings: &OtlpSettings,
         bounds: Bounds,
         counters: Counters,
     ) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("otlp-export")
+            .enable_all()
+            .build()?;
+        let handle = runtime.handle().clone();
+        let runtime = Background(Some(runtime));
+        // The exporters' clients (tonic's channel, the metric exports'
+        // HTTP client) spawn onto the runtime they are built in.
+        let entered = handle.enter();
         let resource = Resource::builder()
             .with_service_name(settings.service_name.clone())
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
@@ -182,7 +209,7 @@ impl Otlp {
         };
         let (queue, requests) = mpsc::channel(settings.queue);
         let stop = CancellationToken::new();
-        let task = tokio::spawn(
+        let task = handle.spawn(
             Exporting {
                 requests,
                 instruments,
@@ -198,6 +225,7 @@ impl Otlp {
             }
             .run(stop.clone()),
         );
+        drop(entered);
         tracing::info!(
             endpoint = %settings.endpoint,
             protocol = settings.protocol.as_str(),
@@ -212,6 +240,7 @@ impl Otlp {
             stop,
             task: Mutex::new(Some(task)),
             provider,
+            _runtime: runtime,
         })
     }
 

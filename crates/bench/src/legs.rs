@@ -297,6 +297,8 @@ pub struct RigOptions {
     pub nginx: String,
     /// The binary of the `baseline` leg.
     pub baseline_bin: Option<PathBuf>,
+    /// YAML appended to the `tokenmeter` leg's config.
+    pub tokenmeter_config: Option<String>,
 }
 
 impl Rig {
@@ -373,7 +375,12 @@ impl Rig {
                     let admin = free_addr()?;
                     let metered = kind != LegKind::Unmetered;
                     let config = dir.join(format!("{}.yaml", kind.name()));
-                    std::fs::write(&config, tokenmeter_config(addr, admin, sim_addr, metered))?;
+                    let mut text = tokenmeter_config(addr, admin, sim_addr, metered);
+                    if let (LegKind::Tokenmeter, Some(extra)) = (kind, &opts.tokenmeter_config) {
+                        text.push_str(extra);
+                        notes.push("tokenmeter: its config has --tokenmeter-config's".to_owned());
+                    }
+                    std::fs::write(&config, text)?;
                     let mut proc = Proc::spawn(
                         kind.name(),
                         proxy_core,

@@ -105,6 +105,12 @@ pub struct Options {
     /// The leg is added to `--legs` after `tokenmeter` unless it is listed.
     #[arg(long)]
     pub baseline_bin: Option<PathBuf>,
+    /// YAML appended to the `tokenmeter` leg's generated config (top-level
+    /// keys it does not set, such as `otlp:` or `trace_context:`), not to
+    /// the `baseline` leg's: with `--baseline-bin` naming the same binary,
+    /// the two legs measure what those settings cost.
+    #[arg(long, value_name = "FILE")]
+    pub tokenmeter_config: Option<PathBuf>,
     /// Do not pin processes to cores.
     #[arg(long)]
     pub no_pin: bool,
@@ -247,6 +253,13 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
         colocate: opts.colocate,
         nginx: opts.nginx.clone(),
         baseline_bin: opts.baseline_bin.clone(),
+        tokenmeter_config: match &opts.tokenmeter_config {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+            ),
+            None => None,
+        },
     })
     .await?;
     let mut notes = rig.notes.clone();
