@@ -3,12 +3,13 @@
 definitions (PyPI `opentelemetry-proto`) and gRPC (`grpcio`): gRPC and
 HTTP/protobuf (POST /v1/metrics, /v1/traces), both on 127.0.0.1.
 
-    receiver.py --grpc-port P --http-port Q [--seconds 120]
+    receiver.py --grpc-port P --http-port Q [--seconds 120] [--discard]
 
 Prints `ready` once both listen, then one JSON line per export request
 received: {"via": "grpc"|"http", "signal": "metrics"|"traces", "request":
-<the request as protobuf's JSON mapping>}. Exits by itself after
---seconds.
+<the request as protobuf's JSON mapping>}; with --discard, nothing (a
+collector that costs its host little, for benchmarks). Exits by itself
+after --seconds.
 """
 import argparse
 import gzip
@@ -27,9 +28,12 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as tsvc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as tsvc_grpc
 
 LOCK = threading.Lock()
+DISCARD = False
 
 
 def emit(via, signal, request):
+    if DISCARD:
+        return
     line = json.dumps({"via": via, "signal": signal, "request": MessageToDict(request)})
     with LOCK:
         print(line, flush=True)
@@ -61,9 +65,10 @@ class Http(BaseHTTPRequestHandler):
         if self.path not in kinds or "protobuf" not in self.headers.get("Content-Type", ""):
             return self.reply(404, b"")
         signal, request_type, response_type = kinds[self.path]
-        request = request_type()
-        request.ParseFromString(body)
-        emit("http", signal, request)
+        if not DISCARD:
+            request = request_type()
+            request.ParseFromString(body)
+            emit("http", signal, request)
         self.reply(200, response_type().SerializeToString())
 
     def reply(self, code, data):
@@ -82,7 +87,10 @@ def main():
     ap.add_argument("--grpc-port", type=int, required=True)
     ap.add_argument("--http-port", type=int, required=True)
     ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--discard", action="store_true")
     a = ap.parse_args()
+    global DISCARD
+    DISCARD = a.discard
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     msvc_grpc.add_MetricsServiceServicer_to_server(MetricsSvc(), server)
     tsvc_grpc.add_TraceServiceServicer_to_server(TraceSvc(), server)
