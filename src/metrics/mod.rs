@@ -13,6 +13,10 @@
 //! given. Likewise it does not judge SLOs: [`slo::judge`] does, and
 //! the recorder counts its verdict. It does make every SLO threshold an exact
 //! bucket boundary of its histogram, so `le="<threshold>"` reads compliance.
+//!
+//! The registry is exposed in the Prometheus text format or, for scrapers
+//! that ask for it, in OpenMetrics with the latency histograms' exemplars
+//! (`openmetrics.rs`, `exemplars.rs`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

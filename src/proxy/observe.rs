@@ -8,11 +8,14 @@
 //! judged against its SLO class once, and the finished request
 //! ([`Finished`]: summary, verdict, time to headers, the moment it ended)
 //! is handed to each observer in turn: the Prometheus recorder, the live
-//! series (with the ITL sketch), the access log.
+//! series (with the ITL sketch), the access log, and the OpenTelemetry
+//! export's queue (never waited for). Its exemplars name its trace, else
+//! its `x-request-id`.
 //!
 //! The observers are values the wiring owns ([`Observers`], held by the
 //! `Proxy`): the metrics (whose registry and live windows the admin
-//! listener reads) and, when the process logs, the access log's writer.
+//! listener reads), when the process logs, the access log's writer, and,
+//! when configured, the OTLP export.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
