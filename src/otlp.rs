@@ -184,8 +184,7 @@ impl Otlp {
         let provider = if settings.metrics {
             let exporter = Counted {
                 inner: metric_exporter(settings)?,
-                failures: counters.metrics_failures.clone(),
-                failing: AtomicBool::new(false),
+                outcomes: Outcomes::new("metrics", counters.metrics_failures.clone()),
             };
             let reader = PeriodicReader::builder(exporter)
                 .with_interval(settings.metrics_interval)
@@ -218,7 +217,7 @@ impl Otlp {
                 max_batch: settings.max_batch,
                 delay: settings.traces_delay,
                 counters: counters.clone(),
-                failing: false,
+                outcomes: Outcomes::new("traces", counters.traces_failures.clone()),
                 scope: InstrumentationScope::builder("tokenmeter")
                     .with_version(env!("CARGO_PKG_VERSION"))
                     .build(),
@@ -485,9 +484,7 @@ struct Exporting {
     max_batch: usize,
     delay: Duration,
     counters: Counters,
-    /// Whether the last span export failed (so only the first failure of
-    /// a run is a warning).
-    failing: bool,
+    outcomes: Outcomes,
     scope: InstrumentationScope,
 }
 
@@ -544,54 +541,70 @@ impl Exporting {
             let rest = self.batch.split_off(self.batch.len().min(self.max_batch));
             let batch = std::mem::replace(&mut self.batch, rest);
             let n = batch.len();
-            match exporter.export(batch).await {
-                Ok(()) => {
-                    if std::mem::replace(&mut self.failing, false) {
-                        tracing::info!("OTLP traces: exporting again");
-                    }
+            let result = exporter.export(batch).await;
+            self.outcomes.note(
+                &result,
+                "spans are dropped and counted until the collector answers",
+            );
+            if result.is_err() {
+                // The rest of the batch is dropped with it: one export
+                // waits up to the timeout, not one per batch.
+                let n = n + std::mem::take(&mut self.batch).len();
+                self.counters.traces_export_failed.inc_by(n as u64);
+            }
+        }
+    }
+}
+
+/// The outcomes of one signal's exports: failures counted, and logged as
+/// a warning at the first of a run (then at debug), and the recovery.
+struct Outcomes {
+    signal: &'static str,
+    failures: IntCounter,
+    failing: AtomicBool,
+}
+
+impl Outcomes {
+    fn new(signal: &'static str, failures: IntCounter) -> Self {
+        Self {
+            signal,
+            failures,
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    /// `lost` says what a failure costs.
+    fn note(&self, result: &OTelSdkResult, lost: &str) {
+        let signal = self.signal;
+        match result {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(signal, "OTLP: exporting again");
                 }
-                Err(e) => {
-                    // The rest of the batch is dropped with it: one export
-                    // waits up to the timeout, not one per batch.
-                    let n = n + std::mem::take(&mut self.batch).len();
-                    self.counters.traces_failures.inc();
-                    self.counters.traces_export_failed.inc_by(n as u64);
-                    if std::mem::replace(&mut self.failing, true) {
-                        tracing::debug!(error = %e, spans = n, "OTLP traces: export failed");
-                    } else {
-                        tracing::warn!(error = %e, spans = n, "OTLP traces: export failed; spans are dropped and counted until the collector answers");
-                    }
+            }
+            Err(e) => {
+                self.failures.inc();
+                if self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::debug!(signal, error = %e, "OTLP export failed");
+                } else {
+                    tracing::warn!(signal, error = %e, "OTLP export failed; {lost}");
                 }
             }
         }
     }
 }
 
-/// The OTLP metric exporter, with its failures counted and logged.
+/// The OTLP metric exporter, with its outcomes counted and logged.
 struct Counted {
     inner: opentelemetry_otlp::MetricExporter,
-    failures: IntCounter,
-    failing: AtomicBool,
+    outcomes: Outcomes,
 }
 
 impl PushMetricExporter for Counted {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
         let result = self.inner.export(metrics).await;
-        match &result {
-            Ok(()) => {
-                if self.failing.swap(false, Ordering::Relaxed) {
-                    tracing::info!("OTLP metrics: exporting again");
-                }
-            }
-            Err(e) => {
-                self.failures.inc();
-                if self.failing.swap(true, Ordering::Relaxed) {
-                    tracing::debug!(error = %e, "OTLP metrics: export failed");
-                } else {
-                    tracing::warn!(error = %e, "OTLP metrics: export failed; the next export carries the totals");
-                }
-            }
-        }
+        self.outcomes
+            .note(&result, "the next export carries the totals");
         result
     }
 

@@ -1665,13 +1665,7 @@ pub(crate) fn redact_url(text: &str) -> std::borrow::Cow<'_, str> {
 /// (the signals' paths are the exporter's). TLS is not spoken: a collector
 /// or agent beside the proxy receives, and forwards over TLS if need be.
 fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
-    // The collector beside the proxy holds any credentials, not this URL.
-    let upstream = parse_upstream(text).map_err(|e| {
-        e.replace(
-            "send credentials as headers",
-            "a collector beside the proxy holds the credentials",
-        )
-    })?;
+    let upstream = parse_base_url(text, "a collector beside the proxy holds the credentials")?;
     if upstream.scheme != http::uri::Scheme::HTTP {
         return Err(format!(
             "`{}`: only http:// is supported; run an OpenTelemetry Collector beside the proxy to forward over TLS",
@@ -1688,10 +1682,16 @@ fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
 }
 
 pub(super) fn parse_upstream(text: &str) -> Result<Upstream, String> {
-    parse_upstream_url(text).map_err(|e| e.replace(text, &redact_url(text)))
+    parse_base_url(text, "send credentials as headers")
 }
 
-fn parse_upstream_url(text: &str) -> Result<Upstream, String> {
+/// An `http`/`https` base URL, its user info masked in errors; a URL with
+/// user info is refused with `credentials`, where they go instead.
+fn parse_base_url(text: &str, credentials: &str) -> Result<Upstream, String> {
+    parse_base_url_unmasked(text, credentials).map_err(|e| e.replace(text, &redact_url(text)))
+}
+
+fn parse_base_url_unmasked(text: &str, credentials: &str) -> Result<Upstream, String> {
     let uri: http::Uri = text
         .parse()
         .map_err(|error| format!("invalid URL `{text}`: {error}"))?;
@@ -1714,7 +1714,7 @@ fn parse_upstream_url(text: &str) -> Result<Upstream, String> {
     };
     if authority.as_str().contains('@') {
         return Err(format!(
-            "invalid URL `{text}`: must not contain user info; send credentials as headers"
+            "invalid URL `{text}`: must not contain user info; {credentials}"
         ));
     }
     let host = authority.host();

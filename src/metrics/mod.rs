@@ -658,14 +658,8 @@ impl RequestRecorder {
     /// Makes this request the exemplar of `h`'s bucket of `value`, when it
     /// has an id.
     fn exemplify(&self, h: Exemplified, value: f64) {
-        if let (
-            Some(id),
-            Some(Handles {
-                exemplars: Some(series),
-                ..
-            }),
-        ) = (&self.exemplar, &self.handles)
-        {
+        let series = self.handles.as_ref().and_then(|h| h.exemplars.as_ref());
+        if let (Some(id), Some(series)) = (&self.exemplar, series) {
             series.set(h, value, id);
         }
     }
