@@ -86,6 +86,195 @@ fn serve_without_a_file_needs_an_upstream() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--upstream"));
 }
 
+/// Runs `command` (one that should refuse its config and exit) to its end,
+/// killing it if it is still running after 10 s: its exit status, standard
+/// output and standard error.
+fn run_refused(command: &mut Command) -> (std::process::ExitStatus, String, String) {
+    fn read_all(
+        pipe: Option<impl std::io::Read + Send + 'static>,
+    ) -> std::thread::JoinHandle<String> {
+        let mut pipe = pipe.unwrap();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).unwrap();
+            text
+        })
+    }
+    let mut child = Child(
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = read_all(child.0.stdout.take());
+    let stderr = read_all(child.0.stderr.take());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running after 10 s: the config was not refused"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, stdout.join().unwrap(), stderr.join().unwrap())
+}
+
+/// Upstream URLs with a secret in their query, fragment or user info, how
+/// each is refused, and how the refusal shows it.
+const SECRET_UPSTREAMS: [(&str, &str, &str); 4] = [
+    (
+        "http://host/?api_key=s3cret",
+        "must not have a query or fragment",
+        "`http://host/?api_key=<redacted>`",
+    ),
+    (
+        "http://host/#s3cret",
+        "must not have a query or fragment",
+        "`http://host/#<redacted>`",
+    ),
+    (
+        "http://u:s3cret@host/",
+        "must not contain user info",
+        "`http://***@host/`",
+    ),
+    // One that is not a URL at all.
+    (
+        "http://host:bad/?key=s3cret",
+        "invalid port",
+        "`http://host:bad/?key=<redacted>`",
+    ),
+];
+
+/// `serve --upstream URL` (or `TOKENMETER_UPSTREAM`, or with a config
+/// file) refuses a URL with a secret in it, naming the problem and
+/// showing the URL redacted, never the secret.
+#[test]
+fn serve_refuses_a_secret_upstream_without_echoing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokenmeter.yaml");
+    std::fs::write(
+        &file,
+        "routes:\n  - name: r\n    upstream: http://127.0.0.1:1\n",
+    )
+    .unwrap();
+    for (url, problem, shown) in SECRET_UPSTREAMS {
+        let serve = || {
+            let mut command = Command::new(BIN);
+            command
+                .args([
+                    "serve",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--admin-listen",
+                    "127.0.0.1:0",
+                    "--no-watch",
+                ])
+                .env_remove("TOKENMETER_CONFIG")
+                .env_remove("TOKENMETER_UPSTREAM");
+            command
+        };
+        let mut by_flag = serve();
+        by_flag.args(["--upstream", url]);
+        let mut by_env = serve();
+        by_env.env("TOKENMETER_UPSTREAM", url);
+        let mut over_a_file = serve();
+        over_a_file
+            .arg("--config")
+            .arg(&file)
+            .args(["--upstream", url]);
+        for mut command in [by_flag, by_env, over_a_file] {
+            let (status, stdout, stderr) = run_refused(&mut command);
+            assert_eq!(status.code(), Some(1), "{url}: {stderr}");
+            let line = format!("<flags>: --upstream: invalid URL {shown}: ");
+            assert!(stderr.contains(&line), "{url}: {stderr}");
+            assert!(stderr.contains(problem), "{url}: {stderr}");
+            assert!(!stdout.contains("s3cret"), "{url}: {stdout}");
+            assert!(!stderr.contains("s3cret"), "{url}: {stderr}");
+        }
+    }
+}
+
+/// `check` and `serve` refuse a config file whose upstreams and OTLP
+/// endpoint carry secrets, each error at its line and key, naming the
+/// problem and showing the URL redacted, never the secret.
+#[test]
+fn check_and_serve_refuse_secret_urls_in_a_file_without_echoing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secret.yaml");
+    let mut yaml =
+        String::from("otlp:\n  endpoint: http://collector:4318/?token=s3cret#s3cret\nroutes:\n");
+    for (i, (url, _, _)) in SECRET_UPSTREAMS.iter().enumerate() {
+        yaml.push_str(&format!(
+            "  - name: r{i}\n    match: {{path_prefix: /r{i}/}}\n    upstream: {url}\n"
+        ));
+    }
+    std::fs::write(&path, &yaml).unwrap();
+    let file = path.display().to_string();
+    let expected: Vec<(String, &str, &str)> = std::iter::once((
+        format!("{file}:2:13: otlp.endpoint: invalid URL "),
+        "must not have a query or fragment",
+        "`http://collector:4318/?token=<redacted>#<redacted>`",
+    ))
+    .chain(
+        SECRET_UPSTREAMS
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, problem, shown))| {
+                (
+                    format!(
+                        "{file}:{}:15: routes[{i}].upstream: invalid URL ",
+                        6 + 3 * i
+                    ),
+                    problem,
+                    shown,
+                )
+            }),
+    )
+    .collect();
+
+    let (status, stdout, stderr) =
+        run_refused(Command::new(BIN).arg("check").arg("--config").arg(&path));
+    assert_eq!(status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!stdout.contains("s3cret"), "{stdout}");
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert_eq!(stdout.lines().count(), expected.len(), "{stdout}");
+    for (line, (prefix, problem, shown)) in stdout.lines().zip(&expected) {
+        assert!(line.starts_with(&format!("{prefix}{shown}: ")), "{line}");
+        assert!(line.contains(problem), "{line}");
+    }
+
+    let (status, stdout, stderr) = run_refused(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--no-watch",
+                "--config",
+            ])
+            .arg(&path)
+            .env_remove("TOKENMETER_UPSTREAM"),
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(!stdout.contains("s3cret"), "{stdout}");
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    for (prefix, problem, shown) in &expected {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("{prefix}{shown}: ")) && l.contains(problem)),
+            "no `{prefix}{shown}` in:\n{stderr}"
+        );
+    }
+}
+
 /// `tokenmeter serve` from flags alone, in front of `upstream`.
 fn serve_in_front_of(upstream: std::net::SocketAddr) -> Served {
     let upstream = format!("http://{upstream}");

@@ -116,7 +116,7 @@ routes:
       methods: [post, GET]
     upstream: https://gpu-1.internal:8443/base/
     protocol: openai
-    timeouts: {connect: 250ms, response_headers: 1h, idle: 90s, request_body: 5s}
+    timeouts: {connect: 250ms, response_headers: 1h, idle: 90s, request_body: 5s, request_body_total: 20s}
     preserve_host: true
     strip_prefix: true
     max_in_flight: 64
@@ -140,6 +140,7 @@ routes:
             response_headers: Duration::from_secs(3600),
             idle: Duration::from_secs(90),
             request_body: Duration::from_secs(5),
+            request_body_total: Duration::from_secs(20),
         }
     );
     assert!(route.preserve_host && route.strip_prefix);
@@ -173,6 +174,9 @@ proxy:
   upstream_idle_timeout: 5s
   request_head_timeout: 10s
   max_connections: 1000
+  max_retry_body: 16KiB
+  overload_threshold: 80%
+  overload_timeout: 1500ms
   trusted_proxies: [10.0.0.0/8, \"::1\", 192.168.1.7]
 admin:
   max_connections: 8
@@ -185,6 +189,9 @@ routes:
     let proxy = config.proxy;
     assert_eq!(proxy.request_head_timeout, Duration::from_secs(10));
     assert_eq!(proxy.max_connections, Some(1000));
+    assert_eq!(proxy.max_retry_body_bytes, 16 * 1024);
+    assert!((proxy.overload_threshold - 0.8).abs() < 1e-9);
+    assert_eq!(proxy.overload_timeout, Duration::from_millis(1500));
     let nets: Vec<String> = proxy
         .trusted_proxies
         .iter()
@@ -344,6 +351,8 @@ proxy:
   max_request_head: 4KiB
   upstream_idle_connections: -1
   upstream_idle_timeout: 0s
+  overload_threshold: 0.9
+  overload_timeout: soon
 metrics:
   namespace: 9llm
   models:
@@ -366,14 +375,16 @@ routes:
             (Some(5), "proxy.max_request_head"),
             (Some(6), "proxy.upstream_idle_connections"),
             (Some(7), "proxy.upstream_idle_timeout"),
-            (Some(9), "metrics.namespace"),
-            (Some(11), "metrics.models.allow[1]"),
-            (Some(11), "metrics.models.allow[2]"),
-            (Some(12), "metrics.models.max_distinct"),
-            (Some(14), "metrics.buckets.time_to_first_token"),
-            (Some(15), "metrics.buckets.inter_token_latency[1]"),
-            (Some(15), "metrics.buckets.inter_token_latency[2]"),
-            (Some(15), "metrics.buckets.inter_token_latency[3]"),
+            (Some(8), "proxy.overload_threshold"),
+            (Some(9), "proxy.overload_timeout"),
+            (Some(11), "metrics.namespace"),
+            (Some(13), "metrics.models.allow[1]"),
+            (Some(13), "metrics.models.allow[2]"),
+            (Some(14), "metrics.models.max_distinct"),
+            (Some(16), "metrics.buckets.time_to_first_token"),
+            (Some(17), "metrics.buckets.inter_token_latency[1]"),
+            (Some(17), "metrics.buckets.inter_token_latency[2]"),
+            (Some(17), "metrics.buckets.inter_token_latency[3]"),
         ],
         "{}",
         ConfigErrors(errors.clone())
@@ -382,6 +393,7 @@ routes:
     // hyper cannot read a request head into less than 8 KiB (it would panic).
     assert!(message("proxy.max_request_head").contains("from 8KiB to 1MiB"));
     assert!(message("proxy.upstream_idle_connections").contains("invalid count `-1`"));
+    assert!(message("proxy.overload_threshold").contains("expected 1% to 100%"));
     for head in ["2MiB", "8191"] {
         let text = format!(
             "proxy:\n  max_request_head: {head}\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:1\n"

@@ -419,6 +419,57 @@ async fn a_request_caught_in_the_keep_alive_race_is_sent_again_once_if_held_whol
 }
 
 #[tokio::test]
+async fn unmetered_posts_caught_in_the_keep_alive_race_are_sent_again_if_small() {
+    use std::sync::atomic::Ordering;
+    let (upstream, connections) = one_answer_per_connection().await;
+    let mut config = config_for(upstream);
+    let mut raw = config.routes[0].clone();
+    raw.name = "raw".into();
+    raw.matcher.path_prefix = "/raw/".into();
+    raw.protocol = tokenmeter::config::Protocol::None;
+    config.routes.insert(0, raw);
+    let proxy = start(config).await;
+    let post = |path: &str, body: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let embeddings = post("/v1/embeddings", r#"{"model":"e5","input":["a","b"]}"#);
+    let tokenize = post("/tokenize", r#"{"model":"m1","prompt":"hello"}"#);
+    let raw = post("/raw/upload", "0123456789");
+    // Every request after the first on a connection meets it closing: each
+    // is sent again on a new one, so every one is answered. (Each route has
+    // its own upstream connections: the first request of each finds none.)
+    let mut statuses = Vec::new();
+    for request in [&embeddings, &tokenize, &raw] {
+        for _ in 0..3 {
+            statuses.push(raw_exchange(proxy.proxy_addr, request, b"").await.status);
+        }
+    }
+    assert_eq!(statuses, [200; 9]);
+    let (_, s) = scrape(proxy.admin_addr).await;
+    let retried = sum(&s, "tokenmeter_upstream_retries_total", &[]);
+    assert_eq!(retried, 7.0, "all but the first of each route");
+    assert_eq!(connections.load(Ordering::SeqCst), 9);
+    // A body past `proxy.max_retry_body` (64 KiB) is streamed to the
+    // upstream as it comes: it cannot be sent twice, so the client gets the
+    // failure.
+    let large = "x".repeat(100 * 1024);
+    let resp = raw_exchange(proxy.proxy_addr, &post("/v1/embeddings", &large), b"").await;
+    assert_eq!(resp.status, 502);
+    let (_, s) = scrape(proxy.admin_addr).await;
+    assert_eq!(
+        sum(&s, "tokenmeter_upstream_retries_total", &[]),
+        retried,
+        "not sent again"
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 9, "no new connection");
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn an_upstreams_keep_alive_timeout_is_honoured() {
     use std::sync::atomic::Ordering;
     let (upstream, connections) = one_answer_per_connection().await;
@@ -455,11 +506,16 @@ async fn a_stalled_request_body_is_a_408_counted_from_its_head() {
         )
         .await
         .unwrap();
-    // In flight while its body is awaited (its model not known yet).
-    scrape_until(proxy.admin_addr, |s| {
-        sum(s, "llm_requests_in_flight", &[("model", "unknown")]) == 1.0
+    // Receiving its body, not in flight: it is no load on the upstream yet.
+    let s = scrape_until(proxy.admin_addr, |s| {
+        value(
+            s,
+            "tokenmeter_requests_receiving_body",
+            &[("route", "test")],
+        ) == 1.0
     })
     .await;
+    assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 0.0);
     let resp = answer(&mut client).await;
     assert_eq!(resp.status, 408);
     assert_eq!(
@@ -506,6 +562,190 @@ async fn a_body_that_stalls_past_the_read_ahead_is_a_408_too() {
         sum(&s, "llm_requests_total", &[("outcome", "upstream_error")]),
         0.0
     );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn bodies_trickling_a_byte_a_second_are_408_within_the_read_ahead_bound() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.routes[0].timeouts.request_body_total = Duration::from_secs(3);
+    let proxy = start(config).await;
+    let started = std::time::Instant::now();
+    let addr = proxy.proxy_addr;
+    let trickle = move || async move {
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(
+                b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\n\
+                  content-type: application/json\r\ncontent-length: 1000\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        // One byte a second, never silent for the 30 s idle timeout.
+        let mut buf = Vec::new();
+        loop {
+            tokio::select! {
+                read = client.read_to_end(&mut buf) => {
+                    let _ = read;
+                    return (parse_response(&buf), started.elapsed());
+                }
+                () = tokio::time::sleep(Duration::from_secs(1)) => {
+                    if client.write_all(b" ").await.is_err() {
+                        let _ = client.read_to_end(&mut buf).await;
+                        return (parse_response(&buf), started.elapsed());
+                    }
+                }
+            }
+        }
+    };
+    let clients: Vec<_> = (0..30).map(|_| tokio::spawn(trickle())).collect();
+    // Meanwhile they are receiving their bodies, not in flight.
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "tokenmeter_requests_receiving_body", &[]) == 30.0
+    })
+    .await;
+    assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 0.0);
+    for client in clients {
+        let (resp, after) = tokio::time::timeout(Duration::from_secs(30), client)
+            .await
+            .expect("answered")
+            .unwrap();
+        assert_eq!(resp.status, 408, "{resp:?}");
+        assert_eq!(
+            resp.header("x-tokenmeter-error"),
+            Some("request_body_timeout")
+        );
+        assert!(after < Duration::from_secs(10), "{after:?}");
+    }
+    let s = settle(proxy.admin_addr, 30.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_timeout")]),
+        30.0
+    );
+    assert_eq!(sum(&s, "tokenmeter_requests_receiving_body", &[]), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn with_256_files_and_200_stalled_bodies_a_new_request_is_served() {
+    let upstream = scripted_upstream().await;
+    let served = serve_wrapped(
+        &["prlimit", "--nofile=256:256"],
+        &["--upstream".as_ref(), format!("http://{upstream}").as_ref()],
+        "info",
+    );
+    let (_, s) = scrape(served.admin).await;
+    let max = value(&s, "tokenmeter_max_connections", &[("listener", "proxy")]);
+    assert_eq!(max, 64.0, "(256 - 64 - 64) / 2");
+    // Each sends a metered request head and 10 bytes of its body, then
+    // nothing: more than the listener takes, the rest in its accept queue.
+    let mut stalled = Vec::new();
+    for _ in 0..200 {
+        let mut c = TcpStream::connect(served.proxy).await.unwrap();
+        c.write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n\
+              content-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"model\":",
+        )
+        .await
+        .unwrap();
+        stalled.push(c);
+    }
+    scrape_until(served.admin, |s| {
+        value(s, "tokenmeter_open_connections", &[("listener", "proxy")]) == 64.0
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let body = r#"{"model":"m1","messages":[]}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let resp = tokio::time::timeout(
+        Duration::from_secs(15),
+        raw_exchange(served.proxy, &request, b""),
+    )
+    .await
+    .expect("a new client is served within 15 s");
+    assert_eq!(resp.status, 200);
+    let took = started.elapsed();
+    let (_, s) = scrape(served.admin).await;
+    let shed = sum(
+        &s,
+        "tokenmeter_shed_connections_total",
+        &[("reason", "body")],
+    );
+    assert!(shed >= 64.0, "{shed}");
+    println!("served after {took:?}; {shed} stalled bodies shed");
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn idle_connections_are_shed_first_when_the_listener_is_overloaded() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_connections = Some(10);
+    config.proxy.overload_timeout = Duration::from_secs(60);
+    let proxy = start(config).await;
+    let get = "GET /v1/models HTTP/1.1\r\nhost: x\r\nx-status: 200\r\n\r\n";
+    // Eight connections kept alive after a request each, idle.
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        let mut c = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+        c.write_all(get.as_bytes()).await.unwrap();
+        read_until(&mut c, b"\r\n\r\n").await;
+        idle.push(c);
+    }
+    // One that has sent nothing: within its (long) overload timeout.
+    let silent = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    scrape_until(proxy.admin_addr, |s| {
+        value(s, "tokenmeter_open_connections", &[("listener", "proxy")]) == 9.0
+    })
+    .await;
+    // The ninth connection reaches the threshold (90 % of 10): idle ones
+    // are closed until fewer than 8 (a tenth of the limit below it) are
+    // open; the new one, within its (long) overload timeout, is not.
+    let s = scrape_until(proxy.admin_addr, |s| {
+        value(s, "tokenmeter_open_connections", &[("listener", "proxy")]) < 8.0
+    })
+    .await;
+    let shed = value(
+        &s,
+        "tokenmeter_shed_connections_total",
+        &[("reason", "idle")],
+    );
+    assert!(shed >= 2.0, "{shed}");
+    assert_eq!(
+        value(
+            &s,
+            "tokenmeter_shed_connections_total",
+            &[("reason", "head")]
+        ),
+        0.0
+    );
+    let mut closed = 0.0;
+    for mut c in idle {
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(Duration::from_secs(2), c.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => closed += 1.0,
+            Ok(Ok(n)) => panic!("{n} bytes on an idle connection"),
+            Err(_) => {}
+        }
+    }
+    assert_eq!(
+        closed, shed,
+        "each shed connection is closed, and only they"
+    );
+    // The silent one is still open.
+    let mut buf = [0u8; 1];
+    let mut silent = silent;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), silent.read(&mut buf))
+            .await
+            .is_err()
+    );
+    drop(silent);
     proxy.stop().await;
 }
 

@@ -48,6 +48,8 @@ fn route(r: &Route) -> Value {
             "connect": secs(r.timeouts.connect),
             "response_headers": secs(r.timeouts.response_headers),
             "idle": secs(r.timeouts.idle),
+            "request_body": secs(r.timeouts.request_body),
+            "request_body_total": secs(r.timeouts.request_body_total),
         },
         "preserve_host": r.preserve_host,
         "strip_prefix": r.strip_prefix,
@@ -103,10 +105,15 @@ pub fn render(c: &Config) -> Value {
     let b = &c.metrics.buckets;
     json!({
         "listen": c.listen.to_string(),
-        "admin": {"listen": c.admin_listen.to_string()},
+        "admin": {"listen": c.admin_listen.to_string(), "max_connections": c.admin.max_connections},
         "proxy": {
             "max_request_body_bytes": c.proxy.max_request_body_bytes,
+            "max_retry_body_bytes": c.proxy.max_retry_body_bytes,
             "max_request_head_bytes": c.proxy.max_request_head_bytes,
+            "request_head_timeout_seconds": secs(c.proxy.request_head_timeout),
+            "max_connections": c.proxy.max_connections,
+            "overload_threshold": c.proxy.overload_threshold,
+            "overload_timeout_seconds": secs(c.proxy.overload_timeout),
             "upstream_idle_connections": c.proxy.upstream_idle_connections,
             "upstream_idle_timeout_seconds": secs(c.proxy.upstream_idle_timeout),
             "max_response_body_bytes": c.proxy.max_response_body_bytes,

@@ -34,9 +34,8 @@ use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -45,7 +44,8 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::otlp::Otlp;
 use crate::proxy::access::AccessLog;
-use crate::proxy::{Proxy, arrival};
+use crate::proxy::overload::{self, Overload, Shed, Signal};
+use crate::proxy::{Proxy, ResponseBody, arrival};
 
 /// A started proxy and admin listener.
 pub struct Running {
@@ -128,8 +128,15 @@ pub async fn start_with(
         )),
         None => None,
     };
-    let proxy = Proxy::new(&config, metrics.clone(), access, otlp.clone())
-        .context("setting up upstream TLS")?;
+    let connections = Connections::new(&config, &metrics);
+    let proxy = Proxy::new(
+        &config,
+        metrics.clone(),
+        access,
+        otlp.clone(),
+        connections.overload.clone(),
+    )
+    .context("setting up upstream TLS")?;
     let live = Arc::new(ArcSwap::from_pointee(proxy));
 
     let proxy_listener = TcpListener::bind(config.listen)
@@ -148,7 +155,6 @@ pub async fn start_with(
     });
     let shutdown = CancellationToken::new();
     let admin_stop = CancellationToken::new();
-    let connections = Connections::new(&config, &metrics);
     let admin_task = tokio::spawn(serve_admin(
         admin_listener,
         admin::router(admin_state.clone()),
@@ -179,6 +185,7 @@ pub async fn start_with(
                 shutdown,
                 admin_state,
                 connections.proxy,
+                connections.overload,
             )
             .await;
             // The requests that finished while draining are exported
@@ -203,10 +210,12 @@ pub async fn start_with(
     })
 }
 
-/// The connection limits of both listeners.
+/// The connection limits of both listeners, and the proxy listener's
+/// overload state.
 struct Connections {
     proxy: Limit,
     admin: Limit,
+    overload: Arc<Overload>,
 }
 
 /// How many connections one listener keeps open at once, and how long a
@@ -217,6 +226,8 @@ struct Limit {
     slots: Arc<Semaphore>,
     open: prometheus::IntGauge,
     head_timeout: Duration,
+    /// Told of each connection opened and closed (the proxy listener's).
+    overload: Option<Arc<Overload>>,
 }
 
 /// File descriptors kept out of the connection limits' reach: the
@@ -243,14 +254,27 @@ impl Connections {
                 .clamp(1, Semaphore::MAX_PERMITS)
         });
         tracing::debug!(proxy = proxy_max, admin = admin_max, "connection limits");
-        let limit = |name: &str, max: usize, head_timeout| Limit {
+        let overload = Arc::new(Overload::new(
+            proxy_max,
+            config.proxy.overload_threshold,
+            config.proxy.overload_timeout,
+            metrics,
+        ));
+        let limit = |name: &str, max: usize, head_timeout, overload| Limit {
             slots: Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))),
             open: metrics.connections(name, max),
             head_timeout,
+            overload,
         };
         Connections {
-            proxy: limit("proxy", proxy_max, config.proxy.request_head_timeout),
-            admin: limit("admin", admin_max, ADMIN_HEAD_TIMEOUT),
+            proxy: limit(
+                "proxy",
+                proxy_max,
+                config.proxy.request_head_timeout,
+                Some(overload.clone()),
+            ),
+            admin: limit("admin", admin_max, ADMIN_HEAD_TIMEOUT, None),
+            overload,
         }
     }
 }
@@ -291,11 +315,15 @@ fn raise_open_file_limit() -> u64 {
 struct Slot {
     _permit: OwnedSemaphorePermit,
     open: prometheus::IntGauge,
+    overload: Option<Arc<Overload>>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         self.open.dec();
+        if let Some(overload) = &self.overload {
+            overload.closed();
+        }
     }
 }
 
@@ -315,7 +343,14 @@ async fn accept(
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
                     limit.open.inc();
-                    let slot = Slot { _permit: permit, open: limit.open.clone() };
+                    if let Some(overload) = &limit.overload {
+                        overload.opened();
+                    }
+                    let slot = Slot {
+                        _permit: permit,
+                        open: limit.open.clone(),
+                        overload: limit.overload.clone(),
+                    };
                     return Some((stream, addr, slot));
                 }
                 Err(e) => {
@@ -406,6 +441,7 @@ async fn serve_proxy(
     shutdown: CancellationToken,
     admin: Arc<AdminState>,
     limit: Limit,
+    overload: Arc<Overload>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // A timer enables hyper's header read timeout (slow-loris protection),
@@ -425,29 +461,118 @@ async fn serve_proxy(
     }
     // Shared by the connections' tasks, which hold it until they start.
     let builder = Arc::new(builder);
-    let graceful = GracefulShutdown::new();
     while let Some((stream, client_addr, slot)) = accept(&listener, &limit, &shutdown).await {
+        let accepted = tokio::time::Instant::now();
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let client = Client {
+            addr: client_addr,
+            accepted,
+            signal: overload.subscribe(),
+            overload: overload.clone(),
+        };
+        let builder = builder.clone();
         let (head_timeout, stop) = (limit.head_timeout, shutdown.clone());
         let live = live.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            if !first_byte(&stream, head_timeout, client_addr, &stop).await {
-                return;
+            let mut client = client;
+            let timeout = client.overload.timeout();
+            let first = tokio::select! {
+                first = first_byte(&stream, head_timeout, client_addr, &stop) => first,
+                () = overload::wait_to_shed(&mut client.signal, accepted, timeout) => {
+                    client.shed(Shed::Head);
+                    false
+                }
+            };
+            if first {
+                serve_client(stream, client, &builder, live).await;
             }
-            serve_client(stream, client_addr, &builder, watcher, live).await;
         });
     }
     drop(listener);
     let grace = live.load().shutdown_grace();
     admin.ready.store(false, Ordering::Relaxed);
     tracing::info!(grace = ?grace, "shutting down: draining in-flight requests");
+    overload.stop();
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("drained"),
+        () = overload.drained() => tracing::info!("drained"),
         () = tokio::time::sleep(grace) => tracing::warn!("grace period over; cutting remaining connections"),
+    }
+}
+
+/// One client connection of the proxy listener, as its task knows it.
+struct Client {
+    addr: SocketAddr,
+    accepted: tokio::time::Instant,
+    /// The listener's overload and shutdown signal; the listener has
+    /// drained when every connection has dropped its receiver.
+    signal: watch::Receiver<Signal>,
+    overload: Arc<Overload>,
+}
+
+impl Client {
+    fn shed(&self, reason: Shed) {
+        self.overload.shed(reason);
+        tracing::debug!(client_addr = %self.addr, reason = reason.as_str(), "connection shed: the proxy listener is overloaded");
+    }
+}
+
+/// A client connection's requests in progress (from when hyper hands a
+/// request over to when its response body is dropped), and whether it has
+/// served one: what its task needs to know to shed it.
+#[derive(Default)]
+struct Activity {
+    in_progress: std::sync::atomic::AtomicUsize,
+    served: std::sync::atomic::AtomicBool,
+}
+
+impl Activity {
+    fn started(self: &Arc<Self>) -> Busy {
+        self.in_progress.fetch_add(1, Ordering::Relaxed);
+        Busy(self.clone())
+    }
+
+    fn idle(&self) -> bool {
+        self.in_progress.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// A request in progress on its connection, until dropped.
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.served.store(true, Ordering::Relaxed);
+        self.0.in_progress.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body that keeps its request counted in progress on its
+/// connection until hyper drops it.
+struct Tracked {
+    body: ResponseBody,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = crate::proxy::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -455,43 +580,136 @@ async fn serve_proxy(
 /// boxed apart from the task ([`connection_task`]).
 fn serve_client(
     stream: TcpStream,
-    client_addr: SocketAddr,
+    client: Client,
     builder: &auto::Builder<TokioExecutor>,
-    watcher: hyper_util::server::graceful::Watcher,
     live: Arc<ArcSwap<Proxy>>,
 ) -> impl Future<Output = ()> {
     let (stream, arrival) = arrival::stamped(stream);
-    let service = service_fn(move |req| {
-        // t0, as hyper hands the request over (HTTP/2 runs the future
-        // below in a task of its own, later).
-        let t0 = arrival.t0();
-        // Read once per request: a reload affects the next request, even
-        // on this connection, never this one.
-        let proxy = live.load_full();
-        // hyper keeps this future's allocation for the connection's whole
-        // life; the request's own state (the upstream exchange, the
-        // meter before the response head) is boxed apart so it is freed
-        // as soon as the response head is out.
-        async move { Ok::<_, Infallible>(Box::pin(proxy.handle(req, t0, client_addr)).await) }
+    let activity = Arc::new(Activity::default());
+    let client_addr = client.addr;
+    let service = service_fn({
+        let activity = activity.clone();
+        move |req| {
+            // t0, as hyper hands the request over (HTTP/2 runs the future
+            // below in a task of its own, later).
+            let t0 = arrival.t0();
+            let busy = activity.started();
+            // Read once per request: a reload affects the next request, even
+            // on this connection, never this one.
+            let proxy = live.load_full();
+            // hyper keeps this future's allocation for the connection's whole
+            // life; the request's own state (the upstream exchange, the
+            // meter before the response head) is boxed apart so it is freed
+            // as soon as the response head is out.
+            async move {
+                let resp = Box::pin(proxy.handle(req, t0, client_addr)).await;
+                Ok::<_, Infallible>(resp.map(|body| Tracked { body, _busy: busy }))
+            }
+        }
     });
     let conn = builder
         .serve_connection(TokioIo::new(stream), service)
         .into_owned();
-    connection_task(watcher.watch(conn), client_addr)
+    connection_task(conn, client, activity)
 }
 
 /// The task serving one client connection, with the connection boxed: an
 /// async block stores what it captures apart from the future it awaits, so
 /// a connection moved in by value would take its room twice in the task.
-fn connection_task<E: std::fmt::Display>(
-    conn: impl Future<Output = Result<(), E>>,
-    client_addr: SocketAddr,
-) -> impl Future<Output = ()> {
-    let conn = Box::pin(conn);
+///
+/// It watches the listener's signal: at shutdown the connection finishes
+/// its requests and closes; while the listener is overloaded, the
+/// connection is dropped if it is idle between requests, or has sent no
+/// complete request head within the overload timeout of opening (a request
+/// in progress is never cut here: one whose body is still being read ahead
+/// is shed by the proxy with a `408`).
+fn connection_task<C, E>(
+    conn: C,
+    client: Client,
+    activity: Arc<Activity>,
+) -> impl Future<Output = ()>
+where
+    C: Future<Output = Result<(), E>> + Shutdown,
+    E: std::fmt::Display,
+{
+    let mut conn = Box::pin(conn);
     async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(%client_addr, error = %e, "client connection ended with an error");
+        let mut client = client;
+        let timeout = client.overload.timeout();
+        let mut watching = true;
+        // When to look again whether an overloaded connection can be shed.
+        let mut check: Option<tokio::time::Instant> = None;
+        loop {
+            // Biased: the connection first, and no random draw per poll.
+            tokio::select! {
+                biased;
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(client_addr = %client.addr, error = %e, "client connection ended with an error");
+                    }
+                    return;
+                }
+                changed = client.signal.changed(), if watching => {
+                    if changed.is_err() {
+                        watching = false;
+                        continue;
+                    }
+                    let signal = *client.signal.borrow_and_update();
+                    if signal.stopping {
+                        conn.as_mut().shut_down();
+                        watching = false;
+                        check = None;
+                    } else {
+                        check = signal.overloaded.then(tokio::time::Instant::now);
+                    }
+                }
+                () = tokio::time::sleep_until(check.unwrap_or_else(tokio::time::Instant::now)), if check.is_some() => {
+                    let now = tokio::time::Instant::now();
+                    if !client.signal.borrow().overloaded {
+                        check = None;
+                        continue;
+                    }
+                    if activity.idle() {
+                        if activity.served.load(Ordering::Relaxed) {
+                            client.shed(Shed::Idle);
+                            return;
+                        }
+                        if now >= client.accepted + timeout {
+                            client.shed(Shed::Head);
+                            return;
+                        }
+                    }
+                    // Busy, or a new connection within its time: look
+                    // again soon (a busy one becomes idle when its response
+                    // ends, which nothing signals here).
+                    let again = if activity.idle() && !activity.served.load(Ordering::Relaxed) {
+                        client.accepted + timeout
+                    } else {
+                        now + timeout.min(Duration::from_secs(1))
+                    };
+                    check = Some(again);
+                }
+            }
         }
+    }
+}
+
+/// A connection that can be asked to finish its requests and close.
+trait Shutdown {
+    fn shut_down(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S, E> Shutdown for auto::Connection<'_, I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResBody: http_body::Body + Send + 'static,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
+{
+    fn shut_down(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
     }
 }
 
@@ -507,20 +725,53 @@ pub async fn run_until_shutdown(running: &Running, mut signals: Signals) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_connection_task_holds_its_connection_behind_one_pointer() {
+    /// A connection that never shuts down early, for the size test.
+    struct Held<F>(std::pin::Pin<Box<F>>);
+
+    impl<F: Future> Future for Held<F> {
+        type Output = F::Output;
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<F::Output> {
+            self.0.as_mut().poll(cx)
+        }
+    }
+
+    impl<F> Shutdown for Held<F> {
+        fn shut_down(self: std::pin::Pin<&mut Self>) {}
+    }
+
+    #[tokio::test]
+    async fn a_connection_task_holds_its_connection_behind_one_pointer() {
         let conn = async {
-            let held = [0u8; 2048];
+            let held = [0u8; 4096];
             std::future::ready(()).await;
             std::hint::black_box(held);
             Ok::<(), std::io::Error>(())
         };
-        assert!(std::mem::size_of_val(&conn) >= 2048);
-        let task = connection_task(conn, SocketAddr::from(([127, 0, 0, 1], 1)));
+        assert!(std::mem::size_of_val(&conn) >= 4096);
+        let metrics = Metrics::new(
+            &crate::config::MetricsSettings::default(),
+            &[],
+            prometheus::Registry::new(),
+        )
+        .unwrap();
+        let overload = Arc::new(Overload::new(1, 1.0, Duration::from_secs(1), &metrics));
+        let client = Client {
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            accepted: tokio::time::Instant::now(),
+            signal: overload.subscribe(),
+            overload,
+        };
+        let task = connection_task(Held(Box::pin(conn)), client, Arc::default());
+        // The select over the connection, the signal and the timer, but
+        // not the connection itself.
         assert!(
-            std::mem::size_of_val(&task) <= 64,
+            std::mem::size_of_val(&task) <= 1024,
             "{}",
             std::mem::size_of_val(&task)
         );
+        task.await;
     }
 }

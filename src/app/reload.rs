@@ -223,6 +223,19 @@ fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
     if started.proxy.max_connections != new.proxy.max_connections {
         out.push("proxy.max_connections changed".to_owned());
     }
+    if started.proxy.overload_threshold != new.proxy.overload_threshold {
+        out.push(format!(
+            "proxy.overload_threshold changed ({}% -> {}%)",
+            started.proxy.overload_threshold * 100.0,
+            new.proxy.overload_threshold * 100.0
+        ));
+    }
+    if started.proxy.overload_timeout != new.proxy.overload_timeout {
+        out.push(format!(
+            "proxy.overload_timeout changed ({:?} -> {:?})",
+            started.proxy.overload_timeout, new.proxy.overload_timeout
+        ));
+    }
     if started.admin.max_connections != new.admin.max_connections {
         out.push(format!(
             "admin.max_connections changed ({} -> {})",
@@ -464,12 +477,16 @@ mod tests {
         new.proxy.request_head_timeout = Duration::from_secs(5);
         new.proxy.max_connections = Some(10);
         new.admin.max_connections = 8;
+        new.proxy.overload_threshold = 0.5;
+        new.proxy.overload_timeout = Duration::from_secs(1);
         let said = restart_needed(&started, &new);
-        assert_eq!(said.len(), 3, "{said:?}");
+        assert_eq!(said.len(), 5, "{said:?}");
         for key in [
             "proxy.request_head_timeout",
             "proxy.max_connections",
             "admin.max_connections",
+            "proxy.overload_threshold",
+            "proxy.overload_timeout",
         ] {
             assert!(said.iter().any(|s| s.starts_with(key)), "{key}: {said:?}");
         }

@@ -552,6 +552,13 @@ impl<'a> Checker<'a> {
                     parse_size,
                 )
                 .unwrap_or(defaults.max_request_body_bytes),
+            max_retry_body_bytes: self
+                .value(
+                    proxy.max_retry_body.as_ref(),
+                    "proxy.max_retry_body",
+                    parse_size,
+                )
+                .unwrap_or(defaults.max_retry_body_bytes),
             max_request_head_bytes: self
                 .value(
                     proxy.max_request_head.as_ref(),
@@ -574,6 +581,20 @@ impl<'a> Checker<'a> {
                 "proxy.max_connections",
                 parse_positive_count,
             ),
+            overload_threshold: self
+                .value(
+                    proxy.overload_threshold.as_ref(),
+                    "proxy.overload_threshold",
+                    parse_percentage,
+                )
+                .unwrap_or(defaults.overload_threshold),
+            overload_timeout: self
+                .value(
+                    proxy.overload_timeout.as_ref(),
+                    "proxy.overload_timeout",
+                    parse_duration,
+                )
+                .unwrap_or(defaults.overload_timeout),
             upstream_idle_connections: self
                 .value(
                     proxy.upstream_idle_connections.as_ref(),
@@ -1012,6 +1033,13 @@ impl<'a> Checker<'a> {
                         parse_duration,
                     )
                     .unwrap_or(defaults.request_body),
+                request_body_total: self
+                    .value(
+                        raw.request_body_total.as_ref(),
+                        &format!("{prefix}.timeouts.request_body_total"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.request_body_total),
             },
         };
 
@@ -1608,6 +1636,16 @@ pub fn is_tenant_name(text: &str) -> bool {
     (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
+/// A share written as a percentage, `1%` to `100%`, as a fraction.
+fn parse_percentage(text: &str) -> Result<f64, String> {
+    let invalid = || format!("invalid percentage `{text}`: expected 1% to 100%, like `90%`");
+    let number = text.trim().strip_suffix('%').ok_or_else(invalid)?;
+    match number.trim().parse::<f64>() {
+        Ok(n) if (1.0..=100.0).contains(&n) => Ok(n / 100.0),
+        _ => Err(invalid()),
+    }
+}
+
 fn parse_positive_count(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
@@ -1643,27 +1681,78 @@ pub(super) fn parse_ip_net(text: &str) -> Result<IpNet, String> {
     Ok(IpNet { addr, prefix })
 }
 
-/// `text` with the user info of a URL in it (`user:password@`) masked, so
-/// that an error about it never shows a password.
+/// `text`, a URL as written (valid or not), made safe to show in an error
+/// or a log line: the user info masked (`http://***@host`), each non-empty
+/// query value replaced (`?api_key=<redacted>`; the keys are kept, but a
+/// bare item without `=` is replaced whole, as it may be a token itself)
+/// and a non-empty fragment replaced whole (`#<redacted>`). The query
+/// starts at the first `?` and the fragment at the first `#`, wherever
+/// they are, and the user info runs to the last `@` before them (even past
+/// a `/`, which a password may hold unencoded), so a URL that fails to
+/// parse is redacted as much as one that parses.
 pub(crate) fn redact_url(text: &str) -> std::borrow::Cow<'_, str> {
-    let Some(start) = text.find("://").map(|i| i + 3) else {
-        return text.into();
+    const REDACTED: &str = "<redacted>";
+    let (before_fragment, fragment) = match text.split_once('#') {
+        Some((before, fragment)) => (before, Some(fragment)),
+        None => (text, None),
     };
-    let end = text[start..]
-        .find(['/', '?', '#'])
-        .map_or(text.len(), |i| start + i);
-    match text[start..end].rfind('@') {
-        Some(at) => format!("{}***@{}", &text[..start], &text[start + at + 1..]).into(),
-        None => text.into(),
+    let (before_query, query) = match before_fragment.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (before_fragment, None),
+    };
+    let start = before_query
+        .find("://")
+        .map(|i| i + 3)
+        .or_else(|| before_query.starts_with("//").then_some(2))
+        .unwrap_or(0);
+    let at = before_query[start..].rfind('@').map(|i| start + i);
+    let mut shown = String::with_capacity(text.len() + 16);
+    match at {
+        Some(at) => {
+            shown.push_str(&before_query[..start]);
+            shown.push_str("***");
+            shown.push_str(&before_query[at..]);
+        }
+        None => shown.push_str(before_query),
+    }
+    if let Some(query) = query {
+        shown.push('?');
+        for (i, item) in query.split('&').enumerate() {
+            if i > 0 {
+                shown.push('&');
+            }
+            match item.split_once('=') {
+                Some((key, "")) => {
+                    shown.push_str(key);
+                    shown.push('=');
+                }
+                Some((key, _)) => {
+                    shown.push_str(key);
+                    shown.push('=');
+                    shown.push_str(REDACTED);
+                }
+                None if item.is_empty() => {}
+                None => shown.push_str(REDACTED),
+            }
+        }
+    }
+    if let Some(fragment) = fragment {
+        shown.push('#');
+        if !fragment.is_empty() {
+            shown.push_str(REDACTED);
+        }
+    }
+    if shown == text {
+        text.into()
+    } else {
+        shown.into()
     }
 }
 
-/// An upstream base URL: `http`/`https`, a host, no user info, query or
-/// fragment; the path is kept without its trailing `/`. Errors show the
-/// URL with its user info masked.
 /// An OTLP collector's URL: `http://host:port`, nothing after the port
 /// (the signals' paths are the exporter's). TLS is not spoken: a collector
 /// or agent beside the proxy receives, and forwards over TLS if need be.
+/// Errors show the URL redacted (`redact_url`).
 fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
     let upstream = parse_base_url(text, "a collector beside the proxy holds the credentials")?;
     if upstream.scheme != http::uri::Scheme::HTTP {
@@ -1681,53 +1770,55 @@ fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
     Ok(format!("http://{}", upstream.authority))
 }
 
+/// An upstream base URL: `http`/`https`, a host, no user info, query or
+/// fragment; the path is kept without its trailing `/`. Errors show the
+/// URL redacted (`redact_url`).
 pub(super) fn parse_upstream(text: &str) -> Result<Upstream, String> {
     parse_base_url(text, "send credentials as headers")
 }
 
-/// An `http`/`https` base URL, its user info masked in errors; a URL with
-/// user info is refused with `credentials`, where they go instead.
+/// An `http`/`https` base URL with neither user info, query nor fragment;
+/// a URL with user info is refused with `credentials`, where they go
+/// instead. Every error shows the URL as `redact_url` makes it, never as
+/// written, whichever check it fails.
 fn parse_base_url(text: &str, credentials: &str) -> Result<Upstream, String> {
-    parse_base_url_unmasked(text, credentials).map_err(|e| e.replace(text, &redact_url(text)))
-}
-
-fn parse_base_url_unmasked(text: &str, credentials: &str) -> Result<Upstream, String> {
+    let shown = redact_url(text);
     let uri: http::Uri = text
         .parse()
-        .map_err(|error| format!("invalid URL `{text}`: {error}"))?;
+        .map_err(|error| format!("invalid URL `{shown}`: {error}"))?;
     let scheme = match uri.scheme() {
         Some(s) if *s == http::uri::Scheme::HTTP => http::uri::Scheme::HTTP,
         Some(s) if *s == http::uri::Scheme::HTTPS => http::uri::Scheme::HTTPS,
         Some(s) => {
             return Err(format!(
-                "invalid URL `{text}`: scheme `{s}` is not supported, use http or https"
+                "invalid URL `{shown}`: scheme `{s}` is not supported, use http or https"
             ));
         }
         None => {
             return Err(format!(
-                "invalid URL `{text}`: expected an absolute URL such as http://127.0.0.1:8000"
+                "invalid URL `{shown}`: expected an absolute URL such as http://127.0.0.1:8000"
             ));
         }
     };
     let Some(authority) = uri.authority().cloned() else {
-        return Err(format!("invalid URL `{text}`: missing host"));
+        return Err(format!("invalid URL `{shown}`: missing host"));
     };
     if authority.as_str().contains('@') {
         return Err(format!(
-            "invalid URL `{text}`: must not contain user info; {credentials}"
+            "invalid URL `{shown}`: must not contain user info; {credentials}"
         ));
     }
     let host = authority.host();
     if host.is_empty() {
-        return Err(format!("invalid URL `{text}`: missing host"));
+        return Err(format!("invalid URL `{shown}`: missing host"));
     }
     let after_host = authority.as_str().get(host.len()..).unwrap_or("");
     if !after_host.is_empty() && !matches!(authority.port_u16(), Some(port) if port > 0) {
-        return Err(format!("invalid URL `{text}`: invalid port"));
+        return Err(format!("invalid URL `{shown}`: invalid port"));
     }
     if uri.query().is_some() || text.contains('#') {
         return Err(format!(
-            "invalid URL `{text}`: must not have a query or fragment"
+            "invalid URL `{shown}`: must not have a query or fragment"
         ));
     }
     Ok(Upstream {
@@ -1856,6 +1947,133 @@ mod tests {
             "",
         ] {
             assert!(parse_upstream(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn redact_url_hides_user_info_query_values_and_fragment() {
+        for (text, shown) in [
+            ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+            ("http://h/?api_key=s3cret", "http://h/?api_key=<redacted>"),
+            (
+                "http://h/v1?a=1&key=s3cret&b=",
+                "http://h/v1?a=<redacted>&key=<redacted>&b=",
+            ),
+            ("http://h/?a=b=s3cret", "http://h/?a=<redacted>"),
+            // A bare item may be a token itself: it goes whole.
+            ("http://h/?s3cret", "http://h/?<redacted>"),
+            ("http://h/?&&", "http://h/?&&"),
+            ("http://h/?", "http://h/?"),
+            ("http://h/#s3cret", "http://h/#<redacted>"),
+            ("http://h/#", "http://h/#"),
+            (
+                "http://h/?k=s3cret#s3cret?x=s3cret",
+                "http://h/?k=<redacted>#<redacted>",
+            ),
+            ("http://u:s3cret@h/", "http://***@h/"),
+            ("https://s3cret@h:8443", "https://***@h:8443"),
+            (
+                "http://u:s3cret@h/?k=v#f",
+                "http://***@h/?k=<redacted>#<redacted>",
+            ),
+            // Past a `/` a password may hold unencoded; a `?` or `#` in one
+            // starts the query or fragment, which are hidden anyway.
+            ("http://u:s3/cret@h/", "http://***@h/"),
+            ("http://u:s3?cret@h/", "http://u:s3?<redacted>"),
+            ("http://u:s3#cret@h/", "http://u:s3#<redacted>"),
+            // Not URLs, or not valid ones, alike.
+            ("http://h:bad/?key=s3cret", "http://h:bad/?key=<redacted>"),
+            ("h:8000/?key=s3cret", "h:8000/?key=<redacted>"),
+            ("u:s3cret@h:8000", "***@h:8000"),
+            ("//u:s3cret@h/", "//***@h/"),
+            ("", ""),
+        ] {
+            assert_eq!(redact_url(text), shown, "{text}");
+        }
+        assert!(matches!(
+            redact_url("http://h/?k="),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    /// Every refusal of an upstream or OTLP endpoint names its problem and
+    /// shows the URL redacted, whichever check refused it.
+    #[test]
+    fn url_errors_never_echo_secrets() {
+        for (text, problem, shown) in [
+            (
+                "http://h/?api_key=s3cret",
+                "must not have a query or fragment",
+                "`http://h/?api_key=<redacted>`",
+            ),
+            (
+                "http://h/#s3cret",
+                "must not have a query or fragment",
+                "`http://h/#<redacted>`",
+            ),
+            (
+                "http://u:s3cret@h/",
+                "must not contain user info",
+                "`http://***@h/`",
+            ),
+            (
+                "http://h:bad/?key=s3cret",
+                "invalid port",
+                "`http://h:bad/?key=<redacted>`",
+            ),
+            (
+                "http://h:0/?key=s3cret",
+                "invalid port",
+                "`http://h:0/?key=<redacted>`",
+            ),
+            (
+                "ftp://u:s3cret@h/?key=s3cret",
+                "scheme `ftp` is not supported",
+                "`ftp://***@h/?key=<redacted>`",
+            ),
+            (
+                "/v1?key=s3cret",
+                "expected an absolute URL",
+                "`/v1?key=<redacted>`",
+            ),
+            (
+                "h:8000/?key=s3cret",
+                "invalid format",
+                "`h:8000/?key=<redacted>`",
+            ),
+            (
+                "http://h/a b?key=s3cret",
+                "invalid URL",
+                "`http://h/a b?key=<redacted>`",
+            ),
+        ] {
+            for error in [
+                parse_upstream(text).expect_err(text),
+                parse_otlp_endpoint(text).expect_err(text),
+            ] {
+                assert!(!error.contains("s3cret"), "{error}");
+                assert!(error.contains(problem), "{error}");
+                assert!(error.contains(shown), "{error}");
+            }
+        }
+    }
+
+    /// An upstream or OTLP endpoint that parses has nothing to redact, so
+    /// what shows it whole (the `route` and OTLP log lines at start,
+    /// `/config`) shows no secret.
+    #[test]
+    fn parsed_upstream_urls_have_nothing_to_redact() {
+        for text in [
+            "http://127.0.0.1:8000",
+            "HTTPS://Example.com/v1/",
+            "http://[::1]:8080/a/b",
+        ] {
+            let url = parse_upstream(text).expect(text).url();
+            assert_eq!(redact_url(&url), url.as_str());
+        }
+        for text in ["http://collector:4318", "http://127.0.0.1:4317/"] {
+            let endpoint = parse_otlp_endpoint(text).expect(text);
+            assert_eq!(redact_url(&endpoint), endpoint.as_str());
         }
     }
 

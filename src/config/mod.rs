@@ -135,6 +135,11 @@ pub struct ProxySettings {
     /// body is forwarded as it streams in, and the request is metered with an
     /// unknown model.
     pub max_request_body_bytes: usize,
+    /// Largest request body held whole so that the request can be sent
+    /// again after the keep-alive race; an unmetered request's body is read
+    /// ahead up to this (a larger one is forwarded as it streams in and is
+    /// never sent twice).
+    pub max_retry_body_bytes: usize,
     /// Largest request head (request line and headers) a client may send;
     /// a larger one is answered `431`. At least 8 KiB (hyper's floor), which
     /// is also the default: the read buffer each client connection holds is
@@ -146,6 +151,14 @@ pub struct ProxySettings {
     /// Most client connections open at once; `None`: from the open-file
     /// limit at start.
     pub max_connections: Option<usize>,
+    /// The share of the connection limit (0 to 1) at which the listener
+    /// is overloaded and sheds connections that have not reached the
+    /// upstream. Applied at start.
+    pub overload_threshold: f64,
+    /// While overloaded, how long a connection that has not reached the
+    /// upstream may wait for its request head or read-ahead body. Applied
+    /// at start.
+    pub overload_timeout: Duration,
     /// Idle kept-alive connections kept per upstream for later requests;
     /// beyond this many, a connection whose response ended is closed.
     pub upstream_idle_connections: usize,
@@ -442,6 +455,9 @@ pub struct Timeouts {
     /// Longest silence while the client sends its request body (before its
     /// first byte, and between frames).
     pub request_body: Duration,
+    /// Longest time the part of a request body read ahead may take to
+    /// arrive, from the request head, however steadily it trickles.
+    pub request_body_total: Duration,
 }
 
 impl Default for Timeouts {
@@ -451,6 +467,7 @@ impl Default for Timeouts {
             response_headers: Duration::from_secs(600),
             idle: Duration::from_secs(300),
             request_body: Duration::from_secs(30),
+            request_body_total: Duration::from_secs(60),
         }
     }
 }
@@ -459,9 +476,12 @@ impl Default for ProxySettings {
     fn default() -> Self {
         Self {
             max_request_body_bytes: 4 * 1024 * 1024,
+            max_retry_body_bytes: 64 * 1024,
             max_request_head_bytes: 8 * 1024,
             request_head_timeout: Duration::from_secs(30),
             max_connections: None,
+            overload_threshold: 0.9,
+            overload_timeout: Duration::from_secs(3),
             upstream_idle_connections: 256,
             upstream_idle_timeout: Duration::from_secs(90),
             max_response_body_bytes: 16 * 1024 * 1024,

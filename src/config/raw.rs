@@ -126,6 +126,11 @@ pub(super) struct RawProxy {
     /// A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`, `100kB`).
     /// Default `4MiB`.
     pub max_request_body: Option<Spanned<String>>,
+    /// Largest request body held whole so that the request can be sent
+    /// again if the upstream closes a reused connection under it (the
+    /// keep-alive race); an unmetered request's body is read ahead up to
+    /// this. A size, default `64KiB`.
+    pub max_retry_body: Option<Spanned<String>>,
     /// Largest request head (request line and headers) a client may send;
     /// a larger one is answered 431. A size, from `8KiB` (the default) to
     /// `1MiB`. Applied at start only.
@@ -141,6 +146,14 @@ pub(super) struct RawProxy {
     /// admin listener's share and a reserve of 64 (each proxied connection
     /// can hold an upstream connection too). Applied at start only.
     pub max_connections: Option<Spanned<String>>,
+    /// Share of `max_connections` open at which the listener is overloaded
+    /// and sheds connections that have not reached the upstream. A
+    /// percentage, from `1%` to `100%`, default `90%`. Applied at start only.
+    pub overload_threshold: Option<Spanned<String>>,
+    /// While overloaded, how long a connection that has not reached the
+    /// upstream may wait for its request head or read-ahead body. A
+    /// duration, default `3s`. Applied at start only.
+    pub overload_timeout: Option<Spanned<String>>,
     /// Idle kept-alive connections kept per upstream. A count, `0` keeps
     /// none. Default `256`.
     pub upstream_idle_connections: Option<Spanned<String>>,
@@ -441,6 +454,12 @@ pub(super) struct RawTimeouts {
     /// first byte and between any two of its frames. Past it the request is
     /// answered `408` (outcome `client_timeout`). Default `30s`.
     pub request_body: Option<Spanned<String>>,
+    /// Longest time a request body may take to arrive up to what the proxy
+    /// reads ahead of forwarding it (to learn `model`, or to hold it for a
+    /// retry), from the request head, however steadily it trickles. Past it
+    /// the request is answered `408` (outcome `client_timeout`). Default
+    /// `60s`.
+    pub request_body_total: Option<Spanned<String>>,
 }
 
 /// `routes[i].tls`: how an `https` upstream's certificate is verified.
@@ -992,7 +1011,13 @@ mod tests {
                 Segment::Index(3),
                 Segment::Key("timeouts".into())
             ]),
-            &["connect", "response_headers", "idle", "request_body"]
+            &[
+                "connect",
+                "response_headers",
+                "idle",
+                "request_body",
+                "request_body_total"
+            ]
         );
         assert!(known_keys(&[]).contains(&"routes"));
         assert!(known_keys(&[Segment::Key("routes".into()), Segment::Index(0)]).contains(&"match"));

@@ -68,6 +68,8 @@ pub struct Metrics {
     last_reload_successful: IntGauge,
     open_connections: IntGaugeVec,
     max_connections: IntGaugeVec,
+    receiving_body: IntGaugeVec,
+    shed_connections: IntCounterVec,
     log_lines_dropped: IntCounter,
     otlp_dropped: IntCounterVec,
     otlp_failures: IntCounterVec,
@@ -239,6 +241,8 @@ impl Metrics {
             },
             open_connections: gauges(names::OPEN_CONNECTIONS)?,
             max_connections: gauges(names::MAX_CONNECTIONS)?,
+            receiving_body: gauges(names::RECEIVING_BODY)?,
+            shed_connections: counter(names::SHED_CONNECTIONS)?,
             log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
             otlp_dropped: counter(names::OTLP_DROPPED)?,
             otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
@@ -492,15 +496,18 @@ impl Metrics {
         self.upstream_retries.with_label_values(&[route, reason])
     }
 
-    /// Counts a metered request in flight while its body is awaited, before
-    /// its model is known (model `unknown`), until the guard is dropped.
-    pub fn waiting_for_body(&self, route: &str, slo: Option<&str>) -> WaitingForBody {
-        let gauge = self
-            .families
-            .in_flight
-            .with_label_values(&[route, UNKNOWN, slo.unwrap_or("")]);
+    /// Counts a request whose body is being read ahead, before it goes to
+    /// the upstream, until the guard is dropped.
+    pub fn receiving_body(&self, route: &str) -> ReceivingBody {
+        let gauge = self.receiving_body.with_label_values(&[route]);
         gauge.inc();
-        WaitingForBody(gauge)
+        ReceivingBody(gauge)
+    }
+
+    /// The counter of client connections shed for `reason` while the
+    /// proxy listener was overloaded (`idle`, `head`, `body`).
+    pub fn shed_connections(&self, reason: &'static str) -> IntCounter {
+        self.shed_connections.with_label_values(&[reason])
     }
 
     /// The gauge of `listener`'s open connections, its limit `max` set.
@@ -517,10 +524,10 @@ impl Metrics {
     }
 }
 
-/// A request counted in flight while its body is awaited.
-pub struct WaitingForBody(IntGauge);
+/// A request counted while its body is read ahead.
+pub struct ReceivingBody(IntGauge);
 
-impl Drop for WaitingForBody {
+impl Drop for ReceivingBody {
     fn drop(&mut self) {
         self.0.dec();
     }

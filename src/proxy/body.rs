@@ -59,15 +59,30 @@ pub enum ClientBodyError {
     /// A malformed chunked body, a connection cut mid-body: answered `400`.
     #[error("client request body")]
     Failed(#[source] hyper::Error),
-    /// The client sent nothing of its body for the route's
-    /// `timeouts.request_body`: answered `408`.
+    /// The client's body took too long: answered `408`.
+    #[error(transparent)]
+    Timeout(BodyTimeout),
+}
+
+/// Which of the request body's time limits the client overran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BodyTimeout {
+    /// Nothing of the body came for the route's `timeouts.request_body`.
     #[error("the client sent nothing of its request body for {0:?}")]
     Idle(Duration),
+    /// The part read ahead did not all come within the route's
+    /// `timeouts.request_body_total` of the request head.
+    #[error("the client's request body did not arrive within {0:?}")]
+    Total(Duration),
+    /// The part read ahead did not all come within `proxy.overload_timeout`
+    /// of the request head, while the proxy was overloaded.
+    #[error("the proxy is overloaded and the client's request body did not arrive within {0:?}")]
+    Overload(Duration),
 }
 
 /// The client's request body as it arrives, with the route's request-body
 /// timeout: waiting longer than it for the client's next frame (or its
-/// first) fails the body with [`ClientBodyError::Idle`]. The wait is
+/// first) fails the body with [`BodyTimeout::Idle`]. The wait is
 /// counted from when the proxy asks, so time the proxy spent not asking
 /// (an upstream slow to take the body) is never the client's.
 pub struct ClientBody {
@@ -118,7 +133,9 @@ impl Body for ClientBody {
                     timer.as_mut().reset(deadline);
                 }
                 ready!(timer.as_mut().poll(cx));
-                Poll::Ready(Some(Err(ClientBodyError::Idle(this.idle))))
+                Poll::Ready(Some(Err(ClientBodyError::Timeout(BodyTimeout::Idle(
+                    this.idle,
+                )))))
             }
         }
     }

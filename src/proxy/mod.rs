@@ -17,6 +17,7 @@ mod admission;
 pub mod arrival;
 pub mod body;
 pub mod observe;
+pub mod overload;
 pub mod tenant;
 pub mod trace;
 pub mod upstream;
@@ -40,7 +41,8 @@ use body::FromUpstream;
 use meter::{Api, Limits, Outcome, StreamMeter};
 use slo::SloClass;
 
-pub use body::{BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody};
+pub use body::{BodyTimeout, BoxError, ClientBody, ClientBodyError, RequestBody, ResponseBody};
+pub use overload::Overload;
 
 /// The meter of one request, reporting to its observers (the metrics, the
 /// live windows and the access log).
@@ -61,8 +63,8 @@ pub enum ProxyError {
     Upstream(String),
     #[error("reading the request body failed: {0}")]
     RequestBody(String),
-    #[error("the client sent nothing of its request body for {0:?}")]
-    RequestBodyTimeout(std::time::Duration),
+    #[error(transparent)]
+    RequestBodyTimeout(BodyTimeout),
     #[error("bad request: {0}")]
     BadRequest(&'static str),
     #[error("this route already has {0} requests in flight, its max_in_flight")]
@@ -164,6 +166,9 @@ pub struct Proxy {
     /// is used only if it is one of these, which bounds the `slo` label.
     classes: HashMap<String, Arc<SloClass>>,
     max_request_body: usize,
+    max_retry_body: usize,
+    /// The proxy listener's overload state, shared across reloads.
+    overload: Arc<Overload>,
     limits: Limits,
     x_forwarded: bool,
     trusted_proxies: Vec<crate::config::IpNet>,
@@ -174,26 +179,39 @@ pub struct Proxy {
 impl Proxy {
     /// Builds the routes' upstreams. Finished metered requests are
     /// recorded in `metrics` and, when given, written to `access` and
-    /// exported by `otlp`. Fails only if TLS cannot be set up.
+    /// exported by `otlp`. Request bodies read ahead are shed as `overload`
+    /// says. Fails only if TLS cannot be set up.
     pub fn new(
         config: &Config,
         metrics: Arc<Metrics>,
         access: Option<access::AccessLog>,
         otlp: Option<Arc<crate::otlp::Otlp>>,
+        overload: Arc<Overload>,
     ) -> Result<Self, rustls::Error> {
-        Self::build(config, observe::Observers::new(metrics, access, otlp), None)
+        Self::build(
+            config,
+            observe::Observers::new(metrics, access, otlp),
+            overload,
+            None,
+        )
     }
 
     /// The proxy of a reloaded `config`. A route of the same name whose
     /// upstream, connect timeout and trusted roots are unchanged keeps its
     /// upstream, and so its pooled connections.
     pub fn reloaded(&self, config: &Config) -> Result<Self, rustls::Error> {
-        Self::build(config, self.observers.clone(), Some(self))
+        Self::build(
+            config,
+            self.observers.clone(),
+            self.overload.clone(),
+            Some(self),
+        )
     }
 
     fn build(
         config: &Config,
         observers: observe::Observers,
+        overload: Arc<Overload>,
         previous: Option<&Proxy>,
     ) -> Result<Self, rustls::Error> {
         let metrics = observers.metrics().clone();
@@ -242,6 +260,8 @@ impl Proxy {
                 .map(|c| (c.name.clone(), Arc::new(c.clone())))
                 .collect(),
             max_request_body: config.proxy.max_request_body_bytes,
+            max_retry_body: config.proxy.max_retry_body_bytes,
+            overload,
             limits: Limits {
                 body: config.proxy.max_response_body_bytes,
                 usage_tokens: config.metrics.max_usage_tokens,
@@ -294,51 +314,42 @@ impl Proxy {
             Protocol::Triton => Some(Api::Triton),
             Protocol::Auto => Api::detect(req.method(), req.uri().path()),
         };
+        let (mut parts, body) = req.into_parts();
+        // The trace is known, and the upstream's headers set, before
+        // anything is metered, so every way the request ends names it.
+        let trace =
+            api.and_then(|_| trace::Trace::of_request(self.trace_context, &mut parts.headers));
+        let (body, model) = match self
+            .read_ahead(route, t0, api.is_some(), &parts, body)
+            .await
+        {
+            Ok(read) => read,
+            Err(e) => {
+                let err = client_body_error(&e);
+                if let ClientBodyError::Timeout(BodyTimeout::Overload(_)) = e {
+                    self.overload.shed(overload::Shed::Body);
+                }
+                if let Some(api) = api {
+                    let mut meter = self.meter(t0, client_addr, api, route, &parts, None, trace);
+                    meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
+                }
+                tracing::debug!(route = %route.name, error = %err, "request body failed");
+                return err.response();
+            }
+        };
+        // Only a request about to go to the upstream takes a slot among
+        // the route's requests in flight: one whose body is still coming is
+        // no load on the upstream yet.
         let Some(admitted) = state.in_flight.admit(route.max_in_flight) else {
-            return self.reject(t0, client_addr, api, route, req);
+            return self.reject(t0, client_addr, api, route, &parts, model.as_deref(), trace);
         };
         let Some(api) = api else {
             self.metrics.passthrough(&route.name);
-            let (parts, body) = req.into_parts();
-            let body = ClientBody::new(body, route.timeouts.request_body);
-            let req = Request::from_parts(parts, RequestBody::streaming(body));
+            let req = Request::from_parts(parts, body);
             return match self.send(state, req, client_addr).await {
                 Ok(resp) => Self::respond(route, resp, None, admitted),
                 Err(e) => e.response(),
             };
-        };
-
-        let (mut parts, body) = req.into_parts();
-        // The trace is known, and the upstream's headers set, before
-        // anything is metered, so every way the request ends names it.
-        let trace = trace::Trace::of_request(self.trace_context, &mut parts.headers);
-        let content_length = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let body = ClientBody::new(body, route.timeouts.request_body);
-        // A body that is not all there with its head is waited for, and
-        // the request counted in flight meanwhile (its model not known yet).
-        let mut waiting = None;
-        let read = read_ahead(body, content_length, self.max_request_body, || {
-            if waiting.is_none() {
-                let declared = self.declared_class(route, &parts.headers);
-                let slo = slo_class(route, None, declared);
-                waiting = Some(self.metrics.waiting_for_body(&route.name, slo));
-            }
-        })
-        .await;
-        drop(waiting);
-        let (body, model) = match read {
-            Ok(read) => read,
-            Err(e) => {
-                let mut meter = self.meter(t0, client_addr, api, route, &parts, None, trace);
-                let err = client_body_error(&e);
-                meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
-                tracing::debug!(route = %route.name, error = %err, "request body failed");
-                return err.response();
-            }
         };
         let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref(), trace);
         let req = Request::from_parts(parts, body);
@@ -352,23 +363,64 @@ impl Proxy {
         }
     }
 
-    /// Answers a request past its route's `max_in_flight` without reading
-    /// its body or calling the upstream. A metered one is counted under
-    /// `proxy_error` (its model unknown, since the body is not read).
+    /// Reads the body of a request whose head came at `t0` ahead of
+    /// forwarding it: up to `proxy.max_request_body` for a metered request
+    /// (`metered`), to learn its `model`, else up to `proxy.max_retry_body`,
+    /// so that a small body is held whole and can be sent again after the
+    /// keep-alive race. The part read ahead must arrive within the route's
+    /// `timeouts.request_body_total` of the head (and, while the listener
+    /// is overloaded, within `proxy.overload_timeout`); meanwhile the
+    /// request is counted as receiving its body.
+    async fn read_ahead(
+        &self,
+        route: &Route,
+        t0: Instant,
+        metered: bool,
+        parts: &http::request::Parts,
+        body: Incoming,
+    ) -> Result<(RequestBody, Option<String>), ClientBodyError> {
+        let content_length = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let body = ClientBody::new(body, route.timeouts.request_body);
+        let max = if metered {
+            self.max_request_body
+        } else {
+            self.max_retry_body
+        };
+        let mut receiving = None;
+        let waiting = || {
+            receiving.get_or_insert_with(|| self.metrics.receiving_body(&route.name));
+        };
+        let limits = ReadAhead {
+            max,
+            content_length,
+            learn_model: metered,
+            total: route.timeouts.request_body_total,
+            since: t0,
+        };
+        read_ahead(body, limits, &self.overload, waiting).await
+    }
+
+    /// Answers a request past its route's `max_in_flight` without calling
+    /// the upstream. A metered one is counted under `proxy_error`.
+    #[allow(clippy::too_many_arguments)]
     fn reject(
         &self,
         t0: Instant,
         client_addr: SocketAddr,
         api: Option<Api>,
         route: &Route,
-        req: Request<Incoming>,
+        parts: &http::request::Parts,
+        model: Option<&str>,
+        trace: Option<trace::Trace>,
     ) -> Response<ResponseBody> {
         let err = ProxyError::Overloaded(route.max_in_flight.unwrap_or_default());
         self.metrics.rejected(&route.name, "max_in_flight");
         if let Some(api) = api {
-            let (mut parts, _) = req.into_parts();
-            let trace = trace::Trace::of_request(self.trace_context, &mut parts.headers);
-            let mut meter = self.meter(t0, client_addr, api, route, &parts, None, trace);
+            let mut meter = self.meter(t0, client_addr, api, route, parts, model, trace);
             meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
         }
         tracing::debug!(route = %route.name, "request rejected: max_in_flight reached");
@@ -682,19 +734,37 @@ fn strip_port(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
-/// Reads the request body ahead, up to `max` bytes, to learn its `model`.
-/// Returns the body to forward (the frames read, then the rest) and the
-/// model when the whole body fit and named one. `waiting` is called each
-/// time the body has nothing ready.
+/// How much of a request body is read ahead, and for how long.
+struct ReadAhead {
+    /// Bytes: a larger body is forwarded as it streams in.
+    max: usize,
+    /// The body's declared length, if any: beyond `max`, nothing is read
+    /// ahead.
+    content_length: Option<u64>,
+    /// Whether to read the body's `model`.
+    learn_model: bool,
+    /// How long the part read ahead may take, from `since`.
+    total: std::time::Duration,
+    /// When the request head arrived.
+    since: Instant,
+}
+
+/// Reads the request body ahead, up to `limits.max` bytes. Returns the body
+/// to forward (the frames read, then the rest) and, when asked, the model
+/// when the whole body fit and named one. `waiting` is called each time the
+/// body has nothing ready. The part read ahead fails as
+/// [`BodyTimeout::Total`] if it has not all come within `limits.total`, and
+/// as [`BodyTimeout::Overload`] if `overload` sheds the wait.
 async fn read_ahead(
     mut body: ClientBody,
-    content_length: Option<u64>,
-    max: usize,
+    limits: ReadAhead,
+    overload: &Overload,
     mut waiting: impl FnMut(),
 ) -> Result<(RequestBody, Option<String>), ClientBodyError> {
-    if content_length.is_some_and(|n| n > max as u64) {
+    if limits.content_length.is_some_and(|n| n > limits.max as u64) {
         return Ok((RequestBody::streaming(body), None));
     }
+    let deadline = limits.since + limits.total;
     let mut frames = VecDeque::new();
     let mut len = 0usize;
     loop {
@@ -708,7 +778,19 @@ async fn read_ahead(
             }
             polled
         });
-        match next.await {
+        // Biased: the timers are only armed when the body has nothing
+        // ready, which few do.
+        let next = tokio::select! {
+            biased;
+            next = next => next,
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(ClientBodyError::Timeout(BodyTimeout::Total(limits.total)));
+            }
+            () = overload.shed_after(limits.since) => {
+                return Err(ClientBodyError::Timeout(BodyTimeout::Overload(overload.timeout())));
+            }
+        };
+        match next {
             None => break,
             Some(frame) => {
                 let frame: Frame<Bytes> = frame?;
@@ -716,13 +798,17 @@ async fn read_ahead(
                     len += d.len();
                 }
                 frames.push_back(frame);
-                if len > max {
+                if len > limits.max {
                     return Ok((RequestBody::buffered(frames, Some(body)), None));
                 }
             }
         }
     }
-    let model = model_of(&frames);
+    let model = if limits.learn_model {
+        model_of(&frames)
+    } else {
+        None
+    };
     Ok((RequestBody::buffered(frames, None), model))
 }
 
@@ -763,7 +849,7 @@ fn origin_form(req: Request<RequestBody>, host: Option<&HeaderValue>) -> Request
 fn client_body_error(e: &ClientBodyError) -> ProxyError {
     match e {
         ClientBodyError::Failed(_) => ProxyError::RequestBody(error_chain(e)),
-        ClientBodyError::Idle(idle) => ProxyError::RequestBodyTimeout(*idle),
+        ClientBodyError::Timeout(timeout) => ProxyError::RequestBodyTimeout(*timeout),
     }
 }
 

@@ -721,7 +721,21 @@ pub fn serve(args: &[&std::ffi::OsStr]) -> Served {
 /// [`serve`] with `TOKENMETER_LOG` set to `filter`, which must let
 /// `tokenmeter::app` INFO lines through (the start-up line gives the ports).
 pub fn serve_logging(args: &[&std::ffi::OsStr], filter: &str) -> Served {
-    let mut child = Command::new(BIN)
+    serve_wrapped(&[], args, filter)
+}
+
+/// [`serve_logging`], the binary run by the command `wrapper` (`prlimit
+/// --nofile=256:256`, say) when it is not empty.
+pub fn serve_wrapped(wrapper: &[&str], args: &[&std::ffi::OsStr], filter: &str) -> Served {
+    let mut command = match wrapper {
+        [] => Command::new(BIN),
+        [program, rest @ ..] => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(BIN);
+            c
+        }
+    };
+    let mut child = command
         .args([
             "serve",
             "--listen",

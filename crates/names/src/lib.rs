@@ -263,6 +263,18 @@ pub const MAX_CONNECTIONS: Family = own(
     &["listener"],
     "Most client connections a listener keeps open at once; more wait in the kernel's accept queue.",
 );
+pub const RECEIVING_BODY: Family = own(
+    "tokenmeter_requests_receiving_body",
+    Gauge,
+    &["route"],
+    "Requests whose body the proxy is still reading ahead, before it sends them to the upstream (they are not yet in the requests in flight).",
+);
+pub const SHED_CONNECTIONS: Family = own(
+    "tokenmeter_shed_connections_total",
+    Counter,
+    &["reason"],
+    "Client connections closed early while the proxy listener was overloaded (reason: idle = kept alive between requests; head = no complete request head within the overload timeout; body = a request body read ahead that did not arrive within the overload timeout, answered 408).",
+);
 pub const LOG_LINES_DROPPED: Family = own(
     "tokenmeter_log_lines_dropped_total",
     Counter,
@@ -290,7 +302,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 35] = [
+pub const ALL: [Family; 37] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -322,6 +334,8 @@ pub const ALL: [Family; 35] = [
     LAST_RELOAD_SUCCESSFUL,
     OPEN_CONNECTIONS,
     MAX_CONNECTIONS,
+    RECEIVING_BODY,
+    SHED_CONNECTIONS,
     LOG_LINES_DROPPED,
     OTLP_DROPPED,
     OTLP_EXPORT_FAILURES,
