@@ -640,6 +640,7 @@ async fn with_256_files_and_200_stalled_bodies_a_new_request_is_served() {
     assert_eq!(max, 64.0, "(256 - 64 - 64) / 2");
     // Each sends a metered request head and 10 bytes of its body, then
     // nothing: more than the listener takes, the rest in its accept queue.
+    let started = std::time::Instant::now();
     let mut stalled = Vec::new();
     for _ in 0..200 {
         let mut c = TcpStream::connect(served.proxy).await.unwrap();
@@ -655,7 +656,6 @@ async fn with_256_files_and_200_stalled_bodies_a_new_request_is_served() {
         value(s, "tokenmeter_open_connections", &[("listener", "proxy")]) == 64.0
     })
     .await;
-    let started = std::time::Instant::now();
     let body = r#"{"model":"m1","messages":[]}"#;
     let request = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\nconnection: close\r\n\
@@ -677,7 +677,7 @@ async fn with_256_files_and_200_stalled_bodies_a_new_request_is_served() {
         &[("reason", "body")],
     );
     assert!(shed >= 64.0, "{shed}");
-    println!("served after {took:?}; {shed} stalled bodies shed");
+    println!("served {took:?} after the stalled bodies began; {shed} of them shed");
     drop(stalled);
 }
 
