@@ -619,3 +619,37 @@ async fn serve_keeps_forwarding_when_nobody_reads_its_log() {
     assert_eq!(sum(&s, "llm_requests_total", &[]), REQUESTS as f64);
     stop(child).await;
 }
+
+/// The product is built without the benchmark rig: no dependency of the
+/// `tokenmeter` package, of any kind, is `tokenmeter-bench` (the rig runs
+/// beside the product as a binary of its own).
+#[test]
+fn the_product_does_not_depend_on_the_benchmark_rig() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{out:?}");
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = metadata["packages"].as_array().unwrap();
+    let product = packages
+        .iter()
+        .find(|p| p["name"] == "tokenmeter")
+        .expect("the product package");
+    let deps: Vec<&str> = product["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert!(deps.contains(&"tokenmeter-meter"), "{deps:?}");
+    assert!(!deps.contains(&"tokenmeter-bench"), "{deps:?}");
+}

@@ -14,9 +14,8 @@ use serde::Deserialize;
 
 const PACE_MS: u64 = 100;
 /// How late a timing may be: below one pace, so stamping the next event
-/// instead of the right one fails, yet wide enough for a loaded machine
-/// (this test once failed at +40 ms with 25 ms paces while other builds
-/// used both cores).
+/// instead of the right one fails, yet wide enough for a machine whose
+/// cores are busy with other work (tens of milliseconds late).
 const LATE: f64 = 0.090;
 
 #[derive(Debug, Deserialize)]

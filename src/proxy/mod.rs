@@ -492,7 +492,7 @@ impl Proxy {
     /// It takes no meter: the meter stays, once, in
     /// [`handle`](Self::handle)'s future, and the future awaited there is
     /// the upstream exchange alone (an async fn's state can hold a moved
-    /// argument twice, and the meter is 824 bytes).
+    /// argument twice, and the meter is the largest value a request keeps).
     async fn send(
         &self,
         state: &RouteState,
@@ -925,7 +925,7 @@ mod tests {
             headers.append(name, HeaderValue::from_static(value));
         }
         remove_hop_by_hop(&mut headers);
-        // (Removing reorders the map, as it always did.)
+        // Removing reorders the map: compare as sets.
         let mut left: Vec<(String, String)> = headers
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
