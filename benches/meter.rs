@@ -25,8 +25,8 @@ use meter::sse::{Event, FrameError, SseFramer};
 use meter::{Api, Limits, StreamMeter};
 use prometheus::Registry;
 use tokenmeter::config::MetricsSettings;
-use tokenmeter::metrics::Metrics;
-use tokenmeter::proxy::observe::{Observed, Observers, Started};
+use tokenmeter::observe::metrics::Metrics;
+use tokenmeter::observe::{Observed, Observers, Started};
 use tokio::time::Instant;
 
 /// Every capture, with the API it is metered as (as in `expected.yaml`).

@@ -13,10 +13,10 @@
 //!   connections (`h1` for HTTP/1.1, hyper for HTTP/2), timeouts, errors
 //!   turned into responses, and the response body that is forwarded
 //!   untouched while the meter watches it.
-//! - [`metrics`]: the Prometheus registry of the families of `names`, and
-//!   the per-request recorder that the meter reports into.
-//! - [`otlp`]: OpenTelemetry export of finished requests (metrics and a
-//!   span each), off the forwarding path.
+//! - [`observe`]: everything about a request apart from forwarding it: the
+//!   recorder the meter reports into and the fan-out of its end to the
+//!   Prometheus metrics, the live SLO windows, the access log and the
+//!   OpenTelemetry export; trace context and tenants.
 //! - [`dashboard`]: the Grafana dashboard, built from the SLO classes.
 //! - [`config`]: YAML, validated into immutable runtime types.
 //!
@@ -30,6 +30,5 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod dashboard;
-pub mod metrics;
-pub mod otlp;
+pub mod observe;
 pub mod proxy;

@@ -29,7 +29,7 @@ mod page;
 
 use arc_swap::ArcSwap;
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::proxy::Proxy;
 use slo::live::{Quantiles, Report};
 
@@ -67,8 +67,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
 /// Prometheus text format.
 async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> impl IntoResponse {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let (content_type, openmetrics) = if crate::metrics::wants_openmetrics(accept) {
-        (crate::metrics::OPENMETRICS_CONTENT_TYPE, true)
+    let (content_type, openmetrics) = if crate::observe::metrics::wants_openmetrics(accept) {
+        (crate::observe::metrics::OPENMETRICS_CONTENT_TYPE, true)
     } else {
         ("text/plain; version=0.0.4; charset=utf-8", false)
     };

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{Config, Overrides};
 use crate::dashboard::ClassView;
-use crate::proxy::access::AccessLog;
+use crate::observe::access::AccessLog;
 
 /// A transparent metering reverse proxy for LLM inference.
 #[derive(Debug, Parser)]
@@ -265,7 +265,7 @@ async fn run(command: Command, access: AccessLog) -> anyhow::Result<ExitCode> {
                 let line = line?;
                 let key = line.trim();
                 if !key.is_empty() {
-                    out.push_str(&crate::proxy::tenant::key_hash_hex(key.as_bytes()));
+                    out.push_str(&crate::observe::tenant::key_hash_hex(key.as_bytes()));
                     out.push('\n');
                 }
             }
@@ -347,8 +347,8 @@ fn init_logging(format: LogFormat) -> (tracing_appender::non_blocking::WorkerGua
     let access = AccessLog::new(
         writer.clone(),
         match format {
-            LogFormat::Text => crate::proxy::access::Format::Text { ansi },
-            LogFormat::Json => crate::proxy::access::Format::Json,
+            LogFormat::Text => crate::observe::access::Format::Text { ansi },
+            LogFormat::Json => crate::observe::access::Format::Json,
         },
     );
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOKENMETER_LOG")

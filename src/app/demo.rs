@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::Signals;
 use super::cli::{DemoArgs, SimArgs};
 use crate::config::{Config, Overrides};
-use crate::proxy::access::AccessLog;
+use crate::observe::access::AccessLog;
 use sim::{self, SimConfig};
 
 fn sim_config(args: &SimArgs) -> SimConfig {

@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -41,9 +40,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, AdminState};
 use crate::config::Config;
-use crate::metrics::Metrics;
-use crate::otlp::Otlp;
-use crate::proxy::access::AccessLog;
+use crate::observe::Observers;
+use crate::observe::access::AccessLog;
+use crate::observe::metrics::Metrics;
+use crate::observe::otlp::Otlp;
 use crate::proxy::overload::{self, Overload, Shed, Signal};
 use crate::proxy::{Proxy, ResponseBody, arrival};
 
@@ -91,9 +91,27 @@ impl Running {
     }
 }
 
+/// Why an instance could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("registering metrics")]
+    Metrics(#[source] prometheus::Error),
+    #[error("setting up the OTLP export")]
+    Otlp(#[source] crate::observe::otlp::StartError),
+    #[error("setting up upstream TLS")]
+    Tls(#[source] rustls::Error),
+    #[error("binding the {listener} listener on {addr}")]
+    Bind {
+        listener: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Binds both listeners and starts serving a config that has no file to
 /// reload.
-pub async fn start(config: Config) -> anyhow::Result<Running> {
+pub async fn start(config: Config) -> Result<Running, StartError> {
     start_with(config, None, None).await
 }
 
@@ -104,7 +122,7 @@ pub async fn start_with(
     config: Config,
     source: Option<ConfigSource>,
     access: Option<AccessLog>,
-) -> anyhow::Result<Running> {
+) -> Result<Running, StartError> {
     let registry = prometheus::Registry::new();
     // The standard process_* metrics: CPU, resident memory, open and
     // maximum file descriptors (a proxy holds two per stream).
@@ -113,10 +131,10 @@ pub async fn start_with(
         .register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
         ))
-        .context("registering process metrics")?;
+        .map_err(StartError::Metrics)?;
     let metrics = Arc::new(
         Metrics::new(&config.metrics, &config.slo_classes, registry)
-            .context("registering metrics")?,
+            .map_err(StartError::Metrics)?,
     );
     if let Some(dropped) = cli::log_lines_dropped() {
         metrics.count_log_drops(dropped);
@@ -124,29 +142,40 @@ pub async fn start_with(
     let otlp = match &config.otlp {
         Some(settings) => Some(Arc::new(
             Otlp::start(settings, metrics.otlp_bounds(), metrics.otlp_counters())
-                .context("setting up the OTLP export")?,
+                .map_err(StartError::Otlp)?,
         )),
         None => None,
     };
-    let connections = Connections::new(&config, &metrics);
-    let proxy = Proxy::new(
-        &config,
-        metrics.clone(),
-        access,
-        otlp.clone(),
-        connections.overload.clone(),
-    )
-    .context("setting up upstream TLS")?;
+    let observers = Observers::new(metrics.clone(), access, otlp.clone());
+    let connections = Connections::new(&config, &observers);
+    let proxy =
+        Proxy::new(&config, observers, connections.overload.clone()).map_err(StartError::Tls)?;
     let live = Arc::new(ArcSwap::from_pointee(proxy));
 
-    let proxy_listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("binding the proxy listener on {}", config.listen))?;
+    let proxy_listener =
+        TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                listener: "proxy",
+                addr: config.listen,
+                source,
+            })?;
     let admin_listener = TcpListener::bind(config.admin_listen)
         .await
-        .with_context(|| format!("binding the admin listener on {}", config.admin_listen))?;
-    let proxy_addr = proxy_listener.local_addr()?;
-    let admin_addr = admin_listener.local_addr()?;
+        .map_err(|source| StartError::Bind {
+            listener: "admin",
+            addr: config.admin_listen,
+            source,
+        })?;
+    let bound = |listener, addr, l: &TcpListener| {
+        l.local_addr().map_err(|source| StartError::Bind {
+            listener,
+            addr,
+            source,
+        })
+    };
+    let proxy_addr = bound("proxy", config.listen, &proxy_listener)?;
+    let admin_addr = bound("admin", config.admin_listen, &admin_listener)?;
 
     let admin_state = Arc::new(AdminState {
         metrics: metrics.clone(),
@@ -243,7 +272,8 @@ const ADMIN_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const ADMIN_CONNECTION_MAX_AGE: Duration = Duration::from_secs(60);
 
 impl Connections {
-    fn new(config: &Config, metrics: &Metrics) -> Self {
+    fn new(config: &Config, observers: &Observers) -> Self {
+        let metrics = observers.metrics();
         let admin_max = config.admin.max_connections;
         let proxy_max = config.proxy.max_connections.unwrap_or_else(|| {
             let fds = raise_open_file_limit();
@@ -258,7 +288,7 @@ impl Connections {
             proxy_max,
             config.proxy.overload_threshold,
             config.proxy.overload_timeout,
-            metrics,
+            observers,
         ));
         let limit = |name: &str, max: usize, head_timeout, overload| Limit {
             slots: Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))),
@@ -757,7 +787,8 @@ mod tests {
             prometheus::Registry::new(),
         )
         .unwrap();
-        let overload = Arc::new(Overload::new(1, 1.0, Duration::from_secs(1), &metrics));
+        let observers = Observers::new(Arc::new(metrics), None, None);
+        let overload = Arc::new(Overload::new(1, 1.0, Duration::from_secs(1), &observers));
         let client = Client {
             addr: SocketAddr::from(([127, 0, 0, 1], 1)),
             accepted: tokio::time::Instant::now(),

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigErrors, Overrides, Sources};
 
-use crate::metrics::{Metrics, merged_buckets};
+use crate::observe::metrics::{Metrics, merged_buckets};
 use crate::proxy::Proxy;
 use slo::ObjectiveKind;
 

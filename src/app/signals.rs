@@ -7,7 +7,6 @@
 //! (by a supervisor, or a script that waited for the start line) would kill
 //! it instead.
 
-use anyhow::Context as _;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// What a signal asks for.
@@ -26,11 +25,20 @@ pub struct Signals {
     hangup: Signal,
 }
 
+/// A signal handler that could not be registered.
+#[derive(Debug, thiserror::Error)]
+#[error("listening for {name}")]
+pub struct SignalError {
+    name: &'static str,
+    #[source]
+    source: std::io::Error,
+}
+
 impl Signals {
     /// Registers the handlers now. Needs a running Tokio runtime.
-    pub fn install() -> anyhow::Result<Self> {
-        let on = |kind: SignalKind, name: &str| {
-            signal(kind).with_context(|| format!("listening for {name}"))
+    pub fn install() -> Result<Self, SignalError> {
+        let on = |kind: SignalKind, name: &'static str| {
+            signal(kind).map_err(|source| SignalError { name, source })
         };
         Ok(Self {
             interrupt: on(SignalKind::interrupt(), "SIGINT")?,

@@ -24,7 +24,7 @@ use prometheus::IntCounter;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::metrics::Metrics;
+use crate::observe::Observers;
 
 /// What the proxy listener's connections are told.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl Overload {
     /// The overload state of a listener of `max` connections, overloaded
     /// from `threshold` (a share, 0 to 1) of them, shedding after
     /// `timeout`.
-    pub fn new(max: usize, threshold: f64, timeout: Duration, metrics: &Metrics) -> Self {
+    pub fn new(max: usize, threshold: f64, timeout: Duration, observers: &Observers) -> Self {
         let max = max.max(1);
         // Rounded up, so that a threshold of 100 % means the limit itself.
         #[allow(
@@ -92,7 +92,7 @@ impl Overload {
         let low = high.saturating_sub((max / 10).max(1)).max(1).min(high);
         let (signal, _) = watch::channel(Signal::default());
         let shed =
-            [Shed::Idle, Shed::Head, Shed::Body].map(|r| metrics.shed_connections(r.as_str()));
+            [Shed::Idle, Shed::Head, Shed::Body].map(|r| observers.shed_connections(r.as_str()));
         Self {
             max,
             high,
@@ -224,13 +224,14 @@ mod tests {
     use super::*;
 
     fn overload(max: usize, threshold: f64) -> Overload {
-        let metrics = Metrics::new(
+        let metrics = crate::observe::metrics::Metrics::new(
             &crate::config::MetricsSettings::default(),
             &[],
             prometheus::Registry::new(),
         )
         .unwrap();
-        Overload::new(max, threshold, Duration::from_secs(3), &metrics)
+        let observers = Observers::new(std::sync::Arc::new(metrics), None, None);
+        Overload::new(max, threshold, Duration::from_secs(3), &observers)
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! request and closes.
 //!
 //! Every failure before a response head, on either protocol, is an
-//! [`Error`], and [`Error::classify`] charges it: the client's own body
+//! [`Error`], which `error.rs` charges to a side: the client's own body
 //! first, wherever it broke, then the connection (refused, timed out, TLS),
 //! then the upstream's exchange.
 
@@ -44,10 +44,13 @@ use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use super::body::{BoxError, ClientBodyError, FromUpstream};
-use super::{ProxyError, RequestBody};
+use http_body::Body;
+use hyper::body::Incoming;
+
+use super::client_body::{ClientBodyError, RequestBody};
+use super::rewrite::{fitted, origin_form};
 use crate::config::Route;
-use h1::{Conn, Pool, Prepared, Reused};
+use h1::{Conn, OWN_BUFFER_MAX, Pool, Prepared, Reused};
 
 /// The response body of an HTTP/1.1 upstream.
 pub type H1Body = h1::Body<Io, RequestBody>;
@@ -107,6 +110,69 @@ impl h1::SendBody for RequestBody {
     }
 }
 
+/// Errors a forwarded body can end with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub enum FromUpstream {
+    /// An HTTP/1.1 upstream's connection (TCP or TLS), read as the body is
+    /// polled (`h1`); it goes back to its pool at the body's end.
+    Pooled(H1Body),
+    /// hyper's HTTP/2 client (HTTPS upstreams that chose `h2` by ALPN).
+    Client(Incoming),
+}
+
+impl Body for FromUpstream {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            FromUpstream::Pooled(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            FromUpstream::Client(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map_ok(own_buffer)
+                .map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            FromUpstream::Pooled(body) => body.is_end_stream(),
+            FromUpstream::Client(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            FromUpstream::Pooled(body) => body.size_hint(),
+            FromUpstream::Client(body) => body.size_hint(),
+        }
+    }
+}
+
+/// `frame` with the same bytes, a small data frame (up to
+/// [`OWN_BUFFER_MAX`], as `h1` does for its connections) moved out of the
+/// upstream connection's read buffer into one of its own size.
+///
+/// hyper's HTTP/2 client hands each frame out as a slice of the
+/// connection's read buffer (h2's codec splits a DATA frame's payload off
+/// it). A buffer still shared with a frame waiting in the client
+/// connection's write queue cannot be reused in place, so the next read
+/// takes a new one and the old one is freed after the write. A copy of a
+/// chunk of a few hundred bytes costs one small allocation, and the read
+/// buffer, no longer shared, is reused. Larger frames (bulk bodies) are
+/// passed on as they are.
+fn own_buffer(frame: Frame<Bytes>) -> Frame<Bytes> {
+    match frame.into_data() {
+        Ok(data) if data.len() <= OWN_BUFFER_MAX => Frame::data(Bytes::copy_from_slice(&data)),
+        Ok(data) => Frame::data(data),
+        Err(frame) => frame,
+    }
+}
+
 /// Why a request got no response head from its upstream.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -132,41 +198,6 @@ pub enum Error {
     HeadTimeout(Duration),
     #[error("the upstream chose HTTP/2 on the new connection of a request sent again")]
     SwitchedToH2,
-}
-
-impl Error {
-    /// The proxy's answer for this failure, charged to the side that
-    /// caused it: the client's body, found first wherever it is in the
-    /// chain; then connecting (refused, timed out, TLS refused); then the
-    /// upstream's exchange.
-    pub(super) fn classify(&self) -> ProxyError {
-        if let Error::ClientBody(e) = self {
-            return super::client_body_error(e);
-        }
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(s) = source {
-            if let Some(client) = s.downcast_ref::<ClientBodyError>() {
-                return super::client_body_error(client);
-            }
-            source = s.source();
-        }
-        match self {
-            Error::H1(e @ h1::Error::RequestLength) => ProxyError::RequestBody(e.to_string()),
-            Error::ConnectTimeout => ProxyError::ConnectTimeout,
-            Error::Connect(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                ProxyError::ConnectTimeout
-            }
-            Error::Connect(_) | Error::ServerName(_) | Error::Tls(_) => {
-                ProxyError::Connect(super::error_chain(self))
-            }
-            Error::HeadTimeout(limit) => ProxyError::HeadersTimeout(*limit),
-            Error::H2Handshake(_)
-            | Error::H1(_)
-            | Error::H2(_)
-            | Error::ClientBody(_)
-            | Error::SwitchedToH2 => ProxyError::Upstream(super::error_chain(self)),
-        }
-    }
 }
 
 /// Makes the connections of one upstream.
@@ -374,7 +405,7 @@ impl Upstream {
             }
         }
         if let Some(conn) = self.pool.checkout() {
-            let req = Prepared::new(super::origin_form(req, self.host.as_ref()));
+            let req = Prepared::new(origin_form(req, self.host.as_ref()));
             return match self.pool.send_reused(conn, req).await {
                 Reused::Sent(sent) => sent.map(pooled).map_err(Error::H1),
                 Reused::Again(req) => match self.connect().await? {
@@ -385,7 +416,7 @@ impl Upstream {
         }
         match self.connect().await? {
             Fresh::H1(io) => {
-                let req = Prepared::new(super::origin_form(req, self.host.as_ref()));
+                let req = Prepared::new(origin_form(req, self.host.as_ref()));
                 self.send_h1(io, req).await
             }
             Fresh::H2(send) => send_h2(send, req).await.map_err(H2Failed::into_error),
@@ -473,7 +504,7 @@ async fn send_h2(
     match send.try_send_request(req).await {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
-            parts.headers = super::fitted(std::mem::take(&mut parts.headers));
+            parts.headers = fitted(std::mem::take(&mut parts.headers));
             Ok(Response::from_parts(parts, FromUpstream::Client(body)))
         }
         Err(mut e) => {
@@ -571,8 +602,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use super::{Error, Upstream};
-    use crate::proxy::RequestBody;
-    use crate::proxy::body::ClientBody;
+    use crate::proxy::client_body::{ClientBody, RequestBody};
     use h1::Race;
 
     /// Runs the test `$name(tls)` over plain TCP and over TLS.
@@ -772,7 +802,7 @@ mod tests {
     async fn send(
         upstream: &Arc<Upstream>,
         req: Request<RequestBody>,
-    ) -> Result<http::Response<crate::proxy::body::FromUpstream>, Error> {
+    ) -> Result<http::Response<super::FromUpstream>, Error> {
         upstream.send(req, Duration::from_secs(10)).await
     }
 
@@ -1128,5 +1158,29 @@ mod tests {
             got,
             "POST /up HTTP/1.1\r\nhost: up\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn small_frames_leave_the_read_buffer_and_large_ones_stay_in_it() {
+        let read_buffer = Bytes::from(vec![b'x'; 3 * h1::OWN_BUFFER_MAX]);
+        let data = |frame: http_body::Frame<Bytes>| frame.into_data().unwrap();
+
+        let small = read_buffer.slice(..h1::OWN_BUFFER_MAX);
+        let out = data(super::own_buffer(http_body::Frame::data(small.clone())));
+        assert_eq!(out, small);
+        assert_ne!(out.as_ptr(), small.as_ptr(), "copied out");
+        // The copy holds no reference to the read buffer: it alone owns it
+        // again once the frame taken from it is gone.
+        drop(small);
+        assert!(read_buffer.is_unique());
+
+        let large = read_buffer.slice(..=h1::OWN_BUFFER_MAX);
+        let out = data(super::own_buffer(http_body::Frame::data(large.clone())));
+        assert_eq!(out.as_ptr(), large.as_ptr(), "passed on as it is");
+
+        let mut trailers = hyper::HeaderMap::new();
+        trailers.insert("x-done", "1".parse().unwrap());
+        let out = super::own_buffer(http_body::Frame::trailers(trailers.clone()));
+        assert_eq!(out.into_trailers().unwrap(), trailers);
     }
 }

@@ -8,7 +8,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
 use super::idle::Activity;
-use crate::proxy::observe::Observed;
+use crate::observe::Observed;
 use meter::{Outcome, Recorder, StreamMeter};
 
 /// `inner`, each frame stamped with one clock reading and shown to the

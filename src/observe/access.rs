@@ -3,7 +3,7 @@
 //! outcome, TTFT, TPOT, E2EL, tokens), the client's address, its
 //! `x-request-id` and its W3C `trace_id`, to find the request in the
 //! client's and the upstream's logs and traces. It is one of the observers a finished request is handed to
-//! (`observe.rs`), so it reports the same `Summary` as the metrics.
+//! (`recorder.rs`), so it reports the same `Summary` as the metrics.
 //!
 //! A line is formatted here, into a per-thread buffer, and handed to the
 //! process's log writer in one write ([`AccessLog`], made by the command
@@ -20,9 +20,8 @@ use std::time::{Duration, SystemTime};
 
 use tracing_appender::non_blocking::NonBlocking;
 
-use super::observe::Started;
+use super::request::{Finished, Started};
 use super::trace::TraceId;
-use crate::metrics::Finished;
 use meter::Summary;
 
 /// Where access lines go: the process's log writer, and how lines are
@@ -327,7 +326,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::proxy::trace::Trace;
+    use crate::observe::trace::Trace;
     use meter::{Outcome, TokenSource, Usage};
 
     fn logged(model: Option<&str>, request_id: Option<&str>) -> Entry {

@@ -38,6 +38,10 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
+use super::request::{Finished, Started};
+use super::trace::{self as w3c, SAMPLED};
 use crate::config::{OtlpProtocol, OtlpSettings};
 use meter::Api;
 
@@ -160,18 +164,28 @@ const TOKEN_BOUNDS: [f64; 14] = [
     16777216.0, 67108864.0,
 ];
 
+/// Why the OTLP export could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("starting the export's runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("building the OTLP exporter")]
+    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+}
+
 impl Otlp {
     /// Starts exporting as `settings` say, on a thread of its own.
     pub fn start(
         settings: &OtlpSettings,
         bounds: Bounds,
         counters: Counters,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, StartError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("otlp-export")
             .enable_all()
-            .build()?;
+            .build()
+            .map_err(StartError::Runtime)?;
         let handle = runtime.handle().clone();
         let runtime = Background(Some(runtime));
         // The exporters' clients (tonic's channel, the metric exports'
@@ -281,7 +295,7 @@ impl Otlp {
     }
 }
 
-fn metric_exporter(s: &OtlpSettings) -> anyhow::Result<opentelemetry_otlp::MetricExporter> {
+fn metric_exporter(s: &OtlpSettings) -> Result<opentelemetry_otlp::MetricExporter, StartError> {
     let builder =
         opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative);
     Ok(match s.protocol {
@@ -290,28 +304,32 @@ fn metric_exporter(s: &OtlpSettings) -> anyhow::Result<opentelemetry_otlp::Metri
             .with_endpoint(format!("{}/v1/metrics", s.endpoint))
             .with_timeout(s.timeout)
             .with_http_client(OnRuntime::new(s.timeout))
-            .build()?,
+            .build()
+            .map_err(StartError::Exporter)?,
         OtlpProtocol::Grpc => builder
             .with_tonic()
             .with_endpoint(s.endpoint.clone())
             .with_timeout(s.timeout)
-            .build()?,
+            .build()
+            .map_err(StartError::Exporter)?,
     })
 }
 
-fn span_exporter(s: &OtlpSettings) -> anyhow::Result<opentelemetry_otlp::SpanExporter> {
+fn span_exporter(s: &OtlpSettings) -> Result<opentelemetry_otlp::SpanExporter, StartError> {
     let builder = opentelemetry_otlp::SpanExporter::builder();
     Ok(match s.protocol {
         OtlpProtocol::HttpProtobuf => builder
             .with_http()
             .with_endpoint(format!("{}/v1/traces", s.endpoint))
             .with_timeout(s.timeout)
-            .build()?,
+            .build()
+            .map_err(StartError::Exporter)?,
         OtlpProtocol::Grpc => builder
             .with_tonic()
             .with_endpoint(s.endpoint.clone())
             .with_timeout(s.timeout)
-            .build()?,
+            .build()
+            .map_err(StartError::Exporter)?,
     })
 }
 
@@ -652,5 +670,85 @@ impl opentelemetry_http::HttpClient for OnRuntime {
         self.runtime
             .spawn(async move { inner.send_bytes(request).await })
             .await?
+    }
+}
+/// What the OTLP export takes of a metered request when it starts, and
+/// the [`Request`] it submits when it ends.
+pub struct Exported {
+    otlp: Arc<Otlp>,
+    operation: &'static str,
+    provider: &'static str,
+    server_address: String,
+    server_port: u16,
+    method: http::Method,
+    span: Option<SpanIds>,
+}
+
+impl Exported {
+    /// What `otlp` will export of the request `r`.
+    pub fn new(otlp: &Arc<Otlp>, r: &Started<'_>) -> Self {
+        let (operation, provider) = operation(r.api, r.parts.uri.path());
+        let authority = &r.upstream.authority;
+        let default_port = if r.upstream.scheme == http::uri::Scheme::HTTPS {
+            443
+        } else {
+            80
+        };
+        // A sampled trace's span (the proxy's own when it joined or started
+        // the trace), or a root span for a request without trace context;
+        // none for a trace its client chose not to sample.
+        let span = match r.trace {
+            _ if !otlp.traces() => None,
+            Some(t) if t.flags & SAMPLED == 0 => None,
+            Some(t) => Some(SpanIds {
+                trace_id: t.trace_id.0,
+                span_id: t.span.unwrap_or_else(w3c::SpanId::random).0,
+                parent: t.parent.map(|p| p.0),
+            }),
+            None => Some(SpanIds {
+                trace_id: w3c::TraceId::random().0,
+                span_id: w3c::SpanId::random().0,
+                parent: None,
+            }),
+        };
+        Self {
+            otlp: otlp.clone(),
+            operation,
+            provider,
+            server_address: authority.host().to_owned(),
+            server_port: authority.port_u16().unwrap_or(default_port),
+            method: r.parts.method.clone(),
+            span,
+        }
+    }
+
+    /// Hands the finished request, with its label values (route, model,
+    /// slo, tenant), to the export's queue, never waiting.
+    pub fn submit(self, labels: [&str; 4], f: &Finished<'_>) {
+        let s = f.summary;
+        let [route, model, slo, tenant] = labels;
+        let request = Request {
+            route: route.to_owned(),
+            model: model.to_owned(),
+            slo: slo.to_owned(),
+            tenant: tenant.to_owned(),
+            operation: self.operation,
+            provider: self.provider,
+            server_address: self.server_address,
+            server_port: self.server_port,
+            method: self.method,
+            status: s.status,
+            outcome: s.outcome.as_str(),
+            verdict: f.judged.and_then(|(_, v)| v.label()),
+            ttft: s.ttft,
+            tpot: s.tpot,
+            e2el: s.e2el,
+            elapsed: s.elapsed,
+            input_tokens: s.usage.input,
+            output_tokens: s.output_tokens.map(|(n, _)| n),
+            span: self.span,
+            end: std::time::SystemTime::now(),
+        };
+        self.otlp.submit(request);
     }
 }

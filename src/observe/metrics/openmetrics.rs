@@ -233,7 +233,7 @@ fn escape(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::exemplars::ExemplarId;
+    use crate::observe::metrics::exemplars::ExemplarId;
     use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
     #[test]

@@ -1,4 +1,4 @@
-//! The observers of a metered request, and the one fan-out that feeds them.
+//! The recorder of a metered request, and the one fan-out of its end.
 //!
 //! The meter reports to one recorder per request, [`Observed`]. As the
 //! stream flows it touches only what the request owns: its resolved
@@ -12,22 +12,22 @@
 //! export's queue (never waited for). Its exemplars name its trace, else
 //! its `x-request-id`.
 //!
-//! The observers are values the wiring owns ([`Observers`], held by the
-//! `Proxy`): the metrics (whose registry and live windows the admin
+//! The observers are values the wiring owns ([`Observers`], made by `app`
+//! and held by the `Proxy`): the metrics (whose registry and live windows the admin
 //! listener reads), when the process logs, the access log's writer, and,
 //! when configured, the OTLP export.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus::IntCounter;
 use tokio::time::Instant;
 
 use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
-use super::trace::{SAMPLED, SpanId, Trace, TraceId};
-use crate::metrics::{ExemplarId, Finished, LiveRequest, Metrics, RequestRecorder};
-use crate::otlp::{self, Otlp, SpanIds};
-use meter::{Api, ParseError, Recorder, Summary};
+use super::metrics::{ExemplarId, LiveRequest, Metrics, ReceivingBody, RequestRecorder};
+use super::otlp::{Exported, Otlp};
+use super::request::{Finished, Started};
+use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
 use slo::sketch::Sketch;
 
@@ -43,29 +43,6 @@ pub struct Observers {
     otlp: Option<Arc<Otlp>>,
 }
 
-/// What a metered request is observed as: its labels, its SLO class, and
-/// the request head and client the access line names.
-pub struct Started<'a> {
-    pub route: &'a str,
-    /// The model the request body named, if any.
-    pub model: Option<&'a str>,
-    /// The `slo` label.
-    pub slo: Option<&'a str>,
-    /// The tenant its route found (a name, `unknown` or `other`), when the
-    /// route attributes requests to tenants.
-    pub tenant: Option<&'a str>,
-    /// The class `slo` names, when defined: the request is judged against
-    /// it even if a reload changes the classes while it runs.
-    pub class: Option<Arc<SloClass>>,
-    pub parts: &'a http::request::Parts,
-    pub client: SocketAddr,
-    /// The trace it belongs to, when it has one.
-    pub trace: Option<Trace>,
-    /// Its API, and the upstream it goes to.
-    pub api: Api,
-    pub upstream: &'a crate::config::Upstream,
-}
-
 impl Observers {
     pub fn new(metrics: Arc<Metrics>, access: Option<AccessLog>, otlp: Option<Arc<Otlp>>) -> Self {
         Self {
@@ -78,6 +55,42 @@ impl Observers {
     /// The metrics the observers record into.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// Counts a request that matched no route.
+    pub fn unrouted(&self) {
+        self.metrics.unrouted();
+    }
+
+    /// Counts a request forwarded without metering.
+    pub fn passthrough(&self, route: &str) {
+        self.metrics.passthrough(route);
+    }
+
+    /// Counts a request the proxy answered itself; `reason` is one of a
+    /// fixed set (`max_in_flight`, `bad_host`).
+    pub fn rejected(&self, route: &str, reason: &'static str) {
+        self.metrics.rejected(route, reason);
+    }
+
+    /// Declares the rejection series of a route with `max_in_flight`.
+    pub fn limited(&self, route: &str) {
+        self.metrics.limited(route);
+    }
+
+    /// Counts a request whose body is read ahead, until the guard drops.
+    pub fn receiving_body(&self, route: &str) -> ReceivingBody {
+        self.metrics.receiving_body(route)
+    }
+
+    /// The counter of a route's upstream retries for `reason`.
+    pub fn upstream_retries(&self, route: &str, reason: &'static str) -> IntCounter {
+        self.metrics.upstream_retries(route, reason)
+    }
+
+    /// The counter of client connections shed for `reason`.
+    pub fn shed_connections(&self, reason: &'static str) -> IntCounter {
+        self.metrics.shed_connections(reason)
     }
 
     /// The recorder of a request that starts now: counted in flight in the
@@ -189,89 +202,13 @@ impl Recorder for Observed {
             log.write(entry, &finished);
         }
         if let Some(otlp) = self.otlp.take() {
-            otlp.submit(&self.prometheus, &finished);
+            otlp.submit(self.prometheus.histogram_labels(), &finished);
         }
     }
 }
 
 /// What the OpenTelemetry export takes of a request when it starts; the
 /// rest comes when it finishes.
-struct Exported {
-    otlp: Arc<Otlp>,
-    operation: &'static str,
-    provider: &'static str,
-    server_address: String,
-    server_port: u16,
-    method: http::Method,
-    span: Option<SpanIds>,
-}
-
-impl Exported {
-    fn new(otlp: &Arc<Otlp>, r: &Started<'_>) -> Self {
-        let (operation, provider) = otlp::operation(r.api, r.parts.uri.path());
-        let authority = &r.upstream.authority;
-        let default_port = if r.upstream.scheme == http::uri::Scheme::HTTPS {
-            443
-        } else {
-            80
-        };
-        // A sampled trace's span (the proxy's own when it joined or started
-        // the trace), or a root span for a request without trace context;
-        // none for a trace its client chose not to sample.
-        let span = match r.trace {
-            _ if !otlp.traces() => None,
-            Some(t) if t.flags & SAMPLED == 0 => None,
-            Some(t) => Some(SpanIds {
-                trace_id: t.trace_id.0,
-                span_id: t.span.unwrap_or_else(SpanId::random).0,
-                parent: t.parent.map(|p| p.0),
-            }),
-            None => Some(SpanIds {
-                trace_id: TraceId::random().0,
-                span_id: SpanId::random().0,
-                parent: None,
-            }),
-        };
-        Self {
-            otlp: otlp.clone(),
-            operation,
-            provider,
-            server_address: authority.host().to_owned(),
-            server_port: authority.port_u16().unwrap_or(default_port),
-            method: r.parts.method.clone(),
-            span,
-        }
-    }
-
-    fn submit(self, prometheus: &RequestRecorder, f: &Finished<'_>) {
-        let s = f.summary;
-        let [route, model, slo, tenant] = prometheus.histogram_labels();
-        let request = otlp::Request {
-            route: route.to_owned(),
-            model: model.to_owned(),
-            slo: slo.to_owned(),
-            tenant: tenant.to_owned(),
-            operation: self.operation,
-            provider: self.provider,
-            server_address: self.server_address,
-            server_port: self.server_port,
-            method: self.method,
-            status: s.status,
-            outcome: s.outcome.as_str(),
-            verdict: f.judged.and_then(|(_, v)| v.label()),
-            ttft: s.ttft,
-            tpot: s.tpot,
-            e2el: s.e2el,
-            elapsed: s.elapsed,
-            input_tokens: s.usage.input,
-            output_tokens: s.output_tokens.map(|(n, _)| n),
-            span: self.span,
-            end: std::time::SystemTime::now(),
-        };
-        self.otlp.submit(request);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

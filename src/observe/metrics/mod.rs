@@ -28,6 +28,7 @@ use prometheus::{
 };
 use tokio::time::Instant;
 
+use super::request::Finished;
 use crate::config::{LabelBounds, MetricsSettings};
 
 use meter::{ParseError, Summary};
@@ -432,9 +433,9 @@ impl Metrics {
 
     /// The counters of what the OTLP export loses (each series made, so
     /// it reads 0 from the start).
-    pub fn otlp_counters(&self) -> crate::otlp::Counters {
+    pub fn otlp_counters(&self) -> crate::observe::otlp::Counters {
         let dropped = |signal, reason| self.otlp_dropped.with_label_values(&[signal, reason]);
-        crate::otlp::Counters {
+        crate::observe::otlp::Counters {
             metrics_queue_full: dropped("metrics", "queue_full"),
             traces_queue_full: dropped("traces", "queue_full"),
             traces_export_failed: dropped("traces", "export_failed"),
@@ -445,9 +446,9 @@ impl Metrics {
 
     /// The TTFT, TPOT and E2EL buckets (the SLO thresholds merged in), for
     /// the OTLP instruments.
-    pub fn otlp_bounds(&self) -> crate::otlp::Bounds {
+    pub fn otlp_bounds(&self) -> crate::observe::otlp::Bounds {
         let bounds = |h| self.families.exemplars.bounds(h).to_vec();
-        crate::otlp::Bounds {
+        crate::observe::otlp::Bounds {
             ttft: bounds(Exemplified::Ttft),
             tpot: bounds(Exemplified::Tpot),
             e2el: bounds(Exemplified::E2el),
@@ -542,21 +543,6 @@ impl Drop for ReceivingBody {
 struct Pending {
     model: Option<String>,
     tenant: Option<String>,
-}
-
-/// A request that ended, as each of its observers is handed it (the
-/// Prometheus recorder, the live series, the access log).
-pub struct Finished<'a> {
-    pub summary: &'a Summary,
-    /// The class it was judged against and the verdict, when its `slo`
-    /// names a defined class.
-    pub judged: Option<(&'a SloClass, Verdict)>,
-    /// Its time to response headers, when a head came.
-    pub headers: Option<Duration>,
-    /// When it ended, read on the forwarding path (the body's last poll or
-    /// its drop), like every other timestamp; it places the request in the
-    /// live windows.
-    pub at: Instant,
 }
 
 /// A request's live series, told when it starts and fed once when it

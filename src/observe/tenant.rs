@@ -12,7 +12,7 @@ use http::HeaderMap;
 use crate::config::{ApiKeys, TenantSource, is_tenant_name};
 /// The tenant of a request that names none (no header, no key, or a key
 /// that is not listed), and of one whose header value is no usable name.
-pub use crate::metrics::{OTHER, UNKNOWN};
+pub use crate::observe::metrics::{OTHER, UNKNOWN};
 
 /// The tenant `source` finds in `headers`: a name, `unknown`, or `other`
 /// for a header value that is no usable name.

@@ -1,0 +1,41 @@
+//! Everything that happens *about* a request, apart from forwarding it:
+//! what is observed of a metered request as it flows and when it ends,
+//! and where it goes.
+//!
+//! The forwarding code (`proxy`) knows this module by its face alone, the
+//! items re-exported here: it describes a request that starts
+//! ([`Started`]: route, model, class, tenant, trace), gets its recorder
+//! ([`Observers::request`], an [`Observed`] that the meter reports to), and
+//! counts what it answers itself (`Observers::unrouted`, `rejected`...).
+//! Behind that face:
+//!
+//! - [`recorder`]: the recorder of one request and the one fan-out of its
+//!   end: the SLO verdict, then each observer in turn;
+//! - [`metrics`]: the Prometheus registry of the catalogue's families, the
+//!   per-request Prometheus recorder, the live series behind `/slo`, the
+//!   exemplars and the OpenMetrics exposition;
+//! - [`access`]: the access log's line per request;
+//! - [`otlp`]: the OpenTelemetry export, on a runtime of its own;
+//! - [`trace`]: the W3C trace context a request carries or is given;
+//! - [`tenant`]: the tenant a request is attributed to;
+//! - [`request`]: a request as the observers see it, when it starts and
+//!   when it ends.
+//!
+//! None of it reads a clock on its own for a request's numbers: every time
+//! comes from the forwarding path, through the meter.
+
+pub mod access;
+pub mod metrics;
+pub mod otlp;
+pub mod recorder;
+pub mod request;
+pub mod tenant;
+pub mod trace;
+
+pub use recorder::{Observed, Observers};
+pub use request::{Finished, Started};
+pub use tenant::of_request as tenant_of;
+pub use trace::Trace;
+
+/// The meter of one request, reporting to its observers.
+pub type Meter = meter::StreamMeter<Observed>;

@@ -1,0 +1,50 @@
+//! A metered request as its observers see it: [`Started`] when it begins,
+//! [`Finished`] when it ends.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::trace::Trace;
+use meter::{Api, Summary};
+use slo::{SloClass, Verdict};
+
+/// What a metered request is observed as: its labels, its SLO class, and
+/// the request head and client the access line names.
+pub struct Started<'a> {
+    pub route: &'a str,
+    /// The model the request body named, if any.
+    pub model: Option<&'a str>,
+    /// The `slo` label.
+    pub slo: Option<&'a str>,
+    /// The tenant its route found (a name, `unknown` or `other`), when the
+    /// route attributes requests to tenants.
+    pub tenant: Option<&'a str>,
+    /// The class `slo` names, when defined: the request is judged against
+    /// it even if a reload changes the classes while it runs.
+    pub class: Option<Arc<SloClass>>,
+    pub parts: &'a http::request::Parts,
+    pub client: SocketAddr,
+    /// The trace it belongs to, when it has one.
+    pub trace: Option<Trace>,
+    /// Its API, and the upstream it goes to.
+    pub api: Api,
+    pub upstream: &'a crate::config::Upstream,
+}
+
+/// A request that ended, as each of its observers is handed it (the
+/// Prometheus recorder, the live series, the access log, the OTLP export).
+pub struct Finished<'a> {
+    pub summary: &'a Summary,
+    /// The class it was judged against and the verdict, when its `slo`
+    /// names a defined class.
+    pub judged: Option<(&'a SloClass, Verdict)>,
+    /// Its time to response headers, when a head came.
+    pub headers: Option<Duration>,
+    /// When it ended, read on the forwarding path (the body's last poll or
+    /// its drop), like every other timestamp; it places the request in the
+    /// live windows.
+    pub at: Instant,
+}
