@@ -132,7 +132,7 @@ routes:
     assert_eq!(route.upstream.scheme, http::uri::Scheme::HTTPS);
     assert_eq!(route.upstream.authority.as_str(), "gpu-1.internal:8443");
     assert_eq!(route.upstream.base_path, "/base");
-    assert_eq!(route.protocol, Protocol::OpenAi);
+    assert_eq!(route.protocol, Protocol::Api(meter::Api::OpenAi));
     assert_eq!(
         route.timeouts,
         Timeouts {
@@ -697,15 +697,15 @@ routes:
 fn every_protocol_name_is_accepted() {
     for (name, protocol) in [
         ("auto", Protocol::Auto),
-        ("openai", Protocol::OpenAi),
-        ("responses", Protocol::Responses),
-        ("anthropic", Protocol::Anthropic),
-        ("tgi", Protocol::Tgi),
-        ("ollama", Protocol::Ollama),
-        ("llamacpp", Protocol::LlamaCpp),
-        ("gemini", Protocol::Gemini),
-        ("sglang", Protocol::Sglang),
-        ("triton", Protocol::Triton),
+        ("openai", Protocol::Api(meter::Api::OpenAi)),
+        ("responses", Protocol::Api(meter::Api::Responses)),
+        ("anthropic", Protocol::Api(meter::Api::Anthropic)),
+        ("tgi", Protocol::Api(meter::Api::Tgi)),
+        ("ollama", Protocol::Api(meter::Api::Ollama)),
+        ("llamacpp", Protocol::Api(meter::Api::LlamaCpp)),
+        ("gemini", Protocol::Api(meter::Api::Gemini)),
+        ("sglang", Protocol::Api(meter::Api::Sglang)),
+        ("triton", Protocol::Api(meter::Api::Triton)),
         ("none", Protocol::None),
     ] {
         let text = format!(

@@ -21,15 +21,7 @@ fn secs(d: std::time::Duration) -> f64 {
 fn protocol(p: Protocol) -> &'static str {
     match p {
         Protocol::Auto => "auto",
-        Protocol::OpenAi => "openai",
-        Protocol::Responses => "responses",
-        Protocol::Anthropic => "anthropic",
-        Protocol::Tgi => "tgi",
-        Protocol::Ollama => "ollama",
-        Protocol::LlamaCpp => "llamacpp",
-        Protocol::Gemini => "gemini",
-        Protocol::Sglang => "sglang",
-        Protocol::Triton => "triton",
+        Protocol::Api(api) => api.name(),
         Protocol::None => "none",
     }
 }

@@ -31,7 +31,8 @@ use arc_swap::ArcSwap;
 
 use crate::observe::metrics::Metrics;
 use crate::proxy::Proxy;
-use slo::live::{Quantiles, Report};
+use slo::aggregate::Quantiles;
+use slo::live::Report;
 
 /// What the admin endpoints read.
 pub struct AdminState {

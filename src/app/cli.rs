@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use super::demo::{DemoArgs, SimArgs};
 use crate::config::{Config, Overrides};
 use crate::dashboard::ClassView;
 use crate::observe::access::AccessLog;
@@ -114,45 +115,6 @@ struct ServeArgs {
     /// reloads them).
     #[arg(long, env = "TOKENMETER_NO_WATCH")]
     no_watch: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct SimArgs {
-    /// Listen address.
-    #[arg(long, default_value = "127.0.0.1:8000")]
-    pub listen: SocketAddr,
-    /// Time to first token, in milliseconds.
-    #[arg(long, default_value_t = 200)]
-    pub ttft_ms: u64,
-    /// Time between tokens, in milliseconds.
-    #[arg(long, default_value_t = 20)]
-    pub itl_ms: u64,
-    /// Output tokens per choice.
-    #[arg(long, default_value_t = 50)]
-    pub tokens: u32,
-    /// Model name reported when a request names none.
-    #[arg(long, default_value = "sim-model")]
-    pub model: String,
-    /// Stamp every response's frames with their send time (as if each
-    /// request carried `x-sim-stamp: 1`).
-    #[arg(long)]
-    pub stamp: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct DemoArgs {
-    /// Proxy listen address.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// Admin listen address.
-    #[arg(long, default_value = "127.0.0.1:9464")]
-    pub admin_listen: SocketAddr,
-    /// Simulator listen address (port 0 picks a free one).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub sim_listen: SocketAddr,
-    /// Requests per second of the built-in load (0 for none).
-    #[arg(long, default_value_t = 2.0)]
-    pub rate: f64,
 }
 
 /// Parses the command line and runs the command.

@@ -2,17 +2,57 @@
 //! embedded default that works out of the box (simulator, proxy in front of
 //! it, a small steady load).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::Args;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::Signals;
-use super::cli::{DemoArgs, SimArgs};
 use crate::config::{Config, Overrides};
 use crate::observe::access::AccessLog;
 use sim::{self, SimConfig};
+
+#[derive(Debug, Args)]
+pub(crate) struct SimArgs {
+    /// Listen address.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// Time to first token, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    pub ttft_ms: u64,
+    /// Time between tokens, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    pub itl_ms: u64,
+    /// Output tokens per choice.
+    #[arg(long, default_value_t = 50)]
+    pub tokens: u32,
+    /// Model name reported when a request names none.
+    #[arg(long, default_value = "sim-model")]
+    pub model: String,
+    /// Stamp every response's frames with their send time (as if each
+    /// request carried `x-sim-stamp: 1`).
+    #[arg(long)]
+    pub stamp: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Proxy listen address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Admin listen address.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub admin_listen: SocketAddr,
+    /// Simulator listen address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub sim_listen: SocketAddr,
+    /// Requests per second of the built-in load (0 for none).
+    #[arg(long, default_value_t = 2.0)]
+    pub rate: f64,
+}
 
 fn sim_config(args: &SimArgs) -> SimConfig {
     SimConfig {

@@ -1485,37 +1485,22 @@ pub(super) fn parse_bool(text: &str) -> Result<bool, String> {
 }
 
 /// Every accepted `protocol` value, for error messages.
-const PROTOCOL_NAMES: [&str; 11] = [
-    "auto",
-    "openai",
-    "responses",
-    "anthropic",
-    "tgi",
-    "ollama",
-    "llamacpp",
-    "gemini",
-    "sglang",
-    "triton",
-    "none",
-];
-
 fn parse_protocol(text: &str) -> Result<Protocol, String> {
     match text.trim() {
         "auto" => Ok(Protocol::Auto),
-        "openai" => Ok(Protocol::OpenAi),
-        "responses" => Ok(Protocol::Responses),
-        "anthropic" => Ok(Protocol::Anthropic),
-        "tgi" => Ok(Protocol::Tgi),
-        "ollama" => Ok(Protocol::Ollama),
-        "llamacpp" => Ok(Protocol::LlamaCpp),
-        "gemini" => Ok(Protocol::Gemini),
-        "sglang" => Ok(Protocol::Sglang),
-        "triton" => Ok(Protocol::Triton),
         "none" => Ok(Protocol::None),
-        _ => Err(format!(
-            "invalid protocol `{text}`: expected one of {}",
-            PROTOCOL_NAMES.join(", ")
-        )),
+        name => meter::Api::from_name(name)
+            .map(Protocol::Api)
+            .ok_or_else(|| {
+                let names: Vec<&str> = std::iter::once("auto")
+                    .chain(meter::Api::NAMED.iter().map(|(name, _)| *name))
+                    .chain(std::iter::once("none"))
+                    .collect();
+                format!(
+                    "invalid protocol `{text}`: expected one of {}",
+                    names.join(", ")
+                )
+            }),
     }
 }
 

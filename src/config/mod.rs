@@ -410,24 +410,9 @@ pub enum Protocol {
     /// supported API (the protocol is told by the path); pass others through
     /// unmetered.
     Auto,
-    /// Meter every request of the route as OpenAI chat/completions.
-    OpenAi,
-    /// Meter every request as OpenAI Responses.
-    Responses,
-    /// Meter every request as Anthropic Messages.
-    Anthropic,
-    /// Meter every request as Hugging Face TGI native.
-    Tgi,
-    /// Meter every request as Ollama native (NDJSON).
-    Ollama,
-    /// Meter every request as llama.cpp server native (`/completion`).
-    LlamaCpp,
-    /// Meter every request as Google Gemini.
-    Gemini,
-    /// Meter every request as SGLang native (`/generate`).
-    Sglang,
-    /// Meter every request as Triton's generate extension.
-    Triton,
+    /// Meter every request of the route as this API (named as
+    /// `meter::Api::NAMED` says).
+    Api(meter::Api),
     /// Forward only; meter nothing.
     None,
 }

@@ -211,15 +211,7 @@ impl Proxy {
         let route = &state.route;
         let api = match route.protocol {
             Protocol::None => None,
-            Protocol::OpenAi => Some(Api::OpenAi),
-            Protocol::Responses => Some(Api::Responses),
-            Protocol::Anthropic => Some(Api::Anthropic),
-            Protocol::Tgi => Some(Api::Tgi),
-            Protocol::Ollama => Some(Api::Ollama),
-            Protocol::LlamaCpp => Some(Api::LlamaCpp),
-            Protocol::Gemini => Some(Api::Gemini),
-            Protocol::Sglang => Some(Api::Sglang),
-            Protocol::Triton => Some(Api::Triton),
+            Protocol::Api(api) => Some(api),
             Protocol::Auto => Api::detect(req.method(), req.uri().path()),
         };
         let (mut parts, body) = req.into_parts();

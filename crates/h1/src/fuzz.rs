@@ -4,7 +4,7 @@ use bytes::BytesMut;
 use http::header::HeaderMap;
 use http::{StatusCode, Version};
 
-use super::body::Decoder;
+use super::decode::Decoder;
 use super::head::{Parsed, connection_close, parse_head};
 use super::{KeepAliveHint, MAX_HEAD};
 

@@ -6,10 +6,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap};
 use http::{StatusCode, Version};
 
-use super::body::Decoder;
+use super::decode::{Decoder, field};
 use super::{Error, MAX_HEAD, MAX_HEADERS, READ_MIN};
 
 /// A response head.
@@ -198,12 +198,6 @@ pub(super) fn connection_close(headers: &HeaderMap) -> bool {
             .split(|&b| b == b',')
             .any(|o| o.trim_ascii().eq_ignore_ascii_case(b"close"))
     })
-}
-
-/// A header field as parsed, as `http` holds it (`None` if it cannot be).
-pub(super) fn field(h: &httparse::Header<'_>) -> Option<(HeaderName, HeaderValue)> {
-    let name = HeaderName::from_bytes(h.name.as_bytes()).ok()?;
-    Some((name, HeaderValue::from_bytes(h.value).ok()?))
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@
 //! nothing read past the response.
 
 mod body;
+mod decode;
 #[cfg(fuzzing)]
 mod fuzz;
 mod head;
@@ -69,7 +70,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 pub use body::Body;
-use body::Decoder;
+use decode::Decoder;
 #[cfg(fuzzing)]
 pub use fuzz::fuzz_response;
 use head::{Head, connection_close, poll_head};

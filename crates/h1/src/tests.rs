@@ -19,7 +19,7 @@ use std::sync::Weak;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::body::Decoder;
+use super::decode::Decoder;
 use super::head::tests::{framing, head};
 use super::*;
 

@@ -269,6 +269,37 @@ pub enum Api {
 }
 
 impl Api {
+    /// The APIs a route can name as its `protocol`, by those names: the
+    /// one place they are spelled.
+    pub const NAMED: [(&'static str, Api); 9] = [
+        ("openai", Api::OpenAi),
+        ("responses", Api::Responses),
+        ("anthropic", Api::Anthropic),
+        ("tgi", Api::Tgi),
+        ("ollama", Api::Ollama),
+        ("llamacpp", Api::LlamaCpp),
+        ("gemini", Api::Gemini),
+        ("sglang", Api::Sglang),
+        ("triton", Api::Triton),
+    ];
+
+    /// The API a route's `protocol` names, if it names one.
+    pub fn from_name(name: &str) -> Option<Api> {
+        Self::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, api)| *api)
+    }
+
+    /// Its name in a route's `protocol` (`generate`, which no route names,
+    /// for `POST /generate` before its payload tells TGI from SGLang).
+    pub fn name(self) -> &'static str {
+        Self::NAMED
+            .iter()
+            .find(|(_, api)| *api == self)
+            .map_or("generate", |(name, _)| name)
+    }
+
     /// Guesses the API from a request, for routes with `protocol: auto`.
     /// Only `POST` requests to inference endpoints are metered; `GET
     /// /v1/models`, health checks, OpenAI's `GET /v1/chat/completions`

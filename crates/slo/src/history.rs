@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::live::{Aggregate, Quantiles};
+use super::aggregate::{Aggregate, Quantiles, kind_index, outcome_index};
 use crate::class::ObjectiveKind;
 use meter::Outcome;
 
@@ -326,7 +326,7 @@ impl PointReport {
     fn of(t: f64, seconds: f64, p: &Point) -> Self {
         let c = &p.counts;
         let outcome = |o: Outcome| c.outcomes[outcome_index(o)];
-        let violation = |k: ObjectiveKind| c.violations[super::live::kind_index(k)];
+        let violation = |k: ObjectiveKind| c.violations[kind_index(k)];
         let [ttft, tpot, itl, e2el, headers] = p.latencies.clone();
         Self {
             t,
@@ -365,14 +365,6 @@ impl PointReport {
             in_flight_end: p.in_flight.end,
         }
     }
-}
-
-/// Position of `outcome` in [`Outcome::ALL`].
-pub(super) fn outcome_index(outcome: Outcome) -> usize {
-    Outcome::ALL
-        .iter()
-        .position(|o| *o == outcome)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

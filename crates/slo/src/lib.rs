@@ -14,6 +14,7 @@
 //! it needs is in the summary (including `elapsed`, how long a failed request
 //! had lasted), and the live windows are told the time by their caller.
 
+pub mod aggregate;
 mod class;
 pub mod history;
 pub mod live;

@@ -25,11 +25,9 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::Verdict;
-use super::history::{History, POINT, PointReport, outcome_index};
-use super::sketch::Sketch;
-use crate::class::{ObjectiveKind, SloClass};
-use meter::{Outcome, Summary};
+use super::aggregate::{Aggregate, Quantiles, kind_index};
+use super::history::{History, POINT, PointReport};
+use crate::class::SloClass;
 
 /// Slots per ring.
 const SLOTS: u64 = 60;
@@ -64,137 +62,6 @@ pub const WINDOWS: [Window; 3] = [
         slot: Duration::from_secs(60),
     },
 ];
-
-/// Quantiles reported for each latency.
-const QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
-
-/// Counts and latency sketches of some requests (one request, one slot, or
-/// a whole window).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Aggregate {
-    /// Finished metered requests, any outcome.
-    pub requests: u64,
-    /// Those of each outcome, in [`Outcome::ALL`] order.
-    pub outcomes: [u64; Outcome::ALL.len()],
-    /// Output tokens of all of them (where known).
-    pub output_tokens: u64,
-    /// Input tokens the upstream reported for them.
-    pub input_tokens: u64,
-    /// Judged good against their class.
-    pub good: u64,
-    /// Judged bad against their class.
-    pub bad: u64,
-    /// Output tokens of the good ones.
-    pub good_output_tokens: u64,
-    /// Judged requests that exceeded each objective, by [`ObjectiveKind`]
-    /// in [`ObjectiveKind::ALL`] order.
-    pub violations: [u64; 3],
-    /// Seconds of completed streams from `t0` to the response head, from
-    /// there to the first token, and from there to the end, summed over the
-    /// `phased` streams that had all three.
-    pub phases: [f64; 3],
-    pub phased: u64,
-    pub ttft: Sketch,
-    pub tpot: Sketch,
-    pub itl: Sketch,
-    pub e2el: Sketch,
-    /// Time to response headers.
-    pub headers: Sketch,
-}
-
-pub(super) fn kind_index(kind: ObjectiveKind) -> usize {
-    match kind {
-        ObjectiveKind::Ttft => 0,
-        ObjectiveKind::Tpot => 1,
-        ObjectiveKind::E2el => 2,
-    }
-}
-
-impl Aggregate {
-    /// One finished request: its summary, its verdict (when it has a
-    /// class), the sketch of its ITL gaps and its time to response headers
-    /// (when a head came). Latencies are taken exactly when docs/metrics.md
-    /// observes them (the summary's `Some` fields).
-    pub fn request(
-        summary: &Summary,
-        verdict: Option<Verdict>,
-        itl: Sketch,
-        headers: Option<Duration>,
-    ) -> Self {
-        let mut a = Aggregate {
-            requests: 1,
-            output_tokens: summary.output_tokens.map_or(0, |(n, _)| n),
-            input_tokens: summary.usage.input.unwrap_or(0),
-            itl,
-            ..Aggregate::default()
-        };
-        a.outcomes[outcome_index(summary.outcome)] = 1;
-        for (value, sketch) in [
-            (summary.ttft, &mut a.ttft),
-            (summary.tpot, &mut a.tpot),
-            (summary.e2el, &mut a.e2el),
-            (headers, &mut a.headers),
-        ] {
-            if let Some(v) = value {
-                sketch.add(v);
-            }
-        }
-        if let (true, Some(h), Some(first), Some(end)) =
-            (summary.streamed, headers, summary.ttft, summary.e2el)
-        {
-            a.phases = [
-                h.as_secs_f64(),
-                first.saturating_sub(h).as_secs_f64(),
-                end.saturating_sub(first).as_secs_f64(),
-            ];
-            a.phased = 1;
-        }
-        if let Some(verdict) = verdict {
-            match verdict {
-                Verdict::Good { .. } => {
-                    a.good = 1;
-                    a.good_output_tokens = a.output_tokens;
-                }
-                Verdict::Bad { .. } => a.bad = 1,
-                Verdict::NotCounted => {}
-            }
-            for kind in verdict.violations().iter() {
-                a.violations[kind_index(kind)] = 1;
-            }
-        }
-        a
-    }
-
-    /// Requests that ended `ok`.
-    pub fn ok(&self) -> u64 {
-        self.outcomes[outcome_index(Outcome::Ok)]
-    }
-
-    /// Adds `other` into this aggregate.
-    pub fn merge(&mut self, other: &Aggregate) {
-        self.requests += other.requests;
-        for (mine, theirs) in self.outcomes.iter_mut().zip(other.outcomes) {
-            *mine += theirs;
-        }
-        self.output_tokens += other.output_tokens;
-        self.input_tokens += other.input_tokens;
-        self.good += other.good;
-        self.bad += other.bad;
-        self.good_output_tokens += other.good_output_tokens;
-        for (mine, theirs) in self.violations.iter_mut().zip(other.violations) {
-            *mine += theirs;
-        }
-        for (mine, theirs) in self.phases.iter_mut().zip(other.phases) {
-            *mine += theirs;
-        }
-        self.phased += other.phased;
-        self.ttft.merge(&other.ttft);
-        self.tpot.merge(&other.tpot);
-        self.itl.merge(&other.itl);
-        self.e2el.merge(&other.e2el);
-        self.headers.merge(&other.headers);
-    }
-}
 
 /// What a ring's slots hold: counts (and sketches) that add up.
 trait Merge: Clone + Default {
@@ -699,27 +566,6 @@ pub struct WindowReport {
     pub goodput: Option<GoodputReport>,
 }
 
-/// Latency quantiles of one metric in one window; `None` without samples.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Quantiles {
-    pub count: u64,
-    pub p50: Option<f64>,
-    pub p95: Option<f64>,
-    pub p99: Option<f64>,
-}
-
-impl Quantiles {
-    pub(super) fn of(sketch: &Sketch) -> Self {
-        let [p50, p95, p99] = QUANTILES.map(|q| sketch.quantile(q));
-        Self {
-            count: sketch.count(),
-            p50,
-            p95,
-            p99,
-        }
-    }
-}
-
 /// One objective in one window.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Compliance {
@@ -932,7 +778,9 @@ fn status(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::class::{Goodput, Objective};
+    use crate::class::{Goodput, Objective, ObjectiveKind};
+    use crate::sketch::Sketch;
+    use meter::{Outcome, Summary};
     use meter::{TokenSource, Usage};
 
     const HOUR: Duration = Duration::from_secs(3600);

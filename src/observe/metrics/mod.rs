@@ -32,7 +32,8 @@ use super::request::Finished;
 use crate::config::{LabelBounds, MetricsSettings};
 
 use meter::{ParseError, Summary};
-use slo::live::{Aggregate, Live, Series};
+use slo::aggregate::Aggregate;
+use slo::live::{Live, Series};
 use slo::sketch::Sketch;
 use slo::{ObjectiveKind, SloClass, Verdict};
 
