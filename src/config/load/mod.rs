@@ -1,0 +1,321 @@
+//! Stage two of loading: raw values checked and turned into runtime types,
+//! every problem collected with its file, line, column and key.
+//!
+//! Checking never stops at the first problem: each value is checked on its
+//! own, a bad one is recorded and replaced by its default so the rest can
+//! still be checked, and only when nothing was recorded is a [`Config`]
+//! returned. Command-line overrides are applied here too, after the file, and
+//! checked like any other value (their errors name the file `<flags>`).
+//!
+//! This module must not read YAML itself (that is [`super::raw`]'s job) and
+//! must not hand raw types to anyone.
+
+mod checker;
+mod error;
+mod metrics;
+mod otlp;
+mod proxy;
+mod routes;
+mod tenants;
+mod values;
+
+pub(crate) use checker::Checker;
+pub use checker::Overrides;
+pub(crate) use error::unknown_key_message;
+pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
+pub use tenants::is_tenant_name;
+pub(crate) use values::{is_label_value, parse_bool, parse_duration};
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
+mod tests {
+    use super::super::raw;
+    use super::super::{DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, RouteMatch};
+    use super::checker::{default_admin_listen, default_listen};
+    use super::error::*;
+    use super::metrics::*;
+    use super::otlp::parse_otlp_endpoint;
+    use super::routes::*;
+    use super::values::*;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    #[test]
+    fn default_addresses_parse() {
+        assert_eq!(
+            DEFAULT_LISTEN.parse::<SocketAddr>().ok(),
+            Some(default_listen())
+        );
+        assert_eq!(
+            DEFAULT_ADMIN_LISTEN.parse::<SocketAddr>().ok(),
+            Some(default_admin_listen())
+        );
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4194304"), Ok(4 << 20));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4MB"), Ok(4_000_000));
+        assert_eq!(parse_size("100kB"), Ok(100_000));
+        assert_eq!(parse_size("100KB"), Ok(100_000));
+        assert_eq!(parse_size("16 MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("7B"), Ok(7));
+        for bad in [
+            "",
+            "MiB",
+            "0",
+            "0MiB",
+            "1.5MiB",
+            "4mb",
+            "4 M",
+            "-1",
+            "99999999999999999999",
+            "20000000TiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "30", "0s", "-5s", "soon"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn upstreams() {
+        let up = parse_upstream("http://127.0.0.1:8000").expect("valid");
+        assert_eq!(up.url(), "http://127.0.0.1:8000");
+        assert_eq!(up.base_path, "");
+        let up = parse_upstream("HTTPS://Example.com/v1/").expect("valid");
+        assert_eq!(up.scheme, http::uri::Scheme::HTTPS);
+        assert_eq!(up.base_path, "/v1");
+        let up = parse_upstream("http://[::1]:8080/a/b").expect("valid");
+        assert_eq!(up.authority.as_str(), "[::1]:8080");
+        assert_eq!(up.base_path, "/a/b");
+        for bad in [
+            "127.0.0.1:8000",
+            "ftp://h/",
+            "http://u:p@h/",
+            "http://h/?x=1",
+            "http://h/?",
+            "http://h/#frag",
+            "http://:80/",
+            "http://h:99999/",
+            "http://h:0/",
+            "http://h:/",
+            "http://h/a b",
+            "",
+        ] {
+            assert!(parse_upstream(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn redact_url_hides_user_info_query_values_and_fragment() {
+        for (text, shown) in [
+            ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+            ("http://h/?api_key=s3cret", "http://h/?api_key=<redacted>"),
+            (
+                "http://h/v1?a=1&key=s3cret&b=",
+                "http://h/v1?a=<redacted>&key=<redacted>&b=",
+            ),
+            ("http://h/?a=b=s3cret", "http://h/?a=<redacted>"),
+            // A bare item may be a token itself: it goes whole.
+            ("http://h/?s3cret", "http://h/?<redacted>"),
+            ("http://h/?&&", "http://h/?&&"),
+            ("http://h/?", "http://h/?"),
+            ("http://h/#s3cret", "http://h/#<redacted>"),
+            ("http://h/#", "http://h/#"),
+            (
+                "http://h/?k=s3cret#s3cret?x=s3cret",
+                "http://h/?k=<redacted>#<redacted>",
+            ),
+            ("http://u:s3cret@h/", "http://***@h/"),
+            ("https://s3cret@h:8443", "https://***@h:8443"),
+            (
+                "http://u:s3cret@h/?k=v#f",
+                "http://***@h/?k=<redacted>#<redacted>",
+            ),
+            // Past a `/` a password may hold unencoded; a `?` or `#` in one
+            // starts the query or fragment, which are hidden anyway.
+            ("http://u:s3/cret@h/", "http://***@h/"),
+            ("http://u:s3?cret@h/", "http://u:s3?<redacted>"),
+            ("http://u:s3#cret@h/", "http://u:s3#<redacted>"),
+            // Not URLs, or not valid ones, alike.
+            ("http://h:bad/?key=s3cret", "http://h:bad/?key=<redacted>"),
+            ("h:8000/?key=s3cret", "h:8000/?key=<redacted>"),
+            ("u:s3cret@h:8000", "***@h:8000"),
+            ("//u:s3cret@h/", "//***@h/"),
+            ("", ""),
+        ] {
+            assert_eq!(redact_url(text), shown, "{text}");
+        }
+        assert!(matches!(
+            redact_url("http://h/?k="),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    /// Every refusal of an upstream or OTLP endpoint names its problem and
+    /// shows the URL redacted, whichever check refused it.
+    #[test]
+    fn url_errors_never_echo_secrets() {
+        for (text, problem, shown) in [
+            (
+                "http://h/?api_key=s3cret",
+                "must not have a query or fragment",
+                "`http://h/?api_key=<redacted>`",
+            ),
+            (
+                "http://h/#s3cret",
+                "must not have a query or fragment",
+                "`http://h/#<redacted>`",
+            ),
+            (
+                "http://u:s3cret@h/",
+                "must not contain user info",
+                "`http://***@h/`",
+            ),
+            (
+                "http://h:bad/?key=s3cret",
+                "invalid port",
+                "`http://h:bad/?key=<redacted>`",
+            ),
+            (
+                "http://h:0/?key=s3cret",
+                "invalid port",
+                "`http://h:0/?key=<redacted>`",
+            ),
+            (
+                "ftp://u:s3cret@h/?key=s3cret",
+                "scheme `ftp` is not supported",
+                "`ftp://***@h/?key=<redacted>`",
+            ),
+            (
+                "/v1?key=s3cret",
+                "expected an absolute URL",
+                "`/v1?key=<redacted>`",
+            ),
+            (
+                "h:8000/?key=s3cret",
+                "invalid format",
+                "`h:8000/?key=<redacted>`",
+            ),
+            (
+                "http://h/a b?key=s3cret",
+                "invalid URL",
+                "`http://h/a b?key=<redacted>`",
+            ),
+        ] {
+            for error in [
+                parse_upstream(text).expect_err(text),
+                parse_otlp_endpoint(text).expect_err(text),
+            ] {
+                assert!(!error.contains("s3cret"), "{error}");
+                assert!(error.contains(problem), "{error}");
+                assert!(error.contains(shown), "{error}");
+            }
+        }
+    }
+
+    /// An upstream or OTLP endpoint that parses has nothing to redact, so
+    /// what shows it whole (the `route` and OTLP log lines at start,
+    /// `/config`) shows no secret.
+    #[test]
+    fn parsed_upstream_urls_have_nothing_to_redact() {
+        for text in [
+            "http://127.0.0.1:8000",
+            "HTTPS://Example.com/v1/",
+            "http://[::1]:8080/a/b",
+        ] {
+            let url = parse_upstream(text).expect(text).url();
+            assert_eq!(redact_url(&url), url.as_str());
+        }
+        for text in ["http://collector:4318", "http://127.0.0.1:4317/"] {
+            let endpoint = parse_otlp_endpoint(text).expect(text);
+            assert_eq!(redact_url(&endpoint), endpoint.as_str());
+        }
+    }
+
+    #[test]
+    fn hosts_methods_bounds() {
+        assert_eq!(
+            parse_host("API.Example.com"),
+            Ok("api.example.com".to_owned())
+        );
+        assert_eq!(parse_host("[::1]"), Ok("[::1]".to_owned()));
+        assert!(parse_host("example.com:80").is_err());
+        assert!(parse_host("a..b").is_err());
+        assert!(parse_host("").is_err());
+        assert_eq!(parse_method("post"), Ok(http::Method::POST));
+        assert!(parse_method("PO ST").is_err());
+        assert_eq!(parse_bound("1e-3"), Ok(0.001));
+        for bad in [".inf", "-.Inf", ".nan", "NaN", "0", "-1", "x"] {
+            assert!(parse_bound(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_metric_namespace("llm"));
+        assert!(is_metric_namespace("_x9"));
+        assert!(!is_metric_namespace("9x"));
+        assert!(!is_metric_namespace("a-b"));
+        assert!(!is_metric_namespace(""));
+        assert!(is_label_value("chat-v1.2:a_b"));
+        assert!(!is_label_value("a b"));
+        assert!(!is_label_value(""));
+    }
+
+    #[test]
+    fn shadowing() {
+        let m = |prefix: &str, host: Option<&str>, methods: Option<Vec<http::Method>>| RouteMatch {
+            path_prefix: prefix.to_owned(),
+            host: host.map(str::to_owned),
+            methods,
+        };
+        assert!(covers(&m("/", None, None), &m("/v1/", Some("h"), None)));
+        assert!(covers(&m("/v1/", None, None), &m("/v1/", None, None)));
+        assert!(!covers(&m("/v1/", None, None), &m("/v2/", None, None)));
+        assert!(!covers(&m("/", Some("a"), None), &m("/", None, None)));
+        assert!(!covers(
+            &m("/", None, Some(vec![http::Method::POST])),
+            &m("/", None, None)
+        ));
+        assert!(covers(
+            &m("/", None, Some(vec![http::Method::POST, http::Method::GET])),
+            &m("/x", None, Some(vec![http::Method::GET]))
+        ));
+    }
+
+    #[test]
+    fn did_you_mean() {
+        let unknown = raw::UnknownKey {
+            path: vec![raw::Segment::Key("idel".into())],
+            pos: None,
+            expected: &["connect", "response_headers", "idle"],
+        };
+        assert_eq!(
+            unknown_key_message(&unknown),
+            "unknown key `idel`; did you mean `idle`?"
+        );
+        let unknown = raw::UnknownKey {
+            path: vec![raw::Segment::Key("zzz".into())],
+            pos: None,
+            expected: &["a", "b"],
+        };
+        assert_eq!(
+            unknown_key_message(&unknown),
+            "unknown key `zzz`; expected one of: a, b"
+        );
+    }
+}

@@ -1,0 +1,546 @@
+//! The `routes`: each route's match, upstream, protocol, timeouts, SLO
+//! class and limits, and routes shadowed by an earlier one.
+
+use std::collections::HashMap;
+use std::net::Ipv6Addr;
+use std::path::Path;
+
+use super::super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
+use super::super::{Protocol, Route, RouteMatch, Timeouts, Upstream};
+
+use super::checker::Checker;
+use super::values::*;
+
+/// A route's checked match, and where to report it as shadowed.
+pub(crate) struct MatchSite {
+    matcher: RouteMatch,
+    pos: Option<Pos>,
+    key: String,
+}
+
+impl Checker<'_> {
+    pub(crate) fn routes(
+        &mut self,
+        raw: &RawConfig,
+        upstream_overridden: bool,
+        upstream_override: Option<Upstream>,
+        base: &Path,
+    ) -> Vec<Route> {
+        let Some(raw_routes) = self.required_list(&raw.routes, "routes", "route") else {
+            return Vec::new();
+        };
+
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        // Match of each route that checked out, for the shadowing check.
+        let mut matches: Vec<Option<MatchSite>> = Vec::new();
+        let mut routes = Vec::with_capacity(raw_routes.len());
+        for (i, raw_route) in raw_routes.iter().enumerate() {
+            let prefix = format!("routes[{i}]");
+            let route_pos = raw::pos(raw_route);
+            let route = &raw_route.value;
+
+            if let Some(name) = &route.name
+                && let Some(first) = names.insert(&name.value, i)
+            {
+                self.at(
+                    raw::pos(name),
+                    format!("{prefix}.name"),
+                    format!(
+                        "duplicate route name `{}` (also routes[{first}])",
+                        name.value
+                    ),
+                );
+            }
+            let (built, matcher) = self.route(
+                &prefix,
+                route_pos,
+                route,
+                upstream_overridden,
+                &upstream_override,
+                base,
+            );
+            if let Some(route) = built {
+                routes.push(route);
+            }
+            matches.push(matcher);
+        }
+
+        for (j, later) in matches.iter().enumerate() {
+            let Some(later) = later else {
+                continue;
+            };
+            let shadowing = matches[..j].iter().enumerate().find_map(|(i, earlier)| {
+                earlier
+                    .as_ref()
+                    .filter(|earlier| covers(&earlier.matcher, &later.matcher))
+                    .map(|_| i)
+            });
+            if let Some(i) = shadowing {
+                self.at(
+                    later.pos,
+                    later.key.clone(),
+                    format!(
+                        "route can never match: shadowed by routes[{i}], which accepts every request this one does (put the more specific route first)"
+                    ),
+                );
+            }
+        }
+        routes
+    }
+
+    /// Builds one route; also returns its match (with where to report
+    /// shadowing) when the match itself checked out.
+    pub(crate) fn route(
+        &mut self,
+        prefix: &str,
+        route_pos: Option<Pos>,
+        route: &RawRoute,
+        upstream_overridden: bool,
+        upstream_override: &Option<Upstream>,
+        base: &Path,
+    ) -> (Option<Route>, Option<MatchSite>) {
+        let name = match &route.name {
+            None => {
+                self.at(
+                    route_pos,
+                    format!("{prefix}.name"),
+                    "required key is missing",
+                );
+                None
+            }
+            Some(name) => self.value(Some(name), &format!("{prefix}.name"), |text| {
+                if is_label_value(text) {
+                    Ok(text.to_owned())
+                } else {
+                    Err(format!(
+                        "invalid route name `{text}`: must match [a-zA-Z0-9_.:-]+"
+                    ))
+                }
+            }),
+        };
+
+        let matcher = self.route_match(prefix, route);
+        let matcher_report = matcher.clone().map(|matcher| match &route.matcher {
+            Some(raw_match) => MatchSite {
+                matcher,
+                pos: raw::pos(raw_match),
+                key: format!("{prefix}.match"),
+            },
+            None => MatchSite {
+                matcher,
+                pos: route_pos,
+                key: prefix.to_owned(),
+            },
+        });
+
+        let upstream_key = format!("{prefix}.upstream");
+        let own_upstream = match &route.upstream {
+            None if !upstream_overridden => {
+                self.at(route_pos, upstream_key, "required key is missing");
+                None
+            }
+            None => None,
+            Some(url) => self.value(Some(url), &upstream_key, parse_upstream),
+        };
+        // A file upstream is checked even when overridden: the file should be
+        // valid on its own.
+        let upstream = upstream_override.clone().or(own_upstream);
+
+        let protocol = self
+            .value(
+                route.protocol.as_ref(),
+                &format!("{prefix}.protocol"),
+                parse_protocol,
+            )
+            .unwrap_or(Protocol::Auto);
+
+        let defaults = Timeouts::default();
+        let timeouts = match &route.timeouts {
+            None => defaults,
+            Some(raw) => Timeouts {
+                connect: self
+                    .value(
+                        raw.connect.as_ref(),
+                        &format!("{prefix}.timeouts.connect"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.connect),
+                response_headers: self
+                    .value(
+                        raw.response_headers.as_ref(),
+                        &format!("{prefix}.timeouts.response_headers"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.response_headers),
+                idle: self
+                    .value(
+                        raw.idle.as_ref(),
+                        &format!("{prefix}.timeouts.idle"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.idle),
+                request_body: self
+                    .value(
+                        raw.request_body.as_ref(),
+                        &format!("{prefix}.timeouts.request_body"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.request_body),
+                request_body_total: self
+                    .value(
+                        raw.request_body_total.as_ref(),
+                        &format!("{prefix}.timeouts.request_body_total"),
+                        parse_duration,
+                    )
+                    .unwrap_or(defaults.request_body_total),
+            },
+        };
+
+        let preserve_host = self
+            .value(
+                route.preserve_host.as_ref(),
+                &format!("{prefix}.preserve_host"),
+                parse_bool,
+            )
+            .unwrap_or(false);
+        let strip_prefix = self
+            .value(
+                route.strip_prefix.as_ref(),
+                &format!("{prefix}.strip_prefix"),
+                parse_bool,
+            )
+            .unwrap_or(false);
+        let max_in_flight = self.value(
+            route.max_in_flight.as_ref(),
+            &format!("{prefix}.max_in_flight"),
+            |text| match text.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(format!(
+                    "invalid limit `{text}`: expected a whole number, at least 1 (leave the key out for no limit)"
+                )),
+            },
+        );
+        let tls_roots = route.tls.as_ref().and_then(|tls| {
+            if upstream
+                .as_ref()
+                .is_some_and(|u| u.scheme != http::uri::Scheme::HTTPS)
+            {
+                self.at(
+                    raw::pos(tls),
+                    format!("{prefix}.tls"),
+                    "applies only to an https upstream",
+                );
+                return None;
+            }
+            self.value(
+                tls.value.ca_file.as_ref(),
+                &format!("{prefix}.tls.ca_file"),
+                |text| read_roots(base, text),
+            )
+        });
+        let names = self.slo_names.clone();
+        let names = names.as_deref();
+        let slo = self.value(route.slo.as_ref(), &format!("{prefix}.slo"), |text| {
+            check_class(names, text)
+        });
+        let slo_by_model = match &route.slo_by_model {
+            None => Vec::new(),
+            Some(entries) => self.slo_by_model(&format!("{prefix}.slo_by_model"), entries, names),
+        };
+        let slo_header = route.slo_header.as_ref().and_then(|field| {
+            let key = format!("{prefix}.slo_header");
+            if names.is_none() {
+                self.at(
+                    raw::pos(field),
+                    key,
+                    "needs `slo_files`: a client may only declare a class defined there",
+                );
+                return None;
+            }
+            self.value(Some(field), &key, |text| {
+                http::HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+                    .map_err(|_| format!("invalid header name `{text}`"))
+            })
+        });
+
+        let tenant = route
+            .tenant
+            .as_ref()
+            .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
+
+        let built = match (name, matcher, upstream) {
+            (Some(name), Some(matcher), Some(upstream)) => Some(Route {
+                name,
+                matcher,
+                upstream,
+                protocol,
+                timeouts,
+                preserve_host,
+                strip_prefix,
+                max_in_flight,
+                tls_roots,
+                slo,
+                slo_by_model,
+                slo_header,
+                tenant,
+            }),
+            _ => None,
+        };
+        (built, matcher_report)
+    }
+
+    pub(crate) fn route_match(&mut self, prefix: &str, route: &RawRoute) -> Option<RouteMatch> {
+        let Some(raw_match) = &route.matcher else {
+            return Some(RouteMatch {
+                path_prefix: "/".to_owned(),
+                host: None,
+                methods: None,
+            });
+        };
+        let raw_match = &raw_match.value;
+        let mut ok = true;
+
+        let path_key = format!("{prefix}.match.path_prefix");
+        let path_prefix = match &raw_match.path_prefix {
+            None => Some("/".to_owned()),
+            Some(field) => self.value(Some(field), &path_key, parse_path_prefix),
+        };
+        ok &= path_prefix.is_some();
+
+        let host = match &raw_match.host {
+            None => None,
+            Some(field) => {
+                let host = self.value(Some(field), &format!("{prefix}.match.host"), parse_host);
+                ok &= host.is_some();
+                host
+            }
+        };
+
+        let methods = match &raw_match.methods {
+            None => None,
+            Some(list) => {
+                let key = format!("{prefix}.match.methods");
+                let methods = self.methods(&key, list);
+                ok &= methods.is_some();
+                methods
+            }
+        };
+
+        match path_prefix {
+            Some(path_prefix) if ok => Some(RouteMatch {
+                path_prefix,
+                host,
+                methods,
+            }),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn slo_by_model(
+        &mut self,
+        key: &str,
+        entries: &Spanned<raw::Entries>,
+        names: Option<&[String]>,
+    ) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::with_capacity(entries.value.0.len());
+        for (model, class) in &entries.value.0 {
+            let entry_key = format!("{key}.{model}");
+            if model.is_empty() {
+                self.at(raw::pos(class), entry_key, "model name must not be empty");
+                continue;
+            }
+            if out.iter().any(|(m, _)| m == model) {
+                self.at(
+                    raw::pos(class),
+                    entry_key,
+                    format!("model `{model}` is listed twice"),
+                );
+                continue;
+            }
+            if let Some(class) =
+                self.value(Some(class), &entry_key, |text| check_class(names, text))
+            {
+                out.push((model.clone(), class));
+            }
+        }
+        out
+    }
+
+    pub(crate) fn methods(&mut self, key: &str, list: &raw::List) -> Option<Vec<http::Method>> {
+        if list.value.is_empty() {
+            self.at(
+                raw::pos(list),
+                key,
+                "must not be empty (leave `methods` out to accept any method)",
+            );
+            return None;
+        }
+        let mut methods: Vec<http::Method> = Vec::with_capacity(list.value.len());
+        let mut ok = true;
+        for (i, item) in list.value.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            match parse_method(&item.value) {
+                Err(message) => {
+                    self.at(raw::pos(item), item_key, message);
+                    ok = false;
+                }
+                Ok(method) if methods.contains(&method) => {
+                    self.at(
+                        raw::pos(item),
+                        item_key,
+                        format!("method {method} is listed twice"),
+                    );
+                    ok = false;
+                }
+                Ok(method) => methods.push(method),
+            }
+        }
+        ok.then_some(methods)
+    }
+}
+
+/// Whether every request `later` accepts is also accepted by `earlier`, so
+/// that `later`, listed after it, can never be chosen.
+pub(crate) fn covers(earlier: &RouteMatch, later: &RouteMatch) -> bool {
+    let prefix = later.path_prefix.starts_with(&earlier.path_prefix);
+    let host = match (&earlier.host, &later.host) {
+        (None, _) => true,
+        (Some(a), Some(b)) => a == b,
+        (Some(_), None) => false,
+    };
+    let methods = match (&earlier.methods, &later.methods) {
+        (None, _) => true,
+        (Some(a), Some(b)) => b.iter().all(|method| a.contains(method)),
+        (Some(_), None) => false,
+    };
+    prefix && host && methods
+}
+
+/// Reads a PEM file of certificate authorities (`tls.ca_file`, relative to
+/// `base`), each of which must be usable as a trust anchor.
+pub(crate) fn read_roots(base: &Path, text: &str) -> Result<super::super::TlsRoots, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let file = base.join(text.trim());
+    let pem = std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            format!(
+                "`{}` is not a PEM file of certificates: {e}",
+                file.display()
+            )
+        })?;
+    if certificates.is_empty() {
+        return Err(format!(
+            "`{}` holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)",
+            file.display()
+        ));
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (i, cert) in certificates.iter().enumerate() {
+        store.add(cert.clone()).map_err(|e| {
+            format!(
+                "certificate {} of `{}` cannot be a trust anchor: {e}",
+                i + 1,
+                file.display()
+            )
+        })?;
+    }
+    Ok(super::super::TlsRoots {
+        file,
+        certificates: certificates.into_iter().map(|c| c.to_vec()).collect(),
+    })
+}
+
+/// Every accepted `protocol` value, for error messages.
+pub(crate) fn parse_protocol(text: &str) -> Result<Protocol, String> {
+    match text.trim() {
+        "auto" => Ok(Protocol::Auto),
+        "none" => Ok(Protocol::None),
+        name => meter::Api::from_name(name)
+            .map(Protocol::Api)
+            .ok_or_else(|| {
+                let names: Vec<&str> = std::iter::once("auto")
+                    .chain(meter::Api::NAMED.iter().map(|(name, _)| *name))
+                    .chain(std::iter::once("none"))
+                    .collect();
+                format!(
+                    "invalid protocol `{text}`: expected one of {}",
+                    names.join(", ")
+                )
+            }),
+    }
+}
+
+pub(crate) fn parse_path_prefix(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') {
+        return Err(format!("invalid path prefix `{text}`: must start with `/`"));
+    }
+    if text.contains(['?', '#']) || text.contains(char::is_whitespace) {
+        return Err(format!(
+            "invalid path prefix `{text}`: must be a plain path, without query, fragment or spaces"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A host name or IP address without port, stored lowercase.
+pub(crate) fn parse_host(text: &str) -> Result<String, String> {
+    let host = text.trim();
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner
+            .parse::<Ipv6Addr>()
+            .map(|_| host.to_ascii_lowercase())
+            .map_err(|_| format!("invalid host `{text}`: not an IPv6 address"));
+    }
+    if host.contains(':') {
+        return Err(format!(
+            "invalid host `{text}`: give the host without a port (IPv6 addresses in brackets)"
+        ));
+    }
+    let valid = !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+    if valid {
+        Ok(host.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "invalid host `{text}`: expected a host name such as api.example.com"
+        ))
+    }
+}
+
+pub(crate) fn parse_method(text: &str) -> Result<http::Method, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    if upper.is_empty() {
+        return Err("method must not be empty".to_owned());
+    }
+    http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
+}
+
+/// An SLO class named by a route: a label value, and a defined class when
+/// SLO files are configured (`names`).
+pub(crate) fn check_class(names: Option<&[String]>, text: &str) -> Result<String, String> {
+    if !is_label_value(text) {
+        return Err(format!(
+            "invalid SLO class `{text}`: must match [a-zA-Z0-9_.:-]+"
+        ));
+    }
+    match names {
+        Some(names) if !names.iter().any(|n| n == text) => Err(if names.is_empty() {
+            format!("unknown SLO class `{text}`: the slo_files define no class")
+        } else {
+            format!(
+                "unknown SLO class `{text}`: not defined in slo_files (defined: {})",
+                names.join(", ")
+            )
+        }),
+        _ => Ok(text.to_owned()),
+    }
+}

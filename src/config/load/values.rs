@@ -1,0 +1,255 @@
+//! Values of any section: addresses, sizes, durations, booleans, shares,
+//! counts, address ranges, label values, and upstream URLs (with the one
+//! redaction of a URL shown in a message).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::super::{IpNet, Upstream};
+
+/// `IP:port`.
+pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!("invalid address `{text}`: expected IP:port, such as 0.0.0.0:8080 or [::1]:8080")
+    })
+}
+
+/// Bytes, as a whole number with an optional unit: `B`, decimal `kB`/`KB`,
+/// `MB`, `GB`, `TB` (powers of 1000) or binary `KiB`, `MiB`, `GiB`, `TiB`
+/// (powers of 1024). Greater than zero.
+pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
+    let trimmed = text.trim();
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(digits_end);
+    let bad = || {
+        format!(
+            "invalid size `{text}`: expected a whole number of bytes, optionally with a unit (B, kB, MB, GB, KiB, MiB, GiB), such as 4MiB"
+        )
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let multiplier: u64 = match unit.trim_start() {
+        "" | "B" => 1,
+        "kB" | "KB" => 1000,
+        "MB" => 1000 * 1000,
+        "GB" => 1000 * 1000 * 1000,
+        "TB" => 1000 * 1000 * 1000 * 1000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    let too_large = || format!("invalid size `{text}`: too large");
+    let count: u64 = digits.parse().map_err(|_| too_large())?;
+    let bytes = count.checked_mul(multiplier).ok_or_else(too_large)?;
+    let bytes = usize::try_from(bytes).map_err(|_| too_large())?;
+    if bytes == 0 {
+        return Err(format!("invalid size `{text}`: must be greater than zero"));
+    }
+    Ok(bytes)
+}
+
+/// A humantime duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text.trim()) {
+        Ok(duration) if duration.is_zero() => Err(format!(
+            "invalid duration `{text}`: must be greater than zero"
+        )),
+        Ok(duration) => Ok(duration),
+        Err(_) => Err(format!(
+            "invalid duration `{text}`: expected a number with a unit, such as 500ms, 30s, 10m or 1h"
+        )),
+    }
+}
+
+/// YAML 1.2 core booleans.
+pub(crate) fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "true" | "True" | "TRUE" => Ok(true),
+        "false" | "False" | "FALSE" => Ok(false),
+        _ => Err(format!("invalid boolean `{text}`: expected true or false")),
+    }
+}
+
+/// A share written as a percentage, `1%` to `100%`, as a fraction.
+pub(crate) fn parse_percentage(text: &str) -> Result<f64, String> {
+    let invalid = || format!("invalid percentage `{text}`: expected 1% to 100%, like `90%`");
+    let number = text.trim().strip_suffix('%').ok_or_else(invalid)?;
+    match number.trim().parse::<f64>() {
+        Ok(n) if (1.0..=100.0).contains(&n) => Ok(n / 100.0),
+        _ => Err(invalid()),
+    }
+}
+
+pub(crate) fn parse_positive_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "invalid count `{text}`: expected a whole number, at least 1"
+        )),
+    }
+}
+
+/// An address (`10.1.2.3`, `::1`) or a CIDR range (`10.0.0.0/8`,
+/// `fd00::/8`).
+pub(crate) fn parse_ip_net(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    let (addr, prefix) = match text.split_once('/') {
+        Some((addr, prefix)) => (addr, Some(prefix)),
+        None => (text, None),
+    };
+    let addr: std::net::IpAddr = addr
+        .parse()
+        .map_err(|_| format!("invalid address `{text}`: expected an IP address or CIDR range"))?;
+    let bits = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => bits,
+        Some(p) => match p.parse::<u8>() {
+            Ok(n) if n <= bits => n,
+            _ => {
+                return Err(format!(
+                    "invalid range `{text}`: the prefix length must be 0 to {bits}"
+                ));
+            }
+        },
+    };
+    Ok(IpNet { addr, prefix })
+}
+
+/// Route names and SLO classes: bounded, readable label values.
+pub(crate) fn is_label_value(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
+}
+
+/// `text`, a URL as written (valid or not), made safe to show in an error
+/// or a log line: the user info masked (`http://***@host`), each non-empty
+/// query value replaced (`?api_key=<redacted>`; the keys are kept, but a
+/// bare item without `=` is replaced whole, as it may be a token itself)
+/// and a non-empty fragment replaced whole (`#<redacted>`). The query
+/// starts at the first `?` and the fragment at the first `#`, wherever
+/// they are, and the user info runs to the last `@` before them (even past
+/// a `/`, which a password may hold unencoded), so a URL that fails to
+/// parse is redacted as much as one that parses.
+pub(crate) fn redact_url(text: &str) -> std::borrow::Cow<'_, str> {
+    const REDACTED: &str = "<redacted>";
+    let (before_fragment, fragment) = match text.split_once('#') {
+        Some((before, fragment)) => (before, Some(fragment)),
+        None => (text, None),
+    };
+    let (before_query, query) = match before_fragment.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (before_fragment, None),
+    };
+    let start = before_query
+        .find("://")
+        .map(|i| i + 3)
+        .or_else(|| before_query.starts_with("//").then_some(2))
+        .unwrap_or(0);
+    let at = before_query[start..].rfind('@').map(|i| start + i);
+    let mut shown = String::with_capacity(text.len() + 16);
+    match at {
+        Some(at) => {
+            shown.push_str(&before_query[..start]);
+            shown.push_str("***");
+            shown.push_str(&before_query[at..]);
+        }
+        None => shown.push_str(before_query),
+    }
+    if let Some(query) = query {
+        shown.push('?');
+        for (i, item) in query.split('&').enumerate() {
+            if i > 0 {
+                shown.push('&');
+            }
+            match item.split_once('=') {
+                Some((key, "")) => {
+                    shown.push_str(key);
+                    shown.push('=');
+                }
+                Some((key, _)) => {
+                    shown.push_str(key);
+                    shown.push('=');
+                    shown.push_str(REDACTED);
+                }
+                None if item.is_empty() => {}
+                None => shown.push_str(REDACTED),
+            }
+        }
+    }
+    if let Some(fragment) = fragment {
+        shown.push('#');
+        if !fragment.is_empty() {
+            shown.push_str(REDACTED);
+        }
+    }
+    if shown == text {
+        text.into()
+    } else {
+        shown.into()
+    }
+}
+
+/// An upstream base URL: `http`/`https`, a host, no user info, query or
+/// fragment; the path is kept without its trailing `/`. Errors show the
+/// URL redacted (`redact_url`).
+pub(crate) fn parse_upstream(text: &str) -> Result<Upstream, String> {
+    parse_base_url(text, "send credentials as headers")
+}
+
+/// An `http`/`https` base URL with neither user info, query nor fragment;
+/// a URL with user info is refused with `credentials`, where they go
+/// instead. Every error shows the URL as `redact_url` makes it, never as
+/// written, whichever check it fails.
+pub(crate) fn parse_base_url(text: &str, credentials: &str) -> Result<Upstream, String> {
+    let shown = redact_url(text);
+    let uri: http::Uri = text
+        .parse()
+        .map_err(|error| format!("invalid URL `{shown}`: {error}"))?;
+    let scheme = match uri.scheme() {
+        Some(s) if *s == http::uri::Scheme::HTTP => http::uri::Scheme::HTTP,
+        Some(s) if *s == http::uri::Scheme::HTTPS => http::uri::Scheme::HTTPS,
+        Some(s) => {
+            return Err(format!(
+                "invalid URL `{shown}`: scheme `{s}` is not supported, use http or https"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "invalid URL `{shown}`: expected an absolute URL such as http://127.0.0.1:8000"
+            ));
+        }
+    };
+    let Some(authority) = uri.authority().cloned() else {
+        return Err(format!("invalid URL `{shown}`: missing host"));
+    };
+    if authority.as_str().contains('@') {
+        return Err(format!(
+            "invalid URL `{shown}`: must not contain user info; {credentials}"
+        ));
+    }
+    let host = authority.host();
+    if host.is_empty() {
+        return Err(format!("invalid URL `{shown}`: missing host"));
+    }
+    let after_host = authority.as_str().get(host.len()..).unwrap_or("");
+    if !after_host.is_empty() && !matches!(authority.port_u16(), Some(port) if port > 0) {
+        return Err(format!("invalid URL `{shown}`: invalid port"));
+    }
+    if uri.query().is_some() || text.contains('#') {
+        return Err(format!(
+            "invalid URL `{shown}`: must not have a query or fragment"
+        ));
+    }
+    Ok(Upstream {
+        scheme,
+        authority,
+        base_path: uri.path().trim_end_matches('/').to_owned(),
+    })
+}
