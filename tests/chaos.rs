@@ -1130,7 +1130,7 @@ async fn scenario() {
     let config_now: serde_json::Value =
         serde_json::from_slice(&config_now.expect("/config")).unwrap();
     assert_eq!(
-        config_now["routes"][0]["timeouts_seconds"]["idle"], 10.0,
+        config_now["routes"][0]["timeouts"]["idle"], 10.0,
         "valid A's idle timeout in force: {config_now}"
     );
     assert!(

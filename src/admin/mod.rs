@@ -24,7 +24,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::timeout::TimeoutLayer;
 
-mod config;
 mod page;
 
 use arc_swap::ArcSwap;
@@ -80,7 +79,7 @@ async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> im
 }
 
 async fn active_config(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
-    axum::Json(config::render(state.live.load().config()))
+    axum::Json(state.live.load().config().to_json())
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> impl IntoResponse {

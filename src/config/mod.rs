@@ -13,6 +13,7 @@
 mod classes;
 mod load;
 mod raw;
+mod show;
 
 pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides, is_tenant_name};
 

@@ -1109,6 +1109,107 @@ mod reference {
         out
     }
 
+    /// A config that sets every key (two routes: a tenant by header and
+    /// one by API key), read from the package's directory.
+    const EVERY_KEY: &str = r#"
+listen: 127.0.0.1:18080
+admin: {listen: 127.0.0.1:19464, max_connections: 8}
+proxy:
+  max_request_body: 1MiB
+  max_retry_body: 32KiB
+  max_request_head: 16KiB
+  request_head_timeout: 20s
+  max_connections: 500
+  overload_threshold: 80%
+  overload_timeout: 2s
+  upstream_idle_connections: 8
+  upstream_idle_timeout: 30s
+  max_response_body: 8MiB
+  x_forwarded: true
+  trusted_proxies: [10.0.0.0/8]
+  shutdown_grace: 10s
+metrics:
+  namespace: llm
+  models: {allow: [m1], max_distinct: 10}
+  tenants: {allow: [team-a], max_distinct: 10, histograms: true}
+  max_usage_tokens: 1000000
+  buckets:
+    time_to_first_token: [0.1, 1]
+    time_to_response_headers: [0.1, 1]
+    time_per_output_token: [0.01, 0.1]
+    inter_token_latency: [0.01, 0.1]
+    e2e_request_latency: [1, 10]
+    output_tokens: [10, 100]
+    input_tokens: [10, 100]
+slo_files: [config/slo/chat.yaml]
+trace_context: {join: true, start: false}
+otlp:
+  endpoint: http://127.0.0.1:4318
+  protocol: http/protobuf
+  metrics: true
+  traces: true
+  metrics_interval: 10s
+  traces_delay: 1s
+  timeout: 5s
+  queue: 100
+  max_batch: 10
+  service_name: tm
+routes:
+  - name: a
+    match: {path_prefix: /a/, host: a.example, methods: [POST]}
+    upstream: https://127.0.0.1:8443/base
+    protocol: openai
+    timeouts: {connect: 1s, response_headers: 1m, idle: 1m, request_body: 10s, request_body_total: 30s}
+    preserve_host: true
+    strip_prefix: true
+    tls: {ca_file: tests/data/tls/ca.pem}
+    max_in_flight: 10
+    slo: chat
+    slo_by_model: {m1: chat}
+    slo_header: x-slo-class
+    tenant: {header: x-tenant}
+  - name: b
+    upstream: http://127.0.0.1:8000
+    tenant:
+      api_keys:
+        headers: [authorization]
+        keys: {"0000000000000000000000000000000000000000000000000000000000000000": team-a}
+"#;
+
+    /// `/config` shows every documented key under its own name (the JSON
+    /// value at its dotted path is there; a route's keys in some route),
+    /// and no key hash.
+    #[test]
+    fn the_configuration_in_force_shows_every_documented_key() {
+        let config = crate::config::Config::parse(
+            EVERY_KEY,
+            "every-key.yaml",
+            &crate::config::Overrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let shown = config.to_json();
+        let find = |value: &serde_json::Value, dotted: &str| {
+            dotted
+                .split('.')
+                .try_fold(value, |v, key| v.get(key))
+                .is_some_and(|v| !v.is_null())
+        };
+        let missing: Vec<String> = documented()
+            .into_iter()
+            .filter(|key| match key.strip_prefix("routes.") {
+                Some(key) => !shown["routes"]
+                    .as_array()
+                    .is_some_and(|routes| routes.iter().any(|r| find(r, key))),
+                None => !find(&shown, key),
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not shown by /config: {missing:?}\n{shown}"
+        );
+        assert!(!shown.to_string().contains("00000000000000"), "{shown}");
+    }
+
     #[test]
     fn the_configuration_reference_names_every_key_and_no_other() {
         let mut keys = Vec::new();
