@@ -16,40 +16,43 @@
 //!
 //! The registry is exposed in the Prometheus text format or, for scrapers
 //! that ask for it, in OpenMetrics with the latency histograms' exemplars
-//! (`openmetrics.rs`, `exemplars.rs`).
+//! (`openmetrics.rs`, `exemplars.rs`). Beside this file, which registers
+//! the families and counts what the proxy reports of itself: the families
+//! a request touches (`families.rs`), the bounds of the `model` and
+//! `tenant` labels (`labels.rs`), and one request's Prometheus recorder and
+//! live series (`request.rs`).
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use tokio::time::Instant;
 
-use super::request::Finished;
-use crate::config::{LabelBounds, MetricsSettings};
+use crate::config::MetricsSettings;
 
-use meter::{ParseError, Summary};
-use slo::aggregate::Aggregate;
-use slo::live::{Live, Series};
-use slo::sketch::Sketch;
-use slo::{ObjectiveKind, SloClass, Verdict};
+use slo::live::Live;
+use slo::{ObjectiveKind, SloClass};
 
-/// Label value of a request that names no model, or no tenant.
-pub const UNKNOWN: &str = "unknown";
 /// Label value of a model or tenant name past the allow-list or the
-/// distinct-name cap, not answered yet, or no usable label value.
-pub const OTHER: &str = "other";
-
 use names::{self, Family};
 
 mod exemplars;
+mod families;
+mod labels;
 mod openmetrics;
+mod request;
+
+use families::Families;
+use labels::{Bounded, Labeler};
+pub use labels::{OTHER, UNKNOWN};
+use request::Pending;
+pub use request::{LiveRequest, RequestRecorder, status_class};
 
 pub use exemplars::ExemplarId;
-use exemplars::{Exemplars, Exemplified, SeriesExemplars};
+use exemplars::{Exemplars, Exemplified};
 pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
 
 /// All metric families, registered.
@@ -84,43 +87,6 @@ pub struct Metrics {
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
     registry: Registry,
-}
-
-/// The families a request touches and the bounds of the labels its client
-/// chooses, built once and shared by every request (one `Arc`).
-struct Families {
-    ttft: HistogramVec,
-    ttft_visible: HistogramVec,
-    headers: HistogramVec,
-    tpot: HistogramVec,
-    itl: HistogramVec,
-    e2el: HistogramVec,
-    output_tokens: HistogramVec,
-    input_tokens: HistogramVec,
-    requests: IntCounterVec,
-    output_tokens_total: IntCounterVec,
-    input_tokens_total: IntCounterVec,
-    cached_input_tokens_total: IntCounterVec,
-    reasoning_output_tokens_total: IntCounterVec,
-    in_flight: IntGaugeVec,
-    parse_errors: IntCounterVec,
-    slo_requests: IntCounterVec,
-    slo_violations: IntCounterVec,
-    slo_good_output_tokens: IntCounterVec,
-    models: Bounded,
-    tenants: Bounded,
-    /// Whether the histograms carry the tenant (else their `tenant` is
-    /// empty).
-    tenant_histograms: bool,
-    /// The exemplars of TTFT, TPOT, ITL and E2EL.
-    exemplars: Exemplars,
-}
-
-/// The bounds of one label clients choose, and the counter of the requests
-/// reported as `other` for it.
-struct Bounded {
-    labeler: Labeler,
-    overflow: IntCounter,
 }
 
 /// `configured` with every threshold of `kind` from `classes` added as an
@@ -535,432 +501,10 @@ impl Drop for ReceivingBody {
     }
 }
 
-/// Names not yet admitted to a label slot: each is, once the upstream
-/// answers the request with a 2xx, if a slot is still free (so that names
-/// clients make up, which upstreams refuse, never take the slots of real
-/// ones). Until then the request is labelled `other` for it. Boxed: only
-/// the first requests of a new name carry it.
-#[derive(Default)]
-struct Pending {
-    model: Option<String>,
-    tenant: Option<String>,
-}
-
-/// A request's live series, told when it starts and fed once when it
-/// finishes (`/slo`, the error budget, the history).
-pub struct LiveRequest {
-    series: Arc<Series>,
-    /// The compliance window of the request's class, when it has one.
-    class_window: Option<Duration>,
-    /// The series of its tenant's requests, once its tenant label is final.
-    tenant: Option<Arc<Series>>,
-}
-
-impl LiveRequest {
-    /// The request's tenant label is final (at its response head, or at
-    /// its end when no head came): from `now` it is in flight in that
-    /// tenant's series too.
-    pub fn start_tenant(&mut self, live: &Live, tenant: &str, now: Instant) {
-        let series = live.tenant_series(&self.series, tenant);
-        series.start(now);
-        self.tenant = Some(series);
-    }
-
-    /// Whether its tenant's series is known.
-    pub fn has_tenant(&self) -> bool {
-        self.tenant.is_some()
-    }
-
-    /// Folds the finished request, with `itl`, the sketch of its ITL gaps
-    /// gathered while it streamed, into its series (and its tenant's),
-    /// under each series' lock.
-    pub fn finish(&self, f: &Finished<'_>, itl: Sketch) {
-        let s = f.summary;
-        let request = Aggregate::request(s, f.judged.map(|(_, v)| v), itl, f.headers);
-        let input_ttft = s.usage.input.zip(s.ttft.map(|d| d.as_secs_f64()));
-        for series in std::iter::once(&self.series).chain(&self.tenant) {
-            series.record(f.at, &request, self.class_window, input_ttft);
-        }
-    }
-}
-
-/// The Prometheus recorder of one request: handles of the series touched
-/// while the stream flows are resolved up front; the rest are counted when
-/// it finishes.
-pub struct RequestRecorder {
-    families: Arc<Families>,
-    /// The names waiting for a 2xx to be admitted as labels.
-    pending: Option<Box<Pending>>,
-    /// The series observed while the stream flows; `None` only while a
-    /// name the histograms carry is pending, until the response head.
-    handles: Option<Handles>,
-    in_flight: IntGauge,
-    route: String,
-    model: String,
-    slo: String,
-    /// Empty when the route attributes no tenant.
-    tenant: String,
-    /// What its exemplars name, when it can be found again.
-    exemplar: Option<ExemplarId>,
-    /// Its largest ITL gap so far (seconds): the ITL exemplar.
-    max_gap: Option<f64>,
-}
-
-impl RequestRecorder {
-    /// The `tenant` label of its counters (empty when its route has no
-    /// tenant; `other` while its name is pending).
-    pub fn tenant(&self) -> &str {
-        &self.tenant
-    }
-
-    /// The labels of the counters.
-    fn labels(&self) -> [&str; 4] {
-        [&self.route, &self.model, &self.slo, &self.tenant]
-    }
-
-    /// The labels of the histograms: the tenant only when asked for.
-    pub fn histogram_labels(&self) -> [&str; 4] {
-        let tenant = if self.families.tenant_histograms {
-            self.tenant.as_str()
-        } else {
-            ""
-        };
-        [&self.route, &self.model, &self.slo, tenant]
-    }
-
-    /// Whether the histograms' labels wait for a pending name.
-    fn histograms_wait(&self) -> bool {
-        self.pending.as_ref().is_some_and(|p| {
-            p.model.is_some() || (self.families.tenant_histograms && p.tenant.is_some())
-        })
-    }
-
-    fn resolve_handles(&self) -> Handles {
-        let labels = self.histogram_labels();
-        let f = &self.families;
-        let exemplars = self.exemplar.as_ref().map(|_| f.exemplars.series(&labels));
-        Handles {
-            ttft: f.ttft.with_label_values(&labels),
-            headers: f.headers.with_label_values(&labels),
-            itl: f.itl.with_label_values(&labels),
-            tpot: f.tpot.with_label_values(&labels),
-            e2el: f.e2el.with_label_values(&labels),
-            exemplars,
-        }
-    }
-
-    /// Makes this request the exemplar of `h`'s bucket of `value`, when it
-    /// has an id.
-    fn exemplify(&self, h: Exemplified, value: f64) {
-        let series = self.handles.as_ref().and_then(|h| h.exemplars.as_ref());
-        if let (Some(id), Some(series)) = (&self.exemplar, series) {
-            series.set(h, value, id);
-        }
-    }
-}
-
-fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
-}
-
-/// `2xx`..`5xx`, or `none` when the client received no status.
-pub fn status_class(status: Option<u16>) -> &'static str {
-    match status {
-        Some(100..=199) => "1xx",
-        Some(200..=299) => "2xx",
-        Some(300..=399) => "3xx",
-        Some(400..=499) => "4xx",
-        Some(500..=599) => "5xx",
-        _ => "none",
-    }
-}
-
-/// The histogram series of a request, resolved once.
-struct Handles {
-    ttft: Histogram,
-    headers: Histogram,
-    itl: Histogram,
-    tpot: Histogram,
-    e2el: Histogram,
-    /// The exemplars of its series, when the request has an id.
-    exemplars: Option<Arc<SeriesExemplars>>,
-}
-
-impl RequestRecorder {
-    /// The upstream answered with `status`: each pending name is admitted
-    /// on a 2xx (if a slot is free), and this request moves to its label;
-    /// otherwise it stays `other`. Either way its stream's series are
-    /// resolved here.
-    fn admit(&mut self, status: u16) {
-        let Some(pending) = self.pending.take() else {
-            return;
-        };
-        let answered = (200..300).contains(&status);
-        let f = self.families.clone();
-        if let Some(name) = pending.model {
-            if answered && f.models.labeler.admit(&name) {
-                let in_flight = f
-                    .in_flight
-                    .with_label_values(&[&self.route, &name, &self.slo]);
-                in_flight.inc();
-                self.in_flight.dec();
-                self.in_flight = in_flight;
-                self.model = name;
-            } else {
-                f.models.overflow.inc();
-            }
-        }
-        if let Some(name) = pending.tenant {
-            if answered && f.tenants.labeler.admit(&name) {
-                self.tenant = name;
-            } else {
-                f.tenants.overflow.inc();
-            }
-        }
-        if self.handles.is_none() {
-            self.handles = Some(self.resolve_handles());
-        }
-    }
-}
-
-/// What the meter reports as the stream flows, observed on the handles
-/// resolved for this request (atomics: no lock, no allocation).
-impl RequestRecorder {
-    pub fn response_headers(&mut self, elapsed: Duration, status: u16) {
-        self.admit(status);
-        if let Some(h) = &self.handles {
-            h.headers.observe(secs(elapsed));
-        }
-    }
-
-    pub fn first_visible_token(&mut self, ttft: Duration) {
-        // Once per request, so resolving the handle here costs nothing per token.
-        self.families
-            .ttft_visible
-            .with_label_values(&self.histogram_labels())
-            .observe(secs(ttft));
-    }
-
-    pub fn first_token(&mut self, ttft: Duration) {
-        if let Some(h) = &self.handles {
-            h.ttft.observe(secs(ttft));
-            self.exemplify(Exemplified::Ttft, secs(ttft));
-        }
-    }
-
-    pub fn inter_token(&mut self, gap: Duration) {
-        if let Some(h) = &self.handles {
-            let gap = secs(gap);
-            h.itl.observe(gap);
-            if self.exemplar.is_some() && self.max_gap.is_none_or(|max| gap > max) {
-                self.max_gap = Some(gap);
-            }
-        }
-    }
-
-    pub fn parse_error(&mut self, error: ParseError) {
-        self.families
-            .parse_errors
-            .with_label_values(&[self.route.as_str(), error.kind()])
-            .inc();
-    }
-
-    /// Counts the finished request and observes what its summary holds,
-    /// and its verdict.
-    pub fn finish(&mut self, finished: &Finished<'_>) {
-        let s = finished.summary;
-        self.in_flight.dec();
-        if let Some(pending) = self.pending.take() {
-            // Never admitted (no response head came): reported as `other`.
-            if pending.model.is_some() {
-                self.families.models.overflow.inc();
-            }
-            if pending.tenant.is_some() {
-                self.families.tenants.overflow.inc();
-            }
-        }
-        if self.handles.is_none() {
-            self.handles = Some(self.resolve_handles());
-        }
-        if let Some(gap) = self.max_gap {
-            self.exemplify(Exemplified::Itl, gap);
-        }
-        let [route, model, slo, tenant] = self.labels();
-        let histogram = self.histogram_labels();
-        let f = &self.families;
-        f.requests
-            .with_label_values(&[
-                route,
-                model,
-                slo,
-                tenant,
-                s.outcome.as_str(),
-                status_class(s.status),
-            ])
-            .inc();
-        if let Some(h) = &self.handles {
-            if let Some(d) = s.e2el {
-                h.e2el.observe(secs(d));
-                self.exemplify(Exemplified::E2el, secs(d));
-            }
-            if let Some(d) = s.tpot {
-                h.tpot.observe(secs(d));
-                self.exemplify(Exemplified::Tpot, secs(d));
-            }
-        }
-        if let Some((n, source)) = s.output_tokens {
-            f.output_tokens_total
-                .with_label_values(&[route, model, slo, tenant, source.as_str()])
-                .inc_by(n);
-            if s.e2el.is_some() {
-                f.output_tokens
-                    .with_label_values(&histogram)
-                    .observe(n as f64);
-            }
-        }
-        let labels = self.labels();
-        if let Some(n) = s.usage.input {
-            f.input_tokens_total.with_label_values(&labels).inc_by(n);
-            if s.e2el.is_some() {
-                f.input_tokens
-                    .with_label_values(&histogram)
-                    .observe(n as f64);
-            }
-        }
-        if let Some(n) = s.usage.cached_input {
-            f.cached_input_tokens_total
-                .with_label_values(&labels)
-                .inc_by(n);
-        }
-        if let Some(n) = s.usage.reasoning {
-            f.reasoning_output_tokens_total
-                .with_label_values(&labels)
-                .inc_by(n);
-        }
-        if let Some((class, verdict)) = finished.judged {
-            self.count_verdict(class, verdict, s);
-        }
-    }
-}
-
-impl RequestRecorder {
-    /// Counts the SLO verdict of a finished request. Every series of the
-    /// class is touched, so good, bad and each objective read 0 (not
-    /// absent) until something happens, and ratios are defined from the
-    /// first request on.
-    fn count_verdict(&self, class: &SloClass, verdict: Verdict, s: &Summary) {
-        let f = &self.families;
-        let labels = self.labels();
-        let [route, model, slo, tenant] = labels;
-        for label in ["good", "bad"] {
-            let counter = f
-                .slo_requests
-                .with_label_values(&[route, model, slo, tenant, label]);
-            if verdict.label() == Some(label) {
-                counter.inc();
-            }
-        }
-        let violations = verdict.violations();
-        for objective in &class.objectives {
-            let kind = objective.kind;
-            let counter =
-                f.slo_violations
-                    .with_label_values(&[route, model, slo, tenant, kind.as_str()]);
-            if violations.contains(kind) {
-                counter.inc();
-            }
-        }
-        let good_tokens = f.slo_good_output_tokens.with_label_values(&labels);
-        if let (Verdict::Good { .. }, Some((n, _))) = (verdict, s.output_tokens) {
-            good_tokens.inc_by(n);
-        }
-    }
-}
-
-impl Bounded {
-    /// The label of a request naming `name` (not empty), or `other` while
-    /// it is pending (set in `pending`) or refused (counted).
-    fn label(&self, name: &str, pending: &mut Option<String>) -> String {
-        match self.labeler.label(name) {
-            Label::Use => name.to_owned(),
-            Label::Pending => {
-                *pending = Some(name.to_owned());
-                OTHER.to_owned()
-            }
-            Label::Other => {
-                self.overflow.inc();
-                OTHER.to_owned()
-            }
-        }
-    }
-}
-
-/// Bounds the values of a label clients choose (`model`, `tenant`).
-struct Labeler {
-    allow: Option<HashSet<String>>,
-    max_distinct: usize,
-    /// Names admitted so far without an allow-list.
-    seen: Mutex<HashSet<String>>,
-}
-
-impl Labeler {
-    fn new(cfg: &LabelBounds) -> Self {
-        Self {
-            allow: cfg.allow.as_ref().map(|a| a.iter().cloned().collect()),
-            max_distinct: cfg.max_distinct,
-            seen: Mutex::new(HashSet::new()),
-        }
-    }
-
-    /// What label a request naming `name` gets: its own, `other` for now
-    /// (a name not admitted yet while slots are free), or `other` for good
-    /// (not allow-listed, or no slot left).
-    fn label(&self, name: &str) -> Label {
-        match &self.allow {
-            Some(allow) if allow.contains(name) => Label::Use,
-            Some(_) => Label::Other,
-            None => {
-                let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-                if seen.contains(name) {
-                    Label::Use
-                } else if seen.len() < self.max_distinct {
-                    Label::Pending
-                } else {
-                    Label::Other
-                }
-            }
-        }
-    }
-
-    /// Admits `name` to a label slot (the upstream answered it), if it has
-    /// one or one is free.
-    fn admit(&self, name: &str) -> bool {
-        if let Some(allow) = &self.allow {
-            return allow.contains(name);
-        }
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.contains(name) {
-            return true;
-        }
-        if seen.len() < self.max_distinct {
-            seen.insert(name.to_owned());
-            return true;
-        }
-        false
-    }
-}
-
-/// What label a request's name gets.
-#[derive(Debug, PartialEq, Eq)]
-enum Label {
-    Use,
-    /// Not admitted yet: `other` until the upstream answers it with a 2xx.
-    Pending,
-    Other,
-}
-
 #[cfg(test)]
 mod tests {
+    use super::labels::Label;
+    use crate::config::LabelBounds;
     use super::*;
     use crate::config::MetricsSettings;
 

@@ -1,0 +1,485 @@
+//! Reading a document into the types of `schema.rs`: positions, syntax
+//! errors, and every key no type claimed, located in the file.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::schema::*;
+
+/// A 1-based position in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Pos {
+    pub line: u64,
+    pub column: u64,
+}
+
+/// Where a spanned value is used in the file (for an alias, the alias, not the
+/// anchor), or `None` when the YAML crate could not tell.
+pub(crate) fn pos<T>(value: &Spanned<T>) -> Option<Pos> {
+    location_pos(&value.referenced)
+}
+
+fn location_pos(location: &serde_saphyr::Location) -> Option<Pos> {
+    (location.line() > 0).then(|| Pos {
+        line: location.line(),
+        column: location.column(),
+    })
+}
+
+/// One step of a key path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// A key path as users write it: `routes[1].timeouts.idle`.
+pub(crate) fn dotted(path: &[Segment]) -> String {
+    let mut out = String::new();
+    for segment in path {
+        match segment {
+            Segment::Key(key) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Index(index) => {
+                out.push('[');
+                out.push_str(&index.to_string());
+                out.push(']');
+            }
+        }
+    }
+    out
+}
+
+/// A key in the file that no field claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UnknownKey {
+    /// Path of the key itself (its last segment is the key).
+    pub path: Vec<Segment>,
+    /// Where the key is written.
+    pub pos: Option<Pos>,
+    /// The keys allowed where it stands.
+    pub expected: &'static [&'static str],
+}
+
+/// A file after stage one.
+#[derive(Debug)]
+pub(crate) struct Document<T> {
+    pub config: T,
+    /// In file order.
+    pub unknown: Vec<UnknownKey>,
+}
+
+/// The one error stage one can give: bad YAML, or a value of the wrong shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SyntaxError {
+    pub pos: Option<Pos>,
+    /// Key path of the value at `pos`, when one could be found (else empty).
+    pub key: String,
+    pub message: String,
+}
+
+/// Reads a main config file into raw types, collecting every unknown key.
+pub(crate) fn read(text: &str) -> Result<Document<RawConfig>, SyntaxError> {
+    read_as(text, known_keys)
+}
+
+/// Reads an SLO file into raw types, collecting every unknown key.
+pub(crate) fn read_slo(text: &str) -> Result<Document<RawSloFile>, SyntaxError> {
+    read_as(text, known_slo_keys)
+}
+
+fn read_as<T: de::DeserializeOwned>(
+    text: &str,
+    known_keys: fn(&[Segment]) -> &'static [&'static str],
+) -> Result<Document<T>, SyntaxError> {
+    let mut ignored: Vec<Vec<Segment>> = Vec::new();
+    let result: Result<T, serde_saphyr::Error> =
+        serde_saphyr::with_deserializer_from_str(text, |deserializer| {
+            serde_ignored::deserialize(deserializer, |path| {
+                if let Some(path) = key_path(&path) {
+                    ignored.push(path);
+                }
+            })
+        });
+    let config = result.map_err(|error| syntax_error(text, &error))?;
+
+    let unknown = if ignored.is_empty() {
+        Vec::new()
+    } else {
+        // The second pass only runs when there is something to locate. It
+        // cannot fail where the first pass succeeded, except on keys that are
+        // not plain scalars inside an unknown key's value; then the keys are
+        // still reported, without a position.
+        let tree = serde_saphyr::from_str::<Spanned<Node>>(text).ok();
+        let mut unknown: Vec<UnknownKey> = ignored
+            .into_iter()
+            .map(|path| {
+                let pos = tree.as_ref().and_then(|tree| key_pos(tree, &path));
+                let parent = &path[..path.len().saturating_sub(1)];
+                UnknownKey {
+                    pos,
+                    expected: known_keys(parent),
+                    path,
+                }
+            })
+            .collect();
+        unknown.sort_by_key(|key| (key.pos.is_none(), key.pos));
+        unknown
+    };
+    Ok(Document { config, unknown })
+}
+
+/// Turns a path reported by `serde_ignored` into the path a user wrote, or
+/// `None` for the bookkeeping entries that [`Spanned`] itself produces.
+///
+/// `Spanned<T>` is read as a newtype around a synthetic mapping: a marker key
+/// (which it skips, so `serde_ignored` reports it) and the real value under
+/// `value`. Option and newtype steps are not written in the file.
+fn key_path(path: &serde_ignored::Path<'_>) -> Option<Vec<Segment>> {
+    let mut chain = Vec::new();
+    let mut step = Some(path);
+    while let Some(current) = step {
+        chain.push(current);
+        step = match current {
+            serde_ignored::Path::Root => None,
+            serde_ignored::Path::Seq { parent, .. }
+            | serde_ignored::Path::Map { parent, .. }
+            | serde_ignored::Path::Some { parent }
+            | serde_ignored::Path::NewtypeStruct { parent }
+            | serde_ignored::Path::NewtypeVariant { parent } => Some(*parent),
+        };
+    }
+    let mut segments = Vec::new();
+    let mut in_spanned = false;
+    for current in chain.into_iter().rev() {
+        match current {
+            serde_ignored::Path::Root => {}
+            serde_ignored::Path::Some { .. } | serde_ignored::Path::NewtypeVariant { .. } => {}
+            serde_ignored::Path::NewtypeStruct { .. } => {
+                in_spanned = true;
+                continue;
+            }
+            serde_ignored::Path::Seq { index, .. } => segments.push(Segment::Index(*index)),
+            serde_ignored::Path::Map { key, .. } => {
+                if key.starts_with("__serde_saphyr") {
+                    return None;
+                }
+                if !(in_spanned && key == "value") {
+                    segments.push(Segment::Key(key.clone()));
+                }
+            }
+        }
+        in_spanned = false;
+    }
+    Some(segments)
+}
+
+/// The keys of `path`, without list indices.
+fn keys_of(path: &[Segment]) -> Vec<&str> {
+    path.iter()
+        .filter_map(|segment| match segment {
+            Segment::Key(key) => Some(key.as_str()),
+            Segment::Index(_) => None,
+        })
+        .collect()
+}
+
+/// The keys allowed in the mapping at `parent` of an SLO file.
+fn known_slo_keys(parent: &[Segment]) -> &'static [&'static str] {
+    match keys_of(parent).as_slice() {
+        [] => fields_of::<RawSloFile>(),
+        ["classes"] => fields_of::<RawSloClass>(),
+        ["classes", "objectives"] => fields_of::<RawObjectives>(),
+        ["classes", "goodput"] => fields_of::<RawGoodput>(),
+        _ => &[],
+    }
+}
+
+/// The keys allowed in the mapping at `parent`, read from the serde derive
+/// itself so the list cannot drift from the types.
+pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
+    match keys_of(parent).as_slice() {
+        [] => fields_of::<RawConfig>(),
+        ["admin"] => fields_of::<RawAdmin>(),
+        ["proxy"] => fields_of::<RawProxy>(),
+        ["metrics"] => fields_of::<RawMetrics>(),
+        ["trace_context"] => fields_of::<RawTraceContext>(),
+        ["otlp"] => fields_of::<RawOtlp>(),
+        ["metrics", "models"] => fields_of::<RawModels>(),
+        ["metrics", "tenants"] => fields_of::<RawTenants>(),
+        ["metrics", "buckets"] => fields_of::<RawBuckets>(),
+        ["routes"] => fields_of::<RawRoute>(),
+        ["routes", "match"] => fields_of::<RawMatch>(),
+        ["routes", "timeouts"] => fields_of::<RawTimeouts>(),
+        ["routes", "tls"] => fields_of::<RawTls>(),
+        ["routes", "tenant"] => fields_of::<RawTenant>(),
+        ["routes", "tenant", "api_keys"] => fields_of::<RawApiKeys>(),
+        _ => &[],
+    }
+}
+
+/// The field names a derived `Deserialize` struct asks for.
+fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    match T::deserialize(FieldsProbe) {
+        Err(ProbeError(Some(fields))) => fields,
+        _ => &[],
+    }
+}
+
+/// A deserializer that only records the field list of the struct asked for.
+struct FieldsProbe;
+
+#[derive(Debug)]
+struct ProbeError(Option<&'static [&'static str]>);
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("field probe")
+    }
+}
+
+impl std::error::Error for ProbeError {}
+
+impl de::Error for ProbeError {
+    fn custom<T: fmt::Display>(_msg: T) -> Self {
+        ProbeError(None)
+    }
+}
+
+impl<'de> Deserializer<'de> for FieldsProbe {
+    type Error = ProbeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, ProbeError> {
+        Err(ProbeError(None))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, ProbeError> {
+        Err(ProbeError(Some(fields)))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// The document's shape with locations and nothing else: used to find where
+/// a key or a value is written.
+#[derive(Debug)]
+enum Node {
+    Map(Vec<(Spanned<KeyText>, Spanned<Node>)>),
+    Seq(Vec<Spanned<Node>>),
+    Scalar,
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NodeVisitor;
+
+        impl<'de> Visitor<'de> for NodeVisitor {
+            type Value = Node;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any YAML node")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_i128<E>(self, _: i128) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_u128<E>(self, _: u128) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_bytes<E>(self, _: &[u8]) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_none<E>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+                Node::deserialize(d)
+            }
+            fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+                Node::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Node::Seq(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key()? {
+                    let value = map.next_value()?;
+                    entries.push((key, value));
+                }
+                Ok(Node::Map(entries))
+            }
+        }
+
+        deserializer.deserialize_any(NodeVisitor)
+    }
+}
+
+/// A mapping key as text; keys that are not scalars never match a path.
+#[derive(Debug)]
+struct KeyText(Option<String>);
+
+impl<'de> Deserialize<'de> for KeyText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = KeyText;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping key")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<KeyText, E> {
+                Ok(KeyText(Some(v.to_string())))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<KeyText, E> {
+                Ok(KeyText(Some(v.to_string())))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<KeyText, E> {
+                Ok(KeyText(Some(v.to_string())))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<KeyText, E> {
+                Ok(KeyText(Some(v.to_string())))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<KeyText, E> {
+                Ok(KeyText(Some(v.to_owned())))
+            }
+            fn visit_unit<E>(self) -> Result<KeyText, E> {
+                Ok(KeyText(None))
+            }
+            fn visit_none<E>(self) -> Result<KeyText, E> {
+                Ok(KeyText(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<KeyText, D::Error> {
+                KeyText::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<KeyText, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(KeyText(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyText, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(KeyText(None))
+            }
+        }
+
+        // `deserialize_any`, not `deserialize_str`: a key that is a sequence
+        // or mapping must not make the whole pass fail.
+        deserializer.deserialize_any(KeyVisitor)
+    }
+}
+
+/// Where the last key of `path` is written.
+fn key_pos(tree: &Spanned<Node>, path: &[Segment]) -> Option<Pos> {
+    let mut node = tree;
+    let mut found = None;
+    for segment in path {
+        match (&node.value, segment) {
+            (Node::Map(entries), Segment::Key(key)) => {
+                let (k, v) = entries
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k.value.0.as_deref() == Some(key.as_str()))?;
+                found = pos(k);
+                node = v;
+            }
+            (Node::Seq(items), Segment::Index(index)) => {
+                node = items.get(*index)?;
+                found = pos(node);
+            }
+            _ => return None,
+        }
+    }
+    found
+}
+
+/// The path of the innermost value written at `at`, if any.
+fn value_path_at(tree: &Spanned<Node>, at: Pos) -> Option<Vec<Segment>> {
+    fn walk(
+        node: &Spanned<Node>,
+        at: Pos,
+        path: &mut Vec<Segment>,
+        best: &mut Option<Vec<Segment>>,
+    ) {
+        if pos(node) == Some(at) {
+            *best = Some(path.clone());
+        }
+        match &node.value {
+            Node::Map(entries) => {
+                for (key, value) in entries {
+                    if let Some(text) = &key.value.0 {
+                        path.push(Segment::Key(text.clone()));
+                        walk(value, at, path, best);
+                        path.pop();
+                    }
+                }
+            }
+            Node::Seq(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    path.push(Segment::Index(index));
+                    walk(item, at, path, best);
+                    path.pop();
+                }
+            }
+            Node::Scalar => {}
+        }
+    }
+    let mut best = None;
+    walk(tree, at, &mut Vec::new(), &mut best);
+    best.filter(|path| !path.is_empty())
+}
+
+fn syntax_error(text: &str, error: &serde_saphyr::Error) -> SyntaxError {
+    use serde_saphyr::MessageFormatter;
+
+    let pos = error.location().as_ref().and_then(location_pos);
+    // The key is found when the document is well-formed YAML and only a value
+    // has the wrong shape; a real syntax error leaves it empty.
+    let key = pos
+        .and_then(|at| {
+            let tree = serde_saphyr::from_str::<Spanned<Node>>(text).ok()?;
+            value_path_at(&tree, at)
+        })
+        .map(|path| dotted(&path))
+        .unwrap_or_default();
+    let message = serde_saphyr::UserMessageFormatter
+        .format_message(error.without_snippet())
+        .into_owned();
+    SyntaxError { pos, key, message }
+}

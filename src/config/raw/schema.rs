@@ -1,0 +1,457 @@
+//! The serde types that mirror the file, each value kept as the text
+//! written with its location. The `///` comments on the fields are the user
+//! documentation of each key (`docs/configuration.md` is written from them).
+
+use serde::Deserialize;
+use std::fmt;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+pub(crate) use serde_saphyr::Spanned;
+
+/// A YAML list of scalars, each kept as text with its location, the list
+/// itself with its own.
+pub(crate) type List = Spanned<Vec<Spanned<String>>>;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawConfig {
+    /// Address (`IP:port`) the proxy accepts client traffic on.
+    /// Default `0.0.0.0:8080`.
+    pub listen: Option<Spanned<String>>,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub admin: Option<RawAdmin>,
+    /// Forwarding behaviour shared by all routes.
+    pub proxy: Option<RawProxy>,
+    /// Metric naming, label bounds and histogram buckets.
+    pub metrics: Option<RawMetrics>,
+    /// Routes, in match order: the first route whose `match` accepts a request
+    /// handles it. Required, at least one.
+    pub routes: Option<Spanned<Vec<Spanned<RawRoute>>>>,
+    /// Files defining SLO classes: paths or glob patterns (`slo/*.yaml`),
+    /// relative to this file's directory. Each path must exist and each
+    /// pattern must match at least one file. Default: none, and then a
+    /// route's `slo` is only a label value.
+    pub slo_files: Option<List>,
+    /// W3C Trace Context (`traceparent`, `tracestate`) of metered requests.
+    /// A client's valid `traceparent` names the request's trace in the
+    /// access log (`trace_id`) whatever these say.
+    pub trace_context: Option<RawTraceContext>,
+    /// OpenTelemetry export (OTLP) of the metrics and of one span per
+    /// metered request. Default: off.
+    pub otlp: Option<RawOtlp>,
+}
+
+/// `otlp`: where and how the OpenTelemetry export goes.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawOtlp {
+    /// The collector: `http://host:port` (OTLP/HTTP: the signals' paths
+    /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is).
+    /// Required.
+    pub endpoint: Option<Spanned<String>>,
+    /// `http/protobuf` (default) or `grpc`.
+    pub protocol: Option<Spanned<String>>,
+    /// Export the metrics (boolean, default `true`).
+    pub metrics: Option<Spanned<String>>,
+    /// Export one span per metered request (boolean, default `true`).
+    pub traces: Option<Spanned<String>>,
+    /// How often the metrics are exported. Default `60s`.
+    pub metrics_interval: Option<Spanned<String>>,
+    /// The longest a finished span waits for its batch. Default `5s`.
+    pub traces_delay: Option<Spanned<String>>,
+    /// How long one export may take, retries included. Default `10s`.
+    pub timeout: Option<Spanned<String>>,
+    /// Finished requests waiting for the exporter; past it they are
+    /// dropped and counted. Default 2048.
+    pub queue: Option<Spanned<String>>,
+    /// Most spans in one export. Default 512.
+    pub max_batch: Option<Spanned<String>>,
+    /// The `service.name` of the exported resource. Default `tokenmeter`.
+    pub service_name: Option<Spanned<String>>,
+}
+
+/// `trace_context`: what the proxy does with the W3C trace context of
+/// metered requests.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawTraceContext {
+    /// Take part in the client's trace as a span of its own: the upstream
+    /// is sent a `traceparent` with the client's trace id and flags and the
+    /// proxy's span as the parent (`tracestate` unchanged), so the
+    /// upstream's spans (vLLM, SGLang, TGI) hang under the proxy's. A
+    /// boolean, default `false`: both headers go to the upstream as the
+    /// client sent them.
+    pub join: Option<Spanned<String>>,
+    /// Start a trace for a metered request that comes without a valid
+    /// `traceparent`: a new trace id, sampled, with the proxy's span as its
+    /// root, sent to the upstream in `traceparent` (a `tracestate` without
+    /// a valid `traceparent` is dropped). A boolean, default `false`.
+    pub start: Option<Spanned<String>>,
+}
+
+/// `admin`: the admin listener.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawAdmin {
+    /// Address (`IP:port`) of the admin listener. Default `127.0.0.1:9464`
+    /// (loopback, so metrics are not exposed by accident). Must differ from
+    /// `listen`.
+    pub listen: Option<Spanned<String>>,
+    /// Most client connections open at once on the admin listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
+    /// whatever visits the admin port cannot take the file descriptors
+    /// forwarding needs. Applied at start only.
+    pub max_connections: Option<Spanned<String>>,
+}
+
+/// `proxy`: forwarding behaviour shared by all routes.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawProxy {
+    /// Largest request body read ahead to learn `model` and `stream`; a larger
+    /// body is forwarded as it streams in and metered with an unknown model.
+    /// A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`, `100kB`).
+    /// Default `4MiB`.
+    pub max_request_body: Option<Spanned<String>>,
+    /// Largest request body held whole so that the request can be sent
+    /// again if the upstream closes a reused connection under it (the
+    /// keep-alive race); an unmetered request's body is read ahead up to
+    /// this. A size, default `64KiB`.
+    pub max_retry_body: Option<Spanned<String>>,
+    /// Largest request head (request line and headers) a client may send;
+    /// a larger one is answered 431. A size, from `8KiB` (the default) to
+    /// `1MiB`. Applied at start only.
+    pub max_request_head: Option<Spanned<String>>,
+    /// How long a client connection may take to send a request head, from
+    /// when it opens or its last response ended: a connection that sends
+    /// nothing, trickles its head, or sits idle between requests longer is
+    /// closed. A duration, default `30s`. Applied at start only.
+    pub request_head_timeout: Option<Spanned<String>>,
+    /// Most client connections open at once on the proxy listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default:
+    /// from the process's open-file limit, half of what is left after the
+    /// admin listener's share and a reserve of 64 (each proxied connection
+    /// can hold an upstream connection too). Applied at start only.
+    pub max_connections: Option<Spanned<String>>,
+    /// Share of `max_connections` open at which the listener is overloaded
+    /// and sheds connections that have not reached the upstream. A
+    /// percentage, from `1%` to `100%`, default `90%`. Applied at start only.
+    pub overload_threshold: Option<Spanned<String>>,
+    /// While overloaded, how long a connection that has not reached the
+    /// upstream may wait for its request head or read-ahead body. A
+    /// duration, default `3s`. Applied at start only.
+    pub overload_timeout: Option<Spanned<String>>,
+    /// Idle kept-alive connections kept per upstream. A count, `0` keeps
+    /// none. Default `256`.
+    pub upstream_idle_connections: Option<Spanned<String>>,
+    /// How long an idle upstream connection is kept. A duration, default
+    /// `90s`.
+    pub upstream_idle_timeout: Option<Spanned<String>>,
+    /// Largest non-streamed response body kept to read its usage at the end.
+    /// A size, default `16MiB`.
+    pub max_response_body: Option<Spanned<String>>,
+    /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` to
+    /// forwarded requests. Default `true`.
+    pub x_forwarded: Option<Spanned<String>>,
+    /// Clients (addresses or CIDR ranges: `10.0.0.0/8`, `::1`) whose
+    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are passed on, as another
+    /// proxy in front sets them. From any other client they are replaced.
+    /// Default: none.
+    pub trusted_proxies: Option<List>,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
+    /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).
+    /// Default `30s`.
+    pub shutdown_grace: Option<Spanned<String>>,
+}
+
+/// `metrics`: metric naming, label bounds and histogram buckets.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawMetrics {
+    /// Prefix of the domain metrics (`llm` gives
+    /// `llm_time_to_first_token_seconds`). Matches `[a-zA-Z_][a-zA-Z0-9_]*`.
+    /// Default `llm`.
+    pub namespace: Option<Spanned<String>>,
+    /// How values of the `model` label are bounded.
+    pub models: Option<RawModels>,
+    /// How values of the `tenant` label are bounded, for routes with a
+    /// `tenant`.
+    pub tenants: Option<RawTenants>,
+    /// Largest token count accepted from an upstream's usage report, per
+    /// field. A report with a larger count, or with a count that is not a
+    /// whole number (negative, fractional, a string), is not counted: the
+    /// request's metering degrades (`implausible_usage` parse error) and
+    /// the token counters never take a bogus value. A count, at least 1.
+    /// Default `10000000`.
+    pub max_usage_tokens: Option<Spanned<String>>,
+    /// Histogram bucket upper bounds, per metric. A metric left out keeps its
+    /// default buckets.
+    pub buckets: Option<RawBuckets>,
+}
+
+/// `metrics.models`: bounds on the `model` label, so clients sending random
+/// model names cannot blow up the number of series.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawModels {
+    /// Only these model names are used as label values; any other is reported
+    /// as `other`. Non-empty names, no duplicates. Default: no allow-list.
+    pub allow: Option<List>,
+    /// Without `allow`: the first this-many distinct model names that the
+    /// upstream answered with a 2xx are used as label values (a name is
+    /// `other` until then, so names the upstream refuses never take a
+    /// slot); later new names are reported as `other`. At least 1. Default
+    /// `100`.
+    pub max_distinct: Option<Spanned<String>>,
+}
+
+/// `metrics.tenants`: bounds on the `tenant` label, so clients sending
+/// random tenant names cannot blow up the number of series.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawTenants {
+    /// Only these tenant names are used as label values; any other is
+    /// reported as `other`. Non-empty names, no duplicates. Default: no
+    /// allow-list.
+    pub allow: Option<List>,
+    /// Without `allow`: the first this-many distinct tenant names that the
+    /// upstream answered with a 2xx are used as label values (a name is
+    /// `other` until then); later new names are reported as `other`. At
+    /// least 1. Default `100`.
+    pub max_distinct: Option<Spanned<String>>,
+    /// Also label the latency and token-count histograms by tenant (the
+    /// counters always are). Each tenant then has a histogram series of its
+    /// own per route, model and class: many more series. A boolean,
+    /// default `false`. Applied at start only.
+    pub histograms: Option<Spanned<String>>,
+}
+
+/// `metrics.buckets`: histogram bucket upper bounds. Each list is non-empty,
+/// of finite numbers greater than zero, strictly increasing.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawBuckets {
+    /// Time to first token, in seconds.
+    pub time_to_first_token: Option<List>,
+    /// Time until the upstream's response headers arrive, in seconds.
+    pub time_to_response_headers: Option<List>,
+    /// Time per output token after the first, in seconds.
+    pub time_per_output_token: Option<List>,
+    /// Time between two consecutive token events, in seconds.
+    pub inter_token_latency: Option<List>,
+    /// End-to-end request latency, in seconds.
+    pub e2e_request_latency: Option<List>,
+    /// Output (completion) tokens per request.
+    pub output_tokens: Option<List>,
+    /// Input (prompt) tokens per request.
+    pub input_tokens: Option<List>,
+}
+
+/// `routes[i]`: which requests a route takes and where they go.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawRoute {
+    /// Unique route name, used as the `route` label. Required; matches
+    /// `[a-zA-Z0-9_.:-]+`.
+    pub name: Option<Spanned<String>>,
+    /// Which requests this route accepts; all given conditions must hold.
+    /// Default: every request (`path_prefix: /`).
+    #[serde(rename = "match")]
+    pub matcher: Option<Spanned<RawMatch>>,
+    /// Upstream base URL: `http` or `https`, with a host, without user info,
+    /// query or fragment. Its path is kept as a base path (without a trailing
+    /// `/`) that request paths are appended to. Required, unless `--upstream`
+    /// is given on the command line, which replaces it in every route.
+    pub upstream: Option<Spanned<String>>,
+    /// Which requests are metered: `auto` (requests to known inference
+    /// endpoints such as `.../chat/completions` and `.../completions`),
+    /// `openai` (every request, read as OpenAI chat/completions) or `none`
+    /// (forward only). Default `auto`.
+    pub protocol: Option<Spanned<String>>,
+    /// Upstream timeouts.
+    pub timeouts: Option<RawTimeouts>,
+    /// TLS towards an `https` upstream.
+    pub tls: Option<Spanned<RawTls>>,
+    /// Forward the client's `Host` header instead of the upstream's authority.
+    /// Default `false`.
+    pub preserve_host: Option<Spanned<String>>,
+    /// Remove the matched `path_prefix` before appending the request path to
+    /// the upstream's base path. Default `false`.
+    pub strip_prefix: Option<Spanned<String>>,
+    /// Most requests of this route in flight at once (from the request head
+    /// to the end of the response body). Past it the proxy answers `503`
+    /// with `retry-after: 1` at once, without reading the request or
+    /// calling the upstream. A whole number, at least 1. Default: no limit.
+    pub max_in_flight: Option<Spanned<String>>,
+    /// The route's SLO class, used as the `slo` label value (empty when
+    /// unset). With `slo_files`, it must name a class defined there; without,
+    /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.
+    pub slo: Option<Spanned<String>>,
+    /// SLO class per model name (the request body's `model`, as sent), which
+    /// takes precedence over `slo`: `{llama-3-8b: chat, codestral: code}`.
+    pub slo_by_model: Option<Spanned<Entries>>,
+    /// Request header a client may use to declare its SLO class
+    /// (`x-slo-class`). It takes precedence over `slo_by_model` and `slo`;
+    /// values that name no defined class are ignored (the route's class
+    /// applies), so the label stays bounded. Requires `slo_files`.
+    pub slo_header: Option<Spanned<String>>,
+    /// Whom each request is attributed to, the `tenant` label of the token
+    /// and request counters and the access log's `tenant`: a request
+    /// header's value (`header`) or the caller's API key mapped to a name
+    /// (`api_keys`), one of the two. Default: no tenant (the label is
+    /// empty).
+    pub tenant: Option<Spanned<RawTenant>>,
+}
+
+/// `routes[i].tenant`: where a request's tenant comes from.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawTenant {
+    /// The request header that names the tenant (`x-tenant`, `x-team`): its
+    /// value, trimmed, is the tenant. A request without it is `unknown`.
+    pub header: Option<Spanned<String>>,
+    /// Tenants by API key: the key a request carries is hashed (SHA-256) and
+    /// looked up in `keys`. The configuration holds only the hashes.
+    pub api_keys: Option<RawApiKeys>,
+}
+
+/// `routes[i].tenant.api_keys`: tenants by API key.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawApiKeys {
+    /// The headers a key is read from, the first one present: from
+    /// `authorization`, the token of `Bearer <token>`; from any other, the
+    /// whole value. Default `[authorization, x-api-key]`.
+    pub headers: Option<List>,
+    /// Tenant name by the SHA-256 of the key, in lowercase hex (what
+    /// `tokenmeter hash-key` prints): `{9f86d0…: team-a}`. A request whose
+    /// key is not listed, or that has none, is `unknown`. Required.
+    pub keys: Option<Spanned<Entries>>,
+}
+
+/// An SLO file: `classes`, a list of SLO classes.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawSloFile {
+    /// The classes this file defines. Required, at least one.
+    pub classes: Option<Spanned<Vec<Spanned<RawSloClass>>>>,
+}
+
+/// `classes[i]`: one SLO class.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawSloClass {
+    /// Class name, the `slo` label value. Required; matches
+    /// `[a-zA-Z0-9_.:-]+`; unique across all SLO files.
+    pub name: Option<Spanned<String>>,
+    /// What the class is for, shown in alert annotations. Default: empty.
+    pub description: Option<Spanned<String>>,
+    /// Compliance window of the targets (error budget period). A duration,
+    /// default `28d`.
+    pub window: Option<Spanned<String>>,
+    /// Per-request thresholds and their targets, by metric (`ttft`, `tpot`,
+    /// `e2el`). Each is either `{pNN: duration}` ("pNN below the duration",
+    /// target NN/100, p50 to p99.99) or `{threshold: duration, target:
+    /// ratio}`; `ttft: {p95: 500ms}` and `ttft: {threshold: 500ms, target:
+    /// 0.95}` mean the same.
+    pub objectives: Option<Spanned<RawObjectives>>,
+    /// Which thresholds a request must all meet to be good, and the target
+    /// share of good requests.
+    pub goodput: Option<Spanned<RawGoodput>>,
+    /// Also record the class's error ratios per tenant and alert on each
+    /// tenant's burn rate (`tokenmeter rules`), for routes that attribute
+    /// requests to tenants. A boolean, default `false`.
+    pub per_tenant_alerts: Option<Spanned<String>>,
+}
+
+/// `classes[i].objectives`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawObjectives {
+    /// Time to first token (streamed responses).
+    pub ttft: Option<Spanned<Entries>>,
+    /// Time per output token after the first (streamed responses).
+    pub tpot: Option<Spanned<Entries>>,
+    /// End-to-end request latency.
+    pub e2el: Option<Spanned<Entries>>,
+}
+
+/// `classes[i].goodput`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawGoodput {
+    /// The objectives a request must all meet to be good. Default: every
+    /// objective of the class.
+    pub require: Option<List>,
+    /// Target share of good requests among judged ones, a ratio in (0, 1)
+    /// (`0.9`). Default: none (goodput is counted but has no alerts).
+    /// Required for a class without objectives.
+    pub target: Option<Spanned<String>>,
+}
+
+/// A mapping whose keys the user chooses (model names, `p95`), in file
+/// order, each value kept as text with its location. Stage two decides which
+/// keys are allowed, and points at the value's location for a bad key (the
+/// same line): keys are plain strings because a located key cannot pass
+/// through `serde_ignored`, which reads every key as text itself.
+#[derive(Debug, Default)]
+pub(crate) struct Entries(pub Vec<(String, Spanned<String>)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor;
+
+        impl<'de> Visitor<'de> for EntriesVisitor {
+            type Value = Entries;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of keys to values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key()? {
+                    let value = map.next_value()?;
+                    entries.push((key, value));
+                }
+                Ok(Entries(entries))
+            }
+        }
+
+        deserializer.deserialize_map(EntriesVisitor)
+    }
+}
+
+/// `routes[i].match`: which requests a route accepts.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawMatch {
+    /// The request path starts with this (plain string prefix). Starts with
+    /// `/`. Default `/`.
+    pub path_prefix: Option<Spanned<String>>,
+    /// The request's host, without port, compared case-insensitively.
+    /// Default: any host.
+    pub host: Option<Spanned<String>>,
+    /// Accepted HTTP methods (case-insensitive, stored uppercase). Default:
+    /// any method.
+    pub methods: Option<List>,
+}
+
+/// `routes[i].timeouts`: upstream timeouts. Each is a duration greater than
+/// zero.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawTimeouts {
+    /// TCP (and TLS) connection set-up. Default `5s`.
+    pub connect: Option<Spanned<String>>,
+    /// From sending the request to receiving the response head. Non-streamed
+    /// responses send their head when generation is done, so this is long.
+    /// Default `10m`.
+    pub response_headers: Option<Spanned<String>>,
+    /// Longest silence between two response body frames, reset on every frame:
+    /// a long healthy stream never times out, a stalled one does. Default `5m`.
+    pub idle: Option<Spanned<String>>,
+    /// Longest silence while the client sends its request body: before its
+    /// first byte and between any two of its frames. Past it the request is
+    /// answered `408` (outcome `client_timeout`). Default `30s`.
+    pub request_body: Option<Spanned<String>>,
+    /// Longest time a request body may take to arrive up to what the proxy
+    /// reads ahead of forwarding it (to learn `model`, or to hold it for a
+    /// retry), from the request head, however steadily it trickles. Past it
+    /// the request is answered `408` (outcome `client_timeout`). Default
+    /// `60s`.
+    pub request_body_total: Option<Spanned<String>>,
+}
+
+/// `routes[i].tls`: how an `https` upstream's certificate is verified.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawTls {
+    /// PEM file of the certificate authorities to trust for this upstream,
+    /// instead of the web PKI roots built in (for servers with an internal
+    /// or self-signed CA). Relative to the directory of the config file;
+    /// read when the configuration is loaded or reloaded. Default: the web
+    /// PKI roots.
+    pub ca_file: Option<Spanned<String>>,
+}

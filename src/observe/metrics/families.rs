@@ -1,0 +1,37 @@
+//! The families a request touches, registered once and shared by every
+//! request.
+
+use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
+
+use super::exemplars::Exemplars;
+use super::labels::Bounded;
+
+/// The families a request touches and the bounds of the labels its client
+/// chooses, built once and shared by every request (one `Arc`).
+pub(super) struct Families {
+    pub(super) ttft: HistogramVec,
+    pub(super) ttft_visible: HistogramVec,
+    pub(super) headers: HistogramVec,
+    pub(super) tpot: HistogramVec,
+    pub(super) itl: HistogramVec,
+    pub(super) e2el: HistogramVec,
+    pub(super) output_tokens: HistogramVec,
+    pub(super) input_tokens: HistogramVec,
+    pub(super) requests: IntCounterVec,
+    pub(super) output_tokens_total: IntCounterVec,
+    pub(super) input_tokens_total: IntCounterVec,
+    pub(super) cached_input_tokens_total: IntCounterVec,
+    pub(super) reasoning_output_tokens_total: IntCounterVec,
+    pub(super) in_flight: IntGaugeVec,
+    pub(super) parse_errors: IntCounterVec,
+    pub(super) slo_requests: IntCounterVec,
+    pub(super) slo_violations: IntCounterVec,
+    pub(super) slo_good_output_tokens: IntCounterVec,
+    pub(super) models: Bounded,
+    pub(super) tenants: Bounded,
+    /// Whether the histograms carry the tenant (else their `tenant` is
+    /// empty).
+    pub(super) tenant_histograms: bool,
+    /// The exemplars of TTFT, TPOT, ITL and E2EL.
+    pub(super) exemplars: Exemplars,
+}
