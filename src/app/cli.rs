@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::config::ConfigErrors;
+
 use super::demo::{DemoArgs, SimArgs};
 use crate::config::{Config, Overrides};
 use crate::dashboard::ClassView;
@@ -138,14 +140,55 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", e.chain());
             ExitCode::FAILURE
         }
     }
 }
 
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Start(#[from] super::StartError),
+    #[error(transparent)]
+    Signals(#[from] super::SignalError),
+    #[error("{0}")]
+    Config(ConfigErrors),
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing the rules as YAML: {0}")]
+    Rules(String),
+    #[error("writing the dashboard as JSON")]
+    Json(#[from] serde_json::Error),
+}
+
+impl CommandError {
+    /// An I/O failure while doing `what`.
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let what = what.into();
+        move |source| CommandError::Io { what, source }
+    }
+
+    /// The error and its causes on one line.
+    fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            source = s.source();
+        }
+        out
+    }
+}
+
 /// Runs `command`; the proxies it starts write access lines to `access`.
-async fn run(command: Command, access: AccessLog) -> anyhow::Result<ExitCode> {
+async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandError> {
     match command {
         Command::Serve(args) => {
             let overrides = Overrides {
@@ -198,8 +241,7 @@ async fn run(command: Command, access: AccessLog) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             let file = slo::rules::rules(&loaded.slo_classes, &loaded.metrics.namespace);
-            let yaml = slo::rules::to_yaml(&file)
-                .map_err(|e| anyhow::anyhow!("writing the rules as YAML: {e}"))?;
+            let yaml = slo::rules::to_yaml(&file).map_err(CommandError::Rules)?;
             write_output(out.as_deref(), &yaml)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -224,7 +266,7 @@ async fn run(command: Command, access: AccessLog) -> anyhow::Result<ExitCode> {
         Command::HashKey => {
             let mut out = String::new();
             for line in std::io::stdin().lines() {
-                let line = line?;
+                let line = line.map_err(CommandError::io("reading keys from standard input"))?;
                 let key = line.trim();
                 if !key.is_empty() {
                     out.push_str(&crate::observe::tenant::key_hash_hex(key.as_bytes()));
@@ -349,10 +391,10 @@ fn load_reporting(path: &std::path::Path) -> Option<Config> {
 }
 
 /// Writes generated text to `out`, or to standard output.
-fn write_output(out: Option<&std::path::Path>, text: &str) -> anyhow::Result<()> {
+fn write_output(out: Option<&std::path::Path>, text: &str) -> Result<(), CommandError> {
     match out {
         Some(path) => std::fs::write(path, text)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display())),
+            .map_err(CommandError::io(format!("writing {}", path.display()))),
         None => {
             print!("{text}");
             Ok(())

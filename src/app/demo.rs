@@ -5,12 +5,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::Args;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::Signals;
+use super::cli::CommandError;
 use crate::config::{Config, Overrides};
 use crate::observe::access::AccessLog;
 use sim::{self, SimConfig};
@@ -66,27 +66,39 @@ fn sim_config(args: &SimArgs) -> SimConfig {
 }
 
 /// Runs the simulator until SIGINT/SIGTERM.
-pub(crate) async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
+pub(crate) async fn run_sim(args: SimArgs) -> Result<(), CommandError> {
     let signals = Signals::install()?;
     let listener = TcpListener::bind(args.listen)
         .await
-        .with_context(|| format!("binding the simulator on {}", args.listen))?;
-    let addr = listener.local_addr()?;
+        .map_err(CommandError::io(format!(
+            "binding the simulator on {}",
+            args.listen
+        )))?;
+    let addr = listener
+        .local_addr()
+        .map_err(CommandError::io("the simulator's address"))?;
     tracing::info!(%addr, ttft_ms = args.ttft_ms, itl_ms = args.itl_ms, tokens = args.tokens, "simulator listening");
-    sim::serve(listener, sim_config(&args), signals.shutdown()).await?;
+    sim::serve(listener, sim_config(&args), signals.shutdown())
+        .await
+        .map_err(CommandError::io("the simulator"))?;
     Ok(())
 }
 
 /// Starts the simulator, the proxy in front of it and a steady load, prints
 /// where to look, and runs until SIGINT/SIGTERM. The proxy writes access
 /// lines to `access`.
-pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> anyhow::Result<()> {
+pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), CommandError> {
     let signals = Signals::install()?;
     let stop = CancellationToken::new();
     let sim_listener = TcpListener::bind(args.sim_listen)
         .await
-        .with_context(|| format!("binding the simulator on {}", args.sim_listen))?;
-    let sim_addr = sim_listener.local_addr()?;
+        .map_err(CommandError::io(format!(
+            "binding the simulator on {}",
+            args.sim_listen
+        )))?;
+    let sim_addr = sim_listener
+        .local_addr()
+        .map_err(CommandError::io("the simulator's address"))?;
     let sim_task = tokio::spawn(sim::serve(
         sim_listener,
         SimConfig::default(),
@@ -98,9 +110,8 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> anyhow::Resul
         admin_listen: Some(args.admin_listen),
         upstream: Some(format!("http://{sim_addr}")),
     };
-    let files = DemoFiles::write().context("writing the demo config")?;
-    let loaded = Config::load(&files.config, &overrides);
-    let config = loaded.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let files = DemoFiles::write().map_err(CommandError::io("writing the demo config"))?;
+    let config = Config::load(&files.config, &overrides).map_err(CommandError::Config)?;
     let running = super::start_with(config, None, Some(access)).await?;
     let proxy = running.proxy_addr;
     let admin = running.admin_addr;
@@ -138,7 +149,7 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> anyhow::Resul
     );
     running.stop().await;
     match sim_task.await {
-        Ok(result) => result.context("simulator")?,
+        Ok(result) => result.map_err(CommandError::io("the simulator"))?,
         Err(e) => tracing::error!(error = %e, "simulator task failed"),
     }
     Ok(())

@@ -21,7 +21,7 @@ mod reload;
 mod signals;
 
 pub use reload::{ConfigSource, DEBOUNCE, ReloadError, Reloaded};
-pub use signals::{Received, Signals};
+pub use signals::{Received, SignalError, Signals};
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
