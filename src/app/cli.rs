@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::ConfigErrors;
+use super::CommandError;
 
 use super::demo::{DemoArgs, SimArgs};
 use crate::config::{Config, Overrides};
@@ -143,47 +143,6 @@ pub fn main() -> ExitCode {
             eprintln!("error: {}", e.chain());
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Why a command failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error(transparent)]
-    Start(#[from] super::StartError),
-    #[error(transparent)]
-    Signals(#[from] super::SignalError),
-    #[error("{0}")]
-    Config(ConfigErrors),
-    #[error("{what}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("writing the rules as YAML: {0}")]
-    Rules(String),
-    #[error("writing the dashboard as JSON")]
-    Json(#[from] serde_json::Error),
-}
-
-impl CommandError {
-    /// An I/O failure while doing `what`.
-    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
-        let what = what.into();
-        move |source| CommandError::Io { what, source }
-    }
-
-    /// The error and its causes on one line.
-    fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            out.push_str(": ");
-            out.push_str(&s.to_string());
-            source = s.source();
-        }
-        out
     }
 }
 

@@ -9,8 +9,8 @@ use clap::Args;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::CommandError;
 use super::Signals;
-use super::cli::CommandError;
 use crate::config::{Config, Overrides};
 use crate::observe::access::AccessLog;
 use sim::{self, SimConfig};

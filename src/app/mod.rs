@@ -109,6 +109,47 @@ pub enum StartError {
     },
 }
 
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Signals(#[from] SignalError),
+    #[error("{0}")]
+    Config(crate::config::ConfigErrors),
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing the rules as YAML: {0}")]
+    Rules(String),
+    #[error("writing the dashboard as JSON")]
+    Json(#[from] serde_json::Error),
+}
+
+impl CommandError {
+    /// An I/O failure while doing `what`.
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let what = what.into();
+        move |source| CommandError::Io { what, source }
+    }
+
+    /// The error and its causes on one line.
+    pub(crate) fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            source = s.source();
+        }
+        out
+    }
+}
+
 /// Binds both listeners and starts serving a config that has no file to
 /// reload.
 pub async fn start(config: Config) -> Result<Running, StartError> {
