@@ -504,8 +504,8 @@ impl Drop for ReceivingBody {
 #[cfg(test)]
 mod tests {
     use super::labels::Label;
-    use crate::config::LabelBounds;
     use super::*;
+    use crate::config::LabelBounds;
     use crate::config::MetricsSettings;
 
     /// Every family of the catalogue is registered, and every family the
