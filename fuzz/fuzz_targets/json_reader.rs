@@ -1,5 +1,5 @@
 //! The protocol classifiers and the pull JSON reader they walk events with
-//! (`crates/meter/src/json/reader.rs`), on any bytes:
+//! (`crates/meter/src/json/reader/`), on any bytes:
 //!
 //! - every `Api`'s `classify` on the body as one event (with an event name
 //!   the input picks);

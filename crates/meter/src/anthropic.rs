@@ -21,8 +21,8 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
+use super::event::{EventInfo, ParseError, Usage};
 use super::json::{self, Error, Output, Reader};
-use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {

@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-use super::ParseError;
+use super::event::ParseError;
 
 /// Supported `content-encoding` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

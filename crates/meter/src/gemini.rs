@@ -20,8 +20,8 @@
 //! role): [`Tails`] keeps them from one chunk to the next, and what repeats
 //! is not read again.
 
+use super::event::{EventInfo, ParseError, Usage};
 use super::json::{self, Error, Members, Output, Reader, Suffix};
-use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one event's data, one array element, or a whole body, alone.
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {

@@ -195,8 +195,8 @@ impl JsonArrayFramer {
 mod tests {
     use super::*;
 
-    use crate::Framer;
-    use crate::framing_tests::{Text, frame_all, ok};
+    use crate::framer::Framer;
+    use crate::framer::framing_tests::{Text, frame_all, ok};
 
     fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Text> {
         frame_all(Framer::JsonArray(JsonArrayFramer::new(limit)), chunks)

@@ -105,8 +105,8 @@ fn dispatch(line: &[u8], on: &mut impl FnMut(Result<Event<'_>, FrameError>)) {
 mod tests {
     use super::*;
 
-    use crate::Framer;
-    use crate::framing_tests::{Text, frame_all, ok};
+    use crate::framer::Framer;
+    use crate::framer::framing_tests::{Text, frame_all, ok};
 
     fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Text> {
         frame_all(Framer::Ndjson(NdjsonFramer::new(limit)), chunks)

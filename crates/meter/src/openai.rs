@@ -10,8 +10,8 @@
 //! call, or a legacy completion's `text`. The role-only first chunk, empty
 //! deltas, finish chunks and usage-only chunks (`choices: []`) are not.
 
+use super::event::{EventInfo, ParseError, Usage};
 use super::json::{self, Error, Output, Prefix, Reader};
-use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one SSE event's data (or a whole non-streamed body), alone.
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {

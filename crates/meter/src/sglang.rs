@@ -23,8 +23,8 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
+use super::event::{EventInfo, ParseError, Usage};
 use super::json;
-use super::{EventInfo, ParseError, Usage};
 
 /// Classifies one event on its own (delta mode) or a non-streamed body.
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {

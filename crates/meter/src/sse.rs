@@ -277,8 +277,8 @@ impl SseFramer {
 mod tests {
     use super::*;
 
-    use crate::Framer;
-    use crate::framing_tests::{Text, frame_all};
+    use crate::framer::Framer;
+    use crate::framer::framing_tests::{Text, frame_all};
 
     fn frame(chunks: &[&[u8]], limit: usize) -> Vec<Text> {
         frame_all(Framer::Sse(SseFramer::new(limit)), chunks)

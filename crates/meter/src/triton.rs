@@ -8,8 +8,8 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
+use super::event::{EventInfo, ParseError};
 use super::json;
-use super::{EventInfo, ParseError};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {

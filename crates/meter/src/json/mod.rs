@@ -56,8 +56,8 @@ impl Output {
 pub fn read<'a, T>(
     data: &'a [u8],
     value: impl FnOnce(&mut Reader<'a>) -> Result<T, Error>,
-) -> Result<T, super::ParseError> {
-    reader::read(data, value).map_err(|_| super::ParseError::InvalidJson)
+) -> Result<T, super::event::ParseError> {
+    reader::read(data, value).map_err(|_| super::event::ParseError::InvalidJson)
 }
 
 /// Test support for the classifiers that keep state across a stream's

@@ -1,50 +1,15 @@
-//! The metering JSON reader: a pull reader over one JSON value, on which
-//! every protocol classifier walks its events.
-//!
-//! A classifier reads an event itself: in a loop over an object,
-//! [`Reader::key`] hands it each key (raw bytes, unescaped only when the key
-//! has escapes) and it reads the value with the method that answers its
-//! question ([`Reader::nonempty`], [`Reader::present`], [`Reader::count`], a
-//! nested object or list...) or [`Reader::skip`]s it. There is no visitor
-//! and no intermediate value: one loop per object in the classifier's own
-//! code, strings borrowed from the event, and no allocation (escaped keys
-//! and strings are unescaped into a buffer reused by the thread, and a
-//! steady stream has none).
-//!
-//! It accepts exactly RFC 8259 JSON, as `serde_json` does (the tests check
-//! this against it on damaged input): one value, optional surrounding
-//! whitespace, at most [`MAX_DEPTH`] nested lists and objects. A skipped
-//! value is checked like a read one: its structure, its strings' escapes
-//! and control characters, its numbers' grammar. Strings are not checked
-//! for UTF-8 (they are only compared or measured). Where it is cheap:
-//!
-//! - strings are scanned sixteen bytes at a time with SSE2 on x86_64 (eight
-//!   at a time in a `u64` elsewhere), so a key costs one step;
-//! - a skipped list or object is one loop over its tokens with the open
-//!   lists and objects on a bit stack, not a call per element;
-//! - errors carry no message (metering counts them, it does not report
-//!   them), so failing costs no allocation either.
-//!
-//! A key repeated in an object is handed to the classifier, and read, each
-//! time it appears.
+//! The pull reader itself: [`read`], the [`Reader`] a classifier walks an
+//! event with, and the [`Prefix`], [`Suffix`] and [`Members`] with which it
+//! resumes or closes early what the stream's next events repeat.
 
 use std::cell::Cell;
-use std::fmt;
+
+use super::error::Error;
+use super::scan::{literal_end, number_end, peek, string_end, unescape};
+use super::skip::skip_value;
 
 /// Nesting of lists and objects refused (as `serde_json`: 127 levels pass).
 pub const MAX_DEPTH: u32 = 128;
-
-/// The input is not JSON, or not of the shape the classifier reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Error;
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid JSON for this event")
-    }
-}
-
-impl std::error::Error for Error {}
 
 thread_local! {
     /// The unescaping buffer, lent to one read at a time.
@@ -566,6 +531,7 @@ impl<'a> Reader<'a> {
         self.skip().map(|()| !empty)
     }
 
+    #[inline]
     fn null(&mut self) -> Result<bool, Error> {
         self.pos = literal_end(self.input, self.pos, b"null")?;
         Ok(false)
@@ -610,318 +576,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Skips the value at `pos` (after whitespace), checking its structure;
-/// returns the index after it. `room` is how many lists and objects it may
-/// open. One loop over the value's tokens, the lists and objects open in it
-/// kept as a bit stack (1 for an object), so that a skipped value costs no
-/// call per element and its position stays in a register.
-fn skip_value(input: &[u8], mut pos: usize, room: u32) -> Result<usize, Error> {
-    let mut stack: u128 = 0;
-    let mut open: u32 = 0;
-    'value: loop {
-        let b = peek(input, &mut pos)?;
-        match b {
-            b'"' => pos = string_end(input, pos)?.0,
-            b'-' | b'0'..=b'9' => pos = number_end(input, pos)?.0,
-            b'n' => pos = literal_end(input, pos, b"null")?,
-            b't' => pos = literal_end(input, pos, b"true")?,
-            b'f' => pos = literal_end(input, pos, b"false")?,
-            b'[' | b'{' => {
-                if open >= room {
-                    return Err(Error);
-                }
-                let object = b == b'{';
-                pos += 1;
-                let next = peek(input, &mut pos)?;
-                // `]` and `}` are two above `[` and `{`.
-                if next == b + 2 {
-                    pos += 1;
-                } else {
-                    open += 1;
-                    stack = stack << 1 | u128::from(object);
-                    if object {
-                        pos = key_end(input, pos, next)?;
-                    }
-                    continue 'value;
-                }
-            }
-            _ => return Err(Error),
-        }
-        // After a value: close the lists and objects that end here, up to
-        // the next comma or the end of the skipped value.
-        loop {
-            if open == 0 {
-                return Ok(pos);
-            }
-            let b = peek(input, &mut pos)?;
-            let object = stack & 1 == 1;
-            if b == b',' {
-                pos += 1;
-                if object {
-                    let next = peek(input, &mut pos)?;
-                    pos = key_end(input, pos, next)?;
-                }
-                continue 'value;
-            }
-            if b != if object { b'}' } else { b']' } {
-                return Err(Error);
-            }
-            pos += 1;
-            open -= 1;
-            stack >>= 1;
-        }
-    }
-}
-
-/// Skips whitespace from `pos` and returns the next byte (not consumed);
-/// an error at the end of the input. The usual case, no whitespace, is one
-/// comparison: every JSON whitespace byte is at most `b' '`.
-#[inline(always)]
-fn peek(input: &[u8], pos: &mut usize) -> Result<u8, Error> {
-    match input.get(*pos) {
-        Some(&b) if b > b' ' => Ok(b),
-        _ => {
-            *pos = skip_whitespace(input, *pos);
-            input.get(*pos).copied().ok_or(Error)
-        }
-    }
-}
-
-/// The index of the first byte at or after `pos` that is not JSON
-/// whitespace, or `input.len()`. Out of line, and given the position by
-/// value, so that callers keep theirs in a register.
-#[inline(never)]
-fn skip_whitespace(input: &[u8], mut pos: usize) -> usize {
-    while let Some(b' ' | b'\n' | b'\r' | b'\t') = input.get(pos) {
-        pos += 1;
-    }
-    pos
-}
-
-/// After the literal `lit` at `pos`.
-#[inline(always)]
-fn literal_end(input: &[u8], pos: usize, lit: &[u8]) -> Result<usize, Error> {
-    match input.get(pos..pos + lit.len()) {
-        Some(s) if s == lit => Ok(pos + lit.len()),
-        _ => Err(Error),
-    }
-}
-
-/// After the colon that follows the object key starting at `pos`, whose
-/// first byte is `first`.
-#[inline(always)]
-fn key_end(input: &[u8], pos: usize, first: u8) -> Result<usize, Error> {
-    if first != b'"' {
-        return Err(Error);
-    }
-    let mut pos = string_end(input, pos)?.0;
-    if peek(input, &mut pos)? != b':' {
-        return Err(Error);
-    }
-    Ok(pos + 1)
-}
-
-/// Scans the string whose opening quote is at `pos`, checking its escapes
-/// and that it holds no control character. Returns the index after its
-/// closing quote and whether it has escapes.
-#[inline(always)]
-fn string_end(input: &[u8], pos: usize) -> Result<(usize, bool), Error> {
-    let mut i = pos + 1;
-    let mut escaped = false;
-    loop {
-        i = next_special(input, i);
-        match *input.get(i).ok_or(Error)? {
-            b'"' => return Ok((i + 1, escaped)),
-            b'\\' => {
-                escaped = true;
-                i += match input.get(i + 1).ok_or(Error)? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
-                    b'u' => {
-                        let hex = input.get(i + 2..i + 6).ok_or(Error)?;
-                        if !hex.iter().all(u8::is_ascii_hexdigit) {
-                            return Err(Error);
-                        }
-                        6
-                    }
-                    _ => return Err(Error),
-                };
-            }
-            _ => return Err(Error),
-        }
-    }
-}
-
-/// Scans the number at `pos`,
-/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`; returns the index after
-/// it and whether it is an integer.
-#[inline(always)]
-fn number_end(input: &[u8], pos: usize) -> Result<(usize, bool), Error> {
-    let digits = |i: &mut usize| {
-        let from = *i;
-        while input.get(*i).is_some_and(u8::is_ascii_digit) {
-            *i += 1;
-        }
-        *i - from
-    };
-    let mut i = pos;
-    if input.get(i) == Some(&b'-') {
-        i += 1;
-    }
-    match input.get(i) {
-        Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => {
-            digits(&mut i);
-        }
-        _ => return Err(Error),
-    }
-    let mut integer = true;
-    if input.get(i) == Some(&b'.') {
-        i += 1;
-        if digits(&mut i) == 0 {
-            return Err(Error);
-        }
-        integer = false;
-    }
-    if matches!(input.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(input.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        if digits(&mut i) == 0 {
-            return Err(Error);
-        }
-        integer = false;
-    }
-    Ok((i, integer))
-}
-
-/// The index of the first byte at or after `i` that is `"`, `\` or a
-/// control character (below 0x20), or `input.len()`: sixteen bytes at a time
-/// where the CPU has SSE2 (every x86_64 does), then eight at a time, then
-/// byte by byte for the last few.
-#[inline(always)]
-fn next_special(input: &[u8], mut i: usize) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    while let Some(found) = special16(input, i) {
-        if found != 0 {
-            return i + found.trailing_zeros() as usize;
-        }
-        i += 16;
-    }
-    next_special_swar(input, i)
-}
-
-/// The special bytes (as [`next_special`]) of the sixteen at `i`, one bit
-/// each; `None` when fewer than sixteen are left.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn special16(input: &[u8], i: usize) -> Option<u32> {
-    use safe_arch::{
-        bitor_m128i, cmp_eq_mask_i8_m128i, m128i, min_u8_m128i, move_mask_i8_m128i,
-        set_splat_i8_m128i,
-    };
-    let bytes: [u8; 16] = input.get(i..i + 16)?.try_into().ok()?;
-    let v = m128i::from(bytes);
-    let splat = |b: u8| set_splat_i8_m128i(i8::from_ne_bytes([b]));
-    let quote = cmp_eq_mask_i8_m128i(v, splat(b'"'));
-    let backslash = cmp_eq_mask_i8_m128i(v, splat(b'\\'));
-    // `min(b, 0x1f) == b` exactly for the bytes below 0x20.
-    let control = cmp_eq_mask_i8_m128i(min_u8_m128i(v, splat(0x1f)), v);
-    let found = move_mask_i8_m128i(bitor_m128i(bitor_m128i(quote, backslash), control));
-    Some(found.cast_unsigned())
-}
-
-/// [`next_special`] without SSE2: eight bytes at a time in a `u64`.
-#[inline(always)]
-fn next_special_swar(input: &[u8], mut i: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = input.get(i..i + 8) {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(bytes);
-        // A byte's high bit is set in `zero(x)` for the first zero byte of
-        // `x` (and possibly bytes after it), never before it: the lowest set
-        // bit marks the first special byte exactly.
-        let zero = |x: u64| x.wrapping_sub(ONES) & !x;
-        let quote = zero(word ^ (ONES * u64::from(b'"')));
-        let backslash = zero(word ^ (ONES * u64::from(b'\\')));
-        let control = word.wrapping_sub(ONES * 0x20) & !word;
-        let found = (quote | backslash | control) & HIGH;
-        if found != 0 {
-            return i + (found.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&b) = input.get(i) {
-        if b == b'"' || b == b'\\' || b < 0x20 {
-            break;
-        }
-        i += 1;
-    }
-    i
-}
-
-/// Writes the unescaped form of a scanned string's content into `out`.
-fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
-    out.clear();
-    let mut i = 0;
-    while let Some(at) = raw[i..].iter().position(|&b| b == b'\\') {
-        out.extend_from_slice(&raw[i..i + at]);
-        i += at;
-        let byte = match raw.get(i + 1).ok_or(Error)? {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            b'/' => b'/',
-            b'b' => 0x08,
-            b'f' => 0x0c,
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
-            b'u' => {
-                let (c, used) = unicode_escape(&raw[i..])?;
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                i += used;
-                continue;
-            }
-            _ => return Err(Error),
-        };
-        out.push(byte);
-        i += 2;
-    }
-    out.extend_from_slice(&raw[i..]);
-    Ok(())
-}
-
-/// Decodes `\uXXXX` (or a surrogate pair `\uD8XX\uDCXX`) at the start of
-/// `s`; returns the character and the bytes used. Lone surrogates fail.
-fn unicode_escape(s: &[u8]) -> Result<(char, usize), Error> {
-    let hex = |at: usize| -> Result<u32, Error> {
-        let digits = s.get(at..at + 4).ok_or(Error)?;
-        let text = std::str::from_utf8(digits).map_err(|_| Error)?;
-        u32::from_str_radix(text, 16).map_err(|_| Error)
-    };
-    let first = hex(2)?;
-    match first {
-        0xD800..=0xDBFF => {
-            if s.get(6..8) != Some(b"\\u") {
-                return Err(Error);
-            }
-            let second = hex(8)?;
-            if !(0xDC00..=0xDFFF).contains(&second) {
-                return Err(Error);
-            }
-            let c = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
-            Ok((char::from_u32(c).ok_or(Error)?, 12))
-        }
-        0xDC00..=0xDFFF => Err(Error),
-        c => Ok((char::from_u32(c).ok_or(Error)?, 6)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::scan::tests::NOISE;
     use super::*;
     use proptest::prelude::*;
     use serde::de::IgnoredAny;
@@ -1030,10 +687,6 @@ mod tests {
         })
     }
 
-    /// Bytes that matter to a JSON reader, to mutate valid documents with.
-    const NOISE: &[u8] =
-        b"{}[]\":,\\/u0123456789abcdefABCDEFnulltrs-+.eE \t\r\n\x00\x1f\x7f\xc3\xa9\xff";
-
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
@@ -1075,22 +728,6 @@ mod tests {
                 serde_json::from_slice::<IgnoredAny>(&text).is_ok(),
                 "input {:?}", String::from_utf8_lossy(&text)
             );
-        }
-
-        /// The SSE2 scan and the portable one find the same first special
-        /// byte from every offset.
-        #[test]
-        fn string_scans_agree(bytes in prop::collection::vec(prop::sample::select(NOISE), 0..80), plain in prop::collection::vec(0x20u8..0x7f, 0..40)) {
-            let mut input = plain;
-            input.extend(bytes);
-            for i in 0..=input.len() {
-                prop_assert_eq!(next_special(&input, i), next_special_swar(&input, i));
-                let first = input[i..]
-                    .iter()
-                    .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                    .map_or(input.len(), |p| i + p);
-                prop_assert_eq!(next_special(&input, i), first);
-            }
         }
     }
 

@@ -1,0 +1,127 @@
+//! The API family of a request ([`Api`]): its names in a route's
+//! `protocol`, its detection from the method and path, and the protocol
+//! module that reads its events.
+
+use super::event::{EventInfo, ParseError};
+use super::{anthropic, gemini, llamacpp, ollama, openai, responses, sglang, tgi, triton};
+
+/// The API family of a metered request: which protocol module reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI chat completions or legacy completions.
+    OpenAi,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
+    /// Hugging Face TGI native (`/generate_stream`, `/generate`).
+    Tgi,
+    /// Ollama native (`/api/generate`, `/api/chat`), NDJSON.
+    Ollama,
+    /// llama.cpp server native (`/completion`).
+    LlamaCpp,
+    /// Google Gemini (`:streamGenerateContent`, `:generateContent`).
+    Gemini,
+    /// SGLang native (`/generate`).
+    Sglang,
+    /// Triton generate extension (`/v2/models/{model}/generate[_stream]`).
+    Triton,
+    /// `POST /generate`, served by both TGI and SGLang: resolved to one of
+    /// them by the first payload that tells (SGLang's have `text` /
+    /// `meta_info`, TGI's `token` / `generated_text` / `details`).
+    Generate,
+}
+
+impl Api {
+    /// The APIs a route can name as its `protocol`, by those names: the
+    /// one place they are spelled.
+    pub const NAMED: [(&'static str, Api); 9] = [
+        ("openai", Api::OpenAi),
+        ("responses", Api::Responses),
+        ("anthropic", Api::Anthropic),
+        ("tgi", Api::Tgi),
+        ("ollama", Api::Ollama),
+        ("llamacpp", Api::LlamaCpp),
+        ("gemini", Api::Gemini),
+        ("sglang", Api::Sglang),
+        ("triton", Api::Triton),
+    ];
+
+    /// The API a route's `protocol` names, if it names one.
+    pub fn from_name(name: &str) -> Option<Api> {
+        Self::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, api)| *api)
+    }
+
+    /// Its name in a route's `protocol` (`generate`, which no route names,
+    /// for `POST /generate` before its payload tells TGI from SGLang).
+    pub fn name(self) -> &'static str {
+        Self::NAMED
+            .iter()
+            .find(|(_, api)| *api == self)
+            .map_or("generate", |(name, _)| name)
+    }
+
+    /// Guesses the API from a request, for routes with `protocol: auto`.
+    /// Only `POST` requests to inference endpoints are metered; `GET
+    /// /v1/models`, health checks, OpenAI's `GET /v1/chat/completions`
+    /// (stored completions) and the like pass through unmetered.
+    ///
+    /// Paths are matched by their end, so any prefix (`/v1`, `/openai/v1`,
+    /// a gateway's `/team-a`) works. `/completions` stays OpenAI's (llama.cpp
+    /// also serves its native API there; set the route's protocol for that).
+    pub fn detect(method: &http::Method, path: &str) -> Option<Api> {
+        if method != http::Method::POST {
+            return None;
+        }
+        let path = path.trim_end_matches('/');
+        let last = path.rsplit('/').next().unwrap_or_default();
+        if last.contains(":streamGenerateContent") || last.contains(":generateContent") {
+            return Some(Api::Gemini);
+        }
+        if path.contains("/v2/models/") && (last == "generate" || last == "generate_stream") {
+            return Some(Api::Triton);
+        }
+        let ends = |suffix: &str| path.ends_with(suffix);
+        if ends("/chat/completions") || ends("/completions") {
+            Some(Api::OpenAi)
+        } else if ends("/responses") {
+            Some(Api::Responses)
+        } else if ends("/messages") {
+            Some(Api::Anthropic)
+        } else if ends("/api/generate") || ends("/api/chat") {
+            Some(Api::Ollama)
+        } else if ends("/generate_stream") {
+            Some(Api::Tgi)
+        } else if ends("/generate") {
+            Some(Api::Generate)
+        } else if ends("/completion") {
+            Some(Api::LlamaCpp)
+        } else {
+            None
+        }
+    }
+
+    /// Reads one event (or a whole non-streamed body) on its own, without
+    /// the state a stream keeps between events (see [`sglang::Cumulative`]).
+    #[inline]
+    pub fn classify(self, name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+        match self {
+            Api::OpenAi => openai::classify(name, data),
+            Api::Responses => responses::classify(name, data),
+            Api::Anthropic => anthropic::classify(name, data),
+            Api::Tgi => tgi::classify(name, data),
+            Api::Ollama => ollama::classify(name, data),
+            Api::LlamaCpp => llamacpp::classify(name, data),
+            Api::Gemini => gemini::classify(name, data),
+            Api::Sglang => sglang::classify(name, data),
+            Api::Triton => triton::classify(name, data),
+            Api::Generate => match sglang::sniff(data) {
+                Some(false) => tgi::classify(name, data),
+                _ => sglang::classify(name, data),
+            },
+        }
+    }
+}

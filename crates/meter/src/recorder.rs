@@ -1,0 +1,65 @@
+//! Where the meter's observations go: the [`Recorder`] trait, and
+//! [`Trace`], the recorder that keeps everything (for tests and tools).
+
+use std::time::Duration;
+
+use super::event::ParseError;
+use super::summary::Summary;
+
+/// Where the meter's observations go. The metrics module implements it with
+/// Prometheus handles resolved once per request; tests collect into a
+/// [`Trace`].
+pub trait Recorder {
+    /// The response head, with `status`, arrived `elapsed` after the
+    /// request head.
+    fn response_headers(&mut self, elapsed: Duration, status: u16);
+    /// The first token event arrived `ttft` after the request head.
+    fn first_token(&mut self, ttft: Duration);
+    /// The first *visible* token event (text, refusal or tool call, not
+    /// reasoning) arrived `ttft` after the request head. Called at most once,
+    /// after `first_token` (or with it, when the first token is visible).
+    fn first_visible_token(&mut self, ttft: Duration) {
+        let _ = ttft;
+    }
+    /// A token event arrived `gap` after the previous one.
+    fn inter_token(&mut self, gap: Duration);
+    /// A payload problem degraded this request's metering.
+    fn parse_error(&mut self, error: ParseError);
+    /// The request ended; called exactly once, last.
+    fn finish(&mut self, summary: &Summary);
+}
+
+/// A [`Recorder`] that keeps everything, for tests and tools.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Trace {
+    pub response_headers: Option<Duration>,
+    pub first_token: Option<Duration>,
+    pub first_visible_token: Option<Duration>,
+    pub gaps: Vec<Duration>,
+    pub parse_errors: Vec<ParseError>,
+    pub summary: Option<Summary>,
+    /// How many times `finish` was called (must be exactly one).
+    pub finishes: u32,
+}
+
+impl Recorder for &mut Trace {
+    fn response_headers(&mut self, elapsed: Duration, _status: u16) {
+        self.response_headers = Some(elapsed);
+    }
+    fn first_token(&mut self, ttft: Duration) {
+        self.first_token = Some(ttft);
+    }
+    fn first_visible_token(&mut self, ttft: Duration) {
+        self.first_visible_token = Some(ttft);
+    }
+    fn inter_token(&mut self, gap: Duration) {
+        self.gaps.push(gap);
+    }
+    fn parse_error(&mut self, error: ParseError) {
+        self.parse_errors.push(error);
+    }
+    fn finish(&mut self, summary: &Summary) {
+        self.finishes += 1;
+        self.summary = Some(summary.clone());
+    }
+}

@@ -1,0 +1,129 @@
+//! What the meter reads of a request body: its `model`
+//! ([`request_model`]).
+
+use super::json;
+
+/// Longest `model` kept from a request body, in characters.
+pub const MODEL_MAX_CHARS: usize = 200;
+
+/// The `model` a JSON request body names at its top level (every API that
+/// has one there: OpenAI's, Anthropic's, Ollama's, TGI's `/v1`...), cut to
+/// [`MODEL_MAX_CHARS`]; `None` when the body is not one JSON object, has no
+/// `model`, or its `model` is not a string of valid UTF-8.
+///
+/// Read with the metering reader, which skips the rest (the messages,
+/// usually nearly all of the body) scanning sixteen bytes at a time and
+/// without checking their UTF-8; a `model` key repeated is read each time,
+/// the last one kept.
+pub fn request_model(body: &[u8]) -> Option<String> {
+    let mut model = None;
+    json::read(body, |r| {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
+            match key {
+                b"model" => {
+                    model = r
+                        .string_or_null(|s| {
+                            let s = std::str::from_utf8(s).ok()?;
+                            Some(s.chars().take(MODEL_MAX_CHARS).collect::<String>())
+                        })?
+                        .flatten();
+                }
+                _ => r.skip()?,
+            }
+        }
+        Ok(())
+    })
+    .ok()?;
+    model
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MODEL_MAX_CHARS, request_model};
+
+    #[test]
+    fn reads_the_top_level_model_only() {
+        let chat = br#"{"messages":[{"role":"user","content":"say \"model\": \"x\"","model":"inner"}],"model":"gpt-4o","stream":true}"#;
+        assert_eq!(request_model(chat).as_deref(), Some("gpt-4o"));
+        assert_eq!(
+            request_model(b" \n{\"model\" : \"m\"}\n").as_deref(),
+            Some("m")
+        );
+        assert_eq!(request_model(br#"{"messages":[{"model":"inner"}]}"#), None);
+        // Escapes in the key and the value.
+        assert_eq!(
+            request_model(br#"{"mod\u0065l":"caf\u00e9\/1"}"#).as_deref(),
+            Some("café/1")
+        );
+        // The last of repeated keys.
+        assert_eq!(
+            request_model(br#"{"model":"a","model":"b"}"#).as_deref(),
+            Some("b")
+        );
+    }
+
+    #[test]
+    fn anything_else_names_no_model() {
+        for body in [
+            &br#"{"model":null}"#[..],
+            br#"{"model":5}"#,
+            br#"{"model":["a"]}"#,
+            br#"["gpt-4o"]"#,
+            br#""gpt-4o""#,
+            br#"{"model":"gpt-4o","#,
+            br#"{"model":"gpt-4o"} x"#,
+            b"",
+            b"model=gpt-4o",
+            b"{\"model\":\"\xff\xfe\"}",
+        ] {
+            assert_eq!(
+                request_model(body),
+                None,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_elsewhere_does_not_hide_the_model() {
+        assert_eq!(
+            request_model(b"{\"messages\":[\"\xff\"],\"model\":\"m\"}").as_deref(),
+            Some("m")
+        );
+    }
+
+    #[test]
+    fn long_models_are_cut() {
+        let long = "é".repeat(MODEL_MAX_CHARS + 50);
+        let body = format!(r#"{{"model":"{long}"}}"#);
+        let got = request_model(body.as_bytes()).unwrap();
+        assert_eq!(got.chars().count(), MODEL_MAX_CHARS);
+        assert!(long.starts_with(&got));
+    }
+
+    /// On well-formed bodies it agrees with what the proxy used before, a
+    /// `serde_json` parse into a struct with one `model` field.
+    #[test]
+    fn agrees_with_serde_json_on_request_bodies() {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            model: Option<String>,
+        }
+        let bodies = [
+            r#"{"model":"llama-3.1-8b","messages":[{"role":"system","content":"You are \"helpful\"\n"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":64,"temperature":0.7,"stream":true,"stream_options":{"include_usage":true}}"#,
+            r#"{"model":"claude-sonnet-4","max_tokens":1024,"system":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"héllo ☃"}]}"#,
+            r#"{"prompt":"once upon","model":"qwen2.5","options":{"num_predict":-1,"stop":["\n\n"]},"stream":false}"#,
+            r#"{"inputs":"x","parameters":{"max_new_tokens":20}}"#,
+            r#"{"model":"","messages":[]}"#,
+            "{\n  \"model\": \"pretty\",\n  \"messages\": []\n}",
+        ];
+        for body in bodies {
+            let serde = serde_json::from_str::<Head>(body)
+                .ok()
+                .and_then(|h| h.model);
+            assert_eq!(request_model(body.as_bytes()), serde, "{body}");
+        }
+    }
+}
