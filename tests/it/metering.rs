@@ -2,13 +2,9 @@
 //! metrics give the numbers docs/metrics.md defines; the exposition is valid for
 //! Prometheus' own tools and declares every series with its labels.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sim::SimConfig;
 
 const ROUTE: [(&str, &str); 3] = [("route", "test"), ("model", "m1"), ("slo", "chat")];

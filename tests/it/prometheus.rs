@@ -6,15 +6,11 @@
 //! PromQL fails here. The latency histograms' exemplars, in the
 //! OpenMetrics exposition Prometheus asks for, reach its exemplar storage.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::{Config, Overrides};
 use tokenmeter::dashboard::{self, ClassView};

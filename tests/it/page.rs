@@ -19,10 +19,6 @@
 //! browser test with what to install. With `TOKENMETER_PAGE_SCREENSHOT` set
 //! to a path, it also saves a screenshot of the page there.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,7 +26,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::Config;
 

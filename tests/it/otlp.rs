@@ -6,17 +6,13 @@
 //! With the collector down or hung, requests are forwarded as ever and
 //! the drop counters rise.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::{OtlpProtocol, OtlpSettings};
 
