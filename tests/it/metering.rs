@@ -287,7 +287,7 @@ const DECLARED: &[(&str, &[&str])] = &[
 ];
 
 #[tokio::test]
-async fn exposition_declares_every_series_and_passes_promtool() {
+async fn exposition_declares_every_series_and_is_valid_needs_tool_promtool() {
     let sim = start_sim(SimConfig {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(1),

@@ -390,12 +390,12 @@ async fn export_and_compare(protocol: OtlpProtocol) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_and_spans_reach_a_receiver_over_http() {
+async fn metrics_and_spans_reach_a_receiver_over_http_needs_tool_otlp_receiver() {
     export_and_compare(OtlpProtocol::HttpProtobuf).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_and_spans_reach_a_receiver_over_grpc() {
+async fn metrics_and_spans_reach_a_receiver_over_grpc_needs_tool_otlp_receiver() {
     export_and_compare(OtlpProtocol::Grpc).await;
 }
 

@@ -319,7 +319,8 @@ fn drawn(msg: &Value, chart: &str, name: &str) -> (u64, f64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests() {
+async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_tools_chromium_and_node()
+ {
     let dir = tempfile::tempdir().unwrap();
     let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
     let admin = proxy.admin_addr;
