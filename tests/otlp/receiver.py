@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An OTLP receiver for tests/otlp.rs, built on the official OTLP protobuf
+"""An OTLP receiver for tests/it/otlp.rs, built on the official OTLP protobuf
 definitions (PyPI `opentelemetry-proto`) and gRPC (`grpcio`): gRPC and
 HTTP/protobuf (POST /v1/metrics, /v1/traces), both on 127.0.0.1.
 

@@ -1,4 +1,4 @@
-// Drives the admin page in headless Chromium for tests/page.rs.
+// Drives the admin page in headless Chromium for tests/it/page.rs.
 //
 //   node check.mjs <page url> [screenshot.png]
 //

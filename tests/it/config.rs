@@ -1,8 +1,6 @@
 //! Config loading at the library boundary: the shipped example configs load,
 //! and bad configs report every problem at once with file, line and key.
 
-#![allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,15 +2,11 @@
 //! client that leaves at the terminal event, bogus usage from an upstream,
 //! a client's broken body, and the header rules of a hop.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use hyper::body::Frame;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -4,15 +4,11 @@
 //! Thresholds are far from the simulated schedules (10 ms against 1.2 s,
 //! 5 ms against 220 ms), so a slow machine does not flip a verdict.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokenmeter::config::Config;
 
 const SLO_FILE: &str = "\

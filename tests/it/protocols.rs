@@ -3,13 +3,9 @@
 //! schedule), through the proxy with `protocol: auto`; the scraped TTFT,
 //! ITL, E2EL and token counts match the schedule and `expected.yaml`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use serde::Deserialize;
 
 const PACE_MS: u64 = 100;

@@ -7,17 +7,13 @@
 //! connections kept alive, the keep-alive race, a stream cut by the
 //! upstream, the client's stalled body, HTTP/2 by ALPN.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokenmeter::config::{Config, Overrides};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -1,7 +1,6 @@
 //! Shared test rig: a scriptable upstream, a raw HTTP/1.1 client that sees
 //! chunk boundaries on the wire, a tokenmeter instance on ephemeral ports,
 //! and a Prometheus text parser.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;

@@ -17,10 +17,6 @@
 //!
 //! A missing interpreter or package fails the test with what to install.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -381,47 +377,47 @@ async fn connections_are_reused_and_idle_closes_cost_no_502(stack: Stack) {
 // uvicorn, h11.
 
 #[tokio::test]
-async fn uvicorn_h11_stream_passes_unchanged_and_is_metered() {
+async fn uvicorn_h11_stream_passes_unchanged_and_is_metered_needs_tool_uvicorn() {
     stream_passes_unchanged_and_is_metered(Stack::UvicornH11).await;
 }
 
 #[tokio::test]
-async fn uvicorn_h11_connections_are_reused_and_idle_closes_cost_no_502() {
+async fn uvicorn_h11_connections_are_reused_and_idle_closes_cost_no_502_needs_tool_uvicorn() {
     connections_are_reused_and_idle_closes_cost_no_502(Stack::UvicornH11).await;
 }
 
 // uvicorn, httptools.
 
 #[tokio::test]
-async fn uvicorn_httptools_stream_passes_unchanged_and_is_metered() {
+async fn uvicorn_httptools_stream_passes_unchanged_and_is_metered_needs_tool_uvicorn() {
     stream_passes_unchanged_and_is_metered(Stack::UvicornHttptools).await;
 }
 
 #[tokio::test]
-async fn uvicorn_httptools_connections_are_reused_and_idle_closes_cost_no_502() {
+async fn uvicorn_httptools_connections_are_reused_and_idle_closes_cost_no_502_needs_tool_uvicorn() {
     connections_are_reused_and_idle_closes_cost_no_502(Stack::UvicornHttptools).await;
 }
 
 // aiohttp.
 
 #[tokio::test]
-async fn aiohttp_stream_passes_unchanged_and_is_metered() {
+async fn aiohttp_stream_passes_unchanged_and_is_metered_needs_tool_aiohttp() {
     stream_passes_unchanged_and_is_metered(Stack::Aiohttp).await;
 }
 
 #[tokio::test]
-async fn aiohttp_connections_are_reused_and_idle_closes_cost_no_502() {
+async fn aiohttp_connections_are_reused_and_idle_closes_cost_no_502_needs_tool_aiohttp() {
     connections_are_reused_and_idle_closes_cost_no_502(Stack::Aiohttp).await;
 }
 
 // Node's `http` module.
 
 #[tokio::test]
-async fn node_http_stream_passes_unchanged_and_is_metered() {
+async fn node_http_stream_passes_unchanged_and_is_metered_needs_tool_node() {
     stream_passes_unchanged_and_is_metered(Stack::NodeHttp).await;
 }
 
 #[tokio::test]
-async fn node_http_connections_are_reused_and_idle_closes_cost_no_502() {
+async fn node_http_connections_are_reused_and_idle_closes_cost_no_502_needs_tool_node() {
     connections_are_reused_and_idle_closes_cost_no_502(Stack::NodeHttp).await;
 }

@@ -2,13 +2,9 @@
 //! metrics give the numbers docs/metrics.md defines; the exposition is valid for
 //! Prometheus' own tools and declares every series with its labels.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sim::SimConfig;
 
 const ROUTE: [(&str, &str); 3] = [("route", "test"), ("model", "m1"), ("slo", "chat")];
@@ -291,7 +287,7 @@ const DECLARED: &[(&str, &[&str])] = &[
 ];
 
 #[tokio::test]
-async fn exposition_declares_every_series_and_passes_promtool() {
+async fn exposition_declares_every_series_and_is_valid_needs_tool_promtool() {
     let sim = start_sim(SimConfig {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(1),

@@ -4,13 +4,9 @@
 //! every byte offset, one byte per frame, and at random; the client reads
 //! the raw chunked encoding, so a merged, split or altered frame fails.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 

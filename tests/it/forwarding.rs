@@ -1,11 +1,7 @@
 //! Requests reach the upstream as the client sent them, but for the
 //! headers a proxy must change; routing and local errors behave.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn hex(bytes: &[u8]) -> String {

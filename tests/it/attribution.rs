@@ -8,14 +8,10 @@
 //!   is told of it (against the scripted upstream, which echoes the request
 //!   it received).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::TraceSettings;
 

@@ -6,17 +6,13 @@
 //! With the collector down or hung, requests are forwarded as ever and
 //! the drop counters rise.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::{OtlpProtocol, OtlpSettings};
 
@@ -394,12 +390,12 @@ async fn export_and_compare(protocol: OtlpProtocol) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_and_spans_reach_a_receiver_over_http() {
+async fn metrics_and_spans_reach_a_receiver_over_http_needs_tool_otlp_receiver() {
     export_and_compare(OtlpProtocol::HttpProtobuf).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_and_spans_reach_a_receiver_over_grpc() {
+async fn metrics_and_spans_reach_a_receiver_over_grpc_needs_tool_otlp_receiver() {
     export_and_compare(OtlpProtocol::Grpc).await;
 }
 

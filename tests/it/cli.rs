@@ -2,15 +2,11 @@
 //! location, `serve` runs from flags alone and stops cleanly on SIGTERM,
 //! and reloads its files on SIGHUP.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn check_accepts_every_shipped_config() {

@@ -19,10 +19,6 @@
 //! browser test with what to install. With `TOKENMETER_PAGE_SCREENSHOT` set
 //! to a path, it also saves a screenshot of the page there.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,7 +26,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::Config;
 
@@ -323,7 +319,8 @@ fn drawn(msg: &Value, chart: &str, name: &str) -> (u64, f64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests() {
+async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_tools_chromium_and_node()
+ {
     let dir = tempfile::tempdir().unwrap();
     let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| config(dir.path(), sim)).await;
     let admin = proxy.admin_addr;

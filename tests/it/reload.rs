@@ -7,16 +7,12 @@
 //! from both the 100 ms and the 10 s thresholds) or pace a log's writes;
 //! none synchronises.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use hyper::body::Frame;
 use tokenmeter::app::{ConfigSource, ReloadError, Running};
 use tokenmeter::config::{Config, Overrides};

@@ -2,14 +2,10 @@
 //! the right outcome: upstream down, reset mid-stream, error status, error
 //! event, each timeout, a client that goes away, and a graceful shutdown.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sim::SimConfig;
 use tokenmeter::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,7 +1,6 @@
 //! `tokenmeter bench --smoke`: the benchmark rig runs end to end and its
 //! report is complete and right about fidelity. No timing is asserted: the
 //! figures of a smoke run on a shared machine mean nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 
@@ -12,7 +11,7 @@ use serde_json::Value;
 fn smoke(args: &[&str]) -> (String, Value) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_tokenmeter"))
+    let out = Command::new(crate::common::BIN)
         .args(["bench", "--smoke"])
         .args(args)
         .arg("--json")
@@ -197,7 +196,7 @@ fn smoke_run_reports_every_leg_with_full_fidelity() {
 /// after `tokenmeter`, measured and fingerprinted like the others.
 #[test]
 fn smoke_run_with_a_baseline_binary() {
-    let bin = env!("CARGO_BIN_EXE_tokenmeter");
+    let bin = crate::common::BIN;
     let (_, report) = smoke(&["--legs", "tokenmeter", "--baseline-bin", bin]);
     let notes = report["notes"].to_string();
     assert!(notes.contains("baseline: "), "{notes}");

@@ -6,15 +6,11 @@
 //! PromQL fails here. The latency histograms' exemplars, in the
 //! OpenMetrics exposition Prometheus asks for, reach its exemplar storage.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::{Config, Overrides};
 use tokenmeter::dashboard::{self, ClassView};
@@ -183,7 +179,7 @@ fn series(answer: &Value, labels: &[(&str, &str)]) -> Option<f64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_aggregate_in_prometheus() {
+async fn two_replicas_aggregate_in_prometheus_needs_tool_prometheus() {
     let sim = start_sim(schedule(30, 2, 10)).await;
     let (a, b) = (replica(sim).await, replica(sim).await);
     let p = start_prometheus(&[a.admin_addr, b.admin_addr]).await;
@@ -305,7 +301,7 @@ fn trace_id(i: usize) -> String {
 /// with exemplar storage scrapes them and gives them back through its
 /// exemplars API, trace id and value, next to the bucket they fell in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exemplars_reach_prometheus() {
+async fn exemplars_reach_prometheus_needs_tool_prometheus() {
     let sim = start_sim(schedule(30, 2, 10)).await;
     let a = replica(sim).await;
     let p = start_prometheus(&[a.admin_addr]).await;

@@ -2,9 +2,6 @@
 //! event sequence, one event per body frame, the schedule (lower bounds, with
 //! generous upper bounds for noisy machines), and every `x-sim-*` header.
 
-// Panicking on unexpected input is how a test fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use bytes::Bytes;

@@ -15,10 +15,6 @@
 //! scrapes, and nothing panicked. The figures are printed at the end (run
 //! with `--nocapture` to see them).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::net::SocketAddr;
@@ -28,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{BIN, Child, RawResponse, Sample, parse_metrics, parse_response};
+use crate::common::{BIN, Child, RawResponse, Sample, parse_metrics, parse_response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, sleep_until, timeout};

@@ -1,0 +1,40 @@
+//! The integration tests: one test binary (`cargo test --test it`), one
+//! module per subject, all on real sockets, with the shared rig in
+//! `common`. Their data stays beside this folder: `tests/data/`,
+//! `tests/compat/`, `tests/page/` and `tests/otlp/`.
+//!
+//! A test that runs an external tool says so at the end of its name:
+//! `_needs_tool_<tool>`, or `_needs_tools_<tool>_and_<tool>` for two; the
+//! tools are `promtool`, `prometheus`, `chromium` and `node` (the admin
+//! page's browser test), `uvicorn` and `aiohttp` (Python server stacks),
+//! `otlp_receiver` (Python with `opentelemetry-proto` and `grpcio`),
+//! `hadolint`, `yamllint`, `kubernetes_validate` and `docker_compose`.
+//! `.ci/run` installs them all and the README's test command runs every
+//! test: none is ignored or behind a feature. Without the tools,
+//! `cargo test --test it -- --skip _needs_tool` runs the rest. (What every
+//! Linux system has, `kill` and util-linux's `prlimit`, does not count.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
+
+mod common;
+
+mod attribution;
+mod bench;
+mod chaos;
+mod cli;
+mod compat;
+mod config;
+mod deploy;
+mod forwarding;
+mod hardening;
+mod metering;
+mod otlp;
+mod outcomes;
+mod page;
+mod prometheus;
+mod protocols;
+mod reload;
+mod sim;
+mod slo;
+mod tls;
+mod transparency;
