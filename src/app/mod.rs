@@ -139,14 +139,7 @@ impl CommandError {
 
     /// The error and its causes on one line.
     pub(crate) fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            out.push_str(": ");
-            out.push_str(&s.to_string());
-            source = s.source();
-        }
-        out
+        crate::proxy::error::chain(self)
     }
 }
 

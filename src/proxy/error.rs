@@ -45,14 +45,7 @@ impl ProxyError {
     /// The error and its causes on one line: what the client is told and
     /// what is logged.
     pub fn message(&self) -> String {
-        let mut out = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            out.push_str(": ");
-            out.push_str(&s.to_string());
-            source = s.source();
-        }
-        out
+        chain(self)
     }
 
     /// A short, bounded name (used in logs and the error body).
@@ -123,6 +116,18 @@ impl ProxyError {
         }
         resp
     }
+}
+
+/// An error and its causes on one line, `: ` between them.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 impl From<ClientBodyError> for ProxyError {
