@@ -303,7 +303,6 @@ fn init_logging(format: LogFormat) -> (tracing_appender::non_blocking::WorkerGua
         .buffered_lines_limit(16_384)
         .thread_name("tokenmeter-log")
         .finish(std::io::BufWriter::new(std::io::stderr()));
-    let _ = LOG_DROPS.set(writer.error_counter());
     // Colours only for a person at a terminal, not in a file or a log
     // collector's pipe.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -325,16 +324,6 @@ fn init_logging(format: LogFormat) -> (tracing_appender::non_blocking::WorkerGua
         LogFormat::Json => builder.json().init(),
     }
     (guard, access)
-}
-
-/// How many log lines the process's writer dropped; set by `init_logging`.
-static LOG_DROPS: std::sync::OnceLock<tracing_appender::non_blocking::ErrorCounter> =
-    std::sync::OnceLock::new();
-
-/// The number of log lines dropped so far, if this process set up logging.
-pub(crate) fn log_lines_dropped() -> Option<impl Fn() -> u64 + Send + Sync + 'static> {
-    let counter = LOG_DROPS.get()?.clone();
-    Some(move || counter.dropped_lines() as u64)
 }
 
 /// Loads a config, printing every problem to standard error when it is

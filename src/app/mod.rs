@@ -170,8 +170,8 @@ pub async fn start_with(
         Metrics::new(&config.metrics, &config.slo_classes, registry)
             .map_err(StartError::Metrics)?,
     );
-    if let Some(dropped) = cli::log_lines_dropped() {
-        metrics.count_log_drops(dropped);
+    if let Some(access) = &access {
+        metrics.count_log_drops(access.lines_dropped());
     }
     let otlp = match &config.otlp {
         Some(settings) => Some(Arc::new(

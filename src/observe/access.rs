@@ -39,6 +39,13 @@ impl AccessLog {
         Self { writer, format }
     }
 
+    /// How many lines (of any kind) the process's log writer has dropped
+    /// so far, read when it is called.
+    pub fn lines_dropped(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
+        let counter = self.writer.error_counter();
+        move || counter.dropped_lines() as u64
+    }
+
     /// Writes the line of the finished request `entry`, if the log filter
     /// lets INFO lines of the `tokenmeter::access` target through.
     pub fn write(&self, entry: &Entry, finished: &Finished<'_>) {
