@@ -8,7 +8,7 @@ use std::time::Duration;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use super::BoxError;
+use crate::proxy::upstream::BoxError;
 
 /// A body that knows when its last frame came and can be told it timed
 /// out. The wrapper that already reads the clock for each frame (the

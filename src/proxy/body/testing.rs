@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use tokio::sync::mpsc;
 
-use super::BoxError;
+use crate::proxy::upstream::BoxError;
 
 /// What the body yields next.
 pub type Item = Result<Frame<Bytes>, BoxError>;
