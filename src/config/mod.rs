@@ -10,7 +10,6 @@
 //! The types here are what the rest of the program runs on: every value is
 //! already checked and defaulted.
 
-mod classes;
 mod load;
 mod raw;
 mod show;

@@ -11,6 +11,8 @@
 //! must not hand raw types to anyone.
 
 mod checker;
+mod classes;
+mod document;
 mod error;
 mod metrics;
 mod otlp;
@@ -19,12 +21,9 @@ mod routes;
 mod tenants;
 mod values;
 
-pub(crate) use checker::Checker;
 pub use checker::Overrides;
-pub(crate) use error::unknown_key_message;
 pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
 pub use tenants::is_tenant_name;
-pub(crate) use values::{is_label_value, parse_bool, parse_duration};
 
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.

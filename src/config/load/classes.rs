@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::load::{
-    Checker, ConfigError, is_label_value, parse_bool, parse_duration, unknown_key_message,
-};
-use super::raw::{self, Entries, Pos, RawSloClass, Spanned};
+use super::super::raw::{self, Entries, Pos, RawSloClass, Spanned};
+use super::checker::Checker;
+use super::error::{ConfigError, unknown_key_message};
+use super::values::{is_label_value, parse_bool, parse_duration};
 use slo::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 
 /// One SLO file to read, and where the main config names it.
@@ -29,7 +29,7 @@ struct Source {
 
 impl Checker<'_> {
     /// Resolves `slo_files` and checks every class of every file.
-    pub(super) fn slo_classes(&mut self, list: &raw::List, base: &Path) -> Vec<SloClass> {
+    pub(crate) fn slo_classes(&mut self, list: &raw::List, base: &Path) -> Vec<SloClass> {
         let mut sources: Vec<Source> = Vec::new();
         let add = |sources: &mut Vec<Source>, source: Source| {
             // A file matched by two entries (a path and a glob) is read once.
