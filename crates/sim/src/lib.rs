@@ -66,6 +66,7 @@
 //! The simulator must not measure anything, and knows nothing of the proxy.
 
 mod body;
+mod config;
 pub mod load;
 mod plan;
 mod script;
@@ -74,7 +75,7 @@ pub mod stamp;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -91,45 +92,12 @@ use tokio::time::{Instant, sleep_until};
 
 pub use body::StatsSnapshot;
 use body::{SimBody, Stats, Tracker, closing};
+pub use config::SimConfig;
 use plan::{Api, FaultKind, Overrides, Plan, RequestError};
 use script::{Identity, Script};
 
 /// Largest request body read; more is refused, as a real server would.
 const MAX_BODY: usize = 16 * 1024 * 1024;
-
-/// The default schedule of every simulated response; requests may override
-/// parts of it through `x-sim-*` headers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimConfig {
-    /// Delay from the request to the first token.
-    pub ttft: Duration,
-    /// Delay between consecutive tokens.
-    pub itl: Duration,
-    /// Output tokens per choice (capped by the request's `max_tokens`).
-    pub tokens: u32,
-    /// Model name reported when the request names none.
-    pub model: String,
-    /// Whether chat streams begin with a role-only chunk per choice, as vLLM
-    /// and OpenAI send; turning it off tests clients that clock TTFT on the
-    /// first body byte.
-    pub role_chunk: bool,
-    /// Whether every response is stamped with send times (as if each
-    /// request carried `x-sim-stamp: 1`).
-    pub stamp: bool,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        Self {
-            ttft: Duration::from_millis(200),
-            itl: Duration::from_millis(20),
-            tokens: 50,
-            model: "sim-model".to_owned(),
-            role_chunk: true,
-            stamp: false,
-        }
-    }
-}
 
 /// State shared by every request of one simulator.
 #[derive(Debug)]

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::SimConfig;
+use super::config::SimConfig;
 
 /// Upper bound for every `x-sim-*-ms` header: a day. Bounding the values keeps
 /// deadline arithmetic far from overflow and rejects obvious typos.
