@@ -224,6 +224,8 @@ pub struct MetricsSettings {
     /// Largest token count accepted from a usage report (any field); a
     /// report with a larger or malformed one is a parse error, not counted.
     pub max_usage_tokens: u64,
+    /// A gap between two token events longer than this is a stall.
+    pub stall_threshold: Duration,
     /// Histogram bucket upper bounds, per metric.
     pub buckets: Buckets,
 }
@@ -493,6 +495,7 @@ impl Default for MetricsSettings {
                 histograms: false,
             },
             max_usage_tokens: 10_000_000,
+            stall_threshold: Duration::from_secs(1),
             buckets: Buckets::default(),
         }
     }

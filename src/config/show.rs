@@ -68,6 +68,7 @@ impl Config {
                     "histograms": m.tenants.histograms,
                 },
                 "max_usage_tokens": m.max_usage_tokens,
+                "stall_threshold": secs(m.stall_threshold),
                 "buckets": {
                     "time_to_first_token": b.time_to_first_token,
                     "time_to_response_headers": b.time_to_response_headers,

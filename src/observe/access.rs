@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use tracing_appender::non_blocking::NonBlocking;
 
-use super::request::{Finished, Started};
+use super::request::{Finished, Gaps, Started};
 use super::trace::TraceId;
 use meter::Summary;
 
@@ -54,7 +54,13 @@ impl AccessLog {
         }
         LINE.with_borrow_mut(|buf| {
             buf.clear();
-            entry.line(buf, finished.summary, self.format, SystemTime::now());
+            entry.line(
+                buf,
+                finished.summary,
+                &finished.gaps,
+                self.format,
+                SystemTime::now(),
+            );
             // One write is one line for the writer: it queues it whole or
             // drops it whole (and counts the drop).
             let _ = self.writer.clone().write(buf);
@@ -125,8 +131,9 @@ fn truncated(s: &str, max: usize) -> &str {
 }
 
 impl Entry {
-    /// Formats the line of a request that ended with `s`, at `now`.
-    fn line(&self, buf: &mut Vec<u8>, s: &Summary, format: Format, now: SystemTime) {
+    /// Formats the line of a request that ended with `s`, its token events
+    /// `gaps` apart, at `now`.
+    fn line(&self, buf: &mut Vec<u8>, s: &Summary, gaps: &Gaps, format: Format, now: SystemTime) {
         let mut l = Line::start(buf, format, now);
         l.plain("route", &self.route);
         l.string("model", self.model.as_deref());
@@ -148,6 +155,10 @@ impl Entry {
         l.ms("ttft_ms", s.ttft);
         l.ms("tpot_ms", s.tpot);
         l.ms("e2el_ms", s.e2el);
+        l.ms("max_itl_ms", gaps.longest);
+        let stalled = gaps.stalls > 0;
+        l.number("stalls", stalled.then_some(u64::from(gaps.stalls)));
+        l.ms("stalled_ms", stalled.then_some(gaps.stalled));
         l.ms("elapsed_ms", Some(s.elapsed));
         l.number("output_tokens", s.output_tokens.map(|(n, _)| n));
         l.string(
@@ -362,6 +373,7 @@ mod tests {
             trace,
             api: meter::Api::OpenAi,
             upstream: &UPSTREAM,
+            stall_threshold: Duration::from_secs(1),
         }
     }
 
@@ -404,7 +416,7 @@ mod tests {
 
     fn line(l: &Entry, s: &Summary, format: Format) -> String {
         let mut buf = Vec::new();
-        l.line(&mut buf, s, format, at());
+        l.line(&mut buf, s, &Gaps::default(), format, at());
         String::from_utf8(buf).unwrap()
     }
 

@@ -33,7 +33,7 @@ pub mod tenant;
 pub mod trace;
 
 pub use recorder::{Observed, Observers};
-pub use request::{Finished, Started};
+pub use request::{Finished, Gaps, Started};
 pub use tenant::of_request as tenant_of;
 pub use trace::Trace;
 

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::metrics::{ExemplarId, LiveRequest, Metrics, ReceivingBody, RequestRecorder};
 use super::otlp::{Exported, Otlp};
-use super::request::{Finished, Started};
+use super::request::{Finished, Gaps, Started};
 use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
 use slo::sketch::Sketch;
@@ -128,6 +128,8 @@ impl Observers {
             class: r.class,
             headers: None,
             itl: Sketch::new(),
+            gaps: Gaps::default(),
+            stall_threshold: r.stall_threshold,
         }
     }
 }
@@ -150,6 +152,9 @@ pub struct Observed {
     /// Its ITL gaps, gathered here (no shared state, no lock) and handed to
     /// the live series at the end.
     itl: Sketch,
+    /// Its stalls and longest gap.
+    gaps: Gaps,
+    stall_threshold: Duration,
 }
 
 impl Recorder for Observed {
@@ -174,6 +179,7 @@ impl Recorder for Observed {
     fn inter_token(&mut self, gap: Duration) {
         self.prometheus.inter_token(gap);
         self.itl.add(gap);
+        self.gaps.add(gap, self.stall_threshold);
     }
 
     fn parse_error(&mut self, error: ParseError) {
@@ -189,6 +195,7 @@ impl Recorder for Observed {
                 .map(|class| (class, slo::judge(class, summary))),
             headers: self.headers,
             at: Instant::now(),
+            gaps: self.gaps,
         };
         self.prometheus.finish(&finished);
         if let Some(metrics) = &self.tenants
@@ -247,6 +254,7 @@ mod tests {
             trace: None,
             api: Api::OpenAi,
             upstream: &UPSTREAM,
+            stall_threshold: Duration::from_secs(1),
         }
     }
 
@@ -255,6 +263,43 @@ mod tests {
             .find(|l| l.starts_with(series))
             .and_then(|l| l.rsplit(' ').next())
             .map_or(0.0, |v| v.parse().unwrap())
+    }
+
+    /// A 4 s pause in a stream is one stall of 4 s; gaps at or under the
+    /// threshold are not stalls; the longest gap is kept.
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_longer_than_the_threshold_is_one_stall_of_its_length() {
+        let mut gaps = Gaps::default();
+        let threshold = Duration::from_secs(1);
+        for ms in [20, 1000, 4000, 30] {
+            gaps.add(Duration::from_millis(ms), threshold);
+        }
+        assert_eq!(gaps.stalls, 1);
+        assert_eq!(gaps.stalled, Duration::from_secs(4));
+        assert_eq!(gaps.longest, Some(Duration::from_secs(4)));
+
+        let o = observers();
+        let (parts, ()) = http::Request::post("/v1/chat/completions")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let t0 = Instant::now();
+        let recorder = o.request(started(&parts));
+        let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
+        meter.response_head(t0, 200, Some(b"text/event-stream"), None);
+        let chunk =
+            bytes::Bytes::from_static(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n");
+        for ms in [10, 30, 4030, 4050, 5550] {
+            meter.data(t0 + Duration::from_millis(ms), &chunk);
+        }
+        meter.end(t0 + Duration::from_millis(5600));
+        drop(meter);
+        let text = o.metrics().encode(false);
+        assert_eq!(count(&text, "llm_stalls_total{"), 2.0, "{text}");
+        assert!(
+            (count(&text, "llm_stalled_seconds_total{") - 5.5).abs() < 1e-9,
+            "{text}"
+        );
     }
 
     /// A finished request reaches the Prometheus recorder and the live

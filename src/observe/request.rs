@@ -32,6 +32,31 @@ pub struct Started<'a> {
     /// Its API, and the upstream it goes to.
     pub api: Api,
     pub upstream: &'a crate::config::Upstream,
+    /// A gap between its token events longer than this is a stall.
+    pub stall_threshold: Duration,
+}
+
+/// The gaps between a request's token events, as far as they are worth
+/// reporting on their own: its stalls (gaps longer than the stall
+/// threshold), their total length, and its longest gap.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Gaps {
+    pub stalls: u32,
+    pub stalled: Duration,
+    pub longest: Option<Duration>,
+}
+
+impl Gaps {
+    /// One more gap, a stall when longer than `threshold`.
+    pub fn add(&mut self, gap: Duration, threshold: Duration) {
+        if gap > threshold {
+            self.stalls += 1;
+            self.stalled += gap;
+        }
+        if self.longest.is_none_or(|longest| gap > longest) {
+            self.longest = Some(gap);
+        }
+    }
 }
 
 /// A request that ended, as each of its observers is handed it (the
@@ -47,4 +72,6 @@ pub struct Finished<'a> {
     /// its drop), like every other timestamp; it places the request in the
     /// live windows.
     pub at: Instant,
+    /// The gaps between its token events.
+    pub gaps: Gaps,
 }

@@ -84,6 +84,8 @@ pub struct Proxy {
     classes: HashMap<String, Arc<SloClass>>,
     max_request_body: usize,
     max_retry_body: usize,
+    /// A gap between token events longer than this is a stall.
+    stall_threshold: std::time::Duration,
     /// The proxy listener's overload state, shared across reloads.
     overload: Arc<Overload>,
     limits: Limits,
@@ -167,6 +169,7 @@ impl Proxy {
                 .collect(),
             max_request_body: config.proxy.max_request_body_bytes,
             max_retry_body: config.proxy.max_retry_body_bytes,
+            stall_threshold: config.metrics.stall_threshold,
             overload,
             limits: Limits {
                 body: config.proxy.max_response_body_bytes,
@@ -366,6 +369,7 @@ impl Proxy {
             trace,
             api,
             upstream: &route.upstream,
+            stall_threshold: self.stall_threshold,
         });
         StreamMeter::new(t0, api, self.limits, recorder)
     }

@@ -441,3 +441,39 @@ async fn compressed_streams_pass_untouched_and_are_metered_from_a_decoded_copy()
     assert_eq!(sum(&s, "tokenmeter_stream_parse_errors_total", &[]), 0.0);
     proxy.stop().await;
 }
+
+/// Pauses longer than `metrics.stall_threshold` are stalls, counted per
+/// route, model and class with their length, when the request ends; the
+/// gaps of a steady stream are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pauses_past_the_stall_threshold_are_counted_with_their_length() {
+    // Three tokens 400 ms apart: two gaps of 400 ms, past a 300 ms threshold.
+    let Stack { proxy, .. } = Stack::start(schedule(10, 400, 3), |sim| {
+        let mut config = config_for(sim);
+        config.metrics.stall_threshold = Duration::from_millis(300);
+        config
+    })
+    .await;
+    let (head, body) = chat_request("m1", true, &[]);
+    assert_eq!(
+        raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+        200
+    );
+    // And one whose gaps (20 ms) are all under it.
+    let (head, body) = chat_request("m1", true, &[("x-sim-itl-ms", "20")]);
+    assert_eq!(
+        raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+        200
+    );
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "ok")]) == 2.0
+    })
+    .await;
+    assert_eq!(value(&s, "llm_stalls_total", &ROUTE_TENANT), 2.0);
+    let stalled = value(&s, "llm_stalled_seconds_total", &ROUTE_TENANT);
+    // Each gap is past the threshold and about 400 ms: together 0.6 to 1.2 s.
+    near(stalled, 0.600, 0.600, "stalled seconds");
+    proxy.stop().await;
+}
+
+const ROUTE_TENANT: [(&str, &str); 4] = [ROUTE[0], ROUTE[1], ROUTE[2], ("tenant", "")];

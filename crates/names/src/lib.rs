@@ -155,6 +155,18 @@ pub const REASONING_OUTPUT_TOKENS_TOTAL: Family = domain(
     &LABELS,
     "Output tokens the upstream reports as spent on reasoning.",
 );
+pub const STALLS: Family = domain(
+    "stalls_total",
+    Counter,
+    &LABELS,
+    "Gaps between two token events of a request longer than metrics.stall_threshold, counted when the request ends.",
+);
+pub const STALLED_SECONDS: Family = domain(
+    "stalled_seconds_total",
+    Counter,
+    &LABELS,
+    "The length of those gaps, summed, counted when the request ends.",
+);
 pub const IN_FLIGHT: Family = domain(
     "requests_in_flight",
     Gauge,
@@ -302,7 +314,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 37] = [
+pub const ALL: [Family; 39] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -316,6 +328,8 @@ pub const ALL: [Family; 37] = [
     INPUT_TOKENS_TOTAL,
     CACHED_INPUT_TOKENS_TOTAL,
     REASONING_OUTPUT_TOKENS_TOTAL,
+    STALLS,
+    STALLED_SECONDS,
     IN_FLIGHT,
     SLO_REQUESTS,
     SLO_VIOLATIONS,

@@ -68,6 +68,13 @@ impl Checker<'_> {
                 },
             )
             .unwrap_or(defaults.max_usage_tokens);
+        let stall_threshold = self
+            .value(
+                metrics.stall_threshold.as_ref(),
+                "metrics.stall_threshold",
+                parse_duration,
+            )
+            .unwrap_or(defaults.stall_threshold);
 
         let mut buckets = defaults.buckets;
         if let Some(raw_buckets) = &metrics.buckets {
@@ -122,6 +129,7 @@ impl Checker<'_> {
             models,
             tenants,
             max_usage_tokens,
+            stall_threshold,
             buckets,
         }
     }

@@ -212,6 +212,7 @@ metrics:
   models: {allow: [m1], max_distinct: 10}
   tenants: {allow: [team-a], max_distinct: 10, histograms: true}
   max_usage_tokens: 1000000
+  stall_threshold: 2s
   buckets:
     time_to_first_token: [0.1, 1]
     time_to_response_headers: [0.1, 1]

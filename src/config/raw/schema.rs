@@ -179,6 +179,10 @@ pub(crate) struct RawMetrics {
     /// the token counters never take a bogus value. A count, at least 1.
     /// Default `10000000`.
     pub max_usage_tokens: Option<Spanned<String>>,
+    /// A gap between two token events longer than this is a stall,
+    /// counted in `llm_stalls_total` and `llm_stalled_seconds_total`. A
+    /// duration, default `1s`.
+    pub stall_threshold: Option<Spanned<String>>,
     /// Histogram bucket upper bounds, per metric. A metric left out keeps its
     /// default buckets.
     pub buckets: Option<RawBuckets>,

@@ -1,7 +1,7 @@
 //! The families a request touches, registered once and shared by every
 //! request.
 
-use prometheus::{HistogramVec, IntCounterVec, IntGaugeVec};
+use prometheus::{CounterVec, HistogramVec, IntCounterVec, IntGaugeVec};
 
 use super::exemplars::Exemplars;
 use super::labels::Bounded;
@@ -22,6 +22,8 @@ pub(super) struct Families {
     pub(super) input_tokens_total: IntCounterVec,
     pub(super) cached_input_tokens_total: IntCounterVec,
     pub(super) reasoning_output_tokens_total: IntCounterVec,
+    pub(super) stalls: IntCounterVec,
+    pub(super) stalled_seconds: CounterVec,
     pub(super) in_flight: IntGaugeVec,
     pub(super) parse_errors: IntCounterVec,
     pub(super) slo_requests: IntCounterVec,

@@ -161,6 +161,13 @@ impl Metrics {
             input_tokens_total: counter(names::INPUT_TOKENS_TOTAL)?,
             cached_input_tokens_total: counter(names::CACHED_INPUT_TOKENS_TOTAL)?,
             reasoning_output_tokens_total: counter(names::REASONING_OUTPUT_TOKENS_TOTAL)?,
+            stalls: counter(names::STALLS)?,
+            stalled_seconds: {
+                let f = names::STALLED_SECONDS;
+                let c = prometheus::CounterVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
+                registry.register(Box::new(c.clone()))?;
+                c
+            },
             in_flight: gauges(names::IN_FLIGHT)?,
             parse_errors: counter(names::PARSE_ERRORS)?,
             slo_requests: counter(names::SLO_REQUESTS)?,

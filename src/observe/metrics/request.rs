@@ -279,6 +279,16 @@ impl RequestRecorder {
                 status_class(s.status),
             ])
             .inc();
+        let gaps = finished.gaps;
+        if gaps.stalls > 0 {
+            let labels = [route, model, slo, tenant];
+            f.stalls
+                .with_label_values(&labels)
+                .inc_by(u64::from(gaps.stalls));
+            f.stalled_seconds
+                .with_label_values(&labels)
+                .inc_by(gaps.stalled.as_secs_f64());
+        }
         if let Some(h) = &self.handles {
             if let Some(d) = s.e2el {
                 h.e2el.observe(secs(d));
