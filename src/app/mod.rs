@@ -543,7 +543,11 @@ async fn serve_proxy(
             let _slot = slot;
             let mut client = client;
             let timeout = client.overload.timeout();
+            // Biased: a connection whose first byte is there is served,
+            // even if the proxy was too busy to look before its overload
+            // timeout passed.
             let first = tokio::select! {
+                biased;
                 first = first_byte(&stream, head_timeout, client_addr, &stop) => first,
                 () = overload::wait_to_shed(&mut client.signal, accepted, timeout) => {
                     client.shed(Shed::Head);

@@ -156,7 +156,7 @@ fn configs(sim_port: u16) -> [String; 3] {
             "proxy:\n\
              \x20 max_connections: {MAX_CONNECTIONS}\n\
              \x20 request_head_timeout: {}s\n\
-             \x20 overload_timeout: 1s\n\
+             \x20 overload_timeout: 2s\n\
              metrics:\n\
              \x20 models:\n\
              \x20   allow: [sim-model]\n\
