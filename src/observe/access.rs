@@ -160,6 +160,10 @@ impl Entry {
         l.number("stalls", stalled.then_some(u64::from(gaps.stalls)));
         l.ms("stalled_ms", stalled.then_some(gaps.stalled));
         l.ms("elapsed_ms", Some(s.elapsed));
+        l.seconds_as_ms("queue_ms", s.server.queue);
+        l.seconds_as_ms("prefill_ms", s.server.prefill);
+        l.seconds_as_ms("decode_ms", s.server.decode);
+        l.seconds_as_ms("outside_ms", s.outside_engine());
         l.number("output_tokens", s.output_tokens.map(|(n, _)| n));
         l.string(
             "output_source",
@@ -279,20 +283,40 @@ impl<'a> Line<'a> {
     }
 
     /// A duration in milliseconds, to the microsecond (`12.345`).
+    /// A number of seconds, possibly negative (the outside time of clocks
+    /// that disagree), in milliseconds as [`ms`](Self::ms) writes them.
+    fn seconds_as_ms(&mut self, key: &str, value: Option<f64>) {
+        let Some(seconds) = value else {
+            return;
+        };
+        if let Ok(d) = Duration::try_from_secs_f64(seconds.abs()) {
+            self.key(key);
+            if seconds < 0.0 {
+                self.buf.push(b'-');
+            }
+            self.millis(d);
+        }
+    }
+
     fn ms(&mut self, key: &str, value: Option<Duration>) {
         if let Some(d) = value {
             self.key(key);
-            let us = (d.as_nanos() + 500) / 1000;
-            let mut b = itoa::Buffer::new();
-            self.buf.extend_from_slice(b.format(us / 1000).as_bytes());
-            let frac = (us % 1000) as u16;
-            self.buf.extend_from_slice(&[
-                b'.',
-                b'0' + (frac / 100) as u8,
-                b'0' + (frac / 10 % 10) as u8,
-                b'0' + (frac % 10) as u8,
-            ]);
+            self.millis(d);
         }
+    }
+
+    /// A duration in milliseconds, to the microsecond.
+    fn millis(&mut self, d: Duration) {
+        let us = (d.as_nanos() + 500) / 1000;
+        let mut b = itoa::Buffer::new();
+        self.buf.extend_from_slice(b.format(us / 1000).as_bytes());
+        let frac = (us % 1000) as u16;
+        self.buf.extend_from_slice(&[
+            b'.',
+            b'0' + (frac / 100) as u8,
+            b'0' + (frac / 10 % 10) as u8,
+            b'0' + (frac % 10) as u8,
+        ]);
     }
 
     fn end(self) {
@@ -345,7 +369,7 @@ mod tests {
 
     use super::*;
     use crate::observe::trace::Trace;
-    use meter::{Outcome, TokenSource, Usage};
+    use meter::{Outcome, ServerTimings, TokenSource, Usage};
 
     fn logged(model: Option<&str>, request_id: Option<&str>) -> Entry {
         let mut request = http::Request::post("/v1/chat/completions");
@@ -400,6 +424,7 @@ mod tests {
                 output: Some(50),
                 ..Usage::default()
             },
+            server: ServerTimings::default(),
             events: 52,
             token_events: 50,
             first_token_event: Some(1),
@@ -508,11 +533,41 @@ mod tests {
             "output_tokens",
             "output_source",
             "input_tokens",
+            "queue_ms",
+            "prefill_ms",
+            "decode_ms",
+            "outside_ms",
         ] {
             assert!(!f.contains_key(key), "{key} in {text}");
         }
         assert_eq!(f["outcome"], "client_abort");
         assert_eq!(f["elapsed_ms"], 1182.0);
+    }
+
+    #[test]
+    fn the_servers_phases_and_the_outside_time_are_written_when_known() {
+        let mut s = summary();
+        s.server = ServerTimings {
+            queue: Some(0.0005),
+            prefill: Some(0.0012),
+            decode: Some(0.9),
+        };
+        let text = line(&logged(None, None), &s, Format::Text { ansi: false });
+        assert!(
+            text.contains(" queue_ms=0.500 prefill_ms=1.200 decode_ms=900.000 outside_ms=0.342 "),
+            "{text}"
+        );
+        // A server that counts more than the proxy saw: negative, written.
+        s.server.prefill = Some(0.0025);
+        let text = line(&logged(None, None), &s, Format::Json);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["fields"]["outside_ms"], -0.959);
+        // No queue: no outside time.
+        s.server.queue = None;
+        let text = line(&logged(None, None), &s, Format::Json);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v["fields"].get("outside_ms").is_none(), "{text}");
+        assert_eq!(v["fields"]["prefill_ms"], 2.5);
     }
 
     #[test]

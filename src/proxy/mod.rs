@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -437,12 +437,20 @@ impl Proxy {
                     .get(header::CONTENT_ENCODING)
                     .map(HeaderValue::as_bytes),
             );
+            // TGI's time in its queue (docs/metrics.md, "Where the time goes").
+            if let Some(queue) = parts.headers.get(QUEUE_TIME) {
+                m.queue_time_header(queue.as_bytes());
+            }
         }
         remove_hop_by_hop(&mut parts.headers);
         let body = ResponseBody::forwarded(body, meter, route.timeouts.idle, now, slot);
         Response::from_parts(parts, body)
     }
 }
+
+/// The response header in which TGI says how long the request waited in
+/// its queue, in milliseconds.
+const QUEUE_TIME: HeaderName = HeaderName::from_static("x-queue-time");
 
 /// The SLO class of a request: the one the client declared (already checked
 /// to be defined), else the one for its model, else the route's.

@@ -61,6 +61,7 @@ pub fn split_at(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 ///   `x-pace-ms: D` sends one event per frame instead, event k at
 ///   `(k + 1) × D` after the request (a known schedule);
 ///   `x-content-encoding: E` labels the body with that coding;
+///   `x-send-queue-time: MS` adds TGI's `x-queue-time: MS` header;
 /// - `x-echo: 1`: a JSON description of the request as received
 ///   (method, URI, HTTP version, headers, body in hex), to check request
 ///   transparency;
@@ -188,6 +189,9 @@ pub async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, In
         let mut builder = Response::builder();
         if let Some(encoding) = header("x-content-encoding") {
             builder = builder.header("content-encoding", encoding);
+        }
+        if let Some(ms) = header("x-send-queue-time") {
+            builder = builder.header("x-queue-time", ms);
         }
         return Ok(builder
             .header("content-type", ct)

@@ -1,7 +1,8 @@
 //! Every protocol end to end: each captured stream is served on its API's
 //! own path by an upstream that sends one event every 100 ms (a known
 //! schedule), through the proxy with `protocol: auto`; the scraped TTFT,
-//! ITL, E2EL and token counts match the schedule and `expected.yaml`.
+//! ITL, E2EL and token counts match the schedule and `expected.yaml`, and
+//! the server's phases are exported as the stream reported them.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,9 @@ struct Expect {
     output: Option<u64>,
     output_source: Option<String>,
     outcome: String,
+    queue_s: Option<f64>,
+    prefill_s: Option<f64>,
+    decode_s: Option<f64>,
     #[serde(flatten)]
     _rest: BTreeMap<String, serde_json::Value>,
 }
@@ -31,7 +35,9 @@ fn path_for(file: &str) -> &'static str {
     match file.split('-').next().unwrap() {
         "anthropic" => "/v1/messages",
         "gemini" => "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        "llamacpp" if file.contains("chat") => "/v1/chat/completions",
         "llamacpp" => "/completion",
+        "sglang" => "/generate",
         "tgi" => "/generate_stream",
         "ollama" if file.contains("chat") => "/api/chat",
         "ollama" => "/api/generate",
@@ -137,12 +143,124 @@ async fn every_protocol_is_timed_against_a_paced_upstream() {
                 "{file}: output tokens"
             );
             assert_eq!(sum(&s, "tokenmeter_stream_parse_errors_total", &[]), 0.0, "{file}: parse errors");
+            check_phases(&file, &expect, &s);
             proxy.stop().await;
         }));
     }
     for t in tasks {
         t.await.unwrap();
     }
+}
+
+/// The server's phases are observed once, as reported, and the time
+/// outside the engine is the TTFT the proxy measured minus the server's
+/// queue and prefill: observed when it is not negative, else counted.
+fn check_phases(file: &str, expect: &Expect, s: &[Sample]) {
+    let route = [("route", "test")];
+    for (family, want) in [
+        ("llm_server_queue_seconds", expect.queue_s),
+        ("llm_server_prefill_seconds", expect.prefill_s),
+        ("llm_server_decode_seconds", expect.decode_s),
+    ] {
+        let (n, got) = mean(s, family, &route);
+        match want {
+            Some(want) => {
+                assert_eq!(n, 1.0, "{file}: {family} observed once");
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "{file}: {family} {got} want {want}"
+                );
+            }
+            None => assert_eq!(n, 0.0, "{file}: {family} not reported, not observed"),
+        }
+    }
+    let ttft = value(s, "llm_time_to_first_token_seconds_sum", &route);
+    let (n, outside) = mean(s, "llm_time_outside_engine_seconds", &route);
+    let negative = sum(s, "llm_outside_engine_negative_total", &[]);
+    match (expect.first_token_event, expect.queue_s, expect.prefill_s) {
+        (Some(_), Some(queue), Some(prefill)) if ttft >= queue + prefill => {
+            assert_eq!(
+                (n, negative),
+                (1.0, 0.0),
+                "{file}: outside time observed once"
+            );
+            let want = ttft - queue - prefill;
+            assert!(
+                (outside - want).abs() < 1e-9,
+                "{file}: outside {outside} want {want}"
+            );
+        }
+        (Some(_), Some(_), Some(_)) => {
+            assert_eq!(
+                (n, negative),
+                (0.0, 1.0),
+                "{file}: negative outside time counted"
+            );
+        }
+        _ => assert_eq!((n, negative), (0.0, 0.0), "{file}: no outside time"),
+    }
+}
+
+/// Reported timings that are null are not observed; implausible ones are
+/// not observed either and count as a parse error; TGI's header is read.
+#[tokio::test]
+async fn null_and_implausible_timings_are_not_observed() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let usage_chunk = |metrics: &str| {
+        format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"hi\"}}}}]}}\n\n\
+             data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":1}},\"metrics\":{metrics}}}\n\n\
+             data: [DONE]\n\n"
+        )
+    };
+    let streams = [
+        usage_chunk("null"),
+        usage_chunk(
+            r#"{"queue_time_ms":null,"time_to_first_token_ms":null,"generation_time_ms":null}"#,
+        ),
+        usage_chunk(
+            r#"{"queue_time_ms":-4.5,"time_to_first_token_ms":20,"generation_time_ms":30}"#,
+        ),
+        usage_chunk(r#"{"queue_time_ms":"4","time_to_first_token_ms":20,"generation_time_ms":30}"#),
+    ];
+    for body in &streams {
+        let hex: String = body.bytes().map(|b| format!("{b:02x}")).collect();
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\n\
+             content-length: 14\r\nx-body-hex: {hex}\r\n\r\n"
+        );
+        let resp = raw_exchange(proxy.proxy_addr, &head, br#"{"model":"m1"}"#).await;
+        assert_eq!(resp.body(), body.as_bytes());
+    }
+    let head = "POST /generate_stream HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\n\
+                content-length: 14\r\nx-fixture: tgi-generate-stream.sse\r\nx-send-queue-time: 42\r\n\r\n";
+    let resp = raw_exchange(proxy.proxy_addr, head, br#"{"model":"m1"}"#).await;
+    assert_eq!(resp.header("x-queue-time"), Some("42"));
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) == 5.0
+    })
+    .await;
+    assert_eq!(
+        sum(
+            &s,
+            "tokenmeter_stream_parse_errors_total",
+            &[("kind", "implausible_timings")]
+        ),
+        2.0
+    );
+    assert_eq!(sum(&s, "tokenmeter_stream_parse_errors_total", &[]), 2.0);
+    // TGI's queue, and nothing else.
+    assert_eq!(mean(&s, "llm_server_queue_seconds", &[]), (1.0, 0.042));
+    for family in [
+        "llm_server_prefill_seconds",
+        "llm_server_decode_seconds",
+        "llm_time_outside_engine_seconds",
+    ] {
+        assert_eq!(mean(&s, family, &[]).0, 0.0, "{family}");
+    }
+    assert_eq!(sum(&s, "llm_outside_engine_negative_total", &[]), 0.0);
+    proxy.stop().await;
 }
 
 #[test]

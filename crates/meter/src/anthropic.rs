@@ -21,7 +21,7 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use super::event::{EventInfo, ParseError, Usage};
+use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::json::{self, Error, Output, Reader};
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
@@ -79,6 +79,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         usage: usage.or(message_usage).unwrap_or_default(),
         error: kind == Kind::Error,
         done: kind == Kind::Stop,
+        timings: ServerTimings::default(),
     })
 }
 

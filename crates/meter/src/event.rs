@@ -40,8 +40,55 @@ impl Usage {
     }
 }
 
+/// The server's own account of where a request's time went, in seconds,
+/// each part `None` when not reported (docs/metrics.md, "Where the time
+/// goes"). Protocol modules fill it as read, in seconds whatever the
+/// server's unit; the meter takes a report only if every part in it is
+/// plausible, so a [`Summary`](super::Summary)'s are.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServerTimings {
+    /// Waiting in the server before the engine started on the request.
+    pub queue: Option<f64>,
+    /// From the engine starting on it to its first output token.
+    pub prefill: Option<f64>,
+    /// From its first output token to its last.
+    pub decode: Option<f64>,
+}
+
+impl ServerTimings {
+    /// The longest part a report may carry: a day.
+    pub const MAX_SECONDS: f64 = 86_400.0;
+
+    /// Takes every part `newer` reports (the last report wins, as for
+    /// usage).
+    pub fn update(&mut self, newer: ServerTimings) {
+        self.queue = newer.queue.or(self.queue);
+        self.prefill = newer.prefill.or(self.prefill);
+        self.decode = newer.decode.or(self.decode);
+    }
+
+    /// Whether every part reported is a duration: finite, not negative,
+    /// at most [`MAX_SECONDS`](Self::MAX_SECONDS).
+    pub fn plausible(&self) -> bool {
+        [self.queue, self.prefill, self.decode]
+            .into_iter()
+            .flatten()
+            .all(|s| (0.0..=Self::MAX_SECONDS).contains(&s))
+    }
+
+    /// Whether nothing is reported.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_none() && self.prefill.is_none() && self.decode.is_none()
+    }
+}
+
+/// Milliseconds, as read, in seconds.
+pub(crate) fn millis(ms: Option<f64>) -> Option<f64> {
+    ms.map(|ms| ms / 1e3)
+}
+
 /// What a protocol module found in one event.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct EventInfo {
     /// The event carries generated output (a token event).
     pub token: bool,
@@ -50,6 +97,8 @@ pub struct EventInfo {
     pub visible: bool,
     /// Usage reported by this event (fields not reported are `None`).
     pub usage: Usage,
+    /// The server's timings of the request, when this event reports them.
+    pub timings: ServerTimings,
     /// The event reports an error.
     pub error: bool,
     /// The protocol's terminal event: `[DONE]`, Anthropic's
@@ -73,16 +122,19 @@ pub enum ParseError {
     Compressed,
     #[error("usage report with a token count that is not a whole number or is past the limit")]
     ImplausibleUsage,
+    #[error("server timings with a duration that is not a number, negative, or past a day")]
+    ImplausibleTimings,
 }
 
 impl ParseError {
     /// Every kind, for pre-declaring label values.
-    pub const ALL: [ParseError; 5] = [
+    pub const ALL: [ParseError; 6] = [
         ParseError::InvalidJson,
         ParseError::Oversized,
         ParseError::BodyTooLarge,
         ParseError::Compressed,
         ParseError::ImplausibleUsage,
+        ParseError::ImplausibleTimings,
     ];
 
     /// A short, bounded name usable as a metric label.
@@ -93,6 +145,7 @@ impl ParseError {
             ParseError::BodyTooLarge => "body_too_large",
             ParseError::Compressed => "compressed",
             ParseError::ImplausibleUsage => "implausible_usage",
+            ParseError::ImplausibleTimings => "implausible_timings",
         }
     }
 }

@@ -20,7 +20,7 @@
 //! role): [`Tails`] keeps them from one chunk to the next, and what repeats
 //! is not read again.
 
-use super::event::{EventInfo, ParseError, Usage};
+use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::json::{self, Error, Members, Output, Reader, Suffix};
 
 /// Classifies one event's data, one array element, or a whole body, alone.
@@ -95,6 +95,7 @@ fn read(data: &[u8], tails: Option<&mut Tails>) -> Result<EventInfo, ParseError>
         usage,
         error,
         done: false,
+        timings: ServerTimings::default(),
     })
 }
 

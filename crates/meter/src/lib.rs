@@ -46,7 +46,7 @@ mod stream;
 mod summary;
 
 pub use api::Api;
-pub use event::{EventInfo, ParseError, Usage};
+pub use event::{EventInfo, ParseError, ServerTimings, Usage};
 pub use recorder::{Recorder, Trace};
 pub use request::{MODEL_MAX_CHARS, request_model};
 pub use stream::{Limits, StreamMeter};

@@ -6,20 +6,24 @@
 //! `message.tool_calls` list (Ollama sends each tool call whole, in one
 //! line). The final line has `done: true` and the counts: `eval_count`
 //! (output) and `prompt_eval_count` (input; absent when the prompt was fully
-//! cached, since Ollama omits zero values). The nanosecond durations are not
-//! read: metering keeps its own clock. A line with an `error` field is an
-//! error. A non-streamed body is the final line's shape.
+//! cached, since Ollama omits zero values), and the server's timings in
+//! nanoseconds: `load_duration` (from the request's arrival to its model
+//! being ready: the scheduler's queue and loading the model), read as the
+//! queue; `prompt_eval_duration`, the prefill; `eval_duration`, the decode.
+//! A line with an `error` field is an error. A non-streamed body is the
+//! final line's shape.
 //!
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use super::event::{EventInfo, ParseError, Usage};
+use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::json::{self, Output};
 
 /// Classifies one NDJSON line (or a whole non-streamed body).
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut out = Output::NONE;
     let mut usage = Usage::default();
+    let mut timings = ServerTimings::default();
     let mut error = false;
     let mut done = false;
     json::read(data, |r| {
@@ -46,6 +50,9 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                 b"done" => done = r.is_true()?,
                 b"eval_count" => usage.output = r.count()?,
                 b"prompt_eval_count" => usage.input = r.count()?,
+                b"load_duration" => timings.queue = nanos(r.number()?),
+                b"prompt_eval_duration" => timings.prefill = nanos(r.number()?),
+                b"eval_duration" => timings.decode = nanos(r.number()?),
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
@@ -56,9 +63,14 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         token: out.token,
         visible: out.visible,
         usage,
+        timings,
         error,
         done,
     })
+}
+
+fn nanos(ns: Option<f64>) -> Option<f64> {
+    ns.map(|ns| ns / 1e9)
 }
 
 #[cfg(test)]

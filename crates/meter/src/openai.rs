@@ -10,8 +10,9 @@
 //! call, or a legacy completion's `text`. The role-only first chunk, empty
 //! deltas, finish chunks and usage-only chunks (`choices: []`) are not.
 
-use super::event::{EventInfo, ParseError, Usage};
+use super::event::{EventInfo, ParseError, ServerTimings, Usage, millis};
 use super::json::{self, Error, Output, Prefix, Reader};
+use super::llamacpp;
 
 /// Classifies one SSE event's data (or a whole non-streamed body), alone.
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
@@ -54,6 +55,7 @@ fn read(
     }
     let mut out = Output::NONE;
     let mut usage = Usage::default();
+    let mut timings = ServerTimings::default();
     let mut error = false;
     // The last member boundary before `choices` or `usage`, and `error` there.
     let mut boundary = None;
@@ -98,10 +100,22 @@ fn read(
                                 b"completion_tokens_details" => {
                                     usage.reasoning = r.count_in(b"reasoning_tokens")?;
                                 }
+                                // Groq's timings, in seconds.
+                                b"queue_time" => timings.queue = r.number()?,
+                                b"prompt_time" => timings.prefill = r.number()?,
+                                b"completion_time" => timings.decode = r.number()?,
                                 _ => r.skip()?,
                             }
                         }
                     }
+                }
+                b"metrics" => {
+                    in_envelope = false;
+                    vllm_metrics(r, &mut timings)?;
+                }
+                b"timings" => {
+                    in_envelope = false;
+                    llamacpp::timings(r, &mut timings)?;
                 }
                 // `{"error": {...}}`, sent in-stream by OpenAI and vLLM.
                 b"error" => error |= r.not_null()?,
@@ -122,9 +136,29 @@ fn read(
         token: out.token,
         visible: out.visible,
         usage,
+        timings,
         error: error || name == b"error",
         done: false,
     })
+}
+
+/// vLLM's per-request `metrics` object (`--enable-per-request-metrics`), in
+/// milliseconds: `queue_time_ms`; `time_to_first_token_ms`, from
+/// scheduling to the first token (prefill); `generation_time_ms`, from the
+/// first token to the last (decode). `null` as a whole (`n > 1`) or per
+/// field when unknown. The Responses API carries the same object.
+pub(crate) fn vllm_metrics(r: &mut Reader<'_>, timings: &mut ServerTimings) -> Result<(), Error> {
+    if r.open_object_or_null()? {
+        while let Some(key) = r.key()? {
+            match key {
+                b"queue_time_ms" => timings.queue = millis(r.number()?),
+                b"time_to_first_token_ms" => timings.prefill = millis(r.number()?),
+                b"generation_time_ms" => timings.decode = millis(r.number()?),
+                _ => r.skip()?,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One element of `choices` or of a delta's `tool_calls`, read as both a

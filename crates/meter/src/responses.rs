@@ -11,7 +11,8 @@
 //!
 //! Usage is on `response.completed` / `response.incomplete` /
 //! `response.failed` (`response.usage`), or at the top level of a
-//! non-streamed response object. The other lifecycle events
+//! non-streamed response object; so are vLLM's per-request timings
+//! (`metrics`, read as for chat completions). The other lifecycle events
 //! (`response.created`, `in_progress`, `output_item.*`, `content_part.*`,
 //! the `*.done` of text and arguments) carry nothing metered, and an
 //! `error` event nothing but its type: their data is read up to its `type`
@@ -24,8 +25,9 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use super::event::{EventInfo, ParseError, Usage};
+use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::json::{self, Error, Output, Reader};
+use super::openai;
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
@@ -35,6 +37,8 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
     let mut response = None;
     // Usage of a non-streamed response object.
     let mut usage = None;
+    // vLLM's timings, of either.
+    let mut timings = ServerTimings::default();
     // A non-streamed response's `error` (null when it succeeded). On a
     // streamed `error` event the error is nested here too.
     let mut error = false;
@@ -56,6 +60,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                         while let Some(key) = r.key()? {
                             match key {
                                 b"usage" => inner = wire_usage(r)?,
+                                b"metrics" => openai::vllm_metrics(r, &mut timings)?,
                                 _ => r.skip()?,
                             }
                         }
@@ -63,6 +68,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                     }
                 }
                 b"usage" => usage = wire_usage(r)?,
+                b"metrics" => openai::vllm_metrics(r, &mut timings)?,
                 b"error" => error = r.present()?,
                 _ => r.skip()?,
             }
@@ -83,6 +89,7 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         token: out.token,
         visible: out.visible,
         usage: usage.unwrap_or_default(),
+        timings,
         error: matches!(kind, Kind::Error | Kind::Failed) || error,
         done: matches!(kind, Kind::Failed | Kind::Completed),
     })

@@ -17,14 +17,20 @@
 //! Non-streamed bodies and [`classify`] read a single event on its own
 //! (non-empty text is a token).
 //!
-//! `meta_info` usage is cumulative; the last value wins. An event with an
+//! `meta_info` usage is cumulative; the last value wins. With
+//! `--enable-metrics`, `meta_info` also carries the server's timings, in
+//! seconds: `queue_time` (the wait queue), and the prefill as the wait
+//! from leaving the queue to the prefill batch's start
+//! (`prefill_waiting_latency`, `prefill_launch_delay` in older versions)
+//! plus that batch's run (`prefill_launch_latency`): both, or no prefill.
+//! It reports no decode time. An event with an
 //! `error` field or `"object": "error"` is an error.
 //!
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use super::event::{EventInfo, ParseError, Usage};
-use super::json;
+use super::event::{EventInfo, ParseError, ServerTimings, Usage};
+use super::json::{self, Error, Reader};
 
 /// Classifies one event on its own (delta mode) or a non-streamed body.
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
@@ -91,6 +97,7 @@ impl Cumulative {
         let mut text = None;
         let mut index = None;
         let mut usage = Usage::default();
+        let mut timings = ServerTimings::default();
         let mut error = false;
         json::read(trimmed, |r| {
             r.open_object()?;
@@ -99,18 +106,7 @@ impl Cumulative {
                     // The index of the event may come after `text` in the
                     // object, so the text is checked against every slot.
                     b"text" => text = r.string_or_null(|t| Text::new(t, &self.slots))?,
-                    b"meta_info" => {
-                        if r.open_object_or_null()? {
-                            while let Some(key) = r.key()? {
-                                match key {
-                                    b"prompt_tokens" => usage.input = r.count()?,
-                                    b"completion_tokens" => usage.output = r.count()?,
-                                    b"cached_tokens" => usage.cached_input = r.count()?,
-                                    _ => r.skip()?,
-                                }
-                            }
-                        }
-                    }
+                    b"meta_info" => meta_info(r, &mut usage, &mut timings)?,
                     b"index" => index = r.count()?,
                     b"error" => error |= r.present()?,
                     b"object" => error |= r.is_string(b"error")?,
@@ -152,10 +148,40 @@ impl Cumulative {
             token,
             visible: token,
             usage,
+            timings,
             error,
             done: false,
         })
     }
+}
+
+/// `meta_info`: usage, and the timings `--enable-metrics` adds.
+fn meta_info(
+    r: &mut Reader<'_>,
+    usage: &mut Usage,
+    timings: &mut ServerTimings,
+) -> Result<(), Error> {
+    let (mut waiting, mut launch) = (None, None);
+    if r.open_object_or_null()? {
+        while let Some(key) = r.key()? {
+            match key {
+                b"prompt_tokens" => usage.input = r.count()?,
+                b"completion_tokens" => usage.output = r.count()?,
+                b"cached_tokens" => usage.cached_input = r.count()?,
+                b"queue_time" => timings.queue = r.number()?,
+                b"prefill_waiting_latency" | b"prefill_launch_delay" => waiting = r.number()?,
+                b"prefill_launch_latency" => launch = r.number()?,
+                _ => r.skip()?,
+            }
+        }
+    }
+    // Each part is checked, so that a negative one cannot hide in the sum.
+    timings.prefill = match (waiting, launch) {
+        (Some(w), Some(l)) if w >= 0.0 && l >= 0.0 => Some(w + l),
+        (Some(_), Some(_)) => Some(f64::NAN),
+        _ => None,
+    };
+    Ok(())
 }
 
 /// What is kept of a text: its length, its hash, and for each tracked slot

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::api::Api;
-use super::event::{EventInfo, ParseError, Usage};
+use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::framer::{FrameResult, Framer};
 use super::recorder::Recorder;
 use super::summary::{Outcome, Summary, TokenSource};
@@ -128,6 +128,8 @@ struct Tally<R: Recorder> {
     first_token_event: Option<u64>,
     first_visible_event: Option<u64>,
     usage: Usage,
+    /// The server's timings, as far as it reported them plausibly.
+    server: ServerTimings,
     error_event: bool,
     parse_errors: u32,
     /// Non-streamed body frames, kept as shared references to the forwarded
@@ -162,6 +164,7 @@ impl<R: Recorder> StreamMeter<R> {
                 first_token_event: None,
                 first_visible_event: None,
                 usage: Usage::default(),
+                server: ServerTimings::default(),
                 error_event: false,
                 parse_errors: 0,
                 body: Some(Vec::new()),
@@ -241,6 +244,19 @@ impl<R: Recorder> StreamMeter<R> {
         };
     }
 
+    /// The response head's `x-queue-time` (TGI's time in its queue, in
+    /// whole or fractional milliseconds), when it has one.
+    pub fn queue_time_header(&mut self, ms: &[u8]) {
+        let queue = std::str::from_utf8(ms)
+            .ok()
+            .and_then(|ms| ms.trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |ms| ms / 1e3);
+        self.tally.take_timings(ServerTimings {
+            queue: Some(queue),
+            ..ServerTimings::default()
+        });
+    }
+
     /// A body frame was read from the upstream at `now`.
     pub fn data(&mut self, now: Instant, frame: &Bytes) {
         let t = &mut self.tally;
@@ -303,6 +319,7 @@ impl<R: Recorder> StreamMeter<R> {
                     match t.decoder.classify(b"", &concat(parts)) {
                         Ok(info) => {
                             t.take_usage(info.usage);
+                            t.take_timings(info.timings);
                             t.error_event |= info.error;
                         }
                         Err(e) => t.parse_error(e),
@@ -352,6 +369,9 @@ impl<R: Recorder> Tally<R> {
             Err(e) => return self.parse_error(e),
         };
         self.take_usage(info.usage);
+        if !info.timings.is_empty() {
+            self.take_timings(info.timings);
+        }
         self.error_event |= info.error;
         if info.done && self.t_done.is_none() {
             self.t_done = Some((now, index));
@@ -398,6 +418,17 @@ impl<R: Recorder> Tally<R> {
             self.usage.update(usage);
         } else {
             self.parse_error(ParseError::ImplausibleUsage);
+        }
+    }
+
+    /// Takes the server's timings if every part reported is plausible (see
+    /// [`ServerTimings::plausible`]); one implausible part makes the whole
+    /// report untrustworthy: none of it is taken, and it is a parse error.
+    fn take_timings(&mut self, timings: ServerTimings) {
+        if timings.plausible() {
+            self.server.update(timings);
+        } else {
+            self.parse_error(ParseError::ImplausibleTimings);
         }
     }
 
@@ -479,6 +510,7 @@ impl<R: Recorder> Tally<R> {
             tpot,
             output_tokens,
             usage: self.usage,
+            server: self.server,
             events: self.events,
             token_events: self.token_events,
             first_token_event: self.first_token_event,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::event::Usage;
+use super::event::{ServerTimings, Usage};
 
 /// How a request ended. Each request ends exactly once with one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -99,6 +99,9 @@ pub struct Summary {
     pub output_tokens: Option<(u64, TokenSource)>,
     /// Everything the upstream reported.
     pub usage: Usage,
+    /// The server's own timings of the request, each part when reported
+    /// plausibly.
+    pub server: ServerTimings,
     /// Events dispatched (SSE events including `[DONE]`, NDJSON lines, or
     /// array elements).
     pub events: u64,
@@ -113,4 +116,17 @@ pub struct Summary {
     pub terminal_event: Option<u64>,
     /// Payload problems met.
     pub parse_errors: u32,
+}
+
+impl Summary {
+    /// The time outside the engine for the first token, in seconds:
+    /// TTFT minus the server's queue and prefill (network, the HTTP
+    /// server, tokenization and the proxy), when all three are known.
+    /// Negative when the server's parts add up to more than the TTFT the
+    /// proxy saw (its clock and the proxy's disagree): the caller counts
+    /// that rather than observing it.
+    pub fn outside_engine(&self) -> Option<f64> {
+        let ttft = self.ttft?.as_secs_f64();
+        Some(ttft - self.server.queue? - self.server.prefill?)
+    }
 }

@@ -14,7 +14,7 @@
 //! Like every protocol module, it borrows from the event and builds no JSON
 //! tree.
 
-use super::event::{EventInfo, ParseError, Usage};
+use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::json;
 
 /// Classifies one SSE event's data (or a whole non-streamed body).
@@ -52,6 +52,7 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         usage,
         error,
         done,
+        timings: ServerTimings::default(),
     })
 }
 

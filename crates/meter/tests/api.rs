@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use http::Method;
-use meter::{Api, Limits, Outcome, StreamMeter, Summary, TokenSource, Trace};
+use meter::{Api, Limits, Outcome, ParseError, StreamMeter, Summary, TokenSource, Trace};
 use tokio::time::Instant;
 
 fn meter(api: Api, ct: Option<&[u8]>, pieces: &[&[u8]]) -> Trace {
@@ -268,4 +268,110 @@ fn reasoning_delays_the_visible_first_token() {
     assert_eq!(trace.first_token, s.ttft);
     assert_eq!(trace.first_visible_token, s.ttft_visible);
     assert_eq!(trace.gaps, [Duration::from_millis(30)]);
+}
+
+/// The server's own timings, from every place servers put them, in their
+/// own units; null parts are not reported, and an implausible report is
+/// not taken at all.
+#[test]
+fn server_timings_are_read_in_each_servers_units_and_checked() {
+    let json = Some(&b"application/json"[..]);
+    let timings = |api: Api, body: &str| {
+        let t = meter(api, json, &[body.as_bytes()]);
+        let s = summary(&t);
+        (s.server, t.parse_errors.clone())
+    };
+    let close = |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() < 1e-9);
+
+    // vLLM, non-streamed chat and Responses: milliseconds.
+    let (s, errors) = timings(
+        Api::OpenAi,
+        r#"{"object":"chat.completion","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1},"metrics":{"time_to_first_token_ms":85.2,"generation_time_ms":1240.5,"queue_time_ms":12.3,"mean_itl_ms":null,"tokens_per_second":103.2}}"#,
+    );
+    assert!(errors.is_empty());
+    assert!(close(s.queue, 0.0123) && close(s.prefill, 0.0852) && close(s.decode, 1.2405));
+    let (s, _) = timings(
+        Api::Responses,
+        r#"{"object":"response","error":null,"output":[],"usage":{"input_tokens":3,"output_tokens":5},"metrics":{"queue_time_ms":1.5,"time_to_first_token_ms":null,"generation_time_ms":40}}"#,
+    );
+    assert!(close(s.queue, 0.0015) && s.prefill.is_none() && close(s.decode, 0.04));
+    // `n > 1`: the object is null.
+    let (s, errors) = timings(
+        Api::OpenAi,
+        r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2},"metrics":null}"#,
+    );
+    assert!(s.is_empty() && errors.is_empty());
+
+    // Ollama: nanoseconds.
+    let (s, _) = timings(
+        Api::Ollama,
+        r#"{"response":"","done":true,"total_duration":5397760600,"load_duration":3691191000,"prompt_eval_count":31,"prompt_eval_duration":220642000,"eval_count":32,"eval_duration":1485422000}"#,
+    );
+    assert!(close(s.queue, 3.691191) && close(s.prefill, 0.220642) && close(s.decode, 1.485422));
+
+    // llama.cpp's `/completion`: milliseconds, no queue.
+    let (s, _) = timings(
+        Api::LlamaCpp,
+        r#"{"content":"","stop":true,"tokens_predicted":2,"tokens_evaluated":4,"timings":{"prompt_n":4,"prompt_ms":12.5,"predicted_n":2,"predicted_ms":7.25}}"#,
+    );
+    assert!(s.queue.is_none() && close(s.prefill, 0.0125) && close(s.decode, 0.00725));
+
+    // SGLang: seconds; a prefill needs both of its parts.
+    let (s, _) = timings(
+        Api::Sglang,
+        r#"{"text":"hi","meta_info":{"prompt_tokens":2,"completion_tokens":1,"queue_time":0.5,"prefill_launch_latency":0.25}}"#,
+    );
+    assert!(close(s.queue, 0.5) && s.prefill.is_none() && s.decode.is_none());
+
+    // Implausible: negative, a string, past a day, a negative part of
+    // SGLang's sum. Nothing of the report is taken.
+    for (api, body) in [
+        (
+            Api::OpenAi,
+            r#"{"choices":[],"metrics":{"queue_time_ms":5,"time_to_first_token_ms":-1,"generation_time_ms":3}}"#,
+        ),
+        (
+            Api::OpenAi,
+            r#"{"choices":[],"usage":{"queue_time":"0.1","prompt_time":0.2}}"#,
+        ),
+        (
+            Api::Ollama,
+            r#"{"done":true,"load_duration":1,"eval_duration":86400000000001}"#,
+        ),
+        (
+            Api::Sglang,
+            r#"{"text":"x","meta_info":{"queue_time":0.1,"prefill_waiting_latency":-0.5,"prefill_launch_latency":0.75}}"#,
+        ),
+    ] {
+        let (s, errors) = timings(api, body);
+        assert!(s.is_empty(), "{body}: {s:?}");
+        assert_eq!(errors, [ParseError::ImplausibleTimings], "{body}");
+    }
+}
+
+/// TGI says its queue time in a response header.
+#[test]
+fn tgi_queue_time_header_is_read_in_milliseconds() {
+    let header = |value: &[u8]| {
+        let mut trace = Trace::default();
+        {
+            let mut m = StreamMeter::new(Instant::now(), Api::Tgi, Limits::default(), &mut trace);
+            m.response_head(Instant::now(), 200, Some(b"application/json"), None);
+            m.queue_time_header(value);
+            m.data(
+                Instant::now(),
+                &Bytes::from_static(br#"{"generated_text":"hi"}"#),
+            );
+            m.end(Instant::now());
+        }
+        trace
+    };
+    let t = header(b"42");
+    assert_eq!(summary(&t).server.queue, Some(0.042));
+    assert!(t.parse_errors.is_empty());
+    for bad in [&b"soon"[..], b"-3", b""] {
+        let t = header(bad);
+        assert_eq!(summary(&t).server.queue, None);
+        assert_eq!(t.parse_errors, [ParseError::ImplausibleTimings]);
+    }
 }

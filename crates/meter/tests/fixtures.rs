@@ -34,6 +34,12 @@ struct Expect {
     reasoning: Option<u64>,
     output_source: Option<String>,
     outcome: String,
+    #[serde(default)]
+    queue_s: Option<f64>,
+    #[serde(default)]
+    prefill_s: Option<f64>,
+    #[serde(default)]
+    decode_s: Option<f64>,
 }
 
 fn data_dir() -> PathBuf {
@@ -142,6 +148,18 @@ fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
         other => panic!("{ctx}: unexpected outcome {other:?}"),
     };
     assert_eq!(outcome, expect.outcome, "{ctx}: outcome");
+    for (part, got, want) in [
+        ("queue", s.server.queue, expect.queue_s),
+        ("prefill", s.server.prefill, expect.prefill_s),
+        ("decode", s.server.decode, expect.decode_s),
+    ] {
+        // Read in the server's unit and divided once: within 1 ns.
+        let same = match (got, want) {
+            (Some(got), Some(want)) => (got - want).abs() < 1e-9,
+            (got, want) => got.is_none() && want.is_none(),
+        };
+        assert!(same, "{ctx}: server {part}: {got:?}, expected {want:?}");
+    }
     assert_eq!(
         trace.first_token.is_some(),
         expect.token_events > 0,

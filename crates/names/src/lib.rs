@@ -167,6 +167,36 @@ pub const STALLED_SECONDS: Family = domain(
     &LABELS,
     "The length of those gaps, summed, counted when the request ends.",
 );
+pub const SERVER_QUEUE: Family = domain(
+    "server_queue_seconds",
+    Histogram,
+    &LABELS,
+    "Per request whose server reported it: the time it waited in the server before the engine started on it (the server's own timing).",
+);
+pub const SERVER_PREFILL: Family = domain(
+    "server_prefill_seconds",
+    Histogram,
+    &LABELS,
+    "Per request whose server reported it: from the engine starting on it to its first output token (the server's own timing).",
+);
+pub const SERVER_DECODE: Family = domain(
+    "server_decode_seconds",
+    Histogram,
+    &LABELS,
+    "Per request whose server reported it: from its first output token to its last (the server's own timing).",
+);
+pub const OUTSIDE_ENGINE: Family = domain(
+    "time_outside_engine_seconds",
+    Histogram,
+    &LABELS,
+    "Per request: TTFT minus the server's reported queue and prefill: network, HTTP server, tokenization and the proxy, before the first token.",
+);
+pub const OUTSIDE_ENGINE_NEGATIVE: Family = domain(
+    "outside_engine_negative_total",
+    Counter,
+    &LABELS,
+    "Requests whose server's reported queue and prefill added up to more than the TTFT the proxy measured (clocks that disagree); not observed as outside time.",
+);
 pub const IN_FLIGHT: Family = domain(
     "requests_in_flight",
     Gauge,
@@ -314,7 +344,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 39] = [
+pub const ALL: [Family; 44] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -330,6 +360,11 @@ pub const ALL: [Family; 39] = [
     REASONING_OUTPUT_TOKENS_TOTAL,
     STALLS,
     STALLED_SECONDS,
+    SERVER_QUEUE,
+    SERVER_PREFILL,
+    SERVER_DECODE,
+    OUTSIDE_ENGINE,
+    OUTSIDE_ENGINE_NEGATIVE,
     IN_FLIGHT,
     SLO_REQUESTS,
     SLO_VIOLATIONS,

@@ -229,6 +229,7 @@ mod tests {
             tpot: Some(ms(20)),
             output_tokens: Some((11, TokenSource::Usage)),
             usage: Usage::default(),
+            server: meter::ServerTimings::default(),
             events: 12,
             token_events: 11,
             first_token_event: Some(0),

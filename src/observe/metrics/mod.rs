@@ -168,6 +168,11 @@ impl Metrics {
                 registry.register(Box::new(c.clone()))?;
                 c
             },
+            server_queue: histogram(names::SERVER_QUEUE, &b.time_to_first_token)?,
+            server_prefill: histogram(names::SERVER_PREFILL, &b.time_to_first_token)?,
+            server_decode: histogram(names::SERVER_DECODE, &b.e2e_request_latency)?,
+            outside_engine: histogram(names::OUTSIDE_ENGINE, &b.time_to_first_token)?,
+            outside_engine_negative: counter(names::OUTSIDE_ENGINE_NEGATIVE)?,
             in_flight: gauges(names::IN_FLIGHT)?,
             parse_errors: counter(names::PARSE_ERRORS)?,
             slo_requests: counter(names::SLO_REQUESTS)?,

@@ -289,6 +289,9 @@ impl RequestRecorder {
                 .with_label_values(&labels)
                 .inc_by(gaps.stalled.as_secs_f64());
         }
+        if !s.server.is_empty() {
+            self.observe_server_phases(s);
+        }
         if let Some(h) = &self.handles {
             if let Some(d) = s.e2el {
                 h.e2el.observe(secs(d));
@@ -335,6 +338,35 @@ impl RequestRecorder {
 }
 
 impl RequestRecorder {
+    /// Observes the server's own phases of a request that reported any,
+    /// and the time outside the engine (docs/metrics.md, "Where the time
+    /// goes").
+    fn observe_server_phases(&self, s: &Summary) {
+        let f = &self.families;
+        let histogram = self.histogram_labels();
+        for (family, phase) in [
+            (&f.server_queue, s.server.queue),
+            (&f.server_prefill, s.server.prefill),
+            (&f.server_decode, s.server.decode),
+        ] {
+            if let Some(seconds) = phase {
+                family.with_label_values(&histogram).observe(seconds);
+            }
+        }
+        match s.outside_engine() {
+            Some(outside) if outside >= 0.0 => {
+                f.outside_engine
+                    .with_label_values(&histogram)
+                    .observe(outside);
+            }
+            Some(_) => f
+                .outside_engine_negative
+                .with_label_values(&self.labels())
+                .inc(),
+            None => {}
+        }
+    }
+
     /// Counts the SLO verdict of a finished request. Every series of the
     /// class is touched, so good, bad and each objective read 0 (not
     /// absent) until something happens, and ratios are defined from the

@@ -501,6 +501,25 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    /// A number of any grammar JSON allows (a duration, a rate): the next
+    /// value as an `f64`; `null` is not reported (`None`); anything else (a
+    /// string, a list...) is NaN, which no plausibility check passes, so
+    /// that the meter rejects the report without failing the rest of the
+    /// event. A number past `f64` reads as infinite.
+    pub fn number(&mut self) -> Result<Option<f64>, Error> {
+        match self.peek()? {
+            b'n' => return self.null().map(|_| None),
+            b'-' | b'0'..=b'9' => {}
+            _ => return self.skip().map(|()| Some(f64::NAN)),
+        }
+        let start = self.pos;
+        let (end, _) = number_end(self.input, start)?;
+        self.pos = end;
+        // The grammar was checked: ASCII digits, sign, point and exponent.
+        let text = std::str::from_utf8(&self.input[start..end]).map_err(|_| Error)?;
+        Ok(Some(text.parse().unwrap_or(f64::NAN)))
+    }
+
     /// The [`count`](Self::count) of the key `name` in the object at the
     /// position (the rest skipped); `None` without it, or for `null`.
     #[inline]
@@ -903,6 +922,38 @@ mod tests {
             })
             .unwrap()
         );
+    }
+
+    #[test]
+    fn numbers_of_every_grammar() {
+        let number = |text: &str| {
+            let input = format!(r#"{{"a": {text} ,"b":1}}"#);
+            read(input.as_bytes(), |r| {
+                let mut n = None;
+                r.open_object()?;
+                while let Some(key) = r.key()? {
+                    if key == b"a" {
+                        n = r.number()?;
+                    } else {
+                        r.skip()?;
+                    }
+                }
+                Ok(n)
+            })
+        };
+        assert_eq!(number("12"), Ok(Some(12.0)));
+        assert_eq!(number("85.25"), Ok(Some(85.25)));
+        assert_eq!(number("-0.5"), Ok(Some(-0.5)));
+        assert_eq!(number("1.5e3"), Ok(Some(1500.0)));
+        assert_eq!(number("null"), Ok(None));
+        assert_eq!(number("1e999"), Ok(Some(f64::INFINITY)));
+        for not_a_number in [r#""12""#, "[1]", "true", "{}"] {
+            assert!(
+                number(not_a_number).unwrap().unwrap().is_nan(),
+                "{not_a_number}"
+            );
+        }
+        assert!(number("1.").is_err() && number("01").is_err() && number("-").is_err());
     }
 
     /// What each probe answers for each kind of value.
