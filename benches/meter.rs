@@ -133,6 +133,7 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<O
             base_path: String::new(),
         },
         stall_threshold: std::time::Duration::from_secs(1),
+        slow_reader_share: 0.2,
     });
     let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
     let content_type: &[u8] = if is_sse(name) {

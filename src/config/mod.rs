@@ -226,6 +226,9 @@ pub struct MetricsSettings {
     pub max_usage_tokens: u64,
     /// A gap between two token events longer than this is a stall.
     pub stall_threshold: Duration,
+    /// A request that waited on its client for more than this share of its
+    /// time (0 to 1) is a slow reader's.
+    pub slow_reader_share: f64,
     /// Histogram bucket upper bounds, per metric.
     pub buckets: Buckets,
 }
@@ -299,6 +302,8 @@ pub struct Buckets {
     pub output_tokens: Vec<f64>,
     /// Input (prompt) tokens per request.
     pub input_tokens: Vec<f64>,
+    /// The proxy's own time on a request's path, seconds.
+    pub proxy_time: Vec<f64>,
 }
 
 impl Default for Buckets {
@@ -334,6 +339,11 @@ impl Default for Buckets {
             input_tokens: vec![
                 16.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0,
                 65536.0, 131072.0, 262144.0, 1048576.0,
+            ],
+            // The proxy's own time: 50 µs .. 2.5 s (connecting included).
+            proxy_time: vec![
+                0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                0.25, 0.5, 1.0, 2.5,
             ],
         }
     }
@@ -496,6 +506,7 @@ impl Default for MetricsSettings {
             },
             max_usage_tokens: 10_000_000,
             stall_threshold: Duration::from_secs(1),
+            slow_reader_share: 0.2,
             buckets: Buckets::default(),
         }
     }

@@ -1,7 +1,7 @@
 //! The configuration in force as JSON, for `GET /config`: every key of the
 //! file under its own name, where the file has it, so that what an operator
 //! reads there is what they would write. Durations are in seconds, sizes in
-//! bytes, the overload threshold a share (0 to 1), SLO classes as their
+//! bytes, the overload threshold and the slow reader share shares (0 to 1), SLO classes as their
 //! files define them, plus what loading found: the files read.
 //!
 //! Secrets: the config holds none by construction (upstream URLs with
@@ -69,6 +69,7 @@ impl Config {
                 },
                 "max_usage_tokens": m.max_usage_tokens,
                 "stall_threshold": secs(m.stall_threshold),
+                "slow_reader_share": m.slow_reader_share,
                 "buckets": {
                     "time_to_first_token": b.time_to_first_token,
                     "time_to_response_headers": b.time_to_response_headers,
@@ -77,6 +78,7 @@ impl Config {
                     "e2e_request_latency": b.e2e_request_latency,
                     "output_tokens": b.output_tokens,
                     "input_tokens": b.input_tokens,
+                    "proxy_time": b.proxy_time,
                 },
             },
             "routes": self.routes.iter().map(route).collect::<Vec<_>>(),
@@ -163,5 +165,7 @@ fn class(c: &SloClass) -> Value {
             "require": c.goodput.require.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
             "target": c.goodput.target,
         },
+        "per_tenant_alerts": c.per_tenant_alerts,
+        "exclude_slow_readers": c.exclude_slow_readers,
     })
 }

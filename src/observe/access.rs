@@ -58,6 +58,7 @@ impl AccessLog {
                 buf,
                 finished.summary,
                 &finished.gaps,
+                finished.slow_reader,
                 self.format,
                 SystemTime::now(),
             );
@@ -132,8 +133,16 @@ fn truncated(s: &str, max: usize) -> &str {
 
 impl Entry {
     /// Formats the line of a request that ended with `s`, its token events
-    /// `gaps` apart, at `now`.
-    fn line(&self, buf: &mut Vec<u8>, s: &Summary, gaps: &Gaps, format: Format, now: SystemTime) {
+    /// `gaps` apart, a slow reader's or not, at `now`.
+    fn line(
+        &self,
+        buf: &mut Vec<u8>,
+        s: &Summary,
+        gaps: &Gaps,
+        slow_reader: bool,
+        format: Format,
+        now: SystemTime,
+    ) {
         let mut l = Line::start(buf, format, now);
         l.plain("route", &self.route);
         l.string("model", self.model.as_deref());
@@ -164,6 +173,11 @@ impl Entry {
         l.seconds_as_ms("prefill_ms", s.server.prefill);
         l.seconds_as_ms("decode_ms", s.server.decode);
         l.seconds_as_ms("outside_ms", s.outside_engine());
+        l.ms("proxy_ms", s.proxy_time);
+        l.ms("client_wait_ms", s.status.map(|_| s.client_wait));
+        if slow_reader {
+            l.boolean("slow_reader", true);
+        }
         l.number("output_tokens", s.output_tokens.map(|(n, _)| n));
         l.string(
             "output_source",
@@ -398,6 +412,7 @@ mod tests {
             api: meter::Api::OpenAi,
             upstream: &UPSTREAM,
             stall_threshold: Duration::from_secs(1),
+            slow_reader_share: 0.2,
         }
     }
 
@@ -425,6 +440,8 @@ mod tests {
                 ..Usage::default()
             },
             server: ServerTimings::default(),
+            client_wait: std::time::Duration::ZERO,
+            proxy_time: None,
             events: 52,
             token_events: 50,
             first_token_event: Some(1),
@@ -441,7 +458,7 @@ mod tests {
 
     fn line(l: &Entry, s: &Summary, format: Format) -> String {
         let mut buf = Vec::new();
-        l.line(&mut buf, s, &Gaps::default(), format, at());
+        l.line(&mut buf, s, &Gaps::default(), false, format, at());
         String::from_utf8(buf).unwrap()
     }
 
@@ -474,6 +491,7 @@ mod tests {
                     "tpot_ms": 19.984,
                     "e2el_ms": 1182.0,
                     "elapsed_ms": 1182.0,
+                    "client_wait_ms": 0.0,
                     "output_tokens": 50,
                     "output_source": "usage",
                     "input_tokens": 12,
@@ -537,6 +555,9 @@ mod tests {
             "prefill_ms",
             "decode_ms",
             "outside_ms",
+            "client_wait_ms",
+            "slow_reader",
+            "proxy_ms",
         ] {
             assert!(!f.contains_key(key), "{key} in {text}");
         }
@@ -570,6 +591,23 @@ mod tests {
         assert_eq!(v["fields"]["prefill_ms"], 2.5);
     }
 
+    /// The client's wait is written for every response; a slow reader is
+    /// marked as one.
+    #[test]
+    fn the_clients_wait_is_written_and_a_slow_reader_marked() {
+        let mut s = summary();
+        s.client_wait = Duration::from_millis(2003);
+        let mut buf = Vec::new();
+        let entry = logged(None, None);
+        entry.line(&mut buf, &s, &Gaps::default(), true, Format::Json, at());
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v["fields"]["client_wait_ms"], 2003.0);
+        assert_eq!(v["fields"]["slow_reader"], true);
+        let text = line(&entry, &s, Format::Text { ansi: false });
+        assert!(text.contains(" client_wait_ms=2003.000 "), "{text}");
+        assert!(!text.contains("slow_reader"), "{text}");
+    }
+
     #[test]
     fn any_string_a_client_sends_stays_one_line_and_round_trips() {
         let odd = "a\"b\\c\nd\re\tf\u{1}g\u{7f}h é 字 🦀";
@@ -593,7 +631,7 @@ mod tests {
             "2026-12-01T20:48:00.123456Z  INFO tokenmeter::access: request route=chat \
              model=\"m1\" slo=\"interactive\" method=POST path=/v1/chat/completions \
              request_id=\"req-7\" client=[::1]:41234 status=200 outcome=\"ok\" streamed=true ttft_ms=2.042 \
-             tpot_ms=19.984 e2el_ms=1182.000 elapsed_ms=1182.000 output_tokens=50 \
+             tpot_ms=19.984 e2el_ms=1182.000 elapsed_ms=1182.000 client_wait_ms=0.000 output_tokens=50 \
              output_source=\"usage\" input_tokens=12 parse_errors=0\n"
         );
         let coloured = line(&l, &summary(), Format::Text { ansi: true });

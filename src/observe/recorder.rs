@@ -130,6 +130,7 @@ impl Observers {
             itl: Sketch::new(),
             gaps: Gaps::default(),
             stall_threshold: r.stall_threshold,
+            slow_reader_share: r.slow_reader_share,
         }
     }
 }
@@ -155,6 +156,7 @@ pub struct Observed {
     /// Its stalls and longest gap.
     gaps: Gaps,
     stall_threshold: Duration,
+    slow_reader_share: f64,
 }
 
 impl Recorder for Observed {
@@ -187,15 +189,21 @@ impl Recorder for Observed {
     }
 
     fn finish(&mut self, summary: &Summary) {
+        let slow_reader = super::request::slow_reader(
+            summary.elapsed,
+            summary.client_wait,
+            self.slow_reader_share,
+        );
         let finished = Finished {
             summary,
             judged: self
                 .class
                 .as_deref()
-                .map(|class| (class, slo::judge(class, summary))),
+                .map(|class| (class, slo::judge(class, summary, slow_reader))),
             headers: self.headers,
             at: Instant::now(),
             gaps: self.gaps,
+            slow_reader,
         };
         self.prometheus.finish(&finished);
         if let Some(metrics) = &self.tenants
@@ -255,6 +263,7 @@ mod tests {
             api: Api::OpenAi,
             upstream: &UPSTREAM,
             stall_threshold: Duration::from_secs(1),
+            slow_reader_share: 0.2,
         }
     }
 

@@ -34,6 +34,9 @@ pub struct Started<'a> {
     pub upstream: &'a crate::config::Upstream,
     /// A gap between its token events longer than this is a stall.
     pub stall_threshold: Duration,
+    /// It is a slow reader's when its client held it up for more than this
+    /// share of its time.
+    pub slow_reader_share: f64,
 }
 
 /// The gaps between a request's token events, as far as they are worth
@@ -74,4 +77,15 @@ pub struct Finished<'a> {
     pub at: Instant,
     /// The gaps between its token events.
     pub gaps: Gaps,
+    /// Its client held it up for more than `metrics.slow_reader_share` of
+    /// its time.
+    pub slow_reader: bool,
+}
+
+/// Whether a request that lasted `elapsed` (on the clock that stops while
+/// forwarding waits on the client) and waited `client_wait` on its client
+/// waited on it for more than `share` of its whole time.
+pub fn slow_reader(elapsed: Duration, client_wait: Duration, share: f64) -> bool {
+    let whole = (elapsed + client_wait).as_secs_f64();
+    whole > 0.0 && client_wait.as_secs_f64() > share * whole
 }

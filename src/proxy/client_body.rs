@@ -147,6 +147,15 @@ impl RequestBody {
         Self(Box::new(Source::Streaming(body)))
     }
 
+    /// Whether the whole body is held here (read ahead to its end, or
+    /// empty): nothing of it is still to come from the client.
+    pub fn is_whole(&self) -> bool {
+        match &*self.0 {
+            Source::Buffered { rest, .. } => rest.as_ref().is_none_or(|r| r.is_end_stream()),
+            Source::Streaming(_) => false,
+        }
+    }
+
     /// A copy to send again, when the whole body is held here: read ahead
     /// to its end, or empty. A body still (even partly) to come from the
     /// client cannot be sent twice.

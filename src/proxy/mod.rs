@@ -86,6 +86,9 @@ pub struct Proxy {
     max_retry_body: usize,
     /// A gap between token events longer than this is a stall.
     stall_threshold: std::time::Duration,
+    /// A request whose client held it up for more than this share of its
+    /// time is a slow reader's.
+    slow_reader_share: f64,
     /// The proxy listener's overload state, shared across reloads.
     overload: Arc<Overload>,
     limits: Limits,
@@ -170,6 +173,7 @@ impl Proxy {
             max_request_body: config.proxy.max_request_body_bytes,
             max_retry_body: config.proxy.max_retry_body_bytes,
             stall_threshold: config.metrics.stall_threshold,
+            slow_reader_share: config.metrics.slow_reader_share,
             overload,
             limits: Limits {
                 body: config.proxy.max_response_body_bytes,
@@ -221,7 +225,7 @@ impl Proxy {
         // The trace is known, and the upstream's headers set, before
         // anything is metered, so every way the request ends names it.
         let trace = api.and_then(|_| Trace::of_request(self.trace_context, &mut parts.headers));
-        let (body, model) = match self
+        let (body, model, ready) = match self
             .read_ahead(route, t0, api.is_some(), &parts, body)
             .await
         {
@@ -249,14 +253,14 @@ impl Proxy {
             self.observers.passthrough(&route.name);
             let req = Request::from_parts(parts, body);
             return match self.send(state, req, client_addr).await {
-                Ok(resp) => Self::respond(route, resp, None, admitted),
+                Ok(resp) => Self::respond(route, resp, None, None, admitted),
                 Err(e) => e.response(),
             };
         };
         let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref(), trace);
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
-            Ok(resp) => Self::respond(route, resp, Some(meter), admitted),
+            Ok(resp) => Self::respond(route, resp, Some(meter), ready, admitted),
             Err(e) => {
                 meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
                 tracing::debug!(route = %route.name, error = %e.message(), "request failed before the response head");
@@ -273,6 +277,11 @@ impl Proxy {
     /// `timeouts.request_body_total` of the head (and, while the listener
     /// is overloaded, within `proxy.overload_timeout`); meanwhile the
     /// request is counted as receiving its body.
+    ///
+    /// With the body and its model comes, when the whole body is held, the
+    /// moment the request was all there: `t0` if its body was there as soon
+    /// as it was asked for, else when the last of it was read (the client's
+    /// upload is not the proxy's time).
     async fn read_ahead(
         &self,
         route: &Route,
@@ -280,7 +289,7 @@ impl Proxy {
         metered: bool,
         parts: &http::request::Parts,
         body: Incoming,
-    ) -> Result<(RequestBody, Option<String>), ClientBodyError> {
+    ) -> Result<(RequestBody, Option<String>, Option<Instant>), ClientBodyError> {
         let content_length = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -303,7 +312,13 @@ impl Proxy {
             total: route.timeouts.request_body_total,
             since: t0,
         };
-        read_ahead(body, limits, &self.overload, waiting).await
+        let (body, model) = read_ahead(body, limits, &self.overload, waiting).await?;
+        let ready = match receiving {
+            _ if !body.is_whole() => None,
+            None => Some(t0),
+            Some(_) => Some(Instant::now()),
+        };
+        Ok((body, model, ready))
     }
 
     /// Answers a request past its route's `max_in_flight` without calling
@@ -370,6 +385,7 @@ impl Proxy {
             api,
             upstream: &route.upstream,
             stall_threshold: self.stall_threshold,
+            slow_reader_share: self.slow_reader_share,
         });
         StreamMeter::new(t0, api, self.limits, recorder)
     }
@@ -414,17 +430,23 @@ impl Proxy {
 
     /// The client's response for the upstream's `resp`: its head without
     /// hop-by-hop headers, its body forwarded through `meter`, holding the
-    /// request's `slot` among its route's requests in flight.
+    /// request's `slot` among its route's requests in flight. `ready` is
+    /// when the request was all there, if its body was held whole.
     fn respond(
         route: &Route,
         resp: Response<FromUpstream>,
         mut meter: Option<Meter>,
+        ready: Option<Instant>,
         slot: admission::Slot,
     ) -> Response<ResponseBody> {
         // t_headers: the upstream's response head has been received.
         let now = Instant::now();
         let (mut parts, body) = resp.into_parts();
         if let Some(m) = meter.as_mut() {
+            // The proxy's own time (docs/metrics.md, "What the proxy adds").
+            if let (Some(ready), Some(written)) = (ready, body.request_written()) {
+                m.proxy_time(written.saturating_duration_since(ready));
+            }
             m.response_head(
                 now,
                 parts.status.as_u16(),

@@ -121,6 +121,19 @@ pub enum FromUpstream {
     Client(Incoming),
 }
 
+impl FromUpstream {
+    /// When the request's last byte was written to the upstream, if it was
+    /// all written before the response head came; known for HTTP/1.1
+    /// upstreams only (hyper's HTTP/2 client sends the body on a task of
+    /// its own).
+    pub fn request_written(&self) -> Option<tokio::time::Instant> {
+        match self {
+            FromUpstream::Pooled(body) => body.request_written(),
+            FromUpstream::Client(_) => None,
+        }
+    }
+}
+
 impl Body for FromUpstream {
     type Data = Bytes;
     type Error = BoxError;

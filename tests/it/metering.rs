@@ -477,3 +477,180 @@ async fn pauses_past_the_stall_threshold_are_counted_with_their_length() {
 }
 
 const ROUTE_TENANT: [(&str, &str); 4] = [ROUTE[0], ROUTE[1], ROUTE[2], ("tenant", "")];
+
+/// A client that stops reading holds the proxy up: its socket full, the
+/// proxy stops reading the upstream, whose tokens wait in the proxy's
+/// socket and are read late. The time is charged to the client (its wait,
+/// the slow reader mark), not to the server: no 2 s gap between tokens, no
+/// stall, and an E2EL without it. Its class leaves slow readers out, so it
+/// is neither good nor bad.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_for_2s_is_charged_2s_of_wait_not_a_2s_gap() {
+    use bytes::Bytes;
+    use http_body::Frame;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (upstream, mut gates) = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_from_files(
+        dir.path(),
+        "slo_files: [slo/*.yaml]\nroutes:\n  - name: test\n    upstream: http://127.0.0.1:1\n    slo: chat\n",
+        &[(
+            "chat.yaml",
+            "classes:\n  - name: chat\n    objectives:\n      ttft: {p95: 1s}\n      e2el: {p95: 1s}\n    exclude_slow_readers: true\n",
+        )],
+        upstream,
+    );
+    let proxy = start(config).await;
+    let token = |text: &str| -> Result<Frame<Bytes>, std::convert::Infallible> {
+        Ok(Frame::data(Bytes::from(format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n"
+        ))))
+    };
+
+    // A client with a small receive buffer, so that little fills it.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut client = socket.connect(proxy.proxy_addr).await.unwrap();
+    let (head, body) = chat_request("m1", true, &[]);
+    client.write_all(head.as_bytes()).await.unwrap();
+    client.write_all(&body).await.unwrap();
+    let gate = gates.recv().await.unwrap();
+    gate.send(token("first")).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while !seen.windows(5).any(|w| w == b"first") {
+        let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf))
+            .await
+            .expect("no first token")
+            .unwrap();
+        assert!(n > 0);
+        seen.extend_from_slice(&buf[..n]);
+    }
+
+    // The client stops reading. Big tokens until the upstream's body
+    // takes no more: every buffer on the way is full.
+    let stopped = std::time::Instant::now();
+    let big = "x".repeat(16 << 10);
+    let mut sent = 1;
+    loop {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(20),
+            "the proxy never stopped taking tokens ({sent} sent)"
+        );
+        match tokio::time::timeout(Duration::from_millis(200), gate.send(token(&big))).await {
+            Ok(r) => {
+                r.unwrap();
+                sent += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    // Held up 2 s more, then reading again (the rest arrives as fast as
+    // the small buffer lets it: more wait, while it drains).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let paused = stopped.elapsed();
+    let reader = tokio::spawn(async move {
+        let mut total = 0usize;
+        loop {
+            let n = client.read(&mut buf).await.unwrap();
+            if n == 0 {
+                return total;
+            }
+            total += n;
+        }
+    });
+    gate.send(token("last")).await.unwrap();
+    gate.send(Ok(Frame::data(Bytes::from_static(b"data: [DONE]\n\n"))))
+        .await
+        .unwrap();
+    drop(gate);
+    let received = tokio::time::timeout(Duration::from_secs(30), reader)
+        .await
+        .expect("the rest never came")
+        .unwrap();
+    let whole = stopped.elapsed();
+    assert!(
+        received > sent * (16 << 10),
+        "{received} bytes for {sent} tokens"
+    );
+
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "ok")]) == 1.0
+    })
+    .await;
+    let waited = sum(&s, "llm_client_wait_seconds_sum", &[]);
+    assert_eq!(sum(&s, "llm_client_wait_seconds_count", &[]), 1.0);
+    assert!(
+        waited >= 2.0 && waited <= whole.as_secs_f64(),
+        "client wait {waited:.3} s, paused {paused:?}, drained after {whole:?}"
+    );
+    eprintln!("{sent} tokens; paused {paused:?}, drained after {whole:?}, waited {waited:.3} s");
+    // No gap of the token timeline holds the pause.
+    let gaps = sum(&s, "llm_inter_token_latency_seconds_count", &[]);
+    assert_eq!(gaps, sent as f64, "one gap per token after the first");
+    assert_eq!(
+        sum(&s, "llm_inter_token_latency_seconds_bucket", &[("le", "1")]),
+        gaps,
+        "a gap over 1 s"
+    );
+    assert_eq!(sum(&s, "llm_stalls_total", &[]), 0.0);
+    let e2el = sum(&s, "llm_e2e_request_latency_seconds_sum", &[]);
+    assert!(
+        e2el < whole.as_secs_f64() - 2.0,
+        "E2EL {e2el:.3} s holds the client's pause ({paused:?} of {whole:?})"
+    );
+    eprintln!("E2EL {e2el:.3} s");
+    assert_eq!(sum(&s, "llm_slow_reader_requests_total", &[]), 1.0);
+    assert_eq!(sum(&s, "llm_slo_requests_total", &[]), 0.0, "judged");
+    proxy.stop().await;
+}
+
+/// The proxy's own time is known per request, small, and never holds the
+/// client's slow upload: a body sent 300 ms after its head is in the
+/// request's TTFT (`t0` is the head), not in the proxy's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxys_own_time_is_observed_without_the_clients_upload() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 3), config_for).await;
+    for _ in 0..3 {
+        let (head, body) = chat_request("m1", true, &[]);
+        assert_eq!(
+            raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+            200
+        );
+    }
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "ok")]) == 3.0
+    })
+    .await;
+    let (count, mean) = mean(&s, "llm_proxy_time_seconds", &ROUTE_TENANT);
+    assert_eq!(count, 3.0);
+    assert!(mean > 0.0 && mean < 0.25, "proxy time {mean:.6} s");
+    let before = value(&s, "llm_proxy_time_seconds_sum", &ROUTE_TENANT);
+
+    let (head, body) = chat_request("m1", true, &[]);
+    let mut client = tokio::net::TcpStream::connect(proxy.proxy_addr)
+        .await
+        .unwrap();
+    client.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client.write_all(&body).await.unwrap();
+    let mut answer = Vec::new();
+    client.read_to_end(&mut answer).await.unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"));
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "ok")]) == 4.0
+    })
+    .await;
+    assert_eq!(
+        value(&s, "llm_proxy_time_seconds_count", &ROUTE_TENANT),
+        4.0
+    );
+    let slow_upload = value(&s, "llm_proxy_time_seconds_sum", &ROUTE_TENANT) - before;
+    assert!(slow_upload < 0.25, "proxy time {slow_upload:.3} s");
+    let ttft = value(&s, "llm_time_to_first_token_seconds_sum", &ROUTE_TENANT);
+    assert!(ttft > 0.3, "TTFT sum {ttft:.3} s");
+    proxy.stop().await;
+}

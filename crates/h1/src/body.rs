@@ -27,6 +27,18 @@ pub struct Body<T, B> {
     pub(super) pool: Weak<Pool<T>>,
     /// Room reserved for the next read (adaptive, `READ_MIN..=READ_MAX`).
     pub(super) read_size: usize,
+    /// When the request's last byte was written, if that was before the
+    /// response head came.
+    pub(super) written: Option<tokio::time::Instant>,
+}
+
+impl<T, B> Body<T, B> {
+    /// When the request's last byte was written to the connection, if the
+    /// whole request was written before the response head came (nearly
+    /// always; else its body is still being sent).
+    pub fn request_written(&self) -> Option<tokio::time::Instant> {
+        self.written
+    }
 }
 
 impl<T: Transport, B: SendBody> Body<T, B> {

@@ -221,10 +221,14 @@ impl<T: Transport> Conn<T> {
         let mut buf = std::mem::take(&mut self.buf);
         let mut received = false;
         let mut sent = None;
+        let mut written = None;
         let head = std::future::poll_fn(|cx| {
             if sent.is_none()
                 && let Poll::Ready(result) = sending.poll(&mut self.io, cx)
             {
+                if result.is_ok() {
+                    written = Some(tokio::time::Instant::now());
+                }
                 sent = Some(result);
             }
             // A request that cannot be completed (the client's body
@@ -288,6 +292,7 @@ impl<T: Transport> Conn<T> {
             sending,
             pool,
             read_size: READ_MIN,
+            written,
         });
         *resp.status_mut() = status;
         *resp.version_mut() = version;

@@ -337,8 +337,11 @@ async fn bytes_after_a_bodiless_answer_are_not_its_body() {
         ),
     ] {
         let (conn, kept, _) = scripted([wire]);
+        let before = tokio::time::Instant::now();
         let resp = conn.send(request(method, &[], empty()), Weak::new()).await;
         let body = resp.map_err(|e| e.error).unwrap().into_body();
+        let written = body.request_written().expect("written before the answer");
+        assert!(written >= before && written <= tokio::time::Instant::now());
         assert_eq!(read_all(body).await.unwrap(), (Vec::new(), None));
         assert!(kept.lock().unwrap().is_none());
     }
@@ -485,6 +488,7 @@ async fn the_request_body_goes_on_while_the_response_is_read() {
             .unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         let mut body = resp.into_body();
+        assert_eq!(body.request_written(), None, "the request is not all sent");
         // The response's first chunk, before the request's rest.
         let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(first, "started");

@@ -4,6 +4,8 @@
 //! number is observed when (docs/metrics.md, in `Tally::finish`), so that
 //! every recorder applies them the same way.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use tokio::time::Instant;
 
@@ -132,6 +134,11 @@ struct Tally<R: Recorder> {
     server: ServerTimings,
     error_event: bool,
     parse_errors: u32,
+    /// Time the proxy waited on the client to take what it was sent, so
+    /// far: taken out of every later stamp.
+    client_wait: Duration,
+    /// The proxy's own time on the request's path, when known.
+    proxy_time: Option<Duration>,
     /// Non-streamed body frames, kept as shared references to the forwarded
     /// bytes (no copy) until the end; `None` once over the limit.
     body: Option<Vec<Bytes>>,
@@ -167,6 +174,8 @@ impl<R: Recorder> StreamMeter<R> {
                 server: ServerTimings::default(),
                 error_event: false,
                 parse_errors: 0,
+                client_wait: Duration::ZERO,
+                proxy_time: None,
                 body: Some(Vec::new()),
                 body_len: 0,
             },
@@ -257,12 +266,30 @@ impl<R: Recorder> StreamMeter<R> {
         });
     }
 
+    /// The proxy waited `wait` on the client to take what it had been
+    /// sent (from handing a frame to the client's connection to that
+    /// connection asking for the next): while it waits, the proxy reads
+    /// nothing from the upstream, so what the upstream sends meanwhile is
+    /// read late. Every later stamp is taken on a clock that stopped for
+    /// it, so a slow reader does not show as a slow server; the wait is
+    /// reported apart ([`Summary::client_wait`]).
+    pub fn client_waited(&mut self, wait: Duration) {
+        self.tally.client_wait += wait;
+    }
+
+    /// The proxy's own time on the request's path: from the request being
+    /// all there to its being written to the upstream.
+    pub fn proxy_time(&mut self, time: Duration) {
+        self.tally.proxy_time = Some(time);
+    }
+
     /// A body frame was read from the upstream at `now`.
     pub fn data(&mut self, now: Instant, frame: &Bytes) {
         let t = &mut self.tally;
         if t.recorder.is_none() {
             return;
         }
+        let now = t.server_clock(now);
         t.t_frame = Some(now);
         if matches!(t.framing, Framing::Pending | Framing::Opaque) {
             return;
@@ -309,6 +336,7 @@ impl<R: Recorder> StreamMeter<R> {
         if t.recorder.is_none() {
             return;
         }
+        let now = t.server_clock(now);
         match t.framing {
             Framing::Sse | Framing::Ndjson | Framing::JsonArray => {
                 let at = t.t_frame.unwrap_or(now);
@@ -339,6 +367,7 @@ impl<R: Recorder> StreamMeter<R> {
         if status.is_some() && self.tally.status.is_none() {
             self.tally.status = status;
         }
+        let now = self.tally.server_clock(now);
         self.tally.finish(now, outcome);
     }
 
@@ -351,12 +380,20 @@ impl<R: Recorder> StreamMeter<R> {
 impl<R: Recorder> Drop for StreamMeter<R> {
     fn drop(&mut self) {
         if !self.is_finished() {
-            self.tally.finish(Instant::now(), Outcome::ClientAbort);
+            let now = self.tally.server_clock(Instant::now());
+            self.tally.finish(now, Outcome::ClientAbort);
         }
     }
 }
 
 impl<R: Recorder> Tally<R> {
+    /// `now` on the clock that stops while the proxy waits on the client.
+    fn server_clock(&self, now: Instant) -> Instant {
+        now.checked_sub(self.client_wait)
+            .unwrap_or(now)
+            .max(self.t0)
+    }
+
     fn on_event(&mut self, now: Instant, ev: FrameResult<'_>) {
         let ev = match ev {
             Ok(ev) => ev,
@@ -517,6 +554,8 @@ impl<R: Recorder> Tally<R> {
             first_visible_event: self.first_visible_event,
             terminal_event: self.t_done.map(|(_, index)| index),
             parse_errors: self.parse_errors,
+            client_wait: self.client_wait,
+            proxy_time: self.proxy_time,
         };
         recorder.finish(&summary);
     }

@@ -116,6 +116,14 @@ pub struct Summary {
     pub terminal_event: Option<u64>,
     /// Payload problems met.
     pub parse_errors: u32,
+    /// How long the proxy waited on the client to take what it was sent
+    /// (see [`StreamMeter::client_waited`](crate::StreamMeter::client_waited)),
+    /// up to the end: none of the times above include it.
+    pub client_wait: Duration,
+    /// The proxy's own time on the request's path (see
+    /// [`StreamMeter::proxy_time`](crate::StreamMeter::proxy_time)), when
+    /// known.
+    pub proxy_time: Option<Duration>,
 }
 
 impl Summary {

@@ -197,6 +197,24 @@ pub const OUTSIDE_ENGINE_NEGATIVE: Family = domain(
     &LABELS,
     "Requests whose server's reported queue and prefill added up to more than the TTFT the proxy measured (clocks that disagree); not observed as outside time.",
 );
+pub const CLIENT_WAIT: Family = domain(
+    "client_wait_seconds",
+    Histogram,
+    &LABELS,
+    "Per response: how long forwarding waited on the client to take the bytes it was sent (its receive window full); not part of any latency.",
+);
+pub const SLOW_READERS: Family = domain(
+    "slow_reader_requests_total",
+    Counter,
+    &LABELS,
+    "Requests whose client held forwarding up for more than metrics.slow_reader_share of their time.",
+);
+pub const PROXY_TIME: Family = domain(
+    "proxy_time_seconds",
+    Histogram,
+    &LABELS,
+    "Per request held whole and sent to an HTTP/1.1 upstream: the proxy's own time on its path, from the request being all there to its being written to the upstream (connecting included).",
+);
 pub const IN_FLIGHT: Family = domain(
     "requests_in_flight",
     Gauge,
@@ -344,7 +362,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 44] = [
+pub const ALL: [Family; 47] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -365,6 +383,9 @@ pub const ALL: [Family; 44] = [
     SERVER_DECODE,
     OUTSIDE_ENGINE,
     OUTSIDE_ENGINE_NEGATIVE,
+    CLIENT_WAIT,
+    SLOW_READERS,
+    PROXY_TIME,
     IN_FLIGHT,
     SLO_REQUESTS,
     SLO_VIOLATIONS,

@@ -23,6 +23,8 @@ pub struct SloClass {
     pub goodput: Goodput,
     /// Whether the rules also record its error ratios and alert per tenant.
     pub per_tenant_alerts: bool,
+    /// Whether slow readers' requests are left out of its judging.
+    pub exclude_slow_readers: bool,
 }
 
 impl SloClass {

@@ -71,7 +71,8 @@ pub enum Verdict {
     /// passed before the client aborted or the upstream failed counts).
     Bad { violations: Violations },
     /// The request failed or was aborted before any required threshold was
-    /// crossed: it is counted under its outcome, not in the goodput ratio.
+    /// crossed, or it was a slow reader's and its class leaves those out:
+    /// it is counted under its outcome, not in the goodput ratio.
     NotCounted,
 }
 
@@ -111,8 +112,15 @@ enum Status {
 /// failure of the upstream or the proxy (`upstream_error`, `timeout`,
 /// `proxy_error`) is bad, and a client abort is not counted (the client
 /// chose to stop; nothing was promised about it).
-pub fn judge(class: &SloClass, s: &Summary) -> Verdict {
+///
+/// A slow reader's request (`slow_reader`: its client held it up for more
+/// than `metrics.slow_reader_share` of its time) is not counted when its
+/// class says `exclude_slow_readers`.
+pub fn judge(class: &SloClass, s: &Summary, slow_reader: bool) -> Verdict {
     let none = Violations::default();
+    if slow_reader && class.exclude_slow_readers {
+        return Verdict::NotCounted;
+    }
     if class.objectives.is_empty() {
         return match s.outcome {
             Outcome::Ok => Verdict::Good { violations: none },
@@ -213,6 +221,7 @@ mod tests {
                 target: Some(0.9),
             },
             per_tenant_alerts: false,
+            exclude_slow_readers: false,
         }
     }
 
@@ -230,6 +239,8 @@ mod tests {
             output_tokens: Some((11, TokenSource::Usage)),
             usage: Usage::default(),
             server: meter::ServerTimings::default(),
+            client_wait: std::time::Duration::ZERO,
+            proxy_time: None,
             events: 12,
             token_events: 11,
             first_token_event: Some(0),
@@ -259,7 +270,7 @@ mod tests {
 
     #[test]
     fn complete_request_within_every_threshold_is_good() {
-        let v = judge(&class(), &ok_stream());
+        let v = judge(&class(), &ok_stream(), false);
         assert_eq!(v.label(), Some("good"));
         assert!(v.violations().is_empty());
     }
@@ -271,7 +282,7 @@ mod tests {
             tpot: Some(ms(50)),
             ..ok_stream()
         };
-        assert_eq!(judge(&class(), &s).label(), Some("good"));
+        assert_eq!(judge(&class(), &s, false).label(), Some("good"));
     }
 
     #[test]
@@ -309,7 +320,7 @@ mod tests {
             ),
         ];
         for (s, expected) in cases {
-            let v = judge(&class(), &s);
+            let v = judge(&class(), &s, false);
             assert_eq!(v.label(), Some("bad"), "{s:?}");
             assert_eq!(violated(v), expected);
         }
@@ -322,7 +333,7 @@ mod tests {
             output_tokens: Some((1, TokenSource::Usage)),
             ..ok_stream()
         };
-        assert_eq!(judge(&class(), &s).label(), Some("good"));
+        assert_eq!(judge(&class(), &s, false).label(), Some("good"));
     }
 
     #[test]
@@ -337,31 +348,37 @@ mod tests {
             elapsed: ms(2000),
             ..ok_stream()
         };
-        assert_eq!(judge(&class(), &s).label(), Some("good"));
+        assert_eq!(judge(&class(), &s, false).label(), Some("good"));
         let slow = Summary {
             e2el: Some(ms(12_000)),
             elapsed: ms(12_000),
             ..s
         };
-        assert_eq!(violated(judge(&class(), &slow)), vec!["e2el"]);
+        assert_eq!(violated(judge(&class(), &slow, false)), vec!["e2el"]);
     }
 
     #[test]
     fn threshold_passed_before_an_abort_or_failure_is_bad() {
         // No first token, and the client gave up after 2 s: TTFT was late.
-        let v = judge(&class(), &failed(Outcome::ClientAbort, None, ms(2000)));
+        let v = judge(
+            &class(),
+            &failed(Outcome::ClientAbort, None, ms(2000)),
+            false,
+        );
         assert_eq!(v.label(), Some("bad"));
         assert_eq!(violated(v), vec!["ttft"]);
         // A late first token, then the upstream failed.
         let v = judge(
             &class(),
             &failed(Outcome::UpstreamError, Some(ms(800)), ms(900)),
+            false,
         );
         assert_eq!(violated(v), vec!["ttft"]);
         // Timely first token, then stalled past the E2EL threshold.
         let v = judge(
             &class(),
             &failed(Outcome::Timeout, Some(ms(100)), ms(11_000)),
+            false,
         );
         assert_eq!(v.label(), Some("bad"));
         assert_eq!(violated(v), vec!["e2el"]);
@@ -377,14 +394,14 @@ mod tests {
         ] {
             // No token yet, ended before the TTFT threshold.
             assert_eq!(
-                judge(&class(), &failed(outcome, None, ms(200))),
+                judge(&class(), &failed(outcome, None, ms(200)), false),
                 Verdict::NotCounted,
                 "{outcome:?}"
             );
             // First token in time, ended before the E2EL threshold: TPOT is
             // not decided for a broken stream.
             assert_eq!(
-                judge(&class(), &failed(outcome, Some(ms(100)), ms(3000))),
+                judge(&class(), &failed(outcome, Some(ms(100)), ms(3000)), false),
                 Verdict::NotCounted,
                 "{outcome:?}"
             );
@@ -395,7 +412,7 @@ mod tests {
             status: Some(502),
             ..failed(Outcome::ProxyError, None, ms(2000))
         };
-        assert_eq!(judge(&class(), &s), Verdict::NotCounted);
+        assert_eq!(judge(&class(), &s, false), Verdict::NotCounted);
     }
 
     #[test]
@@ -406,13 +423,13 @@ mod tests {
             output_tokens: Some((0, TokenSource::Events)),
             ..ok_stream()
         };
-        assert_eq!(judge(&class(), &empty).label(), Some("good"));
+        assert_eq!(judge(&class(), &empty, false).label(), Some("good"));
         let slow = Summary {
             e2el: Some(ms(600)),
             elapsed: ms(600),
             ..empty
         };
-        assert_eq!(violated(judge(&class(), &slow)), vec!["ttft"]);
+        assert_eq!(violated(judge(&class(), &slow, false)), vec!["ttft"]);
     }
 
     #[test]
@@ -423,7 +440,7 @@ mod tests {
             tpot: Some(ms(80)),
             ..ok_stream()
         };
-        let v = judge(&c, &s);
+        let v = judge(&c, &s, false);
         assert_eq!(v.label(), Some("good"));
         // The TPOT violation still counts against the TPOT objective.
         assert_eq!(violated(v), vec!["tpot"]);
@@ -431,7 +448,7 @@ mod tests {
             ttft: Some(ms(800)),
             ..ok_stream()
         };
-        assert_eq!(judge(&c, &s).label(), Some("bad"));
+        assert_eq!(judge(&c, &s, false).label(), Some("bad"));
     }
 
     #[test]
@@ -443,21 +460,43 @@ mod tests {
             ttft: Some(ms(60_000)),
             ..ok_stream()
         };
-        assert_eq!(judge(&c, &slow).label(), Some("good"));
+        assert_eq!(judge(&c, &slow, false).label(), Some("good"));
         for outcome in [
             Outcome::UpstreamError,
             Outcome::Timeout,
             Outcome::ProxyError,
         ] {
             assert_eq!(
-                judge(&c, &failed(outcome, None, ms(10))).label(),
+                judge(&c, &failed(outcome, None, ms(10)), false).label(),
                 Some("bad"),
                 "{outcome:?}"
             );
         }
         assert_eq!(
-            judge(&c, &failed(Outcome::ClientAbort, None, ms(10))),
+            judge(&c, &failed(Outcome::ClientAbort, None, ms(10)), false),
             Verdict::NotCounted
         );
+    }
+
+    /// A slow reader's request is judged like any other unless its class
+    /// leaves slow readers out; then it is neither good nor bad, whatever
+    /// it met.
+    #[test]
+    fn a_slow_readers_request_is_left_out_only_where_its_class_says() {
+        let slow = Summary {
+            ttft: Some(ms(2000)),
+            ..ok_stream()
+        };
+        for s in [ok_stream(), slow] {
+            let judged = judge(&class(), &s, true);
+            assert_ne!(judged, Verdict::NotCounted);
+            assert_eq!(judged, judge(&class(), &s, false));
+            let c = SloClass {
+                exclude_slow_readers: true,
+                ..class()
+            };
+            assert_eq!(judge(&c, &s, true), Verdict::NotCounted);
+            assert_eq!(judge(&c, &s, false), judged);
+        }
     }
 }

@@ -804,6 +804,7 @@ mod tests {
                 target: Some(0.8),
             },
             per_tenant_alerts: false,
+            exclude_slow_readers: false,
         })
     }
 
@@ -822,6 +823,8 @@ mod tests {
             output_tokens: Some((10, TokenSource::Usage)),
             usage: Usage::default(),
             server: meter::ServerTimings::default(),
+            client_wait: std::time::Duration::ZERO,
+            proxy_time: None,
             events: 12,
             token_events: 10,
             first_token_event: Some(1),
@@ -835,7 +838,7 @@ mod tests {
         }
         Aggregate::request(
             &s,
-            Some(super::super::judge(&class(), &s)),
+            Some(super::super::judge(&class(), &s, false)),
             itl,
             Some(ms(5)),
         )
@@ -1070,6 +1073,8 @@ mod tests {
             output_tokens: None,
             usage: Usage::default(),
             server: meter::ServerTimings::default(),
+            client_wait: std::time::Duration::ZERO,
+            proxy_time: None,
             events: 0,
             token_events: 0,
             first_token_event: None,

@@ -359,6 +359,7 @@ mod tests {
                 target: goodput_target,
             },
             per_tenant_alerts: false,
+            exclude_slow_readers: false,
         }
     }
 

@@ -257,6 +257,13 @@ impl Checker<'_> {
                 parse_bool,
             )
             .unwrap_or(false);
+        let exclude_slow_readers = self
+            .value(
+                c.exclude_slow_readers.as_ref(),
+                &format!("{prefix}.exclude_slow_readers"),
+                parse_bool,
+            )
+            .unwrap_or(false);
 
         let name = name?;
         (self.errors.len() == errors_before).then_some((
@@ -267,6 +274,7 @@ impl Checker<'_> {
                 objectives,
                 goodput: Goodput { require, target },
                 per_tenant_alerts,
+                exclude_slow_readers,
             },
             name_pos,
         ))

@@ -75,10 +75,17 @@ impl Checker<'_> {
                 parse_duration,
             )
             .unwrap_or(defaults.stall_threshold);
+        let slow_reader_share = self
+            .value(
+                metrics.slow_reader_share.as_ref(),
+                "metrics.slow_reader_share",
+                parse_percentage,
+            )
+            .unwrap_or(defaults.slow_reader_share);
 
         let mut buckets = defaults.buckets;
         if let Some(raw_buckets) = &metrics.buckets {
-            let lists: [(&str, &Option<raw::List>, &mut Vec<f64>); 7] = [
+            let lists: [(&str, &Option<raw::List>, &mut Vec<f64>); 8] = [
                 (
                     "time_to_first_token",
                     &raw_buckets.time_to_first_token,
@@ -114,6 +121,11 @@ impl Checker<'_> {
                     &raw_buckets.input_tokens,
                     &mut buckets.input_tokens,
                 ),
+                (
+                    "proxy_time",
+                    &raw_buckets.proxy_time,
+                    &mut buckets.proxy_time,
+                ),
             ];
             for (name, raw_list, target) in lists {
                 if let Some(list) = raw_list
@@ -130,6 +142,7 @@ impl Checker<'_> {
             tenants,
             max_usage_tokens,
             stall_threshold,
+            slow_reader_share,
             buckets,
         }
     }

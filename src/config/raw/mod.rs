@@ -213,6 +213,7 @@ metrics:
   tenants: {allow: [team-a], max_distinct: 10, histograms: true}
   max_usage_tokens: 1000000
   stall_threshold: 2s
+  slow_reader_share: 50%
   buckets:
     time_to_first_token: [0.1, 1]
     time_to_response_headers: [0.1, 1]
@@ -221,6 +222,7 @@ metrics:
     e2e_request_latency: [1, 10]
     output_tokens: [10, 100]
     input_tokens: [10, 100]
+    proxy_time: [0.001, 0.01]
 slo_files: [config/slo/chat.yaml]
 trace_context: {join: true, start: false}
 otlp:

@@ -183,6 +183,11 @@ pub(crate) struct RawMetrics {
     /// counted in `llm_stalls_total` and `llm_stalled_seconds_total`. A
     /// duration, default `1s`.
     pub stall_threshold: Option<Spanned<String>>,
+    /// A request whose forwarding waited on its client for more than this
+    /// share of its time is a slow reader's (the access line's
+    /// `slow_reader`, `llm_slow_reader_requests_total`). A percentage,
+    /// default `20%`.
+    pub slow_reader_share: Option<Spanned<String>>,
     /// Histogram bucket upper bounds, per metric. A metric left out keeps its
     /// default buckets.
     pub buckets: Option<RawBuckets>,
@@ -241,6 +246,8 @@ pub(crate) struct RawBuckets {
     pub output_tokens: Option<List>,
     /// Input (prompt) tokens per request.
     pub input_tokens: Option<List>,
+    /// The proxy's own time on a request's path, in seconds.
+    pub proxy_time: Option<List>,
 }
 
 /// `routes[i]`: which requests a route takes and where they go.
@@ -353,6 +360,10 @@ pub(crate) struct RawSloClass {
     /// tenant's burn rate (`tokenmeter rules`), for routes that attribute
     /// requests to tenants. A boolean, default `false`.
     pub per_tenant_alerts: Option<Spanned<String>>,
+    /// Leave slow readers' requests (see `metrics.slow_reader_share`) out
+    /// of the class's judging: they are neither good nor bad. A boolean,
+    /// default `false`.
+    pub exclude_slow_readers: Option<Spanned<String>>,
 }
 
 /// `classes[i].objectives`.

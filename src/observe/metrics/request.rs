@@ -292,6 +292,19 @@ impl RequestRecorder {
         if !s.server.is_empty() {
             self.observe_server_phases(s);
         }
+        if s.status.is_some() {
+            f.client_wait
+                .with_label_values(&histogram)
+                .observe(secs(s.client_wait));
+        }
+        if let Some(d) = s.proxy_time {
+            f.proxy_time.with_label_values(&histogram).observe(secs(d));
+        }
+        if finished.slow_reader {
+            f.slow_readers
+                .with_label_values(&[route, model, slo, tenant])
+                .inc();
+        }
         if let Some(h) = &self.handles {
             if let Some(d) = s.e2el {
                 h.e2el.observe(secs(d));

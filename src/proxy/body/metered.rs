@@ -14,6 +14,13 @@ use meter::{Outcome, Recorder, StreamMeter};
 /// `inner`, each frame stamped with one clock reading and shown to the
 /// meter by shared reference, then returned as it came.
 ///
+/// The time from returning a frame to the next poll is time the client's
+/// connection spent writing it and waiting for the client to take it: the
+/// meter is told of it ([`StreamMeter::client_waited`]), so that a slow
+/// reader is not read as a slow server. (hyper polls the body again at
+/// once while it can buffer what it has to write; it stops only when the
+/// client's socket is full.)
+///
 /// It finishes the meter at the body's end (hyper stops polling once the
 /// body says it has ended, so the end is recorded with the frame that says
 /// so) or error (`upstream_error`), or when told it timed out
@@ -27,6 +34,9 @@ pub struct Metered<B, R: Recorder = Observed> {
     meter: Option<StreamMeter<R>>,
     /// When the last frame (or the head) came.
     last_activity: Instant,
+    /// When the last frame was handed on, until the next poll (metered
+    /// requests only).
+    handed: Option<Instant>,
 }
 
 impl<B: Body, R: Recorder> Metered<B, R> {
@@ -42,6 +52,7 @@ impl<B: Body, R: Recorder> Metered<B, R> {
             inner,
             meter,
             last_activity: now,
+            handed: None,
         }
     }
 }
@@ -59,6 +70,11 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.get_mut();
+        if let Some(handed) = this.handed.take()
+            && let Some(m) = this.meter.as_mut()
+        {
+            m.client_waited(Instant::now().saturating_duration_since(handed));
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -70,6 +86,8 @@ where
                     }
                     if this.inner.is_end_stream() {
                         m.end(now);
+                    } else {
+                        this.handed = Some(now);
                     }
                 }
             }
@@ -117,7 +135,7 @@ mod tests {
     use http_body_util::BodyExt as _;
 
     use super::*;
-    use crate::proxy::body::testing::{TestBody, frame};
+    use crate::proxy::body::testing::{Item, TestBody, frame};
     use meter::{Api, Limits, ParseError, Summary};
 
     /// Keeps the summary of the request, and counts finishes.
@@ -151,25 +169,36 @@ mod tests {
         (Metered::new(inner, Some(meter), now), kept)
     }
 
+    /// Sends `items` to the body `ms` from now, while the test polls it.
+    fn send_after(tx: &tokio::sync::mpsc::Sender<Item>, ms: u64, items: Vec<Item>) {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            for item in items {
+                tx.send(item).await.unwrap();
+            }
+        });
+    }
+
     #[tokio::test(start_paused = true)]
     async fn frames_are_returned_as_they_came_and_stamped_once() {
         let (tx, body) = TestBody::new();
         let (mut body, kept) = metered(body);
         let t0 = Instant::now();
         let sent = Bytes::from_static(TOKEN);
-        tx.send(Ok(Frame::data(sent.clone()))).await.unwrap();
-        tokio::time::advance(Duration::from_millis(20)).await;
+        send_after(&tx, 20, vec![Ok(Frame::data(sent.clone()))]);
         let got = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(got.as_ptr(), sent.as_ptr(), "the same bytes");
         assert_eq!(body.last_activity(), t0 + Duration::from_millis(20));
-        tokio::time::advance(Duration::from_millis(30)).await;
-        tx.send(Ok(frame(TOKEN))).await.unwrap();
-        tx.send(Ok(frame(b"data: [DONE]\n\n"))).await.unwrap();
+        send_after(
+            &tx,
+            30,
+            vec![Ok(frame(TOKEN)), Ok(frame(b"data: [DONE]\n\n"))],
+        );
         body.frame().await.unwrap().unwrap();
         body.frame().await.unwrap().unwrap();
         // Whatever comes after the terminal event changes nothing.
-        tokio::time::advance(Duration::from_millis(30)).await;
-        tx.send(Err("cut".into())).await.unwrap();
+        send_after(&tx, 30, vec![Err("cut".into())]);
         assert!(body.frame().await.unwrap().is_err());
         drop(body);
         let s = kept.summaries();
@@ -181,6 +210,41 @@ mod tests {
             Some(Duration::from_millis(50)),
             "t_end at [DONE]"
         );
+        assert_eq!(s[0].client_wait, Duration::ZERO);
+    }
+
+    /// Time between handing a frame on and the next poll is the client's:
+    /// counted as its wait, and taken out of the stamps, whereas the
+    /// upstream's own pauses stay in them.
+    #[tokio::test(start_paused = true)]
+    async fn time_waiting_on_the_client_is_not_the_upstreams() {
+        let (tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        send_after(&tx, 10, vec![Ok(frame(TOKEN))]);
+        body.frame().await.unwrap().unwrap();
+        // The next token is there at once, but the client takes 2 s to
+        // make room for it.
+        tx.send(Ok(frame(TOKEN))).await.unwrap();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        body.frame().await.unwrap().unwrap();
+        // The upstream itself pauses 300 ms, then ends 5 ms later.
+        send_after(&tx, 300, vec![Ok(frame(TOKEN))]);
+        body.frame().await.unwrap().unwrap();
+        let end = tx.clone();
+        drop(tx);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            drop(end);
+        });
+        assert!(body.frame().await.is_none());
+        let s = kept.summaries();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].client_wait, Duration::from_secs(2));
+        assert_eq!(s[0].ttft, Some(Duration::from_millis(10)));
+        // The second token came with the first as far as the upstream is
+        // concerned, the third 300 ms later.
+        assert_eq!(s[0].tpot, Some(Duration::from_millis(150)));
+        assert_eq!(s[0].e2el, Some(Duration::from_millis(315)));
     }
 
     #[tokio::test(start_paused = true)]
@@ -188,9 +252,11 @@ mod tests {
         let (tx, body) = TestBody::new();
         let (mut body, kept) = metered(body);
         tx.send(Ok(frame(TOKEN))).await.unwrap();
-        drop(tx);
         body.frame().await.unwrap().unwrap();
-        tokio::time::advance(Duration::from_millis(5)).await;
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            drop(tx);
+        });
         assert!(body.frame().await.is_none());
         let s = kept.summaries();
         assert_eq!(s.len(), 1);
