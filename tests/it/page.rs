@@ -52,15 +52,17 @@ fn config(dir: &Path, upstream: SocketAddr) -> Config {
 }
 
 /// Fast requests (half of them with their response head held 20 ms, so the
-/// head and prefill phases differ) and one the upstream fails; `n` in all,
-/// four at a time.
+/// head and prefill phases differ; the other half reporting the server's
+/// phases, 4 ms of the 10 ms to the first token queued, as vLLM's
+/// per-request metrics do) and one the upstream fails; `n` in all, four at
+/// a time.
 async fn traffic(proxy: SocketAddr, n: usize) {
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..n {
         let headers: Vec<(&str, &str)> = match i {
             0 => vec![("x-sim-status", "503")],
             i if i % 2 == 0 => vec![("x-sim-headers-delay-ms", "20")],
-            _ => vec![],
+            _ => vec![("x-sim-queue-ms", "4")],
         };
         let (head, body) = chat_request("m1", true, &headers);
         tasks.spawn(async move { raw_exchange(proxy, &head, &body).await.status });
@@ -168,6 +170,34 @@ async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy(
         .map(|p| p["phases"]["headers_seconds"].as_f64().unwrap())
         .sum();
     assert!(head >= 5.0 * 0.020, "{head}");
+    // The six odd requests reported the server's phases: 4 ms queued, 6 ms
+    // of prefill, 4 gaps of 5 ms decoding, and some outside time (from the
+    // proxy's t0 to the simulator's start, and back).
+    assert_eq!(hour["queue"]["count"], 6);
+    assert_eq!(hour["decode"]["count"], 6);
+    assert_eq!(
+        total(&|p| p["queue"]["count"].as_u64().unwrap()),
+        6,
+        "{points:?}"
+    );
+    assert_eq!(
+        total(&|p| p["engine_phases"]["requests"].as_u64().unwrap()),
+        hour["outside"]["count"].as_u64().unwrap()
+    );
+    let engine = |key: &str| -> f64 {
+        points
+            .iter()
+            .map(|p| p["engine_phases"][key].as_f64().unwrap())
+            .sum()
+    };
+    let phased = total(&|p| p["engine_phases"]["requests"].as_u64().unwrap()) as f64;
+    assert!(phased >= 1.0, "{points:?}");
+    assert!((engine("queue_seconds") - phased * 0.004).abs() < 1e-9);
+    assert!((engine("prefill_seconds") - phased * 0.006).abs() < 1e-9);
+    assert!((engine("decode_seconds") - phased * 0.020).abs() < 1e-9);
+    assert!(engine("outside_seconds") > 0.0);
+    let p50 = hour["prefill"]["p50"].as_f64().unwrap();
+    assert!((p50 - 0.006).abs() < 0.006 * 0.011, "{p50}");
     assert!(
         points
             .iter()
@@ -352,7 +382,7 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_
         ("tokens", &["output tokens", "of good requests"]),
         (
             "phases",
-            &["to response head", "head to first token", "decode"],
+            &["queue", "prefill", "decode", "outside the engine"],
         ),
         ("headers", &["headers p50", "TTFT p50"]),
         ("outcomes", &["ok", "upstream error"]),
@@ -366,6 +396,9 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_
             );
         }
     }
+    // Where the time goes, by the server's own phases, and said so.
+    let note = loaded["charts"]["phases"]["note"].as_str().unwrap();
+    assert!(note.contains("server's own timings"), "{note}");
     // Each ok request is a dot: 23.
     assert_eq!(drawn(&loaded, "scatter", "requests").0, 23);
     // Latencies in seconds on the axis, around the 10 ms schedule; the

@@ -66,6 +66,7 @@ try {
       const svg = fig.querySelector('.plot svg');
       charts[fig.dataset.chart] = {
         title: fig.querySelector('h3').textContent,
+        note: fig.querySelector('.note')?.textContent ?? null,
         series,
         thresholds: [...fig.querySelectorAll('[data-threshold]')].map((t) => Number(t.dataset.threshold)),
         ticks: [...fig.querySelectorAll('.plot svg text')].map((t) => t.textContent),

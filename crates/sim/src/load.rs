@@ -129,6 +129,11 @@ fn build_request(url: &str, i: u64) -> Result<Request<Full<Bytes>>, String> {
     if i % 11 == 5 {
         builder = builder.header("x-sim-itl-ms", "60");
     }
+    // The server reports its phases, as vLLM does with per-request metrics:
+    // of the first token's wait, a queue of 0 to 120 ms (600 ms for the slow
+    // first tokens above, queued behind others).
+    let queue = if i % 7 == 3 { 450 } else { (i * 37) % 121 };
+    builder = builder.header("x-sim-queue-ms", queue.to_string());
     if i % 19 == 9 {
         builder = builder.header("x-sim-status", "503");
     } else if i % 23 == 11 {

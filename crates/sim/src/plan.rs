@@ -90,6 +90,9 @@ pub(crate) struct Overrides {
     pub(crate) headers_delay: Duration,
     /// `x-sim-stamp: 1`: stamp each frame with its send time.
     pub(crate) stamp: bool,
+    /// `x-sim-queue-ms`: report vLLM's per-request metrics, this long of
+    /// the TTFT spent queued.
+    pub(crate) queue: Option<Duration>,
     /// The requested fault before capping `after` at the token count.
     pub(crate) fault: Option<Fault>,
 }
@@ -140,6 +143,7 @@ impl Overrides {
             status,
             headers_delay: ms("x-sim-headers-delay-ms")?.unwrap_or_default(),
             stamp: number(headers, "x-sim-stamp", 1)? == Some(1),
+            queue: ms("x-sim-queue-ms")?,
             fault,
         })
     }
@@ -246,6 +250,9 @@ pub(crate) struct Plan {
     pub(crate) role_chunk: bool,
     /// Stamp each frame with its send time and fingerprint the body.
     pub(crate) stamp: bool,
+    /// Of the TTFT, the part spent queued, when the response reports
+    /// vLLM's per-request metrics.
+    pub(crate) queue: Option<Duration>,
 }
 
 impl Plan {
@@ -280,6 +287,7 @@ impl Plan {
             Api::Completions => raw.prompt.as_ref().map_or(0, prompt_words),
         }
         .max(1);
+        let ttft = overrides.ttft.unwrap_or(config.ttft);
         let fault = overrides.fault.map(|f| Fault {
             after: f.after.min(tokens),
             ..f
@@ -295,7 +303,7 @@ impl Plan {
             n,
             schedule: Schedule {
                 start,
-                ttft: overrides.ttft.unwrap_or(config.ttft),
+                ttft,
                 itl: overrides.itl.unwrap_or(config.itl),
                 tokens,
             },
@@ -304,6 +312,7 @@ impl Plan {
             fault,
             role_chunk: config.role_chunk,
             stamp: overrides.stamp || config.stamp,
+            queue: overrides.queue.map(|q| q.min(ttft)),
         })
     }
 

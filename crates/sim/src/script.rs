@@ -175,7 +175,10 @@ impl Script {
             }
             Cursor::Usage => {
                 let usage = usage(plan);
-                let event = format!("{}],\"usage\":{usage}}}\n\n", self.prefix);
+                let event = match metrics(plan) {
+                    Some(m) => format!("{}],\"usage\":{usage},\"metrics\":{m}}}\n\n", self.prefix),
+                    None => format!("{}],\"usage\":{usage}}}\n\n", self.prefix),
+                };
                 (s.end(), Action::Frame(Bytes::from(event)), Cursor::Done)
             }
             Cursor::Done => (
@@ -219,6 +222,21 @@ pub(crate) fn usage(plan: &Plan) -> Value {
     })
 }
 
+/// vLLM's per-request `metrics` (`--enable-per-request-metrics`), when the
+/// request asked for them with `x-sim-queue-ms`: the queue, the rest of the
+/// time to the first token as prefill, and the decode, in milliseconds.
+pub(crate) fn metrics(plan: &Plan) -> Option<Value> {
+    let queue = plan.queue?;
+    let s = &plan.schedule;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let decode = s.itl * s.tokens.saturating_sub(1);
+    Some(json!({
+        "queue_time_ms": ms(queue),
+        "time_to_first_token_ms": ms(s.ttft.saturating_sub(queue)),
+        "generation_time_ms": ms(decode),
+    }))
+}
+
 /// The whole body of a non-streamed response.
 pub(crate) fn full_response(plan: &Plan, identity: &Identity) -> Value {
     let text: String = (0..plan.schedule.tokens).map(token_text).collect();
@@ -242,14 +260,18 @@ pub(crate) fn full_response(plan: &Plan, identity: &Identity) -> Value {
         Api::Chat => "chat.completion",
         Api::Completions => "text_completion",
     };
-    json!({
+    let mut body = json!({
         "id": identity.id,
         "object": object,
         "created": identity.created,
         "model": plan.model,
         "choices": choices,
         "usage": usage(plan),
-    })
+    });
+    if let Some(m) = metrics(plan) {
+        body["metrics"] = m;
+    }
+    body
 }
 
 #[cfg(test)]
@@ -338,6 +360,32 @@ mod tests {
             let value: Value = serde_json::from_str(json).unwrap();
             assert_eq!(value["model"], "m\"x");
         }
+    }
+
+    /// `x-sim-queue-ms` adds vLLM's per-request metrics to the usage chunk:
+    /// the queue (capped at the TTFT), the rest of the TTFT, the decode.
+    #[test]
+    fn a_queue_header_reports_vllms_per_request_metrics() {
+        let headers = [
+            ("x-sim-tokens", "5"),
+            ("x-sim-ttft-ms", "100"),
+            ("x-sim-itl-ms", "20"),
+            ("x-sim-queue-ms", "30"),
+        ];
+        let body = r#"{"stream":true,"stream_options":{"include_usage":true}}"#;
+        let (_, steps) = script(Api::Chat, &headers, body);
+        let usage = text(&steps[steps.len() - 2]);
+        let json = usage.strip_prefix("data: ").unwrap().trim_end();
+        let value: Value = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            value["metrics"],
+            serde_json::json!({"queue_time_ms": 30.0, "time_to_first_token_ms": 70.0, "generation_time_ms": 80.0})
+        );
+        let capped = [("x-sim-ttft-ms", "10"), ("x-sim-queue-ms", "30")];
+        let (_, steps) = script(Api::Chat, &capped, body);
+        assert!(text(&steps[steps.len() - 2]).contains(r#""queue_time_ms":10.0,"#));
+        let (_, steps) = script(Api::Chat, &headers[..3], body);
+        assert!(!text(&steps[steps.len() - 2]).contains("metrics"));
     }
 
     #[test]

@@ -40,12 +40,24 @@ pub struct Aggregate {
     /// `phased` streams that had all three.
     pub phases: [f64; 3],
     pub phased: u64,
+    /// Seconds of completed streams whose server reported its queue,
+    /// prefill and decode, in the server's queue, prefill and decode and
+    /// outside the engine (TTFT − queue − prefill), summed over the
+    /// `engine_phased` streams that had all four (outside not negative).
+    pub engine: [f64; 4],
+    pub engine_phased: u64,
     pub ttft: Sketch,
     pub tpot: Sketch,
     pub itl: Sketch,
     pub e2el: Sketch,
     /// Time to response headers.
     pub headers: Sketch,
+    /// The server's phases and the time outside the engine, of every
+    /// request that reported them (docs/metrics.md, "Where the time goes").
+    pub queue: Sketch,
+    pub prefill: Sketch,
+    pub decode: Sketch,
+    pub outside: Sketch,
 }
 
 pub(super) fn kind_index(kind: ObjectiveKind) -> usize {
@@ -95,6 +107,32 @@ impl Aggregate {
             ];
             a.phased = 1;
         }
+        let server = &summary.server;
+        for (value, sketch) in [
+            (server.queue, &mut a.queue),
+            (server.prefill, &mut a.prefill),
+            (server.decode, &mut a.decode),
+            (
+                summary.outside_engine().filter(|o| *o >= 0.0),
+                &mut a.outside,
+            ),
+        ] {
+            if let Some(v) = value {
+                sketch.add_secs(v);
+            }
+        }
+        if let (true, Some(_), Some(queue), Some(prefill), Some(decode), Some(outside)) = (
+            summary.streamed,
+            summary.e2el,
+            server.queue,
+            server.prefill,
+            server.decode,
+            summary.outside_engine(),
+        ) && outside >= 0.0
+        {
+            a.engine = [queue, prefill, decode, outside];
+            a.engine_phased = 1;
+        }
         if let Some(verdict) = verdict {
             match verdict {
                 Verdict::Good { .. } => {
@@ -134,11 +172,19 @@ impl Aggregate {
             *mine += theirs;
         }
         self.phased += other.phased;
+        for (mine, theirs) in self.engine.iter_mut().zip(other.engine) {
+            *mine += theirs;
+        }
+        self.engine_phased += other.engine_phased;
         self.ttft.merge(&other.ttft);
         self.tpot.merge(&other.tpot);
         self.itl.merge(&other.itl);
         self.e2el.merge(&other.e2el);
         self.headers.merge(&other.headers);
+        self.queue.merge(&other.queue);
+        self.prefill.merge(&other.prefill);
+        self.decode.merge(&other.decode);
+        self.outside.merge(&other.outside);
     }
 }
 

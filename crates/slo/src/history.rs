@@ -40,8 +40,9 @@ pub const SCATTER: usize = 500;
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Point {
     counts: Counts,
-    /// TTFT, TPOT, ITL, E2EL and time to response headers.
-    latencies: [Quantiles; 5],
+    /// TTFT, TPOT, ITL, E2EL, time to response headers, and the server's
+    /// queue, prefill, decode and the time outside the engine.
+    latencies: [Quantiles; 9],
     in_flight: InFlight,
 }
 
@@ -58,6 +59,8 @@ struct Counts {
     violations: [u64; 3],
     phases: [f64; 3],
     phased: u64,
+    engine: [f64; 4],
+    engine_phased: u64,
 }
 
 impl Counts {
@@ -73,6 +76,8 @@ impl Counts {
             violations: a.violations,
             phases: a.phases,
             phased: a.phased,
+            engine: a.engine,
+            engine_phased: a.engine_phased,
         }
     }
 }
@@ -90,7 +95,11 @@ impl Point {
     fn of(a: &Aggregate, in_flight: InFlight) -> Self {
         Self {
             counts: Counts::of(a),
-            latencies: [&a.ttft, &a.tpot, &a.itl, &a.e2el, &a.headers].map(Quantiles::of),
+            latencies: [
+                &a.ttft, &a.tpot, &a.itl, &a.e2el, &a.headers, &a.queue, &a.prefill, &a.decode,
+                &a.outside,
+            ]
+            .map(Quantiles::of),
             in_flight,
         }
     }
@@ -284,6 +293,15 @@ pub struct PointReport {
     pub headers: Quantiles,
     /// Where the time of completed streams went, summed over them.
     pub phases: Phases,
+    /// The server's own phases and the time outside the engine, of the
+    /// requests that reported them.
+    pub queue: Quantiles,
+    pub prefill: Quantiles,
+    pub decode: Quantiles,
+    pub outside: Quantiles,
+    /// Where the time of completed streams whose server reported its
+    /// phases went, by those phases, summed over them.
+    pub engine_phases: EnginePhases,
     /// Requests in flight: the most during the point, and at its end.
     pub in_flight_peak: u64,
     pub in_flight_end: u64,
@@ -322,12 +340,37 @@ pub struct Phases {
     pub decode_seconds: f64,
 }
 
+/// The request time of completed streams whose server reported its queue,
+/// prefill and decode: seconds summed over `requests`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EnginePhases {
+    pub requests: u64,
+    /// In the server's queue.
+    pub queue_seconds: f64,
+    /// Prefill, by the server's clock.
+    pub prefill_seconds: f64,
+    /// Decode, by the server's clock.
+    pub decode_seconds: f64,
+    /// Outside the engine before the first token: TTFT − queue − prefill.
+    pub outside_seconds: f64,
+}
+
 impl PointReport {
     fn of(t: f64, seconds: f64, p: &Point) -> Self {
         let c = &p.counts;
         let outcome = |o: Outcome| c.outcomes[outcome_index(o)];
         let violation = |k: ObjectiveKind| c.violations[kind_index(k)];
-        let [ttft, tpot, itl, e2el, headers] = p.latencies.clone();
+        let [
+            ttft,
+            tpot,
+            itl,
+            e2el,
+            headers,
+            queue,
+            prefill,
+            decode,
+            outside,
+        ] = p.latencies.clone();
         Self {
             t,
             seconds,
@@ -360,6 +403,17 @@ impl PointReport {
                 headers_seconds: c.phases[0],
                 first_token_seconds: c.phases[1],
                 decode_seconds: c.phases[2],
+            },
+            queue,
+            prefill,
+            decode,
+            outside,
+            engine_phases: EnginePhases {
+                requests: c.engine_phased,
+                queue_seconds: c.engine[0],
+                prefill_seconds: c.engine[1],
+                decode_seconds: c.engine[2],
+                outside_seconds: c.engine[3],
             },
             in_flight_peak: p.in_flight.peak,
             in_flight_end: p.in_flight.end,

@@ -560,6 +560,12 @@ pub struct WindowReport {
     pub tpot: Quantiles,
     pub itl: Quantiles,
     pub e2el: Quantiles,
+    /// The server's own phases and the time outside the engine, of the
+    /// requests that reported them (docs/metrics.md, "Where the time goes").
+    pub queue: Quantiles,
+    pub prefill: Quantiles,
+    pub decode: Quantiles,
+    pub outside: Quantiles,
     /// Per objective: share of judged requests within its threshold.
     pub compliance: Vec<Compliance>,
     /// Goodput, when the series has a class.
@@ -673,6 +679,10 @@ fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -
                 tpot: Quantiles::of(&a.tpot),
                 itl: Quantiles::of(&a.itl),
                 e2el: Quantiles::of(&a.e2el),
+                queue: Quantiles::of(&a.queue),
+                prefill: Quantiles::of(&a.prefill),
+                decode: Quantiles::of(&a.decode),
+                outside: Quantiles::of(&a.outside),
                 compliance,
                 goodput,
             }
@@ -1093,5 +1103,84 @@ mod tests {
         assert_eq!((w.requests, w.ok), (1, 0));
         assert!(w.goodput.is_none() && w.compliance.is_empty());
         assert!(r.series[0].objectives.is_empty());
+    }
+
+    /// The server's phases reach `/slo` as percentiles and the history as
+    /// sums of the streams that reported all of them; a server that
+    /// reports prefill and decode only (llama.cpp) has its percentiles but
+    /// no split, and an outside time below zero is not taken.
+    #[tokio::test(start_paused = true)]
+    async fn the_servers_phases_are_reported_where_known() {
+        let live = Live::new(Instant::now(), 1_000_000.0);
+        live.set_classes(&[]);
+        let series = live.series("r", "", "");
+        let streamed = |ttft: u64, server: meter::ServerTimings| {
+            let s = Summary {
+                outcome: Outcome::Ok,
+                status: Some(200),
+                streamed: true,
+                ttft: Some(ms(ttft)),
+                ttft_visible: Some(ms(ttft)),
+                e2el: Some(ms(ttft + 500)),
+                elapsed: ms(ttft + 500),
+                tpot: Some(ms(10)),
+                output_tokens: Some((51, TokenSource::Usage)),
+                usage: Usage::default(),
+                server,
+                client_wait: std::time::Duration::ZERO,
+                proxy_time: None,
+                events: 53,
+                token_events: 51,
+                first_token_event: Some(1),
+                first_visible_event: Some(1),
+                terminal_event: None,
+                parse_errors: 0,
+            };
+            Aggregate::request(&s, None, Sketch::new(), Some(ms(5)))
+        };
+        let all = |queue, prefill| meter::ServerTimings {
+            queue: Some(queue),
+            prefill: Some(prefill),
+            decode: Some(0.5),
+        };
+        // vLLM-like: 100 ms queued, 200 ms prefill, 100 ms outside.
+        series.record(Instant::now(), &streamed(400, all(0.1, 0.2)), None, None);
+        // llama.cpp-like: no queue.
+        let llama = meter::ServerTimings {
+            queue: None,
+            ..all(0.0, 0.3)
+        };
+        series.record(Instant::now(), &streamed(400, llama), None, None);
+        // Clocks that disagree: the server counts 500 ms of a 400 ms TTFT.
+        series.record(Instant::now(), &streamed(400, all(0.2, 0.3)), None, None);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let r = live.report(Instant::now(), "");
+        let w = window(&r, "1m");
+        assert_eq!(w.queue.count, 2);
+        assert_eq!(w.prefill.count, 3);
+        assert_eq!(w.decode.count, 3);
+        assert_eq!(w.outside.count, 1);
+        let near = |got: Option<f64>, want: f64| {
+            assert!(
+                (got.unwrap() - want).abs() <= want * 0.011,
+                "{got:?} for {want}"
+            );
+        };
+        near(w.outside.p50, 0.1);
+        near(w.decode.p99, 0.5);
+        let h = live.history(Instant::now(), Some("r"), None, "", None);
+        let p = &h[0].points[0];
+        assert_eq!((p.prefill.count, p.outside.count), (3, 1));
+        let e = &p.engine_phases;
+        assert_eq!(e.requests, 1);
+        for (got, want) in [
+            (e.queue_seconds, 0.1),
+            (e.prefill_seconds, 0.2),
+            (e.decode_seconds, 0.5),
+            (e.outside_seconds, 0.1),
+        ] {
+            assert!((got - want).abs() < 1e-9, "{e:?}");
+        }
+        assert_eq!(p.phases.requests, 3, "the split at the head stays");
     }
 }

@@ -13,6 +13,10 @@
     purple: '#CC79A7', sky: '#56B4E9', yellow: '#F0E442', grey: '#7f7f7f',
   };
   const DASH = { p50: '', p95: '7 3', p99: '2 3' };
+  const PHASE_NOTES = {
+    engine: 'Completed streams, by the server\'s own timings: its queue, prefill and decode, and the time outside the engine before the first token (network, HTTP server, tokenization, the proxy).',
+    headers: 'The server reports no phases: completed streams split at the response head (queueing, where the server sends its head as work starts), the first token (prefill) and the end (decode).',
+  };
   const OUTCOMES = [
     ['ok', 'ok', C.green], ['upstream_error', 'upstream error', C.vermillion],
     ['timeout', 'timeout', C.orange], ['client_abort', 'client abort', C.sky],
@@ -379,7 +383,7 @@
     { id: 'tokens', title: 'Output tokens: all vs good', unit: 'rate' },
     {
       id: 'phases', title: 'Where request time goes', unit: 'ratio', kind: 'stack', max: 1,
-      note: 'Completed streams: waiting for the response head (queueing), head to first token (prefill), first token to end (decode).',
+      note: PHASE_NOTES.headers,
     },
     {
       id: 'headers', title: 'Response headers vs first token', unit: 'seconds',
@@ -389,6 +393,35 @@
     { id: 'in_flight', title: 'Requests in flight', unit: 'count' },
     { id: 'scatter', title: 'Input tokens vs time to first token', kind: 'scatter', note: 'The latest requests; do long prompts drive first-token latency?' },
   ];
+
+  // The phases chart splits completed streams by the server's own timings
+  // where it reports them, else at the response head and the first token.
+  function phaseLines(points) {
+    const engine = points.some((p) => p.engine_phases && p.engine_phases.requests > 0);
+    const parts = engine
+      ? [
+        ['queue_seconds', 'queue', C.grey],
+        ['prefill_seconds', 'prefill', C.orange],
+        ['decode_seconds', 'decode', C.blue],
+        ['outside_seconds', 'outside the engine', C.purple],
+      ]
+      : [
+        ['headers_seconds', 'to response head', C.grey],
+        ['first_token_seconds', 'head to first token', C.orange],
+        ['decode_seconds', 'decode', C.blue],
+      ];
+    const of = (p) => (engine ? p.engine_phases : p.phases);
+    const lines = parts.map(([key, name, color]) => ({
+      name,
+      color,
+      values: points.map((p) => {
+        const ph = of(p);
+        const total = parts.reduce((sum, [k]) => sum + ph[k], 0);
+        return ph.requests > 0 && total > 0 ? ph[key] / total : null;
+      }),
+    }));
+    return { lines, note: engine ? PHASE_NOTES.engine : PHASE_NOTES.headers };
+  }
 
   function quantileLines(points, key) {
     return ['p50', 'p95', 'p99'].map((q, i) => ({
@@ -426,18 +459,8 @@
           { name: 'output tokens', color: C.blue, dash: '', values: per((p) => p.output_tokens) },
           { name: 'of good requests', color: C.green, dash: '7 3', values: per((p) => p.good_output_tokens) },
         ];
-      case 'phases': {
-        const share = (f) => points.map((p) => {
-          const ph = p.phases;
-          const total = ph.headers_seconds + ph.first_token_seconds + ph.decode_seconds;
-          return ph.requests > 0 && total > 0 ? f(ph) / total : null;
-        });
-        return [
-          { name: 'to response head', color: C.grey, values: share((ph) => ph.headers_seconds) },
-          { name: 'head to first token', color: C.orange, values: share((ph) => ph.first_token_seconds) },
-          { name: 'decode', color: C.blue, values: share((ph) => ph.decode_seconds) },
-        ];
-      }
+      case 'phases':
+        return phaseLines(points).lines;
       case 'headers':
         return [
           { name: 'headers p50', color: C.grey, dash: '', values: points.map((p) => p.headers.p50) },
@@ -478,6 +501,9 @@
       let thresholds = chart.objective ? thresholdsFor(chart.objective) : [];
       if (chart.id === 'goodput' && view.history && view.history.goodput_target != null) {
         thresholds = [{ value: view.history.goodput_target, label: `target ${percent(view.history.goodput_target)}` }];
+      }
+      if (chart.id === 'phases') {
+        fig.querySelector('.note').textContent = phaseLines(shown).note;
       }
       const step = view.history ? view.history.point_seconds : 10;
       drawSeries(fig, { ...chart, step }, xs, linesFor(chart, shown), thresholds, t0, t1);
