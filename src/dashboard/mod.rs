@@ -489,7 +489,42 @@ impl Builder {
             self.m(names::CACHED_INPUT_TOKENS_TOTAL),
             self.m(names::INPUT_TOKENS_TOTAL),
         );
+        let (queue, prefill, decode, outside) = (
+            self.mean(names::SERVER_QUEUE, "route"),
+            self.mean(names::SERVER_PREFILL, "route"),
+            self.mean(names::SERVER_DECODE, "route"),
+            self.mean(names::OUTSIDE_ENGINE, "route"),
+        );
+        let client_wait = self.mean(names::CLIENT_WAIT, "route");
         let panels = vec![
+            (
+                Self::timeseries(
+                    "Where the time goes: the server's phases",
+                    "Per request, as the server reports them (vLLM per-request metrics, llama.cpp timings, Ollama, SGLang, TGI, Groq): mean time in its queue, prefill and decode, and the mean time outside the engine before the first token (network, HTTP server, tokenization, the proxy). Queue dominating: scale out or batch differently; prefill: shorter or cached prompts; decode: smaller models, speculative decoding, fewer concurrent streams; outside: the path to the server. Empty when the server reports nothing.",
+                    "s",
+                    vec![
+                        q(queue, "{{route}} queue"),
+                        q(prefill, "{{route}} prefill"),
+                        q(decode, "{{route}} decode"),
+                        q(outside, "{{route}} outside the engine"),
+                    ],
+                ),
+                12,
+            ),
+            (
+                Self::timeseries(
+                    "The proxy's own time and the clients' wait",
+                    "p50 and p99 of the proxy's own time on a request's path (from the request being all there to its being written upstream, connecting included), and the mean time forwarding waited on clients to read what they were sent (in no latency; requests from slow readers are counted in slow_reader_requests_total).",
+                    "s",
+                    {
+                        let mut qs = self.quantiles(names::PROXY_TIME, "route");
+                        qs.remove(1);
+                        qs.push(q(client_wait, "{{route}} mean client wait"));
+                        qs
+                    },
+                ),
+                12,
+            ),
             (
                 Self::timeseries(
                     "Phase split: first token vs decode",
