@@ -5,8 +5,10 @@
 //! own, see `upstream::FromUpstream`). The upstream's body is wrapped in
 //! three small bodies, each in its own file, innermost first:
 //!
-//! - [`Metered`] reads the clock once per frame, shows the frame to the
-//!   meter by shared reference and returns it with the same bytes; it ends
+//! - [`Metered`] reads the clock once per frame (and once more when polled
+//!   after one, to tell the meter how long the client held it), shows the
+//!   frame to the meter by shared reference and returns it with the same
+//!   bytes; it ends
 //!   the meter exactly once: at the end of the body, on an upstream error,
 //!   when told of the idle timeout, or, when the client goes away and hyper
 //!   drops it, as a client abort (the meter's own `Drop`). Dropping it drops

@@ -8,7 +8,9 @@
 //! tools are `promtool`, `prometheus`, `chromium` and `node` (the admin
 //! page's browser test), `uvicorn` and `aiohttp` (Python server stacks),
 //! `otlp_receiver` (Python with `opentelemetry-proto` and `grpcio`),
-//! `hadolint`, `yamllint`, `kubernetes_validate` and `docker_compose`.
+//! `hadolint`, `yamllint`, `kubernetes_validate`, `docker_compose`, and
+//! `llama_server` (llama.cpp's server, built by `tests/llamacpp/build.sh`,
+//! with Python's `gguf` for its tiny model).
 //! `.ci/run` installs them all and the README's test command runs every
 //! test: none is ignored or behind a feature. Without the tools,
 //! `cargo test --test it -- --skip _needs_tool` runs the rest. (What every
@@ -27,6 +29,7 @@ mod config;
 mod deploy;
 mod forwarding;
 mod hardening;
+mod llamacpp;
 mod metering;
 mod otlp;
 mod outcomes;

@@ -654,3 +654,55 @@ async fn the_proxys_own_time_is_observed_without_the_clients_upload() {
     assert!(ttft > 0.3, "TTFT sum {ttft:.3} s");
     proxy.stop().await;
 }
+
+/// A stream that pauses 4 s between two tokens, replayed through the proxy:
+/// one stall of 4 s, whatever TPOT says of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4s_pause_is_one_stall_of_4s() {
+    use bytes::Bytes;
+    use http_body::Frame;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (upstream, mut gates) = gated_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let frame = |text: &'static str| -> Result<Frame<Bytes>, std::convert::Infallible> {
+        Ok(Frame::data(Bytes::from_static(text.as_bytes())))
+    };
+    const TOKEN: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
+    let (head, body) = chat_request("m1", true, &[]);
+    let mut client = tokio::net::TcpStream::connect(proxy.proxy_addr)
+        .await
+        .unwrap();
+    client.write_all(head.as_bytes()).await.unwrap();
+    client.write_all(&body).await.unwrap();
+    let gate = gates.recv().await.unwrap();
+    let reader = tokio::spawn(async move {
+        let mut all = Vec::new();
+        client.read_to_end(&mut all).await.unwrap();
+        all
+    });
+    for _ in 0..3 {
+        gate.send(frame(TOKEN)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let paused = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    gate.send(frame(TOKEN)).await.unwrap();
+    let pause = paused.elapsed().as_secs_f64();
+    gate.send(frame("data: [DONE]\n\n")).await.unwrap();
+    drop(gate);
+    let answer = reader.await.unwrap();
+    assert!(answer.windows(6).any(|w| w == b"[DONE]"), "no [DONE]");
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "ok")]) == 1.0
+    })
+    .await;
+    assert_eq!(sum(&s, "llm_stalls_total", &[]), 1.0);
+    let stalled = sum(&s, "llm_stalled_seconds_total", &[]);
+    assert!(
+        stalled >= 4.0 && stalled <= pause + 0.05,
+        "stalled {stalled:.3} s for a pause of {pause:.3} s"
+    );
+    assert_eq!(sum(&s, "llm_inter_token_latency_seconds_count", &[]), 3.0);
+    proxy.stop().await;
+}
