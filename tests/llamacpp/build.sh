@@ -10,7 +10,7 @@
 # nothing. Installs cmake (Debian's) when it is missing; runs as root on a
 # fresh Debian 12 machine in CI.
 #
-# The build takes 12 minutes of CPU: about 7 minutes on two idle cores.
+# The build takes about 12 minutes of CPU (the script prints its time).
 # The binary is 15 MB and needs only libc and libstdc++.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -108,14 +108,13 @@ impl Aggregate {
             a.phased = 1;
         }
         let server = &summary.server;
+        // A negative outside time is clocks that disagree: not taken.
+        let outside = summary.outside_engine().filter(|o| *o >= 0.0);
         for (value, sketch) in [
             (server.queue, &mut a.queue),
             (server.prefill, &mut a.prefill),
             (server.decode, &mut a.decode),
-            (
-                summary.outside_engine().filter(|o| *o >= 0.0),
-                &mut a.outside,
-            ),
+            (outside, &mut a.outside),
         ] {
             if let Some(v) = value {
                 sketch.add_secs(v);
@@ -127,9 +126,8 @@ impl Aggregate {
             server.queue,
             server.prefill,
             server.decode,
-            summary.outside_engine(),
-        ) && outside >= 0.0
-        {
+            outside,
+        ) {
             a.engine = [queue, prefill, decode, outside];
             a.engine_phased = 1;
         }

@@ -459,8 +459,6 @@
           { name: 'output tokens', color: C.blue, dash: '', values: per((p) => p.output_tokens) },
           { name: 'of good requests', color: C.green, dash: '7 3', values: per((p) => p.good_output_tokens) },
         ];
-      case 'phases':
-        return phaseLines(points).lines;
       case 'headers':
         return [
           { name: 'headers p50', color: C.grey, dash: '', values: points.map((p) => p.headers.p50) },
@@ -502,11 +500,16 @@
       if (chart.id === 'goodput' && view.history && view.history.goodput_target != null) {
         thresholds = [{ value: view.history.goodput_target, label: `target ${percent(view.history.goodput_target)}` }];
       }
+      let lines;
       if (chart.id === 'phases') {
-        fig.querySelector('.note').textContent = phaseLines(shown).note;
+        const phases = phaseLines(shown);
+        fig.querySelector('.note').textContent = phases.note;
+        lines = phases.lines;
+      } else {
+        lines = linesFor(chart, shown);
       }
       const step = view.history ? view.history.point_seconds : 10;
-      drawSeries(fig, { ...chart, step }, xs, linesFor(chart, shown), thresholds, t0, t1);
+      drawSeries(fig, { ...chart, step }, xs, lines, thresholds, t0, t1);
     }
   }
 
