@@ -15,11 +15,13 @@ use meter::{Outcome, Recorder, StreamMeter};
 /// meter by shared reference, then returned as it came.
 ///
 /// The time from returning a frame to the next poll is time the client's
-/// connection spent writing it and waiting for the client to take it: the
-/// meter is told of it ([`StreamMeter::client_waited`]), so that a slow
-/// reader is not read as a slow server. (hyper polls the body again at
-/// once while it can buffer what it has to write; it stops only when the
-/// client's socket is full.)
+/// connection spent writing it and waiting for the client to take it. When
+/// the next frame (or the end) is already there at that poll, the wait
+/// held it back: the meter is told of it ([`StreamMeter::client_waited`]),
+/// so that a slow reader is not read as a slow server. When nothing is
+/// there yet, the wait held nothing back and is not counted. (hyper polls
+/// the body again at once while it can buffer what it has to write; it
+/// stops only when the client's socket is full.)
 ///
 /// It finishes the meter at the body's end (hyper stops polling once the
 /// body says it has ended, so the end is recorded with the frame that says
@@ -70,12 +72,16 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.get_mut();
-        if let Some(handed) = this.handed.take()
+        let handed = this.handed.take();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        // The wait held something back only if what came next was already
+        // there when the client's connection asked for it.
+        if let Some(handed) = handed
+            && polled.is_ready()
             && let Some(m) = this.meter.as_mut()
         {
             m.client_waited(Instant::now().saturating_duration_since(handed));
         }
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 let now = Instant::now();
@@ -245,6 +251,28 @@ mod tests {
         // concerned, the third 300 ms later.
         assert_eq!(s[0].tpot, Some(Duration::from_millis(150)));
         assert_eq!(s[0].e2el, Some(Duration::from_millis(315)));
+    }
+
+    /// A wait on the client while the upstream had nothing more to send
+    /// held nothing back: the upstream's gap stays whole, and no client
+    /// wait is counted.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_that_held_nothing_back_is_not_counted() {
+        let (tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        send_after(&tx, 10, vec![Ok(frame(TOKEN))]);
+        body.frame().await.unwrap().unwrap();
+        // The connection comes back 2 s later; the upstream's next token
+        // comes 500 ms after that.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        send_after(&tx, 500, vec![Ok(frame(TOKEN))]);
+        body.frame().await.unwrap().unwrap();
+        drop(tx);
+        assert!(body.frame().await.is_none());
+        let s = kept.summaries();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].client_wait, Duration::ZERO);
+        assert_eq!(s[0].tpot, Some(Duration::from_millis(2500)));
     }
 
     #[tokio::test(start_paused = true)]
