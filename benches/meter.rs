@@ -127,6 +127,7 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<O
         client: "127.0.0.1:1".parse().unwrap(),
         trace: None,
         api,
+        operation: meter::Operation::Chat,
         upstream: &tokenmeter::config::Upstream {
             scheme: http::uri::Scheme::HTTP,
             authority: http::uri::Authority::from_static("127.0.0.1:8000"),

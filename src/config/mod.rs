@@ -378,6 +378,9 @@ pub struct Route {
     /// SLO class by the request's model name (as sent, before the label is
     /// bounded), taking precedence over `slo`.
     pub slo_by_model: Vec<(String, String)>,
+    /// SLO class by the request's operation (`embeddings`, `rerank`...),
+    /// after `slo_by_model` and before `slo`.
+    pub slo_by_operation: Vec<(meter::Operation, String)>,
     /// Header by which a client may declare its class; it takes precedence
     /// over `slo_by_model` and `slo` when it names a defined class.
     pub slo_header: Option<http::HeaderName>,

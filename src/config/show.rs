@@ -128,6 +128,7 @@ fn route(r: &Route) -> Value {
         })),
         "slo": r.slo,
         "slo_by_model": r.slo_by_model.iter().map(|(m, c)| (m.clone(), Value::from(c.as_str()))).collect::<serde_json::Map<_, _>>(),
+        "slo_by_operation": r.slo_by_operation.iter().map(|(op, c)| (op.name().to_owned(), Value::from(c.as_str()))).collect::<serde_json::Map<_, _>>(),
         "slo_header": r.slo_header.as_ref().map(|h| h.as_str()),
         "tenant": r.tenant.as_ref().map(tenant),
     })

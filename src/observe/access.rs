@@ -80,6 +80,8 @@ pub struct Entry {
     /// The tenant its route found, when the route has one (a name of at
     /// most 64 characters, `unknown` or `other`).
     tenant: Option<String>,
+    /// What it asks of the model.
+    operation: &'static str,
     method: http::Method,
     path: String,
     /// The request's `x-request-id` header, at most 128 characters.
@@ -110,6 +112,7 @@ impl Entry {
             model: r.model.map(str::to_owned),
             slo: r.slo.map(str::to_owned),
             tenant: r.tenant.map(str::to_owned),
+            operation: r.operation.name(),
             method: r.parts.method.clone(),
             path: truncated(r.parts.uri.path(), 256).to_owned(),
             request_id,
@@ -148,6 +151,7 @@ impl Entry {
         l.string("model", self.model.as_deref());
         l.string("slo", self.slo.as_deref());
         l.string("tenant", self.tenant.as_deref());
+        l.plain("operation", self.operation);
         l.plain("method", self.method.as_str());
         l.plain("path", &self.path);
         l.string("request_id", self.request_id.as_deref());
@@ -410,6 +414,7 @@ mod tests {
             client: "[::1]:41234".parse().unwrap(),
             trace,
             api: meter::Api::OpenAi,
+            operation: meter::Operation::Chat,
             upstream: &UPSTREAM,
             stall_threshold: Duration::from_secs(1),
             slow_reader_share: 0.2,
@@ -480,6 +485,7 @@ mod tests {
                     "route": "chat",
                     "model": "m1",
                     "slo": "interactive",
+                    "operation": "chat",
                     "method": "POST",
                     "path": "/v1/chat/completions",
                     "request_id": "req-7",
@@ -629,7 +635,7 @@ mod tests {
         assert_eq!(
             line(&l, &summary(), Format::Text { ansi: false }),
             "2026-12-01T20:48:00.123456Z  INFO tokenmeter::access: request route=chat \
-             model=\"m1\" slo=\"interactive\" method=POST path=/v1/chat/completions \
+             model=\"m1\" slo=\"interactive\" operation=chat method=POST path=/v1/chat/completions \
              request_id=\"req-7\" client=[::1]:41234 status=200 outcome=\"ok\" streamed=true ttft_ms=2.042 \
              tpot_ms=19.984 e2el_ms=1182.000 elapsed_ms=1182.000 client_wait_ms=0.000 output_tokens=50 \
              output_source=\"usage\" input_tokens=12 parse_errors=0\n"

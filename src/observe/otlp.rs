@@ -43,7 +43,7 @@ use std::sync::Arc;
 use super::request::{Finished, Started};
 use super::trace::{self as w3c, SAMPLED};
 use crate::config::{OtlpProtocol, OtlpSettings};
-use meter::Api;
+use meter::{Api, Operation};
 
 /// A finished metered request, as it is exported.
 #[derive(Debug, Clone)]
@@ -92,21 +92,19 @@ pub struct SpanIds {
 /// `gen_ai.operation.name` and `gen_ai.provider.name` of a request to
 /// `path` of `api`.
 pub fn operation(api: Api, path: &str) -> (&'static str, &'static str) {
-    let chat = path.ends_with("/chat/completions") || path.ends_with("/api/chat");
-    match api {
-        Api::OpenAi if chat => ("chat", "openai"),
-        Api::OpenAi => ("text_completion", "openai"),
-        Api::Responses => ("chat", "openai"),
-        Api::Anthropic => ("chat", "anthropic"),
-        Api::Gemini => ("generate_content", "gcp.gemini"),
-        Api::Ollama if chat => ("chat", "ollama"),
-        Api::Ollama => ("text_completion", "ollama"),
-        Api::Tgi => ("text_completion", "tgi"),
-        Api::LlamaCpp => ("text_completion", "llama.cpp"),
-        Api::Sglang => ("text_completion", "sglang"),
-        Api::Triton => ("text_completion", "triton"),
-        Api::Generate => ("text_completion", "tgi_or_sglang"),
-    }
+    let provider = match api {
+        Api::OpenAi | Api::Responses => "openai",
+        Api::Anthropic => "anthropic",
+        Api::Gemini => "gcp.gemini",
+        Api::Ollama => "ollama",
+        Api::Tgi => "tgi",
+        Api::LlamaCpp => "llama.cpp",
+        Api::Sglang => "sglang",
+        Api::Triton => "triton",
+        Api::Generate => "tgi_or_sglang",
+        Api::NonGenerating => "unknown",
+    };
+    (Operation::of(api, path).name(), provider)
 }
 
 /// The counters of what the export lost, registered with the metrics.
@@ -723,10 +721,10 @@ impl Exported {
     }
 
     /// Hands the finished request, with its label values (route, model,
-    /// slo, tenant), to the export's queue, never waiting.
-    pub fn submit(self, labels: [&str; 4], f: &Finished<'_>) {
+    /// slo, tenant, operation), to the export's queue, never waiting.
+    pub fn submit(self, labels: [&str; 5], f: &Finished<'_>) {
         let s = f.summary;
-        let [route, model, slo, tenant] = labels;
+        let [route, model, slo, tenant, _] = labels;
         let request = Request {
             route: route.to_owned(),
             model: model.to_owned(),

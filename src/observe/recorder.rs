@@ -105,9 +105,9 @@ impl Observers {
                 .get(REQUEST_ID_HEADER)
                 .and_then(|id| ExemplarId::request(id.as_bytes())),
         };
-        let prometheus = self
-            .metrics
-            .request(r.route, r.model, r.slo, r.tenant, exemplar);
+        let prometheus =
+            self.metrics
+                .request(r.route, r.model, r.slo, r.tenant, r.operation, exemplar);
         let live = self
             .metrics
             .live_request(r.route, r.slo, r.class.as_ref().map(|c| c.window));
@@ -261,6 +261,7 @@ mod tests {
             client: "127.0.0.1:1".parse().unwrap(),
             trace: None,
             api: Api::OpenAi,
+            operation: meter::Operation::Chat,
             upstream: &UPSTREAM,
             stall_threshold: Duration::from_secs(1),
             slow_reader_share: 0.2,

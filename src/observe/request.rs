@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::trace::Trace;
-use meter::{Api, Summary};
+use meter::{Api, Operation, Summary};
 use slo::{SloClass, Verdict};
 
 /// What a metered request is observed as: its labels, its SLO class, and
@@ -29,8 +29,9 @@ pub struct Started<'a> {
     pub client: SocketAddr,
     /// The trace it belongs to, when it has one.
     pub trace: Option<Trace>,
-    /// Its API, and the upstream it goes to.
+    /// Its API, what it asks of the model, and the upstream it goes to.
     pub api: Api,
+    pub operation: Operation,
     pub upstream: &'a crate::config::Upstream,
     /// A gap between its token events longer than this is a stall.
     pub stall_threshold: Duration,

@@ -44,7 +44,7 @@ use crate::config::{Config, Protocol, Route};
 
 use crate::observe::{Observers, Started, Trace};
 use client_body::{ReadAhead, read_ahead};
-use meter::{Api, Limits, StreamMeter};
+use meter::{Api, Limits, Operation, StreamMeter};
 use rewrite::{Forwarded, host_problem, remove_hop_by_hop, request_host, strip_port};
 use slo::SloClass;
 use upstream::FromUpstream;
@@ -218,7 +218,7 @@ impl Proxy {
         let route = &state.route;
         let api = match route.protocol {
             Protocol::None => None,
-            Protocol::Api(api) => Some(api),
+            Protocol::Api(api) => Some(api.on_route(req.method(), req.uri().path())),
             Protocol::Auto => Api::detect(req.method(), req.uri().path()),
         };
         let (mut parts, body) = req.into_parts();
@@ -366,8 +366,9 @@ impl Proxy {
         model: Option<&str>,
         trace: Option<Trace>,
     ) -> Meter {
+        let operation = Operation::of(api, parts.uri.path());
         let declared = self.declared_class(route, &parts.headers);
-        let slo = slo_class(route, model, declared);
+        let slo = slo_class(route, model, operation, declared);
         let class = slo.and_then(|name| self.classes.get(name)).cloned();
         let tenant = route
             .tenant
@@ -383,6 +384,7 @@ impl Proxy {
             client: client_addr,
             trace,
             api,
+            operation,
             upstream: &route.upstream,
             stall_threshold: self.stall_threshold,
             slow_reader_share: self.slow_reader_share,
@@ -475,10 +477,12 @@ impl Proxy {
 const QUEUE_TIME: HeaderName = HeaderName::from_static("x-queue-time");
 
 /// The SLO class of a request: the one the client declared (already checked
-/// to be defined), else the one for its model, else the route's.
+/// to be defined), else the one for its model, else the one for its
+/// operation, else the route's.
 fn slo_class<'a>(
     route: &'a Route,
     model: Option<&str>,
+    operation: Operation,
     declared: Option<&'a str>,
 ) -> Option<&'a str> {
     declared
@@ -488,6 +492,13 @@ fn slo_class<'a>(
                 .slo_by_model
                 .iter()
                 .find(|(name, _)| name == model)
+                .map(|(_, class)| class.as_str())
+        })
+        .or_else(|| {
+            route
+                .slo_by_operation
+                .iter()
+                .find(|(op, _)| *op == operation)
                 .map(|(_, class)| class.as_str())
         })
         .or(route.slo.as_deref())

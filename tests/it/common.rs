@@ -61,6 +61,8 @@ pub fn split_at(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 ///   `x-pace-ms: D` sends one event per frame instead, event k at
 ///   `(k + 1) × D` after the request (a known schedule);
 ///   `x-content-encoding: E` labels the body with that coding;
+///   `x-content-type: T` with that type (else SSE, or NDJSON for a
+///   `.ndjson` fixture);
 ///   `x-send-queue-time: MS` adds TGI's `x-queue-time: MS` header;
 /// - `x-echo: 1`: a JSON description of the request as received
 ///   (method, URI, HTTP version, headers, body in hex), to check request
@@ -181,10 +183,10 @@ pub async fn scripted(req: Request<Incoming>) -> Result<Response<ScriptBody>, In
             None => Box::pin(futures_iter(split_at(&bytes, &cuts))),
             Some(ms) => Box::pin(paced(split_events(&bytes), Duration::from_millis(ms))),
         };
-        let ct = if name.ends_with(".ndjson") {
-            "application/x-ndjson"
-        } else {
-            "text/event-stream"
+        let ct = match header("x-content-type") {
+            Some(ct) => ct,
+            None if name.ends_with(".ndjson") => "application/x-ndjson".to_owned(),
+            None => "text/event-stream".to_owned(),
         };
         let mut builder = Response::builder();
         if let Some(encoding) = header("x-content-encoding") {
@@ -393,6 +395,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             tls_roots: None,
             slo: Some("chat".into()),
             slo_by_model: Vec::new(),
+            slo_by_operation: Vec::new(),
             slo_header: None,
             tenant: None,
         }],

@@ -756,7 +756,13 @@ fn shipped_slo_presets_load_with_their_targets() {
     names.sort();
     assert_eq!(
         names,
-        ["batch", "chat", "code-completion", "document-generation"]
+        [
+            "batch",
+            "chat",
+            "code-completion",
+            "document-generation",
+            "embeddings"
+        ]
     );
     let ms = Duration::from_millis;
     let thresholds = |c: &SloClass| -> Vec<(ObjectiveKind, Duration, f64)> {
@@ -791,6 +797,23 @@ fn shipped_slo_presets_load_with_their_targets() {
     let batch = class(&config, "batch");
     assert!(batch.objectives.is_empty() && batch.goodput.require.is_empty());
     assert_eq!(batch.goodput.target, Some(0.99));
+    assert_eq!(
+        thresholds(class(&config, "embeddings")),
+        [(ObjectiveKind::E2el, ms(500), 0.95)]
+    );
+    let rest = config
+        .routes
+        .iter()
+        .find(|r| r.name == "rest")
+        .expect("route");
+    assert_eq!(
+        rest.slo_by_operation,
+        [
+            (meter::Operation::Embeddings, "embeddings".to_owned()),
+            (meter::Operation::Rerank, "embeddings".to_owned()),
+            (meter::Operation::Score, "embeddings".to_owned()),
+        ]
+    );
     let chat_route = config
         .routes
         .iter()

@@ -432,14 +432,14 @@ async fn unmetered_posts_caught_in_the_keep_alive_race_are_sent_again_if_small()
             body.len()
         )
     };
-    let embeddings = post("/v1/embeddings", r#"{"model":"e5","input":["a","b"]}"#);
-    let tokenize = post("/tokenize", r#"{"model":"m1","prompt":"hello"}"#);
+    let moderation = post("/v1/moderations", r#"{"model":"m","input":"a"}"#);
+    let files = post("/v1/files", r#"{"purpose":"batch"}"#);
     let raw = post("/raw/upload", "0123456789");
     // Every request after the first on a connection meets it closing: each
     // is sent again on a new one, so every one is answered. (Each route has
     // its own upstream connections: the first request of each finds none.)
     let mut statuses = Vec::new();
-    for request in [&embeddings, &tokenize, &raw] {
+    for request in [&moderation, &files, &raw] {
         for _ in 0..3 {
             statuses.push(raw_exchange(proxy.proxy_addr, request, b"").await.status);
         }
@@ -453,7 +453,7 @@ async fn unmetered_posts_caught_in_the_keep_alive_race_are_sent_again_if_small()
     // upstream as it comes: it cannot be sent twice, so the client gets the
     // failure.
     let large = "x".repeat(100 * 1024);
-    let resp = raw_exchange(proxy.proxy_addr, &post("/v1/embeddings", &large), b"").await;
+    let resp = raw_exchange(proxy.proxy_addr, &post("/v1/files", &large), b"").await;
     assert_eq!(resp.status, 502);
     let (_, s) = scrape(proxy.admin_addr).await;
     assert_eq!(

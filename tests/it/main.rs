@@ -31,6 +31,7 @@ mod forwarding;
 mod hardening;
 mod llamacpp;
 mod metering;
+mod operations;
 mod otlp;
 mod outcomes;
 mod page;

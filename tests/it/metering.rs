@@ -234,43 +234,51 @@ async fn non_streamed_responses_observe_latency_and_tokens_but_no_token_timings(
 const DECLARED: &[(&str, &[&str])] = &[
     (
         "llm_time_to_first_token_seconds_bucket",
-        &["route", "model", "slo", "tenant", "le"],
+        &["route", "model", "slo", "tenant", "operation", "le"],
     ),
     (
         "llm_time_to_response_headers_seconds_bucket",
-        &["route", "model", "slo", "tenant", "le"],
+        &["route", "model", "slo", "tenant", "operation", "le"],
     ),
     (
         "llm_time_per_output_token_seconds_bucket",
-        &["route", "model", "slo", "tenant", "le"],
+        &["route", "model", "slo", "tenant", "operation", "le"],
     ),
     (
         "llm_inter_token_latency_seconds_bucket",
-        &["route", "model", "slo", "tenant", "le"],
+        &["route", "model", "slo", "tenant", "operation", "le"],
     ),
     (
         "llm_e2e_request_latency_seconds_bucket",
-        &["route", "model", "slo", "tenant", "le"],
+        &["route", "model", "slo", "tenant", "operation", "le"],
     ),
     (
         "llm_output_tokens_bucket",
-        &["route", "model", "slo", "tenant", "le"],
+        &["route", "model", "slo", "tenant", "operation", "le"],
     ),
     (
         "llm_input_tokens_bucket",
-        &["route", "model", "slo", "tenant", "le"],
+        &["route", "model", "slo", "tenant", "operation", "le"],
     ),
     (
         "llm_requests_total",
-        &["route", "model", "slo", "tenant", "outcome", "status_class"],
+        &[
+            "route",
+            "model",
+            "slo",
+            "tenant",
+            "operation",
+            "outcome",
+            "status_class",
+        ],
     ),
     (
         "llm_output_tokens_total",
-        &["route", "model", "slo", "tenant", "source"],
+        &["route", "model", "slo", "tenant", "operation", "source"],
     ),
     (
         "llm_input_tokens_total",
-        &["route", "model", "slo", "tenant"],
+        &["route", "model", "slo", "tenant", "operation"],
     ),
     ("llm_requests_in_flight", &["route", "model", "slo"]),
     ("tokenmeter_unrouted_requests_total", &[]),

@@ -3,7 +3,10 @@
 //! module that reads its events.
 
 use super::event::{EventInfo, ParseError};
-use super::{anthropic, gemini, llamacpp, ollama, openai, responses, sglang, tgi, triton};
+use super::operation::Operation;
+use super::{
+    anthropic, gemini, llamacpp, nongenerating, ollama, openai, responses, sglang, tgi, triton,
+};
 
 /// The API family of a metered request: which protocol module reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,10 @@ pub enum Api {
     /// them by the first payload that tells (SGLang's have `text` /
     /// `meta_info`, TGI's `token` / `generated_text` / `details`).
     Generate,
+    /// A call that generates nothing (embeddings, rerank, scoring, the
+    /// tokenizer; [`Operation::non_generating`]), whatever the server: one
+    /// JSON body whose usage, if any, counts input tokens.
+    NonGenerating,
 }
 
 impl Api {
@@ -55,13 +62,29 @@ impl Api {
             .map(|(_, api)| *api)
     }
 
-    /// Its name in a route's `protocol` (`generate`, which no route names,
-    /// for `POST /generate` before its payload tells TGI from SGLang).
+    /// Its name in a route's `protocol`; `generate` (for `POST /generate`
+    /// before its payload tells TGI from SGLang) and `non_generating`,
+    /// which no route names, are told by the path.
     pub fn name(self) -> &'static str {
-        Self::NAMED
-            .iter()
-            .find(|(_, api)| *api == self)
-            .map_or("generate", |(name, _)| name)
+        match self {
+            Api::Generate => "generate",
+            Api::NonGenerating => "non_generating",
+            _ => Self::NAMED
+                .iter()
+                .find(|(_, api)| *api == self)
+                .map_or("generate", |(name, _)| name),
+        }
+    }
+
+    /// How a request to `path` on a route whose `protocol` is `self` is
+    /// read: as `self`, unless it is a `POST` of a call that generates
+    /// nothing, whichever server answers it.
+    pub fn on_route(self, method: &http::Method, path: &str) -> Api {
+        if method == http::Method::POST && Operation::non_generating(path).is_some() {
+            Api::NonGenerating
+        } else {
+            self
+        }
     }
 
     /// Guesses the API from a request, for routes with `protocol: auto`.
@@ -75,6 +98,9 @@ impl Api {
     pub fn detect(method: &http::Method, path: &str) -> Option<Api> {
         if method != http::Method::POST {
             return None;
+        }
+        if Operation::non_generating(path).is_some() {
+            return Some(Api::NonGenerating);
         }
         let path = path.trim_end_matches('/');
         let last = path.rsplit('/').next().unwrap_or_default();
@@ -118,6 +144,7 @@ impl Api {
             Api::Gemini => gemini::classify(name, data),
             Api::Sglang => sglang::classify(name, data),
             Api::Triton => triton::classify(name, data),
+            Api::NonGenerating => nongenerating::classify(name, data),
             Api::Generate => match sglang::sniff(data) {
                 Some(false) => tgi::classify(name, data),
                 _ => sglang::classify(name, data),

@@ -52,12 +52,36 @@ fn api_is_detected_from_method_and_path() {
         ),
         ("/v2/models/ensemble/generate_stream", Some(Api::Triton)),
         ("/v2/models/ensemble/versions/3/generate", Some(Api::Triton)),
+        ("/v1/embeddings", Some(Api::NonGenerating)),
+        ("/api/embed", Some(Api::NonGenerating)),
+        ("/embedding", Some(Api::NonGenerating)),
+        (
+            "/v1beta/models/text-embedding-004:embedContent",
+            Some(Api::NonGenerating),
+        ),
+        ("/v2/rerank", Some(Api::NonGenerating)),
+        ("/score", Some(Api::NonGenerating)),
+        ("/tokenize", Some(Api::NonGenerating)),
         ("/v1/models", None),
         ("/health", None),
         ("/", None),
     ] {
         assert_eq!(Api::detect(&post, path), api, "{path}");
     }
+    // A route whose protocol is fixed reads the calls that generate
+    // nothing as such, and everything else as its protocol.
+    assert_eq!(
+        Api::OpenAi.on_route(&post, "/v1/embeddings"),
+        Api::NonGenerating
+    );
+    assert_eq!(
+        Api::OpenAi.on_route(&post, "/v1/chat/completions"),
+        Api::OpenAi
+    );
+    assert_eq!(
+        Api::OpenAi.on_route(&Method::GET, "/v1/embeddings"),
+        Api::OpenAi
+    );
     // Only POST is inference: OpenAI's GET /v1/chat/completions lists stored
     // completions.
     assert_eq!(Api::detect(&Method::GET, "/v1/chat/completions"), None);

@@ -430,6 +430,7 @@ proptest! {
         let apis = [
             Api::OpenAi, Api::Responses, Api::Anthropic, Api::Tgi, Api::Ollama,
             Api::LlamaCpp, Api::Gemini, Api::Sglang, Api::Triton, Api::Generate,
+            Api::NonGenerating,
         ];
         let cts: [&[u8]; 4] = [
             b"text/event-stream",

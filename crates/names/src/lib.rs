@@ -42,8 +42,10 @@ impl Family {
 
 /// The labels of the domain families of finished requests, in this order.
 /// `tenant` is empty unless the route attributes requests to tenants (and,
-/// on the histograms, unless `metrics.tenants.histograms` is on).
-pub const LABELS: [&str; 4] = ["route", "model", "slo", "tenant"];
+/// on the histograms, unless `metrics.tenants.histograms` is on);
+/// `operation` is what the request asks of the model (`chat`,
+/// `embeddings`...).
+pub const LABELS: [&str; 5] = ["route", "model", "slo", "tenant", "operation"];
 
 const fn domain(
     suffix: &'static str,
@@ -128,13 +130,21 @@ pub const INPUT_TOKENS: Family = domain(
 pub const REQUESTS: Family = domain(
     "requests_total",
     Counter,
-    &["route", "model", "slo", "tenant", "outcome", "status_class"],
+    &[
+        "route",
+        "model",
+        "slo",
+        "tenant",
+        "operation",
+        "outcome",
+        "status_class",
+    ],
     "Metered requests by how they ended (outcome) and the HTTP status class the client received.",
 );
 pub const OUTPUT_TOKENS_TOTAL: Family = domain(
     "output_tokens_total",
     Counter,
-    &["route", "model", "slo", "tenant", "source"],
+    &["route", "model", "slo", "tenant", "operation", "source"],
     "Output tokens, by where the count comes from (source: usage = upstream report, events = counted token events, a lower bound).",
 );
 pub const INPUT_TOKENS_TOTAL: Family = domain(
@@ -224,13 +234,13 @@ pub const IN_FLIGHT: Family = domain(
 pub const SLO_REQUESTS: Family = domain(
     "slo_requests_total",
     Counter,
-    &["route", "model", "slo", "tenant", "verdict"],
+    &["route", "model", "slo", "tenant", "operation", "verdict"],
     "Requests judged against their SLO class (verdict: good = outcome ok and every required threshold met; bad = a required threshold exceeded, whatever the outcome). Requests that failed before any threshold passed are not judged.",
 );
 pub const SLO_VIOLATIONS: Family = domain(
     "slo_violations_total",
     Counter,
-    &["route", "model", "slo", "tenant", "objective"],
+    &["route", "model", "slo", "tenant", "operation", "objective"],
     "Judged requests that exceeded the threshold of an SLO objective (ttft, tpot, e2el).",
 );
 pub const SLO_GOOD_OUTPUT_TOKENS: Family = domain(

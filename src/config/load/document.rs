@@ -111,6 +111,7 @@ impl Config {
                 tls_roots: None,
                 slo: None,
                 slo_by_model: Vec::new(),
+                slo_by_operation: Vec::new(),
                 slo_header: None,
                 tenant: None,
             }],

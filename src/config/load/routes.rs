@@ -10,6 +10,7 @@ use super::super::{Protocol, Route, RouteMatch, Timeouts, Upstream};
 
 use super::checker::Checker;
 use super::values::*;
+use meter::Operation;
 
 /// A route's checked match, and where to report it as shadowed.
 pub(crate) struct MatchSite {
@@ -247,6 +248,12 @@ impl Checker<'_> {
             None => Vec::new(),
             Some(entries) => self.slo_by_model(&format!("{prefix}.slo_by_model"), entries, names),
         };
+        let slo_by_operation = match &route.slo_by_operation {
+            None => Vec::new(),
+            Some(entries) => {
+                self.slo_by_operation(&format!("{prefix}.slo_by_operation"), entries, names)
+            }
+        };
         let slo_header = route.slo_header.as_ref().and_then(|field| {
             let key = format!("{prefix}.slo_header");
             if names.is_none() {
@@ -281,6 +288,7 @@ impl Checker<'_> {
                 tls_roots,
                 slo,
                 slo_by_model,
+                slo_by_operation,
                 slo_header,
                 tenant,
             }),
@@ -361,6 +369,41 @@ impl Checker<'_> {
                 self.value(Some(class), &entry_key, |text| check_class(names, text))
             {
                 out.push((model.clone(), class));
+            }
+        }
+        out
+    }
+
+    pub(crate) fn slo_by_operation(
+        &mut self,
+        key: &str,
+        entries: &Spanned<raw::Entries>,
+        names: Option<&[String]>,
+    ) -> Vec<(Operation, String)> {
+        let mut out: Vec<(Operation, String)> = Vec::with_capacity(entries.value.0.len());
+        for (name, class) in &entries.value.0 {
+            let entry_key = format!("{key}.{name}");
+            let Some(operation) = Operation::from_name(name) else {
+                let known: Vec<&str> = Operation::ALL.iter().map(|op| op.name()).collect();
+                self.at(
+                    raw::pos(class),
+                    entry_key,
+                    format!("unknown operation `{name}` (one of {})", known.join(", ")),
+                );
+                continue;
+            };
+            if out.iter().any(|(op, _)| *op == operation) {
+                self.at(
+                    raw::pos(class),
+                    entry_key,
+                    format!("operation `{name}` is listed twice"),
+                );
+                continue;
+            }
+            if let Some(class) =
+                self.value(Some(class), &entry_key, |text| check_class(names, text))
+            {
+                out.push((operation, class));
             }
         }
         out

@@ -292,6 +292,9 @@ pub(crate) struct RawRoute {
     /// SLO class per model name (the request body's `model`, as sent), which
     /// takes precedence over `slo`: `{llama-3-8b: chat, codestral: code}`.
     pub slo_by_model: Option<Spanned<Entries>>,
+    /// SLO class per operation (`chat`, `embeddings`, `rerank`...), after
+    /// `slo_by_model` and before `slo`: `{embeddings: embeddings}`.
+    pub slo_by_operation: Option<Spanned<Entries>>,
     /// Request header a client may use to declare its SLO class
     /// (`x-slo-class`). It takes precedence over `slo_by_model` and `slo`;
     /// values that name no defined class are ignored (the route's class

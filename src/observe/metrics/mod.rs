@@ -363,13 +363,15 @@ impl Metrics {
     /// flight. `model` is the request's model name and `tenant` the name
     /// its route found for it (`None`: the route has no tenant), both
     /// bounded here; `slo` is the `slo` label. `exemplar`, when the request
-    /// has one, is what its latency observations' exemplars name.
+    /// has one, is what its latency observations' exemplars name;
+    /// `operation` is the `operation` label.
     pub fn request(
         &self,
         route: &str,
         model: Option<&str>,
         slo: Option<&str>,
         tenant: Option<&str>,
+        operation: meter::Operation,
         exemplar: Option<ExemplarId>,
     ) -> RequestRecorder {
         let f = &self.families;
@@ -402,6 +404,7 @@ impl Metrics {
             model,
             slo,
             tenant,
+            operation: operation.name(),
             exemplar,
             max_gap: None,
         };
@@ -542,7 +545,14 @@ mod tests {
             );
         }
         // Families with series are gathered: each is the catalogue's.
-        let _ = m.request("r", Some("m"), Some("s"), Some("t"), None);
+        let _ = m.request(
+            "r",
+            Some("m"),
+            Some("s"),
+            Some("t"),
+            meter::Operation::Chat,
+            None,
+        );
         m.rejected("r", "bad_host");
         m.passthrough("r");
         let _ = m.upstream_retries("r", "closed");
@@ -604,32 +614,61 @@ mod tests {
     /// one and on the histograms unless asked for.
     #[test]
     fn a_requests_labels() {
+        use meter::Operation;
         let mut settings = MetricsSettings::default();
         settings.tenants.bounds.max_distinct = 1;
         let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
-        let r = m.request("r", None, None, None, None);
-        assert_eq!(r.labels(), ["r", UNKNOWN, "", ""]);
-        let r = m.request("r", Some("m"), Some("s"), Some(UNKNOWN), None);
-        assert_eq!(r.labels(), ["r", OTHER, "s", UNKNOWN]);
-        let mut r = m.request("r", Some("m"), Some("s"), Some("acme"), None);
-        assert_eq!(r.labels(), ["r", OTHER, "s", OTHER]);
+        let r = m.request("r", None, None, None, Operation::Chat, None);
+        assert_eq!(r.labels(), ["r", UNKNOWN, "", "", "chat"]);
+        let r = m.request(
+            "r",
+            Some("m"),
+            Some("s"),
+            Some(UNKNOWN),
+            Operation::Chat,
+            None,
+        );
+        assert_eq!(r.labels(), ["r", OTHER, "s", UNKNOWN, "chat"]);
+        let mut r = m.request(
+            "r",
+            Some("m"),
+            Some("s"),
+            Some("acme"),
+            Operation::Chat,
+            None,
+        );
+        assert_eq!(r.labels(), ["r", OTHER, "s", OTHER, "chat"]);
         r.response_headers(Duration::ZERO, 200);
-        assert_eq!(r.labels(), ["r", "m", "s", "acme"]);
-        assert_eq!(r.histogram_labels(), ["r", "m", "s", ""]);
+        assert_eq!(r.labels(), ["r", "m", "s", "acme", "chat"]);
+        assert_eq!(r.histogram_labels(), ["r", "m", "s", "", "chat"]);
         // The one slot is taken: another tenant is `other`, counted.
-        let r = m.request("r", Some("m"), Some("s"), Some("globex"), None);
-        assert_eq!(r.labels(), ["r", "m", "s", OTHER]);
-        let _ = m.request("r", Some("m"), Some("s"), Some(OTHER), None);
+        let r = m.request(
+            "r",
+            Some("m"),
+            Some("s"),
+            Some("globex"),
+            Operation::Chat,
+            None,
+        );
+        assert_eq!(r.labels(), ["r", "m", "s", OTHER, "chat"]);
+        let _ = m.request(
+            "r",
+            Some("m"),
+            Some("s"),
+            Some(OTHER),
+            Operation::Chat,
+            None,
+        );
         assert_eq!(m.families.tenants.overflow.get(), 2);
         // Refused by the upstream: never admitted.
         settings.tenants.histograms = true;
         let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
-        let mut r = m.request("r", Some("m"), None, Some("acme"), None);
+        let mut r = m.request("r", Some("m"), None, Some("acme"), Operation::Chat, None);
         assert!(r.handles.is_none());
         r.response_headers(Duration::ZERO, 404);
-        assert_eq!(r.labels(), ["r", OTHER, "", OTHER]);
-        let mut r = m.request("r", Some("m"), None, Some("acme"), None);
+        assert_eq!(r.labels(), ["r", OTHER, "", OTHER, "chat"]);
+        let mut r = m.request("r", Some("m"), None, Some("acme"), Operation::Chat, None);
         r.response_headers(Duration::ZERO, 200);
-        assert_eq!(r.histogram_labels(), ["r", "m", "", "acme"]);
+        assert_eq!(r.histogram_labels(), ["r", "m", "", "acme", "chat"]);
     }
 }

@@ -81,6 +81,8 @@ pub struct RequestRecorder {
     pub(super) slo: String,
     /// Empty when the route attributes no tenant.
     pub(super) tenant: String,
+    /// What it asks of the model (`chat`, `embeddings`...).
+    pub(super) operation: &'static str,
     /// What its exemplars name, when it can be found again.
     pub(super) exemplar: Option<ExemplarId>,
     /// Its largest ITL gap so far (seconds): the ITL exemplar.
@@ -95,18 +97,24 @@ impl RequestRecorder {
     }
 
     /// The labels of the counters.
-    pub(super) fn labels(&self) -> [&str; 4] {
-        [&self.route, &self.model, &self.slo, &self.tenant]
+    pub(super) fn labels(&self) -> [&str; 5] {
+        [
+            &self.route,
+            &self.model,
+            &self.slo,
+            &self.tenant,
+            self.operation,
+        ]
     }
 
     /// The labels of the histograms: the tenant only when asked for.
-    pub fn histogram_labels(&self) -> [&str; 4] {
+    pub fn histogram_labels(&self) -> [&str; 5] {
         let tenant = if self.families.tenant_histograms {
             self.tenant.as_str()
         } else {
             ""
         };
-        [&self.route, &self.model, &self.slo, tenant]
+        [&self.route, &self.model, &self.slo, tenant, self.operation]
     }
 
     /// Whether the histograms' labels wait for a pending name.
@@ -266,7 +274,8 @@ impl RequestRecorder {
         if let Some(gap) = self.max_gap {
             self.exemplify(Exemplified::Itl, gap);
         }
-        let [route, model, slo, tenant] = self.labels();
+        let labels = self.labels();
+        let [route, model, slo, tenant, operation] = labels;
         let histogram = self.histogram_labels();
         let f = &self.families;
         f.requests
@@ -275,13 +284,13 @@ impl RequestRecorder {
                 model,
                 slo,
                 tenant,
+                operation,
                 s.outcome.as_str(),
                 status_class(s.status),
             ])
             .inc();
         let gaps = finished.gaps;
         if gaps.stalls > 0 {
-            let labels = [route, model, slo, tenant];
             f.stalls
                 .with_label_values(&labels)
                 .inc_by(u64::from(gaps.stalls));
@@ -301,9 +310,7 @@ impl RequestRecorder {
             f.proxy_time.with_label_values(&histogram).observe(secs(d));
         }
         if finished.slow_reader {
-            f.slow_readers
-                .with_label_values(&[route, model, slo, tenant])
-                .inc();
+            f.slow_readers.with_label_values(&labels).inc();
         }
         if let Some(h) = &self.handles {
             if let Some(d) = s.e2el {
@@ -317,7 +324,7 @@ impl RequestRecorder {
         }
         if let Some((n, source)) = s.output_tokens {
             f.output_tokens_total
-                .with_label_values(&[route, model, slo, tenant, source.as_str()])
+                .with_label_values(&[route, model, slo, tenant, operation, source.as_str()])
                 .inc_by(n);
             if s.e2el.is_some() {
                 f.output_tokens
@@ -325,7 +332,6 @@ impl RequestRecorder {
                     .observe(n as f64);
             }
         }
-        let labels = self.labels();
         if let Some(n) = s.usage.input {
             f.input_tokens_total.with_label_values(&labels).inc_by(n);
             if s.e2el.is_some() {
@@ -387,11 +393,11 @@ impl RequestRecorder {
     pub(super) fn count_verdict(&self, class: &SloClass, verdict: Verdict, s: &Summary) {
         let f = &self.families;
         let labels = self.labels();
-        let [route, model, slo, tenant] = labels;
+        let [route, model, slo, tenant, operation] = labels;
         for label in ["good", "bad"] {
             let counter = f
                 .slo_requests
-                .with_label_values(&[route, model, slo, tenant, label]);
+                .with_label_values(&[route, model, slo, tenant, operation, label]);
             if verdict.label() == Some(label) {
                 counter.inc();
             }
@@ -399,9 +405,14 @@ impl RequestRecorder {
         let violations = verdict.violations();
         for objective in &class.objectives {
             let kind = objective.kind;
-            let counter =
-                f.slo_violations
-                    .with_label_values(&[route, model, slo, tenant, kind.as_str()]);
+            let counter = f.slo_violations.with_label_values(&[
+                route,
+                model,
+                slo,
+                tenant,
+                operation,
+                kind.as_str(),
+            ]);
             if violations.contains(kind) {
                 counter.inc();
             }
