@@ -384,6 +384,10 @@ pub struct Route {
     /// Header by which a client may declare its class; it takes precedence
     /// over `slo_by_model` and `slo` when it names a defined class.
     pub slo_header: Option<http::HeaderName>,
+    /// Whether a request may declare its own objectives (judged against
+    /// them under the class `declared`), and the largest it may declare;
+    /// `None`: declarations are not read.
+    pub slo_request_max: Option<slo::declared::Caps>,
     /// Where its requests get their tenant; `None`: no tenant (an empty
     /// label).
     pub tenant: Option<TenantSource>,

@@ -103,6 +103,7 @@ impl Config {
 }
 
 fn route(r: &Route) -> Value {
+    let caps = r.slo_request_max.unwrap_or_default().0;
     json!({
         "name": r.name,
         "match": {
@@ -130,6 +131,8 @@ fn route(r: &Route) -> Value {
         "slo_by_model": r.slo_by_model.iter().map(|(m, c)| (m.clone(), Value::from(c.as_str()))).collect::<serde_json::Map<_, _>>(),
         "slo_by_operation": r.slo_by_operation.iter().map(|(op, c)| (op.name().to_owned(), Value::from(c.as_str()))).collect::<serde_json::Map<_, _>>(),
         "slo_header": r.slo_header.as_ref().map(|h| h.as_str()),
+        "slo_request_headers": r.slo_request_max.is_some(),
+        "slo_request_max": {"ttft": secs(caps[0]), "tpot": secs(caps[1]), "e2el": secs(caps[2])},
         "tenant": r.tenant.as_ref().map(tenant),
     })
 }

@@ -73,6 +73,12 @@ impl Observers {
         self.metrics.rejected(route, reason);
     }
 
+    /// Counts an objective a client declared on `route` that was not a
+    /// plausible duration.
+    pub fn declaration_refused(&self, route: &str, objective: slo::ObjectiveKind) {
+        self.metrics.declaration_refused(route, objective);
+    }
+
     /// Declares the rejection series of a route with `max_in_flight`.
     pub fn limited(&self, route: &str) {
         self.metrics.limited(route);

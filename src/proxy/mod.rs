@@ -353,6 +353,26 @@ impl Proxy {
             .map(|(name, _)| name.as_str())
     }
 
+    /// The objectives the request declares for itself, when its route
+    /// reads them and it declares any: a class of its own. A declaration
+    /// with a value that is not a plausible duration is not used, and each
+    /// such value is counted.
+    fn declared_objectives(&self, route: &Route, headers: &HeaderMap) -> Option<Arc<SloClass>> {
+        let caps = route.slo_request_max.as_ref()?;
+        let values =
+            slo::declared::HEADERS.map(|(_, name)| headers.get(name).map(|v| v.as_bytes()));
+        match slo::declared::declared(values, caps) {
+            Ok(class) => class.map(Arc::new),
+            Err(refused) => {
+                for kind in refused {
+                    self.observers.declaration_refused(&route.name, kind);
+                }
+                tracing::debug!(route = %route.name, "declared objectives refused: not a positive number of milliseconds");
+                None
+            }
+        }
+    }
+
     /// The meter of a request that arrived at `t0` from `client_addr`, its
     /// SLO class chosen from `model` and the class it declares, in `trace`.
     #[allow(clippy::too_many_arguments)]
@@ -367,9 +387,14 @@ impl Proxy {
         trace: Option<Trace>,
     ) -> Meter {
         let operation = Operation::of(api, parts.uri.path());
-        let declared = self.declared_class(route, &parts.headers);
-        let slo = slo_class(route, model, operation, declared);
-        let class = slo.and_then(|name| self.classes.get(name)).cloned();
+        let (slo, class) = match self.declared_objectives(route, &parts.headers) {
+            Some(own) => (Some(slo::declared::DECLARED), Some(own)),
+            None => {
+                let declared = self.declared_class(route, &parts.headers);
+                let slo = slo_class(route, model, operation, declared);
+                (slo, slo.and_then(|name| self.classes.get(name)).cloned())
+            }
+        };
         let tenant = route
             .tenant
             .as_ref()

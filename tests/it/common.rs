@@ -396,6 +396,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             slo: Some("chat".into()),
             slo_by_model: Vec::new(),
             slo_by_operation: Vec::new(),
+            slo_request_max: None,
             slo_header: None,
             tenant: None,
         }],

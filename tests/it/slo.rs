@@ -351,3 +351,142 @@ async fn live_status_reports_the_schedule_per_route_and_class() {
     assert!(String::from_utf8(html.body()).unwrap().contains("<pre>"));
     proxy.stop().await;
 }
+
+/// A request on a route with `slo_request_headers` that declares its own
+/// objectives is judged against them under `declared`: good and bad by
+/// its own bounds, a bound past the route's cap judged at the cap; an
+/// implausible value is refused, counted, and the request judged by its
+/// class; a route without the setting ignores the headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_objectives_judge_the_request_that_declares_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = "\
+slo_files: [slo/*.yaml]
+routes:
+  - name: strict
+    match: {host: strict.test}
+    upstream: http://127.0.0.1:1
+    slo: interactive
+  - name: chat
+    upstream: http://127.0.0.1:1
+    slo: interactive
+    slo_header: x-slo-class
+    slo_request_headers: true
+    slo_request_max: {ttft: 1s}
+";
+    let Stack { proxy, .. } = Stack::start(schedule(10, 5, 5), |sim| {
+        config_from_files(dir.path(), main, &[("classes.yaml", SLO_FILE)], sim)
+    })
+    .await;
+    // (model, headers, host): the model tells the requests apart in the
+    // counters. Thresholds are far from the schedules.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
+        // Within its own 2 s TTFT bound (and its class asks for nothing else).
+        ("good", vec![("x-slo-ttft-ms", "2000")], "test"),
+        // A 400 ms first token against its own 50 ms.
+        (
+            "late",
+            vec![("x-slo-ttft-ms", "50"), ("x-sim-ttft-ms", "400")],
+            "test",
+        ),
+        // 60 ms between tokens against its own 5.5 ms TPOT; declared over
+        // the `slo_header` class.
+        (
+            "slow",
+            vec![
+                ("x-slo-tpot-ms", "5.5"),
+                ("x-sim-itl-ms", "60"),
+                ("x-slo-class", "bulk"),
+            ],
+            "test",
+        ),
+        // Asks for 10 minutes; judged at the route's 1 s cap.
+        (
+            "capped",
+            vec![("x-slo-ttft-ms", "600000"), ("x-sim-ttft-ms", "1500")],
+            "test",
+        ),
+        // Implausible: refused, judged by its class (good there).
+        (
+            "refused",
+            vec![("x-slo-ttft-ms", "soon"), ("x-slo-e2el-ms", "0")],
+            "test",
+        ),
+        // Not declared: its class.
+        ("plain", vec![], "test"),
+        // A route that does not read declarations: its class.
+        ("ignored", vec![("x-slo-ttft-ms", "1")], "strict.test"),
+    ];
+    let n = cases.len();
+    for (model, headers, host) in cases {
+        let (head, body) = chat_request(model, true, &headers);
+        let head = head.replace("host: test", &format!("host: {host}"));
+        assert_eq!(
+            raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+            200,
+            "{model}"
+        );
+    }
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_slo_requests_total", &[]) == n as f64
+    })
+    .await;
+    let verdict = |model: &str, slo: &str| {
+        let of = |v| {
+            sum(
+                &s,
+                "llm_slo_requests_total",
+                &[("model", model), ("slo", slo), ("verdict", v)],
+            )
+        };
+        match (of("good"), of("bad")) {
+            (1.0, 0.0) => "good",
+            (0.0, 1.0) => "bad",
+            other => panic!("{model} under {slo}: {other:?}"),
+        }
+    };
+    assert_eq!(verdict("good", "declared"), "good");
+    assert_eq!(verdict("late", "declared"), "bad");
+    assert_eq!(verdict("slow", "declared"), "bad");
+    assert_eq!(verdict("capped", "declared"), "bad");
+    assert_eq!(verdict("refused", "interactive"), "good");
+    assert_eq!(verdict("plain", "interactive"), "good");
+    assert_eq!(verdict("ignored", "interactive"), "good");
+    let declared = ("slo", "declared");
+    let violated = |o| {
+        sum(
+            &s,
+            "llm_slo_violations_total",
+            &[declared, ("objective", o)],
+        )
+    };
+    assert_eq!(
+        (violated("ttft"), violated("tpot"), violated("e2el")),
+        (2.0, 1.0, 0.0)
+    );
+    let refused = |o| {
+        sum(
+            &s,
+            "tokenmeter_slo_declarations_refused_total",
+            &[("route", "chat"), ("objective", o)],
+        )
+    };
+    assert_eq!(
+        (refused("ttft"), refused("tpot"), refused("e2el")),
+        (1.0, 0.0, 1.0)
+    );
+    let report = admin_json(proxy.admin_addr, "/slo").await;
+    let series = report["series"].as_array().unwrap();
+    let own = series
+        .iter()
+        .find(|s| s["route"] == "chat" && s["slo"] == "declared")
+        .unwrap_or_else(|| panic!("no declared series: {report}"));
+    let g = &own["windows"][0]["goodput"];
+    assert_eq!(
+        (g["good"].as_u64(), g["bad"].as_u64()),
+        (Some(1), Some(3)),
+        "{own}"
+    );
+    proxy.stop().await;
+}

@@ -285,6 +285,12 @@ pub const REJECTED: Family = own(
     &["route", "reason"],
     "Requests the proxy answered itself without forwarding them (reason: max_in_flight = 503, the route's limit of requests in flight was reached; bad_host = 400, an HTTP/1.1 request without a Host header or any request with two, counted before routing with route empty).",
 );
+pub const DECLARATIONS_REFUSED: Family = own(
+    "tokenmeter_slo_declarations_refused_total",
+    Counter,
+    &["route", "objective"],
+    "Objectives clients declared in a request header (x-slo-ttft-ms, x-slo-tpot-ms, x-slo-e2el-ms) on a route with slo_request_headers that were not a plausible duration (a positive number of milliseconds, at most a day): the request was judged against its class as if it had declared nothing.",
+);
 pub const UPSTREAM_RETRIES: Family = own(
     "tokenmeter_upstream_retries_total",
     Counter,
@@ -372,7 +378,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 47] = [
+pub const ALL: [Family; 48] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -406,6 +412,7 @@ pub const ALL: [Family; 47] = [
     UNROUTED,
     PASSTHROUGH,
     REJECTED,
+    DECLARATIONS_REFUSED,
     UPSTREAM_RETRIES,
     MODEL_OVERFLOW,
     TENANT_OVERFLOW,

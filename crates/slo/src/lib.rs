@@ -16,6 +16,7 @@
 
 pub mod aggregate;
 mod class;
+pub mod declared;
 pub mod history;
 pub mod live;
 pub mod rules;

@@ -337,10 +337,14 @@ impl Live {
         }
     }
 
-    /// Sets the classes in force (at start and on every reload).
+    /// Sets the classes in force (at start and on every reload), and the
+    /// one requests judged against their declared objectives are reported
+    /// under ([`declared::report_class`](crate::declared::report_class)).
     pub fn set_classes(&self, classes: &[SloClass]) {
+        let declared = crate::declared::report_class();
         let map = classes
             .iter()
+            .chain(std::iter::once(&declared))
             .map(|c| (c.name.clone(), Arc::new(c.clone())))
             .collect();
         *self.classes.lock().unwrap_or_else(|e| e.into_inner()) = map;

@@ -185,7 +185,11 @@ impl Checker<'_> {
                 None
             }
             Some(name) => self.value(Some(name), &format!("{prefix}.name"), |text| {
-                if is_label_value(text) {
+                if text == slo::declared::DECLARED {
+                    Err(format!(
+                        "the SLO class name `{text}` is taken: it is the label of requests judged against the objectives their clients declare"
+                    ))
+                } else if is_label_value(text) {
                     Ok(text.to_owned())
                 } else {
                     Err(format!(

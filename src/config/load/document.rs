@@ -113,6 +113,7 @@ impl Config {
                 slo_by_model: Vec::new(),
                 slo_by_operation: Vec::new(),
                 slo_header: None,
+                slo_request_max: None,
                 tenant: None,
             }],
             slo_classes: Vec::new(),

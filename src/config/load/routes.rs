@@ -11,6 +11,8 @@ use super::super::{Protocol, Route, RouteMatch, Timeouts, Upstream};
 use super::checker::Checker;
 use super::values::*;
 use meter::Operation;
+use slo::ObjectiveKind;
+use slo::declared::Caps;
 
 /// A route's checked match, and where to report it as shadowed.
 pub(crate) struct MatchSite {
@@ -270,6 +272,8 @@ impl Checker<'_> {
             })
         });
 
+        let slo_request_max = self.slo_request_max(prefix, route);
+
         let tenant = route
             .tenant
             .as_ref()
@@ -290,6 +294,7 @@ impl Checker<'_> {
                 slo_by_model,
                 slo_by_operation,
                 slo_header,
+                slo_request_max,
                 tenant,
             }),
             _ => None,
@@ -372,6 +377,31 @@ impl Checker<'_> {
             }
         }
         out
+    }
+
+    /// `slo_request_headers` and `slo_request_max`: the caps of declared
+    /// objectives when the route reads them.
+    fn slo_request_max(&mut self, prefix: &str, route: &RawRoute) -> Option<Caps> {
+        let on = self
+            .value(
+                route.slo_request_headers.as_ref(),
+                &format!("{prefix}.slo_request_headers"),
+                parse_bool,
+            )
+            .unwrap_or(false);
+        let raw = route.slo_request_max.as_ref();
+        let mut caps = Caps::default();
+        for (kind, field) in [
+            (ObjectiveKind::Ttft, raw.and_then(|m| m.ttft.as_ref())),
+            (ObjectiveKind::Tpot, raw.and_then(|m| m.tpot.as_ref())),
+            (ObjectiveKind::E2el, raw.and_then(|m| m.e2el.as_ref())),
+        ] {
+            let key = format!("{prefix}.slo_request_max.{}", kind.as_str());
+            if let Some(cap) = self.value(field, &key, parse_duration) {
+                caps.0[kind as usize] = cap;
+            }
+        }
+        on.then_some(caps)
     }
 
     pub(crate) fn slo_by_operation(

@@ -249,6 +249,8 @@ routes:
     slo: chat
     slo_by_model: {m1: chat}
     slo_header: x-slo-class
+    slo_request_headers: true
+    slo_request_max: {ttft: 30s, tpot: 2s, e2el: 10m}
     tenant: {header: x-tenant}
   - name: b
     upstream: http://127.0.0.1:8000

@@ -218,6 +218,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["routes", "match"] => fields_of::<RawMatch>(),
         ["routes", "timeouts"] => fields_of::<RawTimeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
+        ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),
         ["routes", "tenant"] => fields_of::<RawTenant>(),
         ["routes", "tenant", "api_keys"] => fields_of::<RawApiKeys>(),
         _ => &[],

@@ -300,6 +300,12 @@ pub(crate) struct RawRoute {
     /// values that name no defined class are ignored (the route's class
     /// applies), so the label stays bounded. Requires `slo_files`.
     pub slo_header: Option<Spanned<String>>,
+    /// Judge a request that declares its own objectives in the headers
+    /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
+    /// the class label `declared`. Default `false`.
+    pub slo_request_headers: Option<Spanned<String>>,
+    /// The largest bound a client may declare, per objective.
+    pub slo_request_max: Option<RawDeclaredMax>,
     /// Whom each request is attributed to, the `tenant` label of the token
     /// and request counters and the access log's `tenant`: a request
     /// header's value (`header`) or the caller's API key mapped to a name
@@ -461,6 +467,18 @@ pub(crate) struct RawTimeouts {
     /// the request is answered `408` (outcome `client_timeout`). Default
     /// `60s`.
     pub request_body_total: Option<Spanned<String>>,
+}
+
+/// `routes[i].slo_request_max`: the largest bound a client may declare for
+/// each objective; a larger one is judged at this bound.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawDeclaredMax {
+    /// Default `60s`.
+    pub ttft: Option<Spanned<String>>,
+    /// Default `10s`.
+    pub tpot: Option<Spanned<String>>,
+    /// Default `1h`.
+    pub e2el: Option<Spanned<String>>,
 }
 
 /// `routes[i].tls`: how an `https` upstream's certificate is verified.

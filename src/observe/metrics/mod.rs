@@ -62,6 +62,7 @@ pub struct Metrics {
     unrouted: IntCounter,
     passthrough: IntCounterVec,
     rejected: IntCounterVec,
+    declarations_refused: IntCounterVec,
     upstream_retries: IntCounterVec,
     slo_target: GaugeVec,
     slo_threshold: GaugeVec,
@@ -205,6 +206,7 @@ impl Metrics {
             unrouted: plain(names::UNROUTED)?,
             passthrough: counter(names::PASSTHROUGH)?,
             rejected: counter(names::REJECTED)?,
+            declarations_refused: counter(names::DECLARATIONS_REFUSED)?,
             upstream_retries: counter(names::UPSTREAM_RETRIES)?,
             slo_target: float_gauges(names::SLO_TARGET)?,
             slo_threshold: float_gauges(names::SLO_THRESHOLD)?,
@@ -470,6 +472,14 @@ impl Metrics {
         self.rejected.with_label_values(&[route, reason]).inc();
     }
 
+    /// Counts an objective a client declared on `route` that was not a
+    /// plausible duration.
+    pub fn declaration_refused(&self, route: &str, objective: slo::ObjectiveKind) {
+        self.declarations_refused
+            .with_label_values(&[route, objective.as_str()])
+            .inc();
+    }
+
     /// Declares the rejection series of a route with `max_in_flight`, at 0,
     /// so that its rate is defined before the first rejection.
     pub fn limited(&self, route: &str) {
@@ -554,6 +564,7 @@ mod tests {
             None,
         );
         m.rejected("r", "bad_host");
+        m.declaration_refused("r", slo::ObjectiveKind::Ttft);
         m.passthrough("r");
         let _ = m.upstream_retries("r", "closed");
         let _ = m.connections("proxy", 1);
