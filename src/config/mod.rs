@@ -384,6 +384,9 @@ pub struct Route {
     /// Where its requests get their tenant; `None`: no tenant (an empty
     /// label).
     pub tenant: Option<TenantSource>,
+    /// `gen_ai.provider.name` of its requests in the OpenTelemetry export;
+    /// `None`: the protocol's.
+    pub otel_provider_name: Option<String>,
 }
 
 /// Which requests a route accepts. All given conditions must hold.

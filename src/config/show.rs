@@ -130,6 +130,7 @@ fn route(r: &Route) -> Value {
         "slo_by_model": r.slo_by_model.iter().map(|(m, c)| (m.clone(), Value::from(c.as_str()))).collect::<serde_json::Map<_, _>>(),
         "slo_header": r.slo_header.as_ref().map(|h| h.as_str()),
         "tenant": r.tenant.as_ref().map(tenant),
+        "otel_provider_name": r.otel_provider_name,
     })
 }
 

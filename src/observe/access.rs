@@ -411,6 +411,7 @@ mod tests {
             trace,
             api: meter::Api::OpenAi,
             upstream: &UPSTREAM,
+            otel_provider_name: None,
             stall_threshold: Duration::from_secs(1),
             slow_reader_share: 0.2,
         }

@@ -14,8 +14,10 @@
 //! export is bounded by `otlp.timeout`), the queue fill, and requests be
 //! dropped and counted: forwarding never waits for it.
 //!
-//! The values are the Prometheus ones: the same TTFT, TPOT and E2EL
-//! observations, into the same buckets.
+//! The observations are the Prometheus ones (the same TTFT, TPOT, E2EL
+//! and token counts), into the buckets the GenAI semantic conventions
+//! advise for each instrument ([`TTFT_BOUNDS`], [`TPOT_BOUNDS`],
+//! [`DURATION_BOUNDS`], [`TOKEN_BOUNDS`]), not the Prometheus ones.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,7 +58,7 @@ pub struct Request {
     pub tenant: String,
     /// `gen_ai.operation.name` and `gen_ai.provider.name`.
     pub operation: &'static str,
-    pub provider: &'static str,
+    pub provider: Cow<'static, str>,
     /// The upstream's host and port (`server.address`, `server.port`).
     pub server_address: String,
     pub server_port: u16,
@@ -89,24 +91,46 @@ pub struct SpanIds {
     pub parent: Option<[u8; 8]>,
 }
 
-/// `gen_ai.operation.name` and `gen_ai.provider.name` of a request to
-/// `path` of `api`.
-pub fn operation(api: Api, path: &str) -> (&'static str, &'static str) {
+/// `gen_ai.operation.name` of a request to `path` of `api`, and the
+/// conventions' well-known `gen_ai.provider.name` of its protocol, when it
+/// has one (OpenAI's, Anthropic's and Gemini's APIs; the self-hosted
+/// engines' own APIs have none).
+pub fn operation(api: Api, path: &str) -> (&'static str, Option<&'static str>) {
     let chat = path.ends_with("/chat/completions") || path.ends_with("/api/chat");
     match api {
-        Api::OpenAi if chat => ("chat", "openai"),
-        Api::OpenAi => ("text_completion", "openai"),
-        Api::Responses => ("chat", "openai"),
-        Api::Anthropic => ("chat", "anthropic"),
-        Api::Gemini => ("generate_content", "gcp.gemini"),
-        Api::Ollama if chat => ("chat", "ollama"),
-        Api::Ollama => ("text_completion", "ollama"),
-        Api::Tgi => ("text_completion", "tgi"),
-        Api::LlamaCpp => ("text_completion", "llama.cpp"),
-        Api::Sglang => ("text_completion", "sglang"),
-        Api::Triton => ("text_completion", "triton"),
-        Api::Generate => ("text_completion", "tgi_or_sglang"),
+        Api::OpenAi if chat => ("chat", Some("openai")),
+        Api::OpenAi => ("text_completion", Some("openai")),
+        Api::Responses => ("chat", Some("openai")),
+        Api::Anthropic => ("chat", Some("anthropic")),
+        Api::Gemini => ("generate_content", Some("gcp.gemini")),
+        Api::Ollama if chat => ("chat", None),
+        Api::Ollama | Api::Tgi | Api::LlamaCpp | Api::Sglang | Api::Triton | Api::Generate => {
+            ("text_completion", None)
+        }
     }
+}
+
+/// The `gen_ai.provider.name` of a request of `api`: the route's
+/// `otel_provider_name` when set, else the protocol's well-known value,
+/// else the protocol's name as a route's `protocol` key spells it.
+pub fn provider_name(
+    route: Option<&str>,
+    well_known: Option<&'static str>,
+    api: Api,
+) -> Cow<'static, str> {
+    match (route, well_known) {
+        (Some(name), _) => Cow::Owned(name.to_owned()),
+        (None, Some(name)) => Cow::Borrowed(name),
+        (None, None) => Cow::Borrowed(api.name()),
+    }
+}
+
+/// `server.address`: a host as a URL's authority has it, an IPv6
+/// address without its brackets.
+pub fn server_address(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
 }
 
 /// The counters of what the export lost, registered with the metrics.
@@ -117,13 +141,6 @@ pub struct Counters {
     pub traces_export_failed: IntCounter,
     pub metrics_failures: IntCounter,
     pub traces_failures: IntCounter,
-}
-
-/// The histogram bounds the exported instruments share with Prometheus.
-pub struct Bounds {
-    pub ttft: Vec<f64>,
-    pub tpot: Vec<f64>,
-    pub e2el: Vec<f64>,
 }
 
 /// The export: the queue's sending end, and the task behind it on a
@@ -158,8 +175,23 @@ impl std::fmt::Debug for Otlp {
     }
 }
 
-/// Token counts' buckets: the GenAI conventions' advice.
-const TOKEN_BOUNDS: [f64; 14] = [
+// The explicit bucket boundaries the GenAI semantic conventions (v1.41.0,
+// docs/gen-ai/gen-ai-metrics.md) advise for each instrument.
+
+/// `gen_ai.server.time_to_first_token`, in seconds.
+pub const TTFT_BOUNDS: [f64; 16] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+/// `gen_ai.server.time_per_output_token`, in seconds.
+pub const TPOT_BOUNDS: [f64; 13] = [
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+];
+/// `gen_ai.client.operation.duration`, in seconds.
+pub const DURATION_BOUNDS: [f64; 14] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+/// `gen_ai.client.token.usage`, in tokens.
+pub const TOKEN_BOUNDS: [f64; 14] = [
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
     16777216.0, 67108864.0,
 ];
@@ -175,11 +207,7 @@ pub enum StartError {
 
 impl Otlp {
     /// Starts exporting as `settings` say, on a thread of its own.
-    pub fn start(
-        settings: &OtlpSettings,
-        bounds: Bounds,
-        counters: Counters,
-    ) -> Result<Self, StartError> {
+    pub fn start(settings: &OtlpSettings, counters: Counters) -> Result<Self, StartError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("otlp-export")
@@ -212,7 +240,7 @@ impl Otlp {
         } else {
             None
         };
-        let instruments = provider.as_ref().map(|p| Instruments::new(p, bounds));
+        let instruments = provider.as_ref().map(Instruments::new);
         let spans = if settings.traces {
             let mut exporter = span_exporter(settings)?;
             exporter.set_resource(&resource);
@@ -342,31 +370,31 @@ struct Instruments {
 }
 
 impl Instruments {
-    fn new(provider: &SdkMeterProvider, b: Bounds) -> Self {
+    fn new(provider: &SdkMeterProvider) -> Self {
         let meter = provider.meter("tokenmeter");
-        let seconds = |name: &'static str, description: &'static str, bounds: Vec<f64>| {
+        let seconds = |name: &'static str, description: &'static str, bounds: &[f64]| {
             meter
                 .f64_histogram(name)
                 .with_unit("s")
                 .with_description(description)
-                .with_boundaries(bounds)
+                .with_boundaries(bounds.to_vec())
                 .build()
         };
         Self {
             ttft: seconds(
                 "gen_ai.server.time_to_first_token",
                 "Time to generate the first token, from the request head (tokenmeter's TTFT).",
-                b.ttft,
+                &TTFT_BOUNDS,
             ),
             tpot: seconds(
                 "gen_ai.server.time_per_output_token",
                 "Time per output token after the first (tokenmeter's TPOT).",
-                b.tpot,
+                &TPOT_BOUNDS,
             ),
             duration: seconds(
                 "gen_ai.client.operation.duration",
                 "Request duration: E2EL for a request that ended ok, else how long it lasted (with error.type).",
-                b.e2el,
+                &DURATION_BOUNDS,
             ),
             tokens: meter
                 .u64_histogram("gen_ai.client.token.usage")
@@ -407,7 +435,7 @@ impl Instruments {
 fn common_attributes(r: &Request) -> Vec<KeyValue> {
     let mut a = vec![
         KeyValue::new("gen_ai.operation.name", r.operation),
-        KeyValue::new("gen_ai.provider.name", r.provider),
+        KeyValue::new("gen_ai.provider.name", r.provider.clone()),
         KeyValue::new("gen_ai.request.model", r.model.clone()),
         KeyValue::new("server.address", r.server_address.clone()),
         KeyValue::new("server.port", i64::from(r.server_port)),
@@ -677,7 +705,7 @@ impl opentelemetry_http::HttpClient for OnRuntime {
 pub struct Exported {
     otlp: Arc<Otlp>,
     operation: &'static str,
-    provider: &'static str,
+    provider: Cow<'static, str>,
     server_address: String,
     server_port: u16,
     method: http::Method,
@@ -687,7 +715,8 @@ pub struct Exported {
 impl Exported {
     /// What `otlp` will export of the request `r`.
     pub fn new(otlp: &Arc<Otlp>, r: &Started<'_>) -> Self {
-        let (operation, provider) = operation(r.api, r.parts.uri.path());
+        let (operation, well_known) = operation(r.api, r.parts.uri.path());
+        let provider = provider_name(r.otel_provider_name, well_known, r.api);
         let authority = &r.upstream.authority;
         let default_port = if r.upstream.scheme == http::uri::Scheme::HTTPS {
             443
@@ -715,7 +744,7 @@ impl Exported {
             otlp: otlp.clone(),
             operation,
             provider,
-            server_address: authority.host().to_owned(),
+            server_address: server_address(authority.host()).to_owned(),
             server_port: authority.port_u16().unwrap_or(default_port),
             method: r.parts.method.clone(),
             span,
@@ -750,5 +779,72 @@ impl Exported {
             end: std::time::SystemTime::now(),
         };
         self.otlp.submit(request);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn provider_name_is_the_routes_else_the_protocols_well_known_value_else_its_name() {
+        let (op, known) = operation(Api::OpenAi, "/v1/chat/completions");
+        assert_eq!((op, known), ("chat", Some("openai")));
+        assert_eq!(provider_name(None, known, Api::OpenAi), "openai");
+        assert_eq!(
+            provider_name(Some("azure.ai.openai"), known, Api::OpenAi),
+            "azure.ai.openai"
+        );
+        for (api, path, name) in [
+            (Api::Anthropic, "/v1/messages", "anthropic"),
+            (
+                Api::Gemini,
+                "/v1beta/models/g:generateContent",
+                "gcp.gemini",
+            ),
+            (Api::Responses, "/v1/responses", "openai"),
+        ] {
+            let (_, known) = operation(api, path);
+            assert_eq!(provider_name(None, known, api), name, "{api:?}");
+        }
+        for api in [
+            Api::Tgi,
+            Api::LlamaCpp,
+            Api::Sglang,
+            Api::Triton,
+            Api::Ollama,
+            Api::Generate,
+        ] {
+            let (_, known) = operation(api, "/generate");
+            assert_eq!(known, None, "{api:?}");
+            assert_eq!(provider_name(None, known, api), api.name());
+            assert_eq!(provider_name(Some("vllm"), known, api), "vllm");
+        }
+    }
+
+    #[test]
+    fn server_address_drops_an_ipv6_addresses_brackets() {
+        for (authority, address) in [
+            ("127.0.0.1:8000", "127.0.0.1"),
+            ("[::1]:8000", "::1"),
+            ("[2001:db8::1]", "2001:db8::1"),
+            ("inference.example:443", "inference.example"),
+        ] {
+            let a: http::uri::Authority = authority.parse().unwrap();
+            assert_eq!(server_address(a.host()), address);
+        }
+    }
+
+    #[test]
+    fn boundaries_are_increasing() {
+        for bounds in [
+            &TTFT_BOUNDS[..],
+            &TPOT_BOUNDS,
+            &DURATION_BOUNDS,
+            &TOKEN_BOUNDS,
+        ] {
+            assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
+        }
     }
 }

@@ -262,6 +262,7 @@ mod tests {
             trace: None,
             api: Api::OpenAi,
             upstream: &UPSTREAM,
+            otel_provider_name: None,
             stall_threshold: Duration::from_secs(1),
             slow_reader_share: 0.2,
         }

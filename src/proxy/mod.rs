@@ -384,6 +384,7 @@ impl Proxy {
             trace,
             api,
             upstream: &route.upstream,
+            otel_provider_name: route.otel_provider_name.as_deref(),
             stall_threshold: self.stall_threshold,
             slow_reader_share: self.slow_reader_share,
         });

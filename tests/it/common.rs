@@ -395,6 +395,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             slo_by_model: Vec::new(),
             slo_header: None,
             tenant: None,
+            otel_provider_name: None,
         }],
         slo_classes: Vec::new(),
         trace_context: Default::default(),

@@ -1,8 +1,9 @@
 //! OpenTelemetry export against a real OTLP receiver built on the official
 //! protobuf definitions (`tests/otlp/receiver.py`: PyPI's
 //! `opentelemetry-proto` and `grpcio`), over HTTP/protobuf and gRPC: the
-//! GenAI metrics carry the Prometheus histograms' values, bucket by
-//! bucket, and each sampled request has its span, in its client's trace.
+//! GenAI metrics carry the Prometheus histograms' observations, in the
+//! bucket boundaries the GenAI semantic conventions advise, and each
+//! sampled request has its span, in its client's trace.
 //! With the collector down or hung, requests are forwarded as ever and
 //! the drop counters rise.
 
@@ -197,9 +198,49 @@ async fn received_until(r: &Receiver, done: impl Fn(&[Value]) -> bool) -> Vec<Va
     }
 }
 
-/// The OTLP histogram point as cumulative counts per bound, against the
-/// Prometheus buckets of `family` with `labels`.
-fn assert_same_histogram(point: &Value, samples: &[Sample], family: &str) {
+// The explicit bucket boundaries of the GenAI semantic conventions
+// (v1.41.0, docs/gen-ai/gen-ai-metrics.md), as written there.
+const SPEC_TTFT: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+const SPEC_TPOT: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+];
+const SPEC_DURATION: &[f64] = &[
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+const SPEC_TOKENS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+
+/// A histogram point's explicit bounds, and its bucket counts.
+fn buckets(point: &Value) -> (Vec<f64>, Vec<u64>) {
+    let bounds = point["explicitBounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_f64().unwrap())
+        .collect();
+    let counts = point["bucketCounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().parse().unwrap())
+        .collect();
+    (bounds, counts)
+}
+
+/// The OTLP histogram point holds the observations of the Prometheus
+/// histogram `family` (the same count and sum, and the same cumulative
+/// count at each bound the two share) in the conventions' boundaries
+/// `spec`. Returns how many bounds they share.
+fn assert_same_observations(
+    point: &Value,
+    samples: &[Sample],
+    family: &str,
+    spec: &[f64],
+) -> usize {
     let count: u64 = point["count"].as_str().unwrap().parse().unwrap();
     let prom_count = sum(samples, &format!("{family}_count"), &[]);
     assert_eq!(count as f64, prom_count, "{family} count: {point}");
@@ -209,25 +250,27 @@ fn assert_same_histogram(point: &Value, samples: &[Sample], family: &str) {
         (otel_sum - prom_sum).abs() < 1e-9,
         "{family} sum {otel_sum} against {prom_sum}"
     );
-    let bounds: Vec<f64> = point["explicitBounds"]
-        .as_array()
-        .unwrap()
+    let (bounds, counts) = buckets(point);
+    assert_eq!(bounds, spec, "{family}: the exported boundaries");
+    assert_eq!(counts.len(), bounds.len() + 1, "{point}");
+    assert_eq!(counts.iter().sum::<u64>(), count, "{point}");
+    let prom_bounds: Vec<String> = samples
         .iter()
-        .map(|b| b.as_f64().unwrap())
-        .collect();
-    let counts: Vec<u64> = point["bucketCounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap().parse().unwrap())
+        .filter(|s| s.name == format!("{family}_bucket"))
+        .filter_map(|s| s.labels.get("le").cloned())
         .collect();
     let mut cumulative = 0;
+    let mut shared = 0;
     for (bound, n) in bounds.iter().zip(&counts) {
         cumulative += n;
         let le = bound.to_string();
-        let prom = sum(samples, &format!("{family}_bucket"), &[("le", &le)]);
-        assert_eq!(cumulative as f64, prom, "{family} le={le}");
+        if prom_bounds.contains(&le) {
+            shared += 1;
+            let prom = sum(samples, &format!("{family}_bucket"), &[("le", &le)]);
+            assert_eq!(cumulative as f64, prom, "{family} le={le}");
+        }
     }
+    shared
 }
 
 async fn export_and_compare(protocol: OtlpProtocol) {
@@ -285,20 +328,26 @@ async fn export_and_compare(protocol: OtlpProtocol) {
     })
     .await;
     let last = |name: &str| points(&got, via, name).last().cloned().unwrap();
-    assert_same_histogram(
+    // The TTFTs (30 ms, and 120 ms for one) fall either side of 0.1 s, a
+    // bound both have.
+    let shared = assert_same_observations(
         &last("gen_ai.server.time_to_first_token"),
         &samples,
         "llm_time_to_first_token_seconds",
+        SPEC_TTFT,
     );
-    assert_same_histogram(
+    assert!(shared >= 5, "{shared}");
+    assert_same_observations(
         &last("gen_ai.server.time_per_output_token"),
         &samples,
         "llm_time_per_output_token_seconds",
+        SPEC_TPOT,
     );
-    assert_same_histogram(
+    assert_same_observations(
         &last("gen_ai.client.operation.duration"),
         &samples,
         "llm_e2e_request_latency_seconds",
+        SPEC_DURATION,
     );
     let ttft = last("gen_ai.server.time_to_first_token");
     let a = attributes(&ttft);
@@ -321,6 +370,7 @@ async fn export_and_compare(protocol: OtlpProtocol) {
             .find(|p| attributes(p)["gen_ai.token.type"] == kind)
             .unwrap();
         assert_eq!(point["count"], "4");
+        assert_eq!(buckets(point).0, SPEC_TOKENS, "{kind}");
         assert_eq!(
             point["sum"].as_f64().unwrap(),
             sum(&samples, &format!("{family}_sum"), &[]),

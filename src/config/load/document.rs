@@ -113,6 +113,7 @@ impl Config {
                 slo_by_model: Vec::new(),
                 slo_header: None,
                 tenant: None,
+                otel_provider_name: None,
             }],
             slo_classes: Vec::new(),
             trace_context: TraceSettings::default(),

@@ -250,6 +250,7 @@ routes:
     slo_by_model: {m1: chat}
     slo_header: x-slo-class
     tenant: {header: x-tenant}
+    otel_provider_name: vllm
   - name: b
     upstream: http://127.0.0.1:8000
     tenant:
