@@ -28,7 +28,7 @@ use opentelemetry::trace::{
     Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _, WithTonicConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -44,8 +44,9 @@ use std::sync::Arc;
 
 use super::request::{Finished, Started};
 use super::trace::{self as w3c, SAMPLED};
-use crate::config::{OtlpProtocol, OtlpSettings};
+use crate::config::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
 use meter::Api;
+use opentelemetry_otlp::tonic_types::metadata::MetadataMap;
 
 /// A finished metered request, as it is exported.
 #[derive(Debug, Clone)]
@@ -203,6 +204,10 @@ pub enum StartError {
     Runtime(#[source] std::io::Error),
     #[error("building the OTLP exporter")]
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+    /// A header the configuration checked and the exporter refused: its
+    /// name only.
+    #[error("the export header `{0}` is not a valid header")]
+    Header(String),
 }
 
 impl Otlp {
@@ -219,13 +224,24 @@ impl Otlp {
         // The exporters' clients (tonic's channel, the metric exports'
         // HTTP client) spawn onto the runtime they are built in.
         let entered = handle.enter();
-        let resource = Resource::builder()
-            .with_service_name(settings.service_name.clone())
+        // Not `Resource::builder()`, whose detectors read the process's
+        // environment: the configuration has read it already.
+        let resource = Resource::builder_empty()
+            .with_detector(Box::new(
+                opentelemetry_sdk::resource::TelemetryResourceDetector,
+            ))
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .with_attributes(
+                settings
+                    .resource_attributes
+                    .iter()
+                    .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+            )
+            .with_service_name(settings.service_name.clone())
             .build();
-        let provider = if settings.metrics {
+        let provider = if let Some(export) = &settings.metrics {
             let exporter = Counted {
-                inner: metric_exporter(settings)?,
+                inner: metric_exporter(export)?,
                 outcomes: Outcomes::new("metrics", counters.metrics_failures.clone()),
             };
             let reader = PeriodicReader::builder(exporter)
@@ -241,8 +257,8 @@ impl Otlp {
             None
         };
         let instruments = provider.as_ref().map(Instruments::new);
-        let spans = if settings.traces {
-            let mut exporter = span_exporter(settings)?;
+        let spans = if let Some(export) = &settings.traces {
+            let mut exporter = span_exporter(export)?;
             exporter.set_resource(&resource);
             Some(exporter)
         } else {
@@ -267,16 +283,20 @@ impl Otlp {
             .run(stop.clone()),
         );
         drop(entered);
-        tracing::info!(
-            endpoint = %settings.endpoint,
-            protocol = settings.protocol.as_str(),
-            metrics = settings.metrics,
-            traces = settings.traces,
-            "exporting OTLP"
-        );
+        for (signal, export) in [("metrics", &settings.metrics), ("traces", &settings.traces)] {
+            if let Some(e) = export {
+                tracing::info!(
+                    signal,
+                    endpoint = %e.endpoint,
+                    protocol = e.protocol.as_str(),
+                    headers = ?e.headers,
+                    "exporting OTLP"
+                );
+            }
+        }
         Ok(Self {
             queue,
-            traces: settings.traces,
+            traces: settings.traces.is_some(),
             counters,
             stop,
             task: Mutex::new(Some(task)),
@@ -323,42 +343,59 @@ impl Otlp {
     }
 }
 
-fn metric_exporter(s: &OtlpSettings) -> Result<opentelemetry_otlp::MetricExporter, StartError> {
+fn metric_exporter(e: &OtlpExport) -> Result<opentelemetry_otlp::MetricExporter, StartError> {
     let builder =
         opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative);
-    Ok(match s.protocol {
+    Ok(match e.protocol {
         OtlpProtocol::HttpProtobuf => builder
             .with_http()
-            .with_endpoint(format!("{}/v1/metrics", s.endpoint))
-            .with_timeout(s.timeout)
-            .with_http_client(OnRuntime::new(s.timeout))
+            .with_endpoint(e.endpoint.clone())
+            .with_headers(e.headers.0.iter().cloned().collect())
+            .with_timeout(e.timeout)
+            .with_http_client(OnRuntime::new(e.timeout))
             .build()
             .map_err(StartError::Exporter)?,
         OtlpProtocol::Grpc => builder
             .with_tonic()
-            .with_endpoint(s.endpoint.clone())
-            .with_timeout(s.timeout)
+            .with_endpoint(e.endpoint.clone())
+            .with_metadata(metadata(&e.headers)?)
+            .with_timeout(e.timeout)
             .build()
             .map_err(StartError::Exporter)?,
     })
 }
 
-fn span_exporter(s: &OtlpSettings) -> Result<opentelemetry_otlp::SpanExporter, StartError> {
+fn span_exporter(e: &OtlpExport) -> Result<opentelemetry_otlp::SpanExporter, StartError> {
     let builder = opentelemetry_otlp::SpanExporter::builder();
-    Ok(match s.protocol {
+    Ok(match e.protocol {
         OtlpProtocol::HttpProtobuf => builder
             .with_http()
-            .with_endpoint(format!("{}/v1/traces", s.endpoint))
-            .with_timeout(s.timeout)
+            .with_endpoint(e.endpoint.clone())
+            .with_headers(e.headers.0.iter().cloned().collect())
+            .with_timeout(e.timeout)
             .build()
             .map_err(StartError::Exporter)?,
         OtlpProtocol::Grpc => builder
             .with_tonic()
-            .with_endpoint(s.endpoint.clone())
-            .with_timeout(s.timeout)
+            .with_endpoint(e.endpoint.clone())
+            .with_metadata(metadata(&e.headers)?)
+            .with_timeout(e.timeout)
             .build()
             .map_err(StartError::Exporter)?,
     })
+}
+
+/// The headers as gRPC metadata.
+fn metadata(headers: &OtlpHeaders) -> Result<MetadataMap, StartError> {
+    let mut map = http::HeaderMap::new();
+    for (name, value) in &headers.0 {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| StartError::Header(name.clone()))?;
+        let value =
+            http::HeaderValue::from_str(value).map_err(|_| StartError::Header(name.to_string()))?;
+        map.append(name, value);
+    }
+    Ok(MetadataMap::from_headers(map))
 }
 
 /// The SDK's instruments, under the GenAI semantic conventions' names.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use serde_json::Value;
-use tokenmeter::config::{OtlpProtocol, OtlpSettings};
+use tokenmeter::config::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
 /// The receiver process, killed when dropped, and what it has received.
 struct Receiver {
@@ -70,17 +70,29 @@ fn start_receiver() -> Receiver {
 }
 
 fn otlp(endpoint: SocketAddr, protocol: OtlpProtocol) -> OtlpSettings {
-    OtlpSettings {
-        endpoint: format!("http://{endpoint}"),
+    let export = |path: &str| OtlpExport {
+        endpoint: match protocol {
+            OtlpProtocol::HttpProtobuf => format!("http://{endpoint}{path}"),
+            OtlpProtocol::Grpc => format!("http://{endpoint}"),
+        },
         protocol,
-        metrics: true,
-        traces: true,
+        headers: OtlpHeaders::default(),
+        timeout: Duration::from_secs(2),
+        origins: ["test"; 4],
+    };
+    OtlpSettings {
+        endpoint: Some(format!("http://{endpoint}")),
+        protocol,
+        timeout: Duration::from_secs(2),
+        metrics: Some(export("/v1/metrics")),
+        traces: Some(export("/v1/traces")),
         metrics_interval: Duration::from_millis(300),
         traces_delay: Duration::from_millis(100),
-        timeout: Duration::from_secs(2),
         queue: 2048,
         max_batch: 512,
         service_name: "tokenmeter-under-test".into(),
+        resource_attributes: Vec::new(),
+        origins: Vec::new(),
     }
 }
 
@@ -507,7 +519,12 @@ async fn a_hung_collector_fills_the_queue_not_the_clients_wait() {
     settings.queue = 2;
     settings.max_batch = 1;
     settings.traces_delay = Duration::from_millis(20);
-    settings.timeout = Duration::from_secs(3);
+    for e in [&mut settings.metrics, &mut settings.traces]
+        .into_iter()
+        .flatten()
+    {
+        e.timeout = Duration::from_secs(3);
+    }
     config.otlp = Some(settings);
     let tm = start(config).await;
     let started = tokio::time::Instant::now();
@@ -541,4 +558,132 @@ async fn a_hung_collector_fills_the_queue_not_the_clients_wait() {
     assert!(served_in < Duration::from_secs(30), "{served_in:?}");
     tm.stop().await;
     held.abort();
+}
+
+/// The export configured by the OpenTelemetry SDKs' variables alone (no
+/// `otlp` section), in the binary: the metrics over gRPC (their own
+/// endpoint and protocol, used as given), the spans over HTTP/protobuf
+/// (the generic endpoint, `/v1/traces` added), both carrying the
+/// collector's credentials from `OTEL_EXPORTER_OTLP_HEADERS` (gRPC
+/// metadata, HTTP headers), in the conventions' boundaries, with the
+/// upstream's address. The secret is in no log line, nor in `/config`,
+/// nor in `tokenmeter check`'s output, which shows where each setting
+/// came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_otel_environment_alone_configures_the_export_needs_tool_otlp_receiver() {
+    const SECRET: &str = "s3cr3t-collector-token";
+    let receiver = start_receiver();
+    let sim = start_sim(schedule(30, 3, 8)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokenmeter.yaml");
+    std::fs::write(
+        &file,
+        format!("routes:\n  - name: env\n    upstream: http://{sim}\n"),
+    )
+    .unwrap();
+    let grpc = format!("http://{}", receiver.grpc);
+    let http = format!("http://{}", receiver.http);
+    let headers = format!("Authorization=Bearer%20{SECRET},x-collector-tenant=acme");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", http.as_str()),
+        ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", grpc.as_str()),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", headers.as_str()),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "300"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_SERVICE_NAME", "tm-from-env"),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment=it%20env,service.name=overridden",
+        ),
+    ];
+
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&file)
+        .envs(env)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains(SECRET), "{text}");
+    for shown in [
+        format!("otlp metrics: {grpc} over grpc (endpoint from OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, protocol from OTEL_EXPORTER_OTLP_METRICS_PROTOCOL)"),
+        format!("otlp traces: {http}/v1/traces over http/protobuf (endpoint from OTEL_EXPORTER_OTLP_ENDPOINT, protocol from default)"),
+        "headers [authorization=<redacted>, x-collector-tenant=<redacted>] (from OTEL_EXPORTER_OTLP_HEADERS)".to_owned(),
+        "timeout 2s (from OTEL_EXPORTER_OTLP_TIMEOUT)".to_owned(),
+        "service.name tm-from-env (from OTEL_SERVICE_NAME)".to_owned(),
+    ] {
+        assert!(text.contains(&shown), "{shown}\n{text}");
+    }
+
+    let args = [std::ffi::OsStr::new("--config"), file.as_os_str()];
+    let mut served = serve_env(&[], &args, "info,tokenmeter=debug", &env);
+    for _ in 0..3 {
+        let (head, body) = chat_request("m1", true, &[]);
+        assert_eq!(raw_exchange(served.proxy, &head, &body).await.status, 200);
+    }
+    let shown = admin_json(served.admin, "/config").await;
+    assert!(!shown.to_string().contains(SECRET), "{shown}");
+    assert_eq!(
+        shown["otlp"]["exports"]["metrics"]["headers"]["authorization"], "<redacted>",
+        "{shown}"
+    );
+
+    let got = received_until(&receiver, |r| {
+        points(r, "grpc", "gen_ai.server.time_to_first_token")
+            .last()
+            .is_some_and(|p| p["count"] == "3")
+            && spans(r, "http").len() >= 3
+    })
+    .await;
+    let ttft = points(&got, "grpc", "gen_ai.server.time_to_first_token")
+        .last()
+        .cloned()
+        .unwrap();
+    assert_eq!(buckets(&ttft).0, SPEC_TTFT);
+    let a = attributes(&ttft);
+    assert_eq!(a["server.address"], "127.0.0.1", "{a:?}");
+    assert_eq!(a["server.port"], sim.port().to_string());
+    assert_eq!(a["gen_ai.provider.name"], "openai");
+    let resource = &got.iter().find(|r| r["signal"] == "metrics").unwrap()["request"]["resourceMetrics"]
+        [0]["resource"];
+    let resource = attributes(resource);
+    assert_eq!(resource["service.name"], "tm-from-env", "{resource:?}");
+    assert_eq!(resource["deployment.environment"], "it env", "{resource:?}");
+    assert_eq!(spans(&got, "http")[0].1["name"], "chat m1");
+    // Every export carried the credentials, over both protocols.
+    for via in ["grpc", "http"] {
+        let exports: Vec<&Value> = got.iter().filter(|r| r["via"] == via).collect();
+        assert!(!exports.is_empty(), "{via}");
+        for r in exports {
+            assert_eq!(
+                r["headers"]["authorization"],
+                format!("Bearer {SECRET}"),
+                "{via}: {}",
+                r["headers"]
+            );
+            assert_eq!(r["headers"]["x-collector-tenant"], "acme");
+        }
+    }
+
+    // The whole log, to the end of a clean stop.
+    let _ = Command::new("kill")
+        .args(["-TERM", &served.child.0.id().to_string()])
+        .status();
+    let lines = std::mem::take(&mut served.early)
+        .into_iter()
+        .chain(served.lines.by_ref().map_while(Result::ok))
+        .collect::<Vec<_>>();
+    assert!(served.child.0.wait().unwrap().success());
+    assert!(
+        lines.iter().any(|l| l.contains("exporting OTLP")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains(SECRET)), "{lines:?}");
 }

@@ -89,6 +89,7 @@ impl Config {
                 format!("the proxy and the admin listener cannot share the address {listen}"),
             );
         }
+        let otlp = checker.otlp(None, &overrides.otel_env);
         let config = upstream.map(|upstream| Config {
             listen,
             admin_listen,
@@ -117,7 +118,7 @@ impl Config {
             }],
             slo_classes: Vec::new(),
             trace_context: TraceSettings::default(),
-            otlp: None,
+            otlp,
             sources: super::super::Sources::default(),
         });
         match config {
@@ -196,7 +197,7 @@ impl Checker<'_> {
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
             slo_classes,
             trace_context: self.trace_context(raw),
-            otlp: self.otlp(raw),
+            otlp: self.otlp(raw.otlp.as_ref(), &overrides.otel_env),
             sources: std::mem::take(&mut self.sources),
         }
     }
