@@ -133,6 +133,7 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<O
             authority: http::uri::Authority::from_static("127.0.0.1:8000"),
             base_path: String::new(),
         },
+        otel_provider_name: None,
         stall_threshold: std::time::Duration::from_secs(1),
         slow_reader_share: 0.2,
     });

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use super::CommandError;
 
 use super::demo::{DemoArgs, SimArgs};
-use crate::config::{Config, Overrides};
+use crate::config::{Config, OtelEnv, Overrides};
 use crate::dashboard::ClassView;
 use crate::observe::access::AccessLog;
 
@@ -154,6 +154,7 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
                 listen: args.listen,
                 admin_listen: args.admin_listen,
                 upstream: args.upstream,
+                otel_env: OtelEnv::from_process(),
             };
             let config = match &args.config {
                 Some(path) => Config::load(path, &overrides),
@@ -177,17 +178,13 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
             running.stop().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { config } => match Config::load(&config, &Overrides::default()) {
-            Ok(c) => {
-                println!("{}: ok ({} routes)", config.display(), c.routes.len());
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(errors) => {
-                println!("{errors}");
-                eprintln!("{}: {} problem(s)", config.display(), errors.0.len());
-                Ok(ExitCode::FAILURE)
-            }
-        },
+        Command::Check { config } => {
+            let overrides = Overrides {
+                otel_env: OtelEnv::from_process(),
+                ..Overrides::default()
+            };
+            check(&config, &overrides)
+        }
         Command::Rules { config, out } => {
             let Some(loaded) = load_reporting(&config) else {
                 return Ok(ExitCode::FAILURE);
@@ -253,6 +250,67 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { args } => Ok(run_bench(&args)),
+    }
+}
+
+/// `tokenmeter check`: every problem, or `ok` and the OpenTelemetry export
+/// the file and the `OTEL_*` variables make (its headers' names only).
+fn check(path: &std::path::Path, overrides: &Overrides) -> Result<ExitCode, CommandError> {
+    match Config::load(path, overrides) {
+        Ok(c) => {
+            println!("{}: ok ({} routes)", path.display(), c.routes.len());
+            match &c.otlp {
+                None => println!("otlp: off"),
+                Some(o) => {
+                    let from = |key: &str| {
+                        o.origins
+                            .iter()
+                            .find(|(k, _)| *k == key)
+                            .map_or("default", |(_, v)| v)
+                    };
+                    for (signal, export) in [("metrics", &o.metrics), ("traces", &o.traces)] {
+                        let Some(e) = export else {
+                            println!("otlp {signal}: off");
+                            continue;
+                        };
+                        let headers: Vec<String> = e
+                            .headers
+                            .redacted()
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect();
+                        let [endpoint, protocol, headers_from, timeout] = e.origins;
+                        println!(
+                            "otlp {signal}: {} over {} (endpoint from {endpoint}, protocol from {protocol}), timeout {:?} (from {timeout}), headers [{}] (from {headers_from})",
+                            e.endpoint,
+                            e.protocol.as_str(),
+                            e.timeout,
+                            headers.join(", "),
+                        );
+                    }
+                    println!(
+                        "otlp: service.name {} (from {}), metrics every {:?} (from {}), spans batched within {:?} (from {}), resource attributes [{}]",
+                        o.service_name,
+                        from("service_name"),
+                        o.metrics_interval,
+                        from("metrics_interval"),
+                        o.traces_delay,
+                        from("traces_delay"),
+                        o.resource_attributes
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            println!("{errors}");
+            eprintln!("{}: {} problem(s)", path.display(), errors.0.len());
+            Ok(ExitCode::FAILURE)
+        }
     }
 }
 

@@ -109,6 +109,7 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         listen: Some(args.listen),
         admin_listen: Some(args.admin_listen),
         upstream: Some(format!("http://{sim_addr}")),
+        ..Default::default()
     };
     let files = DemoFiles::write().map_err(CommandError::io("writing the demo config"))?;
     let config = Config::load(&files.config, &overrides).map_err(CommandError::Config)?;

@@ -175,8 +175,7 @@ pub async fn start_with(
     }
     let otlp = match &config.otlp {
         Some(settings) => Some(Arc::new(
-            Otlp::start(settings, metrics.otlp_bounds(), metrics.otlp_counters())
-                .map_err(StartError::Otlp)?,
+            Otlp::start(settings, metrics.otlp_counters()).map_err(StartError::Otlp)?,
         )),
         None => None,
     };

@@ -14,7 +14,9 @@ mod load;
 mod raw;
 mod show;
 
-pub use load::{ConfigError, ConfigErrors, FLAGS_FILE, Overrides, is_tenant_name};
+pub use load::{
+    ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides, is_tenant_name,
+};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -54,22 +56,69 @@ pub struct Config {
     pub sources: Sources,
 }
 
-/// OpenTelemetry export (OTLP): metrics and one span per metered request.
+/// OpenTelemetry export (OTLP): metrics and one span per metered request,
+/// from the `otlp` section and the SDKs' `OTEL_*` environment variables.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpSettings {
-    /// `http://host:port` of the collector.
-    pub endpoint: String,
+    /// The collector's address as `otlp.endpoint` or
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` gives it, when one does.
+    pub endpoint: Option<String>,
+    /// `otlp.protocol` or `OTEL_EXPORTER_OTLP_PROTOCOL`.
     pub protocol: OtlpProtocol,
-    pub metrics: bool,
-    pub traces: bool,
+    /// `otlp.timeout` or `OTEL_EXPORTER_OTLP_TIMEOUT`.
+    pub timeout: Duration,
+    /// Where and how the metrics are sent; `None`: not exported.
+    pub metrics: Option<OtlpExport>,
+    /// Where and how the spans are sent; `None`: not exported.
+    pub traces: Option<OtlpExport>,
     pub metrics_interval: Duration,
     pub traces_delay: Duration,
-    pub timeout: Duration,
     /// Finished requests waiting for the exporter.
     pub queue: usize,
     /// Most spans per export.
     pub max_batch: usize,
     pub service_name: String,
+    /// The exported resource's other attributes
+    /// (`OTEL_RESOURCE_ATTRIBUTES`, without `service.name`).
+    pub resource_attributes: Vec<(String, String)>,
+    /// Where each setting came from: (setting, `otlp.KEY`, an environment
+    /// variable's name, or `default`).
+    pub origins: Vec<(&'static str, &'static str)>,
+}
+
+/// One signal's export.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpExport {
+    /// For HTTP/protobuf the URL the exports are posted to (the signal's
+    /// path included); for gRPC the collector's `http://host:port`.
+    pub endpoint: String,
+    pub protocol: OtlpProtocol,
+    /// Sent with every export (HTTP headers, or gRPC metadata).
+    pub headers: OtlpHeaders,
+    pub timeout: Duration,
+    /// Where its endpoint, protocol, headers and timeout came from.
+    pub origins: [&'static str; 4],
+}
+
+/// Headers sent with every export: a collector's credentials. Their
+/// values are never shown, logged or printed (`Debug` shows the names).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct OtlpHeaders(pub Vec<(String, String)>);
+
+impl OtlpHeaders {
+    /// The names, each with the value `<redacted>`.
+    pub fn redacted(&self) -> Vec<(&str, &'static str)> {
+        self.0
+            .iter()
+            .map(|(k, _)| (k.as_str(), "<redacted>"))
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for OtlpHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.redacted()).finish()
+    }
 }
 
 /// How OTLP is sent.
@@ -391,6 +440,9 @@ pub struct Route {
     /// Where its requests get their tenant; `None`: no tenant (an empty
     /// label).
     pub tenant: Option<TenantSource>,
+    /// `gen_ai.provider.name` of its requests in the OpenTelemetry export;
+    /// `None`: the protocol's.
+    pub otel_provider_name: Option<String>,
 }
 
 /// Which requests a route accepts. All given conditions must hold.

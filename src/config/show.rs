@@ -4,9 +4,11 @@
 //! bytes, the overload threshold and the slow reader share shares (0 to 1), SLO classes as their
 //! files define them, plus what loading found: the files read.
 //!
-//! Secrets: the config holds none by construction (upstream URLs with
+//! Secrets: the file holds none by construction (upstream URLs with
 //! credentials, queries or fragments are refused when loading, no header
-//! values are configured, and API keys are known only by their hashes). The
+//! values are configured, and API keys are known only by their hashes);
+//! the OTLP export's headers, which `OTEL_EXPORTER_OTLP_HEADERS` gives,
+//! show their names with `<redacted>` values. The
 //! hashes are not shown either: a route's API-key tenants show the headers
 //! read, how many keys and which tenant names.
 
@@ -14,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Config, Protocol, Route, TenantSource};
+use super::{Config, OtlpExport, OtlpHeaders, OtlpSettings, Protocol, Route, TenantSource};
 use slo::SloClass;
 
 fn secs(d: Duration) -> f64 {
@@ -84,22 +86,52 @@ impl Config {
             "routes": self.routes.iter().map(route).collect::<Vec<_>>(),
             "slo_files": self.sources.patterns.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "trace_context": {"join": self.trace_context.join, "start": self.trace_context.start},
-            "otlp": self.otlp.as_ref().map(|o| json!({
-                "endpoint": o.endpoint,
-                "protocol": o.protocol.as_str(),
-                "metrics": o.metrics,
-                "traces": o.traces,
-                "metrics_interval": secs(o.metrics_interval),
-                "traces_delay": secs(o.traces_delay),
-                "timeout": secs(o.timeout),
-                "queue": o.queue,
-                "max_batch": o.max_batch,
-                "service_name": o.service_name,
-            })),
+            "otlp": self.otlp.as_ref().map(otlp),
             "slo_classes": self.slo_classes.iter().map(class).collect::<Vec<_>>(),
             "files": self.sources.files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         })
     }
+}
+
+/// The export settings, from the file and the `OTEL_*` variables, with
+/// where each came from; the headers' names, never their values.
+fn otlp(o: &OtlpSettings) -> Value {
+    let export = |e: &OtlpExport| {
+        let [endpoint, protocol, headers, timeout] = e.origins;
+        json!({
+            "endpoint": e.endpoint,
+            "protocol": e.protocol.as_str(),
+            "headers": headers_json(&e.headers),
+            "timeout": secs(e.timeout),
+            "from": {"endpoint": endpoint, "protocol": protocol, "headers": headers, "timeout": timeout},
+        })
+    };
+    json!({
+        "endpoint": o.endpoint,
+        "protocol": o.protocol.as_str(),
+        "metrics": o.metrics.is_some(),
+        "traces": o.traces.is_some(),
+        "metrics_interval": secs(o.metrics_interval),
+        "traces_delay": secs(o.traces_delay),
+        "timeout": secs(o.timeout),
+        "queue": o.queue,
+        "max_batch": o.max_batch,
+        "service_name": o.service_name,
+        "resource_attributes": o.resource_attributes.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect::<serde_json::Map<_, _>>(),
+        "exports": {
+            "metrics": o.metrics.as_ref().map(export),
+            "traces": o.traces.as_ref().map(export),
+        },
+        "from": o.origins.iter().map(|(k, v)| ((*k).to_owned(), Value::from(*v))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+fn headers_json(h: &OtlpHeaders) -> Value {
+    h.redacted()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), Value::from(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 fn route(r: &Route) -> Value {
@@ -134,6 +166,7 @@ fn route(r: &Route) -> Value {
         "slo_request_headers": r.slo_request_max.is_some(),
         "slo_request_max": {"ttft": secs(caps[0]), "tpot": secs(caps[1]), "e2el": secs(caps[2])},
         "tenant": r.tenant.as_ref().map(tenant),
+        "otel_provider_name": r.otel_provider_name,
     })
 }
 

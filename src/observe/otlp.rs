@@ -14,8 +14,10 @@
 //! export is bounded by `otlp.timeout`), the queue fill, and requests be
 //! dropped and counted: forwarding never waits for it.
 //!
-//! The values are the Prometheus ones: the same TTFT, TPOT and E2EL
-//! observations, into the same buckets.
+//! The observations are the Prometheus ones (the same TTFT, TPOT, E2EL
+//! and token counts), into the buckets the GenAI semantic conventions
+//! advise for each instrument ([`TTFT_BOUNDS`], [`TPOT_BOUNDS`],
+//! [`DURATION_BOUNDS`], [`TOKEN_BOUNDS`]), not the Prometheus ones.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +28,7 @@ use opentelemetry::trace::{
     Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _, WithTonicConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -42,8 +44,9 @@ use std::sync::Arc;
 
 use super::request::{Finished, Started};
 use super::trace::{self as w3c, SAMPLED};
-use crate::config::{OtlpProtocol, OtlpSettings};
+use crate::config::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
 use meter::{Api, Operation};
+use opentelemetry_otlp::tonic_types::metadata::MetadataMap;
 
 /// A finished metered request, as it is exported.
 #[derive(Debug, Clone)]
@@ -56,7 +59,7 @@ pub struct Request {
     pub tenant: String,
     /// `gen_ai.operation.name` and `gen_ai.provider.name`.
     pub operation: &'static str,
-    pub provider: &'static str,
+    pub provider: Cow<'static, str>,
     /// The upstream's host and port (`server.address`, `server.port`).
     pub server_address: String,
     pub server_port: u16,
@@ -89,22 +92,58 @@ pub struct SpanIds {
     pub parent: Option<[u8; 8]>,
 }
 
-/// `gen_ai.operation.name` and `gen_ai.provider.name` of a request to
-/// `path` of `api`.
-pub fn operation(api: Api, path: &str) -> (&'static str, &'static str) {
+/// `gen_ai.operation.name` of a request to `path` of `api`, and the
+/// conventions' well-known `gen_ai.provider.name` of its protocol, when it
+/// has one (OpenAI's, Anthropic's and Gemini's APIs, and the calls that
+/// generate nothing on their paths; the self-hosted engines' own APIs have
+/// none).
+pub fn operation(api: Api, path: &str) -> (&'static str, Option<&'static str>) {
     let provider = match api {
-        Api::OpenAi | Api::Responses => "openai",
-        Api::Anthropic => "anthropic",
-        Api::Gemini => "gcp.gemini",
-        Api::Ollama => "ollama",
-        Api::Tgi => "tgi",
-        Api::LlamaCpp => "llama.cpp",
-        Api::Sglang => "sglang",
-        Api::Triton => "triton",
-        Api::Generate => "tgi_or_sglang",
-        Api::NonGenerating => "unknown",
+        Api::OpenAi | Api::Responses => Some("openai"),
+        Api::Anthropic => Some("anthropic"),
+        Api::Gemini => Some("gcp.gemini"),
+        Api::NonGenerating => {
+            let path = path.trim_end_matches('/');
+            if path.ends_with("/v1/embeddings") {
+                Some("openai")
+            } else if path.ends_with(":embedContent")
+                || path.ends_with(":batchEmbedContents")
+                || path.ends_with(":countTokens")
+            {
+                Some("gcp.gemini")
+            } else {
+                None
+            }
+        }
+        Api::Ollama | Api::Tgi | Api::LlamaCpp | Api::Sglang | Api::Triton | Api::Generate => None,
     };
     (Operation::of(api, path).name(), provider)
+}
+
+/// The `gen_ai.provider.name` of a request of `api`: the route's
+/// `otel_provider_name` when set, else the protocol's well-known value,
+/// else the protocol's name as a route's `protocol` key spells it
+/// (`unknown` for a call that generates nothing).
+pub fn provider_name(
+    route: Option<&str>,
+    well_known: Option<&'static str>,
+    api: Api,
+) -> Cow<'static, str> {
+    match (route, well_known) {
+        (Some(name), _) => Cow::Owned(name.to_owned()),
+        (None, Some(name)) => Cow::Borrowed(name),
+        // A call that generates nothing on a path no API owns.
+        (None, None) if api == Api::NonGenerating => Cow::Borrowed("unknown"),
+        (None, None) => Cow::Borrowed(api.name()),
+    }
+}
+
+/// `server.address`: a host as a URL's authority has it, an IPv6
+/// address without its brackets.
+pub fn server_address(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
 }
 
 /// The counters of what the export lost, registered with the metrics.
@@ -115,13 +154,6 @@ pub struct Counters {
     pub traces_export_failed: IntCounter,
     pub metrics_failures: IntCounter,
     pub traces_failures: IntCounter,
-}
-
-/// The histogram bounds the exported instruments share with Prometheus.
-pub struct Bounds {
-    pub ttft: Vec<f64>,
-    pub tpot: Vec<f64>,
-    pub e2el: Vec<f64>,
 }
 
 /// The export: the queue's sending end, and the task behind it on a
@@ -156,8 +188,23 @@ impl std::fmt::Debug for Otlp {
     }
 }
 
-/// Token counts' buckets: the GenAI conventions' advice.
-const TOKEN_BOUNDS: [f64; 14] = [
+// The explicit bucket boundaries the GenAI semantic conventions (v1.41.0,
+// docs/gen-ai/gen-ai-metrics.md) advise for each instrument.
+
+/// `gen_ai.server.time_to_first_token`, in seconds.
+pub const TTFT_BOUNDS: [f64; 16] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+/// `gen_ai.server.time_per_output_token`, in seconds.
+pub const TPOT_BOUNDS: [f64; 13] = [
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+];
+/// `gen_ai.client.operation.duration`, in seconds.
+pub const DURATION_BOUNDS: [f64; 14] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+/// `gen_ai.client.token.usage`, in tokens.
+pub const TOKEN_BOUNDS: [f64; 14] = [
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
     16777216.0, 67108864.0,
 ];
@@ -169,15 +216,15 @@ pub enum StartError {
     Runtime(#[source] std::io::Error),
     #[error("building the OTLP exporter")]
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+    /// A header the configuration checked and the exporter refused: its
+    /// name only.
+    #[error("the export header `{0}` is not a valid header")]
+    Header(String),
 }
 
 impl Otlp {
     /// Starts exporting as `settings` say, on a thread of its own.
-    pub fn start(
-        settings: &OtlpSettings,
-        bounds: Bounds,
-        counters: Counters,
-    ) -> Result<Self, StartError> {
+    pub fn start(settings: &OtlpSettings, counters: Counters) -> Result<Self, StartError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("otlp-export")
@@ -189,13 +236,24 @@ impl Otlp {
         // The exporters' clients (tonic's channel, the metric exports'
         // HTTP client) spawn onto the runtime they are built in.
         let entered = handle.enter();
-        let resource = Resource::builder()
-            .with_service_name(settings.service_name.clone())
+        // Not `Resource::builder()`, whose detectors read the process's
+        // environment: the configuration has read it already.
+        let resource = Resource::builder_empty()
+            .with_detector(Box::new(
+                opentelemetry_sdk::resource::TelemetryResourceDetector,
+            ))
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .with_attributes(
+                settings
+                    .resource_attributes
+                    .iter()
+                    .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+            )
+            .with_service_name(settings.service_name.clone())
             .build();
-        let provider = if settings.metrics {
+        let provider = if let Some(export) = &settings.metrics {
             let exporter = Counted {
-                inner: metric_exporter(settings)?,
+                inner: metric_exporter(export)?,
                 outcomes: Outcomes::new("metrics", counters.metrics_failures.clone()),
             };
             let reader = PeriodicReader::builder(exporter)
@@ -210,9 +268,9 @@ impl Otlp {
         } else {
             None
         };
-        let instruments = provider.as_ref().map(|p| Instruments::new(p, bounds));
-        let spans = if settings.traces {
-            let mut exporter = span_exporter(settings)?;
+        let instruments = provider.as_ref().map(Instruments::new);
+        let spans = if let Some(export) = &settings.traces {
+            let mut exporter = span_exporter(export)?;
             exporter.set_resource(&resource);
             Some(exporter)
         } else {
@@ -237,16 +295,20 @@ impl Otlp {
             .run(stop.clone()),
         );
         drop(entered);
-        tracing::info!(
-            endpoint = %settings.endpoint,
-            protocol = settings.protocol.as_str(),
-            metrics = settings.metrics,
-            traces = settings.traces,
-            "exporting OTLP"
-        );
+        for (signal, export) in [("metrics", &settings.metrics), ("traces", &settings.traces)] {
+            if let Some(e) = export {
+                tracing::info!(
+                    signal,
+                    endpoint = %e.endpoint,
+                    protocol = e.protocol.as_str(),
+                    headers = ?e.headers,
+                    "exporting OTLP"
+                );
+            }
+        }
         Ok(Self {
             queue,
-            traces: settings.traces,
+            traces: settings.traces.is_some(),
             counters,
             stop,
             task: Mutex::new(Some(task)),
@@ -293,42 +355,59 @@ impl Otlp {
     }
 }
 
-fn metric_exporter(s: &OtlpSettings) -> Result<opentelemetry_otlp::MetricExporter, StartError> {
+fn metric_exporter(e: &OtlpExport) -> Result<opentelemetry_otlp::MetricExporter, StartError> {
     let builder =
         opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative);
-    Ok(match s.protocol {
+    Ok(match e.protocol {
         OtlpProtocol::HttpProtobuf => builder
             .with_http()
-            .with_endpoint(format!("{}/v1/metrics", s.endpoint))
-            .with_timeout(s.timeout)
-            .with_http_client(OnRuntime::new(s.timeout))
+            .with_endpoint(e.endpoint.clone())
+            .with_headers(e.headers.0.iter().cloned().collect())
+            .with_timeout(e.timeout)
+            .with_http_client(OnRuntime::new(e.timeout))
             .build()
             .map_err(StartError::Exporter)?,
         OtlpProtocol::Grpc => builder
             .with_tonic()
-            .with_endpoint(s.endpoint.clone())
-            .with_timeout(s.timeout)
+            .with_endpoint(e.endpoint.clone())
+            .with_metadata(metadata(&e.headers)?)
+            .with_timeout(e.timeout)
             .build()
             .map_err(StartError::Exporter)?,
     })
 }
 
-fn span_exporter(s: &OtlpSettings) -> Result<opentelemetry_otlp::SpanExporter, StartError> {
+fn span_exporter(e: &OtlpExport) -> Result<opentelemetry_otlp::SpanExporter, StartError> {
     let builder = opentelemetry_otlp::SpanExporter::builder();
-    Ok(match s.protocol {
+    Ok(match e.protocol {
         OtlpProtocol::HttpProtobuf => builder
             .with_http()
-            .with_endpoint(format!("{}/v1/traces", s.endpoint))
-            .with_timeout(s.timeout)
+            .with_endpoint(e.endpoint.clone())
+            .with_headers(e.headers.0.iter().cloned().collect())
+            .with_timeout(e.timeout)
             .build()
             .map_err(StartError::Exporter)?,
         OtlpProtocol::Grpc => builder
             .with_tonic()
-            .with_endpoint(s.endpoint.clone())
-            .with_timeout(s.timeout)
+            .with_endpoint(e.endpoint.clone())
+            .with_metadata(metadata(&e.headers)?)
+            .with_timeout(e.timeout)
             .build()
             .map_err(StartError::Exporter)?,
     })
+}
+
+/// The headers as gRPC metadata.
+fn metadata(headers: &OtlpHeaders) -> Result<MetadataMap, StartError> {
+    let mut map = http::HeaderMap::new();
+    for (name, value) in &headers.0 {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| StartError::Header(name.clone()))?;
+        let value =
+            http::HeaderValue::from_str(value).map_err(|_| StartError::Header(name.to_string()))?;
+        map.append(name, value);
+    }
+    Ok(MetadataMap::from_headers(map))
 }
 
 /// The SDK's instruments, under the GenAI semantic conventions' names.
@@ -340,31 +419,31 @@ struct Instruments {
 }
 
 impl Instruments {
-    fn new(provider: &SdkMeterProvider, b: Bounds) -> Self {
+    fn new(provider: &SdkMeterProvider) -> Self {
         let meter = provider.meter("tokenmeter");
-        let seconds = |name: &'static str, description: &'static str, bounds: Vec<f64>| {
+        let seconds = |name: &'static str, description: &'static str, bounds: &[f64]| {
             meter
                 .f64_histogram(name)
                 .with_unit("s")
                 .with_description(description)
-                .with_boundaries(bounds)
+                .with_boundaries(bounds.to_vec())
                 .build()
         };
         Self {
             ttft: seconds(
                 "gen_ai.server.time_to_first_token",
                 "Time to generate the first token, from the request head (tokenmeter's TTFT).",
-                b.ttft,
+                &TTFT_BOUNDS,
             ),
             tpot: seconds(
                 "gen_ai.server.time_per_output_token",
                 "Time per output token after the first (tokenmeter's TPOT).",
-                b.tpot,
+                &TPOT_BOUNDS,
             ),
             duration: seconds(
                 "gen_ai.client.operation.duration",
                 "Request duration: E2EL for a request that ended ok, else how long it lasted (with error.type).",
-                b.e2el,
+                &DURATION_BOUNDS,
             ),
             tokens: meter
                 .u64_histogram("gen_ai.client.token.usage")
@@ -405,7 +484,7 @@ impl Instruments {
 fn common_attributes(r: &Request) -> Vec<KeyValue> {
     let mut a = vec![
         KeyValue::new("gen_ai.operation.name", r.operation),
-        KeyValue::new("gen_ai.provider.name", r.provider),
+        KeyValue::new("gen_ai.provider.name", r.provider.clone()),
         KeyValue::new("gen_ai.request.model", r.model.clone()),
         KeyValue::new("server.address", r.server_address.clone()),
         KeyValue::new("server.port", i64::from(r.server_port)),
@@ -675,7 +754,7 @@ impl opentelemetry_http::HttpClient for OnRuntime {
 pub struct Exported {
     otlp: Arc<Otlp>,
     operation: &'static str,
-    provider: &'static str,
+    provider: Cow<'static, str>,
     server_address: String,
     server_port: u16,
     method: http::Method,
@@ -685,7 +764,8 @@ pub struct Exported {
 impl Exported {
     /// What `otlp` will export of the request `r`.
     pub fn new(otlp: &Arc<Otlp>, r: &Started<'_>) -> Self {
-        let (operation, provider) = operation(r.api, r.parts.uri.path());
+        let (operation, well_known) = operation(r.api, r.parts.uri.path());
+        let provider = provider_name(r.otel_provider_name, well_known, r.api);
         let authority = &r.upstream.authority;
         let default_port = if r.upstream.scheme == http::uri::Scheme::HTTPS {
             443
@@ -713,7 +793,7 @@ impl Exported {
             otlp: otlp.clone(),
             operation,
             provider,
-            server_address: authority.host().to_owned(),
+            server_address: server_address(authority.host()).to_owned(),
             server_port: authority.port_u16().unwrap_or(default_port),
             method: r.parts.method.clone(),
             span,
@@ -748,5 +828,79 @@ impl Exported {
             end: std::time::SystemTime::now(),
         };
         self.otlp.submit(request);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn provider_name_is_the_routes_else_the_protocols_well_known_value_else_its_name() {
+        let (op, known) = operation(Api::OpenAi, "/v1/chat/completions");
+        assert_eq!((op, known), ("chat", Some("openai")));
+        assert_eq!(provider_name(None, known, Api::OpenAi), "openai");
+        assert_eq!(
+            provider_name(Some("azure.ai.openai"), known, Api::OpenAi),
+            "azure.ai.openai"
+        );
+        for (api, path, name) in [
+            (Api::Anthropic, "/v1/messages", "anthropic"),
+            (
+                Api::Gemini,
+                "/v1beta/models/g:generateContent",
+                "gcp.gemini",
+            ),
+            (Api::Responses, "/v1/responses", "openai"),
+            (Api::NonGenerating, "/v1/embeddings", "openai"),
+            (
+                Api::NonGenerating,
+                "/v1beta/models/e:embedContent",
+                "gcp.gemini",
+            ),
+            (Api::NonGenerating, "/rerank", "unknown"),
+        ] {
+            let (_, known) = operation(api, path);
+            assert_eq!(provider_name(None, known, api), name, "{api:?}");
+        }
+        for api in [
+            Api::Tgi,
+            Api::LlamaCpp,
+            Api::Sglang,
+            Api::Triton,
+            Api::Ollama,
+            Api::Generate,
+        ] {
+            let (_, known) = operation(api, "/generate");
+            assert_eq!(known, None, "{api:?}");
+            assert_eq!(provider_name(None, known, api), api.name());
+            assert_eq!(provider_name(Some("vllm"), known, api), "vllm");
+        }
+    }
+
+    #[test]
+    fn server_address_drops_an_ipv6_addresses_brackets() {
+        for (authority, address) in [
+            ("127.0.0.1:8000", "127.0.0.1"),
+            ("[::1]:8000", "::1"),
+            ("[2001:db8::1]", "2001:db8::1"),
+            ("inference.example:443", "inference.example"),
+        ] {
+            let a: http::uri::Authority = authority.parse().unwrap();
+            assert_eq!(server_address(a.host()), address);
+        }
+    }
+
+    #[test]
+    fn boundaries_are_increasing() {
+        for bounds in [
+            &TTFT_BOUNDS[..],
+            &TPOT_BOUNDS,
+            &DURATION_BOUNDS,
+            &TOKEN_BOUNDS,
+        ] {
+            assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
+        }
     }
 }

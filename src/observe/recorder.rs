@@ -269,6 +269,7 @@ mod tests {
             api: Api::OpenAi,
             operation: meter::Operation::Chat,
             upstream: &UPSTREAM,
+            otel_provider_name: None,
             stall_threshold: Duration::from_secs(1),
             slow_reader_share: 0.2,
         }

@@ -33,6 +33,8 @@ pub struct Started<'a> {
     pub api: Api,
     pub operation: Operation,
     pub upstream: &'a crate::config::Upstream,
+    /// The route's `gen_ai.provider.name`, when it sets one.
+    pub otel_provider_name: Option<&'a str>,
     /// A gap between its token events longer than this is a stall.
     pub stall_threshold: Duration,
     /// It is a slow reader's when its client held it up for more than this

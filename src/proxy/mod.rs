@@ -411,6 +411,7 @@ impl Proxy {
             api,
             operation,
             upstream: &route.upstream,
+            otel_provider_name: route.otel_provider_name.as_deref(),
             stall_threshold: self.stall_threshold,
             slow_reader_share: self.slow_reader_share,
         });

@@ -270,6 +270,7 @@ async fn tenants_by_api_key_and_no_key_anywhere() {
         proxy,
         admin,
         mut lines,
+        ..
     } = serve(&["--config".as_ref(), path.as_os_str()]);
     let (alpha, gamma) = (format!("Bearer {ALPHA}"), format!("bearer {GAMMA}"));
     send(proxy, 2, &[("authorization", alpha.as_str())], 200).await;

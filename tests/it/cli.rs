@@ -295,6 +295,7 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
         proxy,
         admin,
         mut lines,
+        ..
     } = serve_in_front_of(sim);
     let (head, body) = chat_request(
         "m1",
@@ -357,6 +358,7 @@ async fn the_log_filter_turns_the_access_log_off() {
         proxy,
         admin,
         lines,
+        ..
     } = serve_logging(
         &["--upstream".as_ref(), upstream.as_ref()],
         "info,tokenmeter::access=off",
@@ -471,6 +473,7 @@ async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
         proxy,
         admin,
         lines,
+        ..
     } = serve(&[
         "--no-watch".as_ref(),
         "--config".as_ref(),
@@ -598,6 +601,7 @@ async fn serve_keeps_forwarding_when_nobody_reads_its_log() {
         proxy,
         admin,
         lines: _lines,
+        ..
     } = serve_in_front_of(sim);
     // A pipe holds 64 KiB; each access-log line is over 300 bytes.
     const REQUESTS: usize = 1000;

@@ -399,6 +399,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             slo_request_max: None,
             slo_header: None,
             tenant: None,
+            otel_provider_name: None,
         }],
         slo_classes: Vec::new(),
         trace_context: Default::default(),
@@ -425,6 +426,7 @@ pub fn config_from_files(
         listen: Some("127.0.0.1:0".parse().unwrap()),
         admin_listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: Some(format!("http://{upstream}")),
+        ..Default::default()
     };
     Config::load(&dir.join("main.yaml"), &overrides).unwrap()
 }
@@ -705,6 +707,8 @@ pub struct Served {
     pub proxy: std::net::SocketAddr,
     pub admin: std::net::SocketAddr,
     pub lines: std::io::Lines<BufReader<std::process::ChildStderr>>,
+    /// The lines it logged up to and including the start-up line.
+    pub early: Vec<String>,
 }
 
 /// A child process, killed if the test ends without stopping it (a failed
@@ -734,6 +738,16 @@ pub fn serve_logging(args: &[&std::ffi::OsStr], filter: &str) -> Served {
 /// [`serve_logging`], the binary run by the command `wrapper` (`prlimit
 /// --nofile=256:256`, say) when it is not empty.
 pub fn serve_wrapped(wrapper: &[&str], args: &[&std::ffi::OsStr], filter: &str) -> Served {
+    serve_env(wrapper, args, filter, &[])
+}
+
+/// [`serve_wrapped`] with the variables `env` set too.
+pub fn serve_env(
+    wrapper: &[&str],
+    args: &[&std::ffi::OsStr],
+    filter: &str,
+    env: &[(&str, &str)],
+) -> Served {
     let mut command = match wrapper {
         [] => Command::new(BIN),
         [program, rest @ ..] => {
@@ -753,13 +767,16 @@ pub fn serve_wrapped(wrapper: &[&str], args: &[&std::ffi::OsStr], filter: &str) 
         .args(["--log-format", "json"])
         .args(args)
         .env("TOKENMETER_LOG", filter)
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut early = Vec::new();
     let started: serde_json::Value = loop {
         let line = lines.next().expect("serve exited before starting").unwrap();
         let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
+        early.push(line);
         if v["fields"]["message"] == "tokenmeter started" {
             break v;
         }
@@ -770,5 +787,6 @@ pub fn serve_wrapped(wrapper: &[&str], args: &[&std::ffi::OsStr], filter: &str) 
         admin: addr("admin_addr"),
         child: Child(child),
         lines,
+        early,
     }
 }

@@ -1,8 +1,9 @@
 //! OpenTelemetry export against a real OTLP receiver built on the official
 //! protobuf definitions (`tests/otlp/receiver.py`: PyPI's
 //! `opentelemetry-proto` and `grpcio`), over HTTP/protobuf and gRPC: the
-//! GenAI metrics carry the Prometheus histograms' values, bucket by
-//! bucket, and each sampled request has its span, in its client's trace.
+//! GenAI metrics carry the Prometheus histograms' observations, in the
+//! bucket boundaries the GenAI semantic conventions advise, and each
+//! sampled request has its span, in its client's trace.
 //! With the collector down or hung, requests are forwarded as ever and
 //! the drop counters rise.
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use serde_json::Value;
-use tokenmeter::config::{OtlpProtocol, OtlpSettings};
+use tokenmeter::config::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
 /// The receiver process, killed when dropped, and what it has received.
 struct Receiver {
@@ -69,17 +70,29 @@ fn start_receiver() -> Receiver {
 }
 
 fn otlp(endpoint: SocketAddr, protocol: OtlpProtocol) -> OtlpSettings {
-    OtlpSettings {
-        endpoint: format!("http://{endpoint}"),
+    let export = |path: &str| OtlpExport {
+        endpoint: match protocol {
+            OtlpProtocol::HttpProtobuf => format!("http://{endpoint}{path}"),
+            OtlpProtocol::Grpc => format!("http://{endpoint}"),
+        },
         protocol,
-        metrics: true,
-        traces: true,
+        headers: OtlpHeaders::default(),
+        timeout: Duration::from_secs(2),
+        origins: ["test"; 4],
+    };
+    OtlpSettings {
+        endpoint: Some(format!("http://{endpoint}")),
+        protocol,
+        timeout: Duration::from_secs(2),
+        metrics: Some(export("/v1/metrics")),
+        traces: Some(export("/v1/traces")),
         metrics_interval: Duration::from_millis(300),
         traces_delay: Duration::from_millis(100),
-        timeout: Duration::from_secs(2),
         queue: 2048,
         max_batch: 512,
         service_name: "tokenmeter-under-test".into(),
+        resource_attributes: Vec::new(),
+        origins: Vec::new(),
     }
 }
 
@@ -197,9 +210,49 @@ async fn received_until(r: &Receiver, done: impl Fn(&[Value]) -> bool) -> Vec<Va
     }
 }
 
-/// The OTLP histogram point as cumulative counts per bound, against the
-/// Prometheus buckets of `family` with `labels`.
-fn assert_same_histogram(point: &Value, samples: &[Sample], family: &str) {
+// The explicit bucket boundaries of the GenAI semantic conventions
+// (v1.41.0, docs/gen-ai/gen-ai-metrics.md), as written there.
+const SPEC_TTFT: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+const SPEC_TPOT: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+];
+const SPEC_DURATION: &[f64] = &[
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+const SPEC_TOKENS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+
+/// A histogram point's explicit bounds, and its bucket counts.
+fn buckets(point: &Value) -> (Vec<f64>, Vec<u64>) {
+    let bounds = point["explicitBounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_f64().unwrap())
+        .collect();
+    let counts = point["bucketCounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().parse().unwrap())
+        .collect();
+    (bounds, counts)
+}
+
+/// The OTLP histogram point holds the observations of the Prometheus
+/// histogram `family` (the same count and sum, and the same cumulative
+/// count at each bound the two share) in the conventions' boundaries
+/// `spec`. Returns how many bounds they share.
+fn assert_same_observations(
+    point: &Value,
+    samples: &[Sample],
+    family: &str,
+    spec: &[f64],
+) -> usize {
     let count: u64 = point["count"].as_str().unwrap().parse().unwrap();
     let prom_count = sum(samples, &format!("{family}_count"), &[]);
     assert_eq!(count as f64, prom_count, "{family} count: {point}");
@@ -209,25 +262,27 @@ fn assert_same_histogram(point: &Value, samples: &[Sample], family: &str) {
         (otel_sum - prom_sum).abs() < 1e-9,
         "{family} sum {otel_sum} against {prom_sum}"
     );
-    let bounds: Vec<f64> = point["explicitBounds"]
-        .as_array()
-        .unwrap()
+    let (bounds, counts) = buckets(point);
+    assert_eq!(bounds, spec, "{family}: the exported boundaries");
+    assert_eq!(counts.len(), bounds.len() + 1, "{point}");
+    assert_eq!(counts.iter().sum::<u64>(), count, "{point}");
+    let prom_bounds: Vec<String> = samples
         .iter()
-        .map(|b| b.as_f64().unwrap())
-        .collect();
-    let counts: Vec<u64> = point["bucketCounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap().parse().unwrap())
+        .filter(|s| s.name == format!("{family}_bucket"))
+        .filter_map(|s| s.labels.get("le").cloned())
         .collect();
     let mut cumulative = 0;
+    let mut shared = 0;
     for (bound, n) in bounds.iter().zip(&counts) {
         cumulative += n;
         let le = bound.to_string();
-        let prom = sum(samples, &format!("{family}_bucket"), &[("le", &le)]);
-        assert_eq!(cumulative as f64, prom, "{family} le={le}");
+        if prom_bounds.contains(&le) {
+            shared += 1;
+            let prom = sum(samples, &format!("{family}_bucket"), &[("le", &le)]);
+            assert_eq!(cumulative as f64, prom, "{family} le={le}");
+        }
     }
+    shared
 }
 
 async fn export_and_compare(protocol: OtlpProtocol) {
@@ -285,20 +340,26 @@ async fn export_and_compare(protocol: OtlpProtocol) {
     })
     .await;
     let last = |name: &str| points(&got, via, name).last().cloned().unwrap();
-    assert_same_histogram(
+    // The TTFTs (30 ms, and 120 ms for one) fall either side of 0.1 s, a
+    // bound both have.
+    let shared = assert_same_observations(
         &last("gen_ai.server.time_to_first_token"),
         &samples,
         "llm_time_to_first_token_seconds",
+        SPEC_TTFT,
     );
-    assert_same_histogram(
+    assert!(shared >= 5, "{shared}");
+    assert_same_observations(
         &last("gen_ai.server.time_per_output_token"),
         &samples,
         "llm_time_per_output_token_seconds",
+        SPEC_TPOT,
     );
-    assert_same_histogram(
+    assert_same_observations(
         &last("gen_ai.client.operation.duration"),
         &samples,
         "llm_e2e_request_latency_seconds",
+        SPEC_DURATION,
     );
     let ttft = last("gen_ai.server.time_to_first_token");
     let a = attributes(&ttft);
@@ -321,6 +382,7 @@ async fn export_and_compare(protocol: OtlpProtocol) {
             .find(|p| attributes(p)["gen_ai.token.type"] == kind)
             .unwrap();
         assert_eq!(point["count"], "4");
+        assert_eq!(buckets(point).0, SPEC_TOKENS, "{kind}");
         assert_eq!(
             point["sum"].as_f64().unwrap(),
             sum(&samples, &format!("{family}_sum"), &[]),
@@ -457,7 +519,12 @@ async fn a_hung_collector_fills_the_queue_not_the_clients_wait() {
     settings.queue = 2;
     settings.max_batch = 1;
     settings.traces_delay = Duration::from_millis(20);
-    settings.timeout = Duration::from_secs(3);
+    for e in [&mut settings.metrics, &mut settings.traces]
+        .into_iter()
+        .flatten()
+    {
+        e.timeout = Duration::from_secs(3);
+    }
     config.otlp = Some(settings);
     let tm = start(config).await;
     let started = tokio::time::Instant::now();
@@ -491,4 +558,132 @@ async fn a_hung_collector_fills_the_queue_not_the_clients_wait() {
     assert!(served_in < Duration::from_secs(30), "{served_in:?}");
     tm.stop().await;
     held.abort();
+}
+
+/// The export configured by the OpenTelemetry SDKs' variables alone (no
+/// `otlp` section), in the binary: the metrics over gRPC (their own
+/// endpoint and protocol, used as given), the spans over HTTP/protobuf
+/// (the generic endpoint, `/v1/traces` added), both carrying the
+/// collector's credentials from `OTEL_EXPORTER_OTLP_HEADERS` (gRPC
+/// metadata, HTTP headers), in the conventions' boundaries, with the
+/// upstream's address. The secret is in no log line, nor in `/config`,
+/// nor in `tokenmeter check`'s output, which shows where each setting
+/// came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_otel_environment_alone_configures_the_export_needs_tool_otlp_receiver() {
+    const SECRET: &str = "s3cr3t-collector-token";
+    let receiver = start_receiver();
+    let sim = start_sim(schedule(30, 3, 8)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokenmeter.yaml");
+    std::fs::write(
+        &file,
+        format!("routes:\n  - name: env\n    upstream: http://{sim}\n"),
+    )
+    .unwrap();
+    let grpc = format!("http://{}", receiver.grpc);
+    let http = format!("http://{}", receiver.http);
+    let headers = format!("Authorization=Bearer%20{SECRET},x-collector-tenant=acme");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", http.as_str()),
+        ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", grpc.as_str()),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", headers.as_str()),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "300"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_SERVICE_NAME", "tm-from-env"),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment=it%20env,service.name=overridden",
+        ),
+    ];
+
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&file)
+        .envs(env)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains(SECRET), "{text}");
+    for shown in [
+        format!("otlp metrics: {grpc} over grpc (endpoint from OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, protocol from OTEL_EXPORTER_OTLP_METRICS_PROTOCOL)"),
+        format!("otlp traces: {http}/v1/traces over http/protobuf (endpoint from OTEL_EXPORTER_OTLP_ENDPOINT, protocol from default)"),
+        "headers [authorization=<redacted>, x-collector-tenant=<redacted>] (from OTEL_EXPORTER_OTLP_HEADERS)".to_owned(),
+        "timeout 2s (from OTEL_EXPORTER_OTLP_TIMEOUT)".to_owned(),
+        "service.name tm-from-env (from OTEL_SERVICE_NAME)".to_owned(),
+    ] {
+        assert!(text.contains(&shown), "{shown}\n{text}");
+    }
+
+    let args = [std::ffi::OsStr::new("--config"), file.as_os_str()];
+    let mut served = serve_env(&[], &args, "info,tokenmeter=debug", &env);
+    for _ in 0..3 {
+        let (head, body) = chat_request("m1", true, &[]);
+        assert_eq!(raw_exchange(served.proxy, &head, &body).await.status, 200);
+    }
+    let shown = admin_json(served.admin, "/config").await;
+    assert!(!shown.to_string().contains(SECRET), "{shown}");
+    assert_eq!(
+        shown["otlp"]["exports"]["metrics"]["headers"]["authorization"], "<redacted>",
+        "{shown}"
+    );
+
+    let got = received_until(&receiver, |r| {
+        points(r, "grpc", "gen_ai.server.time_to_first_token")
+            .last()
+            .is_some_and(|p| p["count"] == "3")
+            && spans(r, "http").len() >= 3
+    })
+    .await;
+    let ttft = points(&got, "grpc", "gen_ai.server.time_to_first_token")
+        .last()
+        .cloned()
+        .unwrap();
+    assert_eq!(buckets(&ttft).0, SPEC_TTFT);
+    let a = attributes(&ttft);
+    assert_eq!(a["server.address"], "127.0.0.1", "{a:?}");
+    assert_eq!(a["server.port"], sim.port().to_string());
+    assert_eq!(a["gen_ai.provider.name"], "openai");
+    let resource = &got.iter().find(|r| r["signal"] == "metrics").unwrap()["request"]["resourceMetrics"]
+        [0]["resource"];
+    let resource = attributes(resource);
+    assert_eq!(resource["service.name"], "tm-from-env", "{resource:?}");
+    assert_eq!(resource["deployment.environment"], "it env", "{resource:?}");
+    assert_eq!(spans(&got, "http")[0].1["name"], "chat m1");
+    // Every export carried the credentials, over both protocols.
+    for via in ["grpc", "http"] {
+        let exports: Vec<&Value> = got.iter().filter(|r| r["via"] == via).collect();
+        assert!(!exports.is_empty(), "{via}");
+        for r in exports {
+            assert_eq!(
+                r["headers"]["authorization"],
+                format!("Bearer {SECRET}"),
+                "{via}: {}",
+                r["headers"]
+            );
+            assert_eq!(r["headers"]["x-collector-tenant"], "acme");
+        }
+    }
+
+    // The whole log, to the end of a clean stop.
+    let _ = Command::new("kill")
+        .args(["-TERM", &served.child.0.id().to_string()])
+        .status();
+    let lines = std::mem::take(&mut served.early)
+        .into_iter()
+        .chain(served.lines.by_ref().map_while(Result::ok))
+        .collect::<Vec<_>>();
+    assert!(served.child.0.wait().unwrap().success());
+    assert!(
+        lines.iter().any(|l| l.contains("exporting OTLP")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains(SECRET)), "{lines:?}");
 }

@@ -153,6 +153,7 @@ async fn replica(sim: SocketAddr) -> tokenmeter::app::Running {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         admin_listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: Some(format!("http://{sim}")),
+        ..Default::default()
     };
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/tokenmeter.yaml");

@@ -39,6 +39,7 @@ fn overrides() -> Overrides {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         admin_listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: None,
+        ..Default::default()
     }
 }
 

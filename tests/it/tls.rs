@@ -164,6 +164,7 @@ fn config(upstream: SocketAddr, tls: &str) -> Config {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         admin_listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: None,
+        ..Default::default()
     };
     let file = tls_dir().join("tokenmeter.yaml");
     Config::parse(&text, file.to_str().unwrap(), &overrides).unwrap()

@@ -6,8 +6,9 @@ HTTP/protobuf (POST /v1/metrics, /v1/traces), both on 127.0.0.1.
     receiver.py --grpc-port P --http-port Q [--seconds 120] [--discard]
 
 Prints `ready` once both listen, then one JSON line per export request
-received: {"via": "grpc"|"http", "signal": "metrics"|"traces", "request":
-<the request as protobuf's JSON mapping>}; with --discard, nothing (a
+received: {"via": "grpc"|"http", "signal": "metrics"|"traces", "headers":
+{name: value} (the HTTP headers, or the gRPC metadata, names lowercase),
+"request": <the request as protobuf's JSON mapping>}; with --discard, nothing (a
 collector that costs its host little, for benchmarks). Exits by itself
 after --seconds.
 """
@@ -31,23 +32,28 @@ LOCK = threading.Lock()
 DISCARD = False
 
 
-def emit(via, signal, request):
+def emit(via, signal, request, headers):
     if DISCARD:
         return
-    line = json.dumps({"via": via, "signal": signal, "request": MessageToDict(request)})
+    line = json.dumps({
+        "via": via,
+        "signal": signal,
+        "headers": {k.lower(): v for k, v in headers},
+        "request": MessageToDict(request),
+    })
     with LOCK:
         print(line, flush=True)
 
 
 class MetricsSvc(msvc_grpc.MetricsServiceServicer):
     def Export(self, request, context):
-        emit("grpc", "metrics", request)
+        emit("grpc", "metrics", request, context.invocation_metadata())
         return msvc.ExportMetricsServiceResponse()
 
 
 class TraceSvc(tsvc_grpc.TraceServiceServicer):
     def Export(self, request, context):
-        emit("grpc", "traces", request)
+        emit("grpc", "traces", request, context.invocation_metadata())
         return tsvc.ExportTraceServiceResponse()
 
 
@@ -68,7 +74,7 @@ class Http(BaseHTTPRequestHandler):
         if not DISCARD:
             request = request_type()
             request.ParseFromString(body)
-            emit("http", signal, request)
+            emit("http", signal, request, self.headers.items())
         self.reply(200, response_type().SerializeToString())
 
     def reply(self, code, data):

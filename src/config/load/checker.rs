@@ -20,6 +20,9 @@ pub struct Overrides {
     /// Upstream base URL. Without a file: one catch-all route to it. With a
     /// file: replaces the upstream of every route.
     pub upstream: Option<String>,
+    /// The OpenTelemetry SDKs' `OTEL_*` variables, for the `otlp`
+    /// settings (the file wins where both give a value).
+    pub otel_env: super::otel_env::OtelEnv,
 }
 
 pub(crate) fn default_listen() -> SocketAddr {
@@ -106,6 +109,17 @@ impl<'a> Checker<'a> {
         Some(&list.value)
     }
 
+    /// Records a problem with an environment variable's value.
+    pub(crate) fn env(&mut self, name: &str, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            file: super::otel_env::ENV_FILE.to_owned(),
+            line: None,
+            column: None,
+            key: name.to_owned(),
+            message: message.into(),
+        });
+    }
+
     /// Records a problem with a command-line value.
     pub(crate) fn flag(&mut self, flag: &str, message: impl Into<String>) {
         self.errors.push(ConfigError {
@@ -133,7 +147,7 @@ impl<'a> Checker<'a> {
         self.errors.sort_by(|a, b| {
             let key = |e: &ConfigError| {
                 (
-                    e.file == FLAGS_FILE,
+                    e.file == FLAGS_FILE || e.file == super::otel_env::ENV_FILE,
                     e.file != main,
                     e.file.clone(),
                     e.line.is_none(),

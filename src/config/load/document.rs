@@ -89,6 +89,7 @@ impl Config {
                 format!("the proxy and the admin listener cannot share the address {listen}"),
             );
         }
+        let otlp = checker.otlp(None, &overrides.otel_env);
         let config = upstream.map(|upstream| Config {
             listen,
             admin_listen,
@@ -115,10 +116,11 @@ impl Config {
                 slo_header: None,
                 slo_request_max: None,
                 tenant: None,
+                otel_provider_name: None,
             }],
             slo_classes: Vec::new(),
             trace_context: TraceSettings::default(),
-            otlp: None,
+            otlp,
             sources: super::super::Sources::default(),
         });
         match config {
@@ -197,7 +199,7 @@ impl Checker<'_> {
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
             slo_classes,
             trace_context: self.trace_context(raw),
-            otlp: self.otlp(raw),
+            otlp: self.otlp(raw.otlp.as_ref(), &overrides.otel_env),
             sources: std::mem::take(&mut self.sources),
         }
     }

@@ -15,6 +15,7 @@ mod classes;
 mod document;
 mod error;
 mod metrics;
+mod otel_env;
 mod otlp;
 mod proxy;
 mod routes;
@@ -23,6 +24,7 @@ mod values;
 
 pub use checker::Overrides;
 pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
+pub use otel_env::{ENV_FILE, OtelEnv};
 pub use tenants::is_tenant_name;
 
 #[cfg(test)]

@@ -278,6 +278,11 @@ impl Checker<'_> {
             .tenant
             .as_ref()
             .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
+        let otel_provider_name = self.value(
+            route.otel_provider_name.as_ref(),
+            &format!("{prefix}.otel_provider_name"),
+            parse_provider_name,
+        );
 
         let built = match (name, matcher, upstream) {
             (Some(name), Some(matcher), Some(upstream)) => Some(Route {
@@ -296,6 +301,7 @@ impl Checker<'_> {
                 slo_header,
                 slo_request_max,
                 tenant,
+                otel_provider_name,
             }),
             _ => None,
         };
@@ -615,5 +621,21 @@ pub(crate) fn check_class(names: Option<&[String]>, text: &str) -> Result<String
             )
         }),
         _ => Ok(text.to_owned()),
+    }
+}
+
+/// A `gen_ai.provider.name`: lowercase letters, digits, `_` and `.`, as the
+/// conventions' values are written, 1 to 64 of them.
+pub(crate) fn parse_provider_name(text: &str) -> Result<String, String> {
+    let ok = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "invalid provider name `{text}`: expected 1 to 64 of a-z, 0-9, `_` and `.`, such as vllm or azure.ai.openai"
+        ))
     }
 }

@@ -252,6 +252,7 @@ routes:
     slo_request_headers: true
     slo_request_max: {ttft: 30s, tpot: 2s, e2el: 10m}
     tenant: {header: x-tenant}
+    otel_provider_name: vllm
   - name: b
     upstream: http://127.0.0.1:8000
     tenant:

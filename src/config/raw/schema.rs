@@ -312,6 +312,13 @@ pub(crate) struct RawRoute {
     /// (`api_keys`), one of the two. Default: no tenant (the label is
     /// empty).
     pub tenant: Option<Spanned<RawTenant>>,
+    /// The `gen_ai.provider.name` of the route's requests in the
+    /// OpenTelemetry export, for an upstream the protocol does not name
+    /// (`vllm`, or a well-known value such as `azure.ai.openai`).
+    /// `[a-z0-9_.]+`, 1 to 64 characters. Default: the protocol's
+    /// well-known value (`openai`, `anthropic`, `gcp.gemini`), else the
+    /// protocol's name.
+    pub otel_provider_name: Option<Spanned<String>>,
 }
 
 /// `routes[i].tenant`: where a request's tenant comes from.

@@ -137,11 +137,6 @@ impl Exemplars {
             .clone()
     }
 
-    /// The bucket bounds of histogram `h`.
-    pub fn bounds(&self, h: Exemplified) -> &[f64] {
-        &self.bounds[h as usize]
-    }
-
     /// The slots of a series as the exposition names it (its label
     /// pairs as gathered, in any order), if any request wrote one.
     pub(super) fn find<'a>(

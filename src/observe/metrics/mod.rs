@@ -431,17 +431,6 @@ impl Metrics {
         }
     }
 
-    /// The TTFT, TPOT and E2EL buckets (the SLO thresholds merged in), for
-    /// the OTLP instruments.
-    pub fn otlp_bounds(&self) -> crate::observe::otlp::Bounds {
-        let bounds = |h| self.families.exemplars.bounds(h).to_vec();
-        crate::observe::otlp::Bounds {
-            ttft: bounds(Exemplified::Ttft),
-            tpot: bounds(Exemplified::Tpot),
-            e2el: bounds(Exemplified::E2el),
-        }
-    }
-
     /// The live series of a request of `route` under `slo`, told that the
     /// request starts now (it is in flight there until it finishes).
     /// `class_window` is the compliance window of its class, when it has a
