@@ -152,6 +152,7 @@ impl Entry {
         l.string("slo", self.slo.as_deref());
         l.string("tenant", self.tenant.as_deref());
         l.plain("operation", self.operation);
+        l.string("response_model", s.response_model.as_deref());
         l.plain("method", self.method.as_str());
         l.plain("path", &self.path);
         l.string("request_id", self.request_id.as_deref());
@@ -448,6 +449,7 @@ mod tests {
             server: ServerTimings::default(),
             client_wait: std::time::Duration::ZERO,
             proxy_time: None,
+            response_model: None,
             events: 52,
             token_events: 50,
             first_token_event: Some(1),
@@ -549,6 +551,7 @@ mod tests {
         for key in [
             "model",
             "tenant",
+            "response_model",
             "request_id",
             "trace_id",
             "status",

@@ -57,6 +57,8 @@ pub struct Request {
     pub model: String,
     pub slo: String,
     pub tenant: String,
+    /// The model the response says answered (`gen_ai.response.model`).
+    pub response_model: Option<String>,
     /// `gen_ai.operation.name` and `gen_ai.provider.name`.
     pub operation: &'static str,
     pub provider: Cow<'static, str>,
@@ -291,6 +293,7 @@ impl Otlp {
                 scope: InstrumentationScope::builder("tokenmeter")
                     .with_version(env!("CARGO_PKG_VERSION"))
                     .build(),
+                response_models: ResponseModels::default(),
             }
             .run(stop.clone()),
         );
@@ -454,8 +457,10 @@ impl Instruments {
         }
     }
 
-    fn record(&self, r: &Request) {
-        let mut attributes = common_attributes(r);
+    /// Records `r`'s measurements, its response model as `response_model`
+    /// says (bounded).
+    fn record(&self, r: &Request, response_model: Option<&str>) {
+        let mut attributes = common_attributes(r, response_model);
         if r.outcome != "ok" {
             attributes.push(KeyValue::new("error.type", r.outcome));
         }
@@ -480,8 +485,9 @@ impl Instruments {
     }
 }
 
-/// The attributes metrics and spans share.
-fn common_attributes(r: &Request) -> Vec<KeyValue> {
+/// The attributes metrics and spans share, with `response_model` as
+/// `gen_ai.response.model`.
+fn common_attributes(r: &Request, response_model: Option<&str>) -> Vec<KeyValue> {
     let mut a = vec![
         KeyValue::new("gen_ai.operation.name", r.operation),
         KeyValue::new("gen_ai.provider.name", r.provider.clone()),
@@ -496,13 +502,39 @@ fn common_attributes(r: &Request) -> Vec<KeyValue> {
     if !r.tenant.is_empty() {
         a.push(KeyValue::new("tokenmeter.tenant", r.tenant.clone()));
     }
+    if let Some(model) = response_model {
+        a.push(KeyValue::new("gen_ai.response.model", model.to_owned()));
+    }
     a
+}
+
+/// The most distinct response models the metrics carry; later new ones are
+/// `other` (upstreams name them, so their number is not the proxy's to
+/// choose). Spans carry each as it came.
+const MAX_RESPONSE_MODELS: usize = 100;
+
+/// The response models the metrics have carried so far.
+#[derive(Default)]
+struct ResponseModels(std::collections::HashSet<String>);
+
+impl ResponseModels {
+    /// `name`, or `other` once [`MAX_RESPONSE_MODELS`] others were seen.
+    fn bounded<'a>(&mut self, name: &'a str) -> &'a str {
+        if self.0.contains(name) {
+            return name;
+        }
+        if self.0.len() < MAX_RESPONSE_MODELS {
+            self.0.insert(name.to_owned());
+            return name;
+        }
+        "other"
+    }
 }
 
 /// The span of a finished request.
 fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> SpanData {
     let start = r.end.checked_sub(r.elapsed).unwrap_or(r.end);
-    let mut attributes = common_attributes(r);
+    let mut attributes = common_attributes(r, r.response_model.as_deref());
     attributes.push(KeyValue::new(
         "http.request.method",
         r.method.as_str().to_owned(),
@@ -581,6 +613,7 @@ struct Exporting {
     counters: Counters,
     outcomes: Outcomes,
     scope: InstrumentationScope,
+    response_models: ResponseModels,
 }
 
 impl Exporting {
@@ -619,7 +652,8 @@ impl Exporting {
 
     fn take(&mut self, r: &Request) {
         if let Some(instruments) = &self.instruments {
-            instruments.record(r);
+            let model = r.response_model.as_deref();
+            instruments.record(r, model.map(|m| self.response_models.bounded(m)));
         }
         if self.spans.is_some()
             && let Some(ids) = r.span
@@ -810,6 +844,7 @@ impl Exported {
             model: model.to_owned(),
             slo: slo.to_owned(),
             tenant: tenant.to_owned(),
+            response_model: s.response_model.clone(),
             operation: self.operation,
             provider: self.provider,
             server_address: self.server_address,

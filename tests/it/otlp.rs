@@ -625,7 +625,8 @@ async fn the_otel_environment_alone_configures_the_export_needs_tool_otlp_receiv
     let args = [std::ffi::OsStr::new("--config"), file.as_os_str()];
     let mut served = serve_env(&[], &args, "info,tokenmeter=debug", &env);
     for _ in 0..3 {
-        let (head, body) = chat_request("m1", true, &[]);
+        // The answer names the model that served it, not the alias asked.
+        let (head, body) = chat_request("m1", true, &[("x-sim-model", "m1-2026-12-01")]);
         assert_eq!(raw_exchange(served.proxy, &head, &body).await.status, 200);
     }
     let shown = admin_json(served.admin, "/config").await;
@@ -649,6 +650,8 @@ async fn the_otel_environment_alone_configures_the_export_needs_tool_otlp_receiv
     assert_eq!(buckets(&ttft).0, SPEC_TTFT);
     let a = attributes(&ttft);
     assert_eq!(a["server.address"], "127.0.0.1", "{a:?}");
+    assert_eq!(a["gen_ai.request.model"], "m1", "{a:?}");
+    assert_eq!(a["gen_ai.response.model"], "m1-2026-12-01", "{a:?}");
     assert_eq!(a["server.port"], sim.port().to_string());
     assert_eq!(a["gen_ai.provider.name"], "openai");
     let resource = &got.iter().find(|r| r["signal"] == "metrics").unwrap()["request"]["resourceMetrics"]
@@ -657,6 +660,8 @@ async fn the_otel_environment_alone_configures_the_export_needs_tool_otlp_receiv
     assert_eq!(resource["service.name"], "tm-from-env", "{resource:?}");
     assert_eq!(resource["deployment.environment"], "it env", "{resource:?}");
     assert_eq!(spans(&got, "http")[0].1["name"], "chat m1");
+    let span = attributes(&spans(&got, "http")[0].1);
+    assert_eq!(span["gen_ai.response.model"], "m1-2026-12-01", "{span:?}");
     // Every export carried the credentials, over both protocols.
     for via in ["grpc", "http"] {
         let exports: Vec<&Value> = got.iter().filter(|r| r["via"] == via).collect();

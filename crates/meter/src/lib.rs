@@ -41,16 +41,16 @@ pub mod triton;
 mod api;
 mod event;
 mod framer;
+mod model;
 mod operation;
 mod recorder;
-mod request;
 mod stream;
 mod summary;
 
 pub use api::Api;
 pub use event::{EventInfo, ParseError, ServerTimings, Usage};
+pub use model::{MODEL_MAX_CHARS, request_model, response_model};
 pub use operation::Operation;
 pub use recorder::{Recorder, Trace};
-pub use request::{MODEL_MAX_CHARS, request_model};
 pub use stream::{Limits, StreamMeter};
 pub use summary::{Outcome, Summary, TokenSource};

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::api::Api;
 use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::framer::{FrameResult, Framer};
+use super::model::response_model;
 use super::recorder::Recorder;
 use super::summary::{Outcome, Summary, TokenSource};
 use super::{decompress, gemini, jsonarray, ndjson, openai, sglang, sse};
@@ -139,6 +140,8 @@ struct Tally<R: Recorder> {
     client_wait: Duration,
     /// The proxy's own time on the request's path, when known.
     proxy_time: Option<Duration>,
+    /// The model the response says answered, once read.
+    response_model: Option<String>,
     /// Non-streamed body frames, kept as shared references to the forwarded
     /// bytes (no copy) until the end; `None` once over the limit.
     body: Option<Vec<Bytes>>,
@@ -176,6 +179,7 @@ impl<R: Recorder> StreamMeter<R> {
                 parse_errors: 0,
                 client_wait: Duration::ZERO,
                 proxy_time: None,
+                response_model: None,
                 body: Some(Vec::new()),
                 body_len: 0,
             },
@@ -344,7 +348,9 @@ impl<R: Recorder> StreamMeter<R> {
             }
             Framing::Json | Framing::JsonOrArray => {
                 if let Some(parts) = t.body.take() {
-                    match t.decoder.classify(b"", &concat(parts)) {
+                    let body = concat(parts);
+                    t.response_model = response_model(&body);
+                    match t.decoder.classify(b"", &body) {
                         Ok(info) => {
                             t.take_usage(info.usage);
                             t.take_timings(info.timings);
@@ -405,6 +411,12 @@ impl<R: Recorder> Tally<R> {
             Ok(info) => info,
             Err(e) => return self.parse_error(e),
         };
+        // The model is read from the first events and the terminal one (it
+        // is on the first with every API that names it but llama.cpp's,
+        // which names it at the end), not from every event.
+        if self.response_model.is_none() && (index < 3 || info.done) {
+            self.response_model = response_model(ev.data);
+        }
         self.take_usage(info.usage);
         if !info.timings.is_empty() {
             self.take_timings(info.timings);
@@ -556,6 +568,7 @@ impl<R: Recorder> Tally<R> {
             parse_errors: self.parse_errors,
             client_wait: self.client_wait,
             proxy_time: self.proxy_time,
+            response_model: self.response_model.take(),
         };
         recorder.finish(&summary);
     }

@@ -116,6 +116,10 @@ pub struct Summary {
     pub terminal_event: Option<u64>,
     /// Payload problems met.
     pub parse_errors: u32,
+    /// The model the response says answered (`model`, Gemini's
+    /// `modelVersion`...; see [`response_model`](crate::response_model)),
+    /// when it names one.
+    pub response_model: Option<String>,
     /// How long the proxy waited on the client to take what it was sent
     /// (see [`StreamMeter::client_waited`](crate::StreamMeter::client_waited)),
     /// up to the end: none of the times above include it.

@@ -18,6 +18,8 @@ use tokio::time::Instant;
 #[serde(deny_unknown_fields)]
 struct Expect {
     api: String,
+    #[serde(default)]
+    response_model: Option<String>,
     events: u64,
     token_events: u64,
     first_token_event: Option<u64>,
@@ -120,6 +122,10 @@ fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
     );
     assert!(s.streamed, "{ctx}: streamed");
     assert_eq!(s.usage.input, expect.input, "{ctx}: input tokens");
+    assert_eq!(
+        s.response_model, expect.response_model,
+        "{ctx}: response model"
+    );
     assert_eq!(s.usage.output, expect.output, "{ctx}: output usage");
     assert_eq!(
         s.usage.cached_input, expect.cached_input,

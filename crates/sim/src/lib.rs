@@ -55,6 +55,7 @@
 //! | `x-sim-error-after: K` | after `K` tokens, send `data: {"error":{"message":"simulated failure","type":"server_error","code":500}}` and end the stream normally, without `[DONE]` |
 //! | `x-sim-stall-after: K` | after `K` tokens, send nothing more and hold the stream open until the client goes away (then counted as `aborted`) or the simulator shuts down (then `failed`) |
 //! | `x-sim-queue-ms: Q` | report vLLM's per-request `metrics` (as with `--enable-per-request-metrics`) on the usage chunk, or in a non-streamed body: `queue_time_ms` Q, `time_to_first_token_ms` the TTFT less Q, `generation_time_ms` `(tokens - 1) * itl`. Q is capped at the TTFT |
+//! | `x-sim-model: NAME` | the answer names the model NAME, whatever the request asked for (as a gateway that resolves an alias answers) |
 //! | `x-sim-stamp: 1` | stamp each JSON event (and a non-streamed body) with the instant it is handed to the server, as `"sim_sent_ns":N` (`CLOCK_MONOTONIC` nanoseconds, see [`stamp`]) before its closing `}`, and add the body's fingerprint to `/sim/stats` (`stamped_*`) |
 //!
 //! "After `K` tokens" means after token `K - 1` of every choice; the fault

@@ -95,6 +95,9 @@ pub(crate) struct Overrides {
     pub(crate) queue: Option<Duration>,
     /// The requested fault before capping `after` at the token count.
     pub(crate) fault: Option<Fault>,
+    /// `x-sim-model`: the model the answer names, whatever the request
+    /// asked for (as a gateway that resolves an alias answers).
+    pub(crate) model: Option<String>,
 }
 
 impl Overrides {
@@ -145,6 +148,25 @@ impl Overrides {
             stamp: number(headers, "x-sim-stamp", 1)? == Some(1),
             queue: ms("x-sim-queue-ms")?,
             fault,
+            model: match headers.get("x-sim-model") {
+                None => None,
+                Some(v) => match v.to_str() {
+                    Ok(name)
+                        if !name.is_empty()
+                            && name.len() <= 200
+                            && !name.contains('"')
+                            && !name.contains('\\') =>
+                    {
+                        Some(name.to_owned())
+                    }
+                    _ => {
+                        return Err(RequestError::Header {
+                            name: "x-sim-model",
+                            reason: "must be 1 to 200 visible ASCII characters, without quotes or backslashes".to_owned(),
+                        });
+                    }
+                },
+            },
         })
     }
 }
@@ -294,7 +316,11 @@ impl Plan {
         });
         Ok(Self {
             api,
-            model: raw.model.unwrap_or_else(|| config.model.clone()),
+            model: overrides
+                .model
+                .clone()
+                .or(raw.model)
+                .unwrap_or_else(|| config.model.clone()),
             stream: raw.stream.unwrap_or(false),
             include_usage: raw
                 .stream_options

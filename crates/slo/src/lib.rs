@@ -242,6 +242,7 @@ mod tests {
             server: meter::ServerTimings::default(),
             client_wait: std::time::Duration::ZERO,
             proxy_time: None,
+            response_model: None,
             events: 12,
             token_events: 11,
             first_token_event: Some(0),

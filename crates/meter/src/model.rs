@@ -1,5 +1,6 @@
-//! What the meter reads of a request body: its `model`
-//! ([`request_model`]).
+//! The model names the meter reads: the one a request body asks for
+//! ([`request_model`]) and the one a response says answered
+//! ([`response_model`]).
 
 use super::json;
 
@@ -38,9 +39,104 @@ pub fn request_model(body: &[u8]) -> Option<String> {
     model
 }
 
+/// The model a response event (or a whole non-streamed body) says
+/// answered, cut to [`MODEL_MAX_CHARS`]: its top-level `model` (OpenAI,
+/// Ollama, llama.cpp, the calls that generate nothing), `modelVersion`
+/// (Gemini) or `model_name` (Triton), or the `model` of its `message`
+/// (Anthropic's `message_start`) or `response` (OpenAI Responses'
+/// lifecycle events). `None` when it names none (TGI's and SGLang's
+/// native APIs), or the event is not a JSON object.
+pub fn response_model(data: &[u8]) -> Option<String> {
+    let mut model = None;
+    let _ = json::read(data, |r| {
+        if r.peek()? != b'{' {
+            return r.skip();
+        }
+        r.open_object()?;
+        while let Some(key) = r.key()? {
+            let named = matches!(key, b"model" | b"modelVersion" | b"model_name");
+            let nested = matches!(key, b"message" | b"response");
+            if named {
+                if let Some(name) = model_name(r)? {
+                    model = Some(name);
+                }
+            } else if nested && r.peek()? == b'{' {
+                r.open_object()?;
+                while let Some(key) = r.key()? {
+                    if key == b"model" {
+                        if let Some(name) = model_name(r)? {
+                            model = Some(name);
+                        }
+                    } else {
+                        r.skip()?;
+                    }
+                }
+            } else {
+                r.skip()?;
+            }
+        }
+        Ok(())
+    });
+    model
+}
+
+/// A model name: a non-empty string of valid UTF-8, cut to
+/// [`MODEL_MAX_CHARS`].
+fn model_name(r: &mut json::Reader<'_>) -> Result<Option<String>, json::Error> {
+    if r.peek()? != b'"' {
+        r.skip()?;
+        return Ok(None);
+    }
+    Ok(r.string_or_null(|s| {
+        let s = std::str::from_utf8(s).ok().filter(|s| !s.is_empty())?;
+        Some(s.chars().take(MODEL_MAX_CHARS).collect::<String>())
+    })?
+    .flatten())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{MODEL_MAX_CHARS, request_model};
+    use super::{MODEL_MAX_CHARS, request_model, response_model};
+
+    #[test]
+    fn the_model_a_response_names() {
+        for (event, model) in [
+            (
+                &br#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[]}"#[..],
+                Some("meta-llama/Llama-3.1-8B-Instruct"),
+            ),
+            (
+                br#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[]}}"#,
+                Some("claude-sonnet-4-5"),
+            ),
+            (
+                br#"{"type":"response.created","response":{"id":"r","object":"response","model":"gpt-4o-2024-08-06","output":[]}}"#,
+                Some("gpt-4o-2024-08-06"),
+            ),
+            (
+                br#"{"candidates":[{"content":{"parts":[{"text":"Hi"}]}}],"modelVersion":"gemini-2.5-flash"}"#,
+                Some("gemini-2.5-flash"),
+            ),
+            (br#"{"model_name":"ensemble","text_output":"a"}"#, Some("ensemble")),
+            (
+                br#"{"object":"list","data":[{"embedding":[0.1,0.2]}],"model":"e5","usage":{"prompt_tokens":3}}"#,
+                Some("e5"),
+            ),
+            (br#"{"token":{"id":1,"text":"a"},"generated_text":null}"#, None),
+            (br#"{"choices":[{"message":{"model":"inner"}}]}"#, None),
+            (br#"{"model":""}"#, None),
+            (br#"{"model":7}"#, None),
+            (b"[DONE]", None),
+            (b"[[0.1,0.2]]", None),
+        ] {
+            assert_eq!(
+                response_model(event).as_deref(),
+                model,
+                "{}",
+                String::from_utf8_lossy(event)
+            );
+        }
+    }
 
     #[test]
     fn reads_the_top_level_model_only() {
