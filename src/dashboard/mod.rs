@@ -86,7 +86,8 @@ fn q(expr: String, legend: &'static str) -> Q {
     }
 }
 
-const SEL: &str = r#"route=~"$route", model=~"$model", slo=~"$slo", tenant=~"$tenant""#;
+const SEL: &str =
+    r#"route=~"$route", model=~"$model", slo=~"$slo", tenant=~"$tenant", operation=~"$operation""#;
 const RATE: &str = "$__rate_interval";
 
 impl Builder {
@@ -592,6 +593,18 @@ impl Builder {
             ),
             (
                 Self::timeseries(
+                    "Requests by operation",
+                    "chat, text_completion, generate_content, and the calls that generate nothing: embeddings, rerank, score, tokenize, detokenize (E2EL and input tokens only).",
+                    "reqps",
+                    vec![q(
+                        format!("sum by (operation) (rate({req}{{{SEL}}}[{RATE}]))"),
+                        "{{operation}}",
+                    )],
+                ),
+                8,
+            ),
+            (
+                Self::timeseries(
                     "Requests by status class",
                     "HTTP status class the client received (none: no response head was sent).",
                     "reqps",
@@ -778,6 +791,12 @@ impl Builder {
             var(
                 "tenant",
                 format!("label_values({req}{{route=~\"$route\"}}, tenant)"),
+            ),
+            // `llm_requests_in_flight` has no operation: "All" (`.*`)
+            // matches it too.
+            var(
+                "operation",
+                format!("label_values({req}{{route=~\"$route\"}}, operation)"),
             ),
         ]
     }
