@@ -99,9 +99,6 @@ impl Api {
         if method != http::Method::POST {
             return None;
         }
-        if Operation::non_generating(path).is_some() {
-            return Some(Api::NonGenerating);
-        }
         let path = path.trim_end_matches('/');
         let last = path.rsplit('/').next().unwrap_or_default();
         if last.contains(":streamGenerateContent") || last.contains(":generateContent") {
@@ -125,6 +122,10 @@ impl Api {
             Some(Api::Generate)
         } else if ends("/completion") {
             Some(Api::LlamaCpp)
+        } else if Operation::non_generating(path).is_some() {
+            // Last: no path of a call that generates nothing ends like one
+            // above, and the requests that generate are the most.
+            Some(Api::NonGenerating)
         } else {
             None
         }

@@ -44,8 +44,9 @@ pub fn request_model(body: &[u8]) -> Option<String> {
 /// Ollama, llama.cpp, the calls that generate nothing), `modelVersion`
 /// (Gemini) or `model_name` (Triton), or the `model` of its `message`
 /// (Anthropic's `message_start`) or `response` (OpenAI Responses'
-/// lifecycle events). `None` when it names none (TGI's and SGLang's
-/// native APIs), or the event is not a JSON object.
+/// lifecycle events), the first of them it names: what follows it is not
+/// read. `None` when it names none (TGI's and SGLang's native APIs), or the
+/// event is not a JSON object.
 pub fn response_model(data: &[u8]) -> Option<String> {
     let mut model = None;
     let _ = json::read(data, |r| {
@@ -56,9 +57,12 @@ pub fn response_model(data: &[u8]) -> Option<String> {
         while let Some(key) = r.key()? {
             let named = matches!(key, b"model" | b"modelVersion" | b"model_name");
             let nested = matches!(key, b"message" | b"response");
+            // The first name found is the answer: the rest is not read.
             if named {
                 if let Some(name) = model_name(r)? {
                     model = Some(name);
+                    r.leave_the_rest();
+                    return Ok(());
                 }
             } else if nested && r.peek()? == b'{' {
                 r.open_object()?;
@@ -66,6 +70,8 @@ pub fn response_model(data: &[u8]) -> Option<String> {
                     if key == b"model" {
                         if let Some(name) = model_name(r)? {
                             model = Some(name);
+                            r.leave_the_rest();
+                            return Ok(());
                         }
                     } else {
                         r.skip()?;

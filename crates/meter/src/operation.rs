@@ -100,10 +100,12 @@ impl Operation {
         }
     }
 
-    /// The operation of a request to `path` read as `api`.
+    /// The operation of a request to `path` read as `api` (a call that
+    /// generates nothing is read as [`Api::NonGenerating`] whatever the
+    /// route's protocol: [`Api::on_route`]).
     pub fn of(api: Api, path: &str) -> Operation {
-        if let Some(op) = Self::non_generating(path) {
-            return op;
+        if api == Api::NonGenerating {
+            return Self::non_generating(path).unwrap_or(Operation::TextCompletion);
         }
         let path = path.trim_end_matches('/');
         let chat = path.ends_with("/chat/completions") || path.ends_with("/api/chat");
@@ -163,8 +165,13 @@ mod tests {
                 Operation::Tokenize,
             ),
             (Api::NonGenerating, "/detokenize", Operation::Detokenize),
-            // A route whose protocol is fixed still names the call by path.
-            (Api::OpenAi, "/v1/embeddings", Operation::Embeddings),
+            // A route whose protocol is fixed reads the call as
+            // NonGenerating, and so names it by its path.
+            (
+                Api::OpenAi.on_route(&http::Method::POST, "/v1/embeddings"),
+                "/v1/embeddings",
+                Operation::Embeddings,
+            ),
         ] {
             assert_eq!(Operation::of(api, path), op, "{path}");
         }
