@@ -272,6 +272,7 @@ async fn two_replicas_aggregate_in_prometheus_needs_tool_prometheus() {
             .replace("$model", ".*")
             .replace("$slo", ".*")
             .replace("$tenant", ".*")
+            .replace("$operation", ".*")
     };
     for expr in dashboard::expressions(&d) {
         let answer = query(&p, &concrete(&expr)).await;
