@@ -361,25 +361,61 @@ impl Checker<'_> {
         entries: &Spanned<raw::Entries>,
         names: Option<&[String]>,
     ) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = Vec::with_capacity(entries.value.0.len());
-        for (model, class) in &entries.value.0 {
-            let entry_key = format!("{key}.{model}");
+        self.class_map(key, entries, names, "model", |model| {
             if model.is_empty() {
-                self.at(raw::pos(class), entry_key, "model name must not be empty");
-                continue;
+                Err("model name must not be empty".to_owned())
+            } else {
+                Ok(model.to_owned())
             }
-            if out.iter().any(|(m, _)| m == model) {
+        })
+    }
+
+    pub(crate) fn slo_by_operation(
+        &mut self,
+        key: &str,
+        entries: &Spanned<raw::Entries>,
+        names: Option<&[String]>,
+    ) -> Vec<(Operation, String)> {
+        self.class_map(key, entries, names, "operation", |name| {
+            Operation::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = Operation::ALL.iter().map(|op| op.name()).collect();
+                format!("unknown operation `{name}` (one of {})", known.join(", "))
+            })
+        })
+    }
+
+    /// A mapping of `what` (read by `parse`) to SLO class, each entry
+    /// checked, each `what` listed once.
+    fn class_map<K: PartialEq>(
+        &mut self,
+        key: &str,
+        entries: &Spanned<raw::Entries>,
+        names: Option<&[String]>,
+        what: &str,
+        parse: impl Fn(&str) -> Result<K, String>,
+    ) -> Vec<(K, String)> {
+        let mut out: Vec<(K, String)> = Vec::with_capacity(entries.value.0.len());
+        for (name, class) in &entries.value.0 {
+            let entry_key = format!("{key}.{name}");
+            let k = match parse(name) {
+                Ok(k) => k,
+                Err(message) => {
+                    self.at(raw::pos(class), entry_key, message);
+                    continue;
+                }
+            };
+            if out.iter().any(|(seen, _)| *seen == k) {
                 self.at(
                     raw::pos(class),
                     entry_key,
-                    format!("model `{model}` is listed twice"),
+                    format!("{what} `{name}` is listed twice"),
                 );
                 continue;
             }
             if let Some(class) =
                 self.value(Some(class), &entry_key, |text| check_class(names, text))
             {
-                out.push((model.clone(), class));
+                out.push((k, class));
             }
         }
         out
@@ -408,41 +444,6 @@ impl Checker<'_> {
             }
         }
         on.then_some(caps)
-    }
-
-    pub(crate) fn slo_by_operation(
-        &mut self,
-        key: &str,
-        entries: &Spanned<raw::Entries>,
-        names: Option<&[String]>,
-    ) -> Vec<(Operation, String)> {
-        let mut out: Vec<(Operation, String)> = Vec::with_capacity(entries.value.0.len());
-        for (name, class) in &entries.value.0 {
-            let entry_key = format!("{key}.{name}");
-            let Some(operation) = Operation::from_name(name) else {
-                let known: Vec<&str> = Operation::ALL.iter().map(|op| op.name()).collect();
-                self.at(
-                    raw::pos(class),
-                    entry_key,
-                    format!("unknown operation `{name}` (one of {})", known.join(", ")),
-                );
-                continue;
-            };
-            if out.iter().any(|(op, _)| *op == operation) {
-                self.at(
-                    raw::pos(class),
-                    entry_key,
-                    format!("operation `{name}` is listed twice"),
-                );
-                continue;
-            }
-            if let Some(class) =
-                self.value(Some(class), &entry_key, |text| check_class(names, text))
-            {
-                out.push((operation, class));
-            }
-        }
-        out
     }
 
     pub(crate) fn methods(&mut self, key: &str, list: &raw::List) -> Option<Vec<http::Method>> {
