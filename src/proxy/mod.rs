@@ -386,7 +386,7 @@ impl Proxy {
         model: Option<&str>,
         trace: Option<Trace>,
     ) -> Meter {
-        let operation = Operation::of(api, parts.uri.path());
+        let operation = api.operation(parts.uri.path());
         let (slo, class) = match self.declared_objectives(route, &parts.headers) {
             Some(own) => (Some(slo::declared::DECLARED), Some(own)),
             None => {

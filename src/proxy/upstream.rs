@@ -475,8 +475,8 @@ impl Upstream {
         io: Io,
         req: Prepared<RequestBody>,
     ) -> Result<Response<FromUpstream>, Error> {
-        Conn::new(io)
-            .send(req, Arc::downgrade(&self.pool))
+        self.pool
+            .send_new(Conn::new(io), req)
             .await
             .map(pooled)
             .map_err(|failed| Error::H1(failed.error))

@@ -29,6 +29,7 @@ mod config;
 mod deploy;
 mod forwarding;
 mod hardening;
+mod layout;
 mod llamacpp;
 mod metering;
 mod operations;

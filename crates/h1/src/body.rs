@@ -9,30 +9,55 @@ use std::task::{Context, Poll, ready};
 use bytes::{Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
 
+use super::conn::{Conn, Keep, Transport};
 use super::decode::Decoder;
-use super::write::Sending;
-use super::{Conn, Error, Pool, READ_MAX, READ_MIN, SendBody, Transport};
+use super::error::Error;
+use super::limits::{READ_MAX, READ_MIN};
+use super::write::{SendBody, Sending};
 
 /// A response body, read from its connection as it is polled (which also
 /// sends the rest of the request, if the response came first).
 pub struct Body<T, B> {
     /// `None` once the body has ended (or failed).
-    pub(super) conn: Option<Conn<T>>,
-    pub(super) decoder: Decoder,
+    conn: Option<Conn<T>>,
+    decoder: Decoder,
     /// Whether the connection can be kept once the body has ended (and the
     /// request has been sent whole).
-    pub(super) keep: bool,
+    keep: bool,
     /// The rest of the request, while it is being sent.
-    pub(super) sending: Option<Box<Sending<B>>>,
-    pub(super) pool: Weak<Pool<T>>,
+    sending: Option<Box<Sending<B>>>,
+    /// Where the connection goes if it can be kept.
+    home: Weak<dyn Keep<T>>,
     /// Room reserved for the next read (adaptive, `READ_MIN..=READ_MAX`).
-    pub(super) read_size: usize,
+    read_size: usize,
     /// When the request's last byte was written, if that was before the
     /// response head came.
-    pub(super) written: Option<tokio::time::Instant>,
+    written: Option<tokio::time::Instant>,
 }
 
 impl<T, B> Body<T, B> {
+    /// The body of a response whose head `conn` has read: framed by
+    /// `decoder`, with the rest of the request to send if the head came
+    /// first.
+    pub(super) fn new(
+        conn: Conn<T>,
+        decoder: Decoder,
+        keep: bool,
+        sending: Option<Box<Sending<B>>>,
+        home: Weak<dyn Keep<T>>,
+        written: Option<tokio::time::Instant>,
+    ) -> Self {
+        Body {
+            conn: Some(conn),
+            decoder,
+            keep,
+            sending,
+            home,
+            read_size: READ_MIN,
+            written,
+        }
+    }
+
     /// When the request's last byte was written to the connection, if the
     /// whole request was written before the response head came (nearly
     /// always; else its body is still being sent).
@@ -57,7 +82,7 @@ impl<T: Transport, B: SendBody> Body<T, B> {
             // An idle connection holds no buffer (up to `max_idle` of
             // them wait in the pool); the next exchange takes a new one.
             conn.buf = BytesMut::new();
-            T::give_back(conn, &self.pool);
+            T::give_back(conn, &self.home);
         }
     }
 
@@ -161,7 +186,7 @@ impl<T: Transport, B: SendBody> http_body::Body for Body<T, B> {
 mod tests {
     use super::super::decode::take;
     use super::super::head::parse_head;
-    use super::super::{MAX_SIZE_LINE, OWN_BUFFER_MAX};
+    use super::super::limits::{MAX_SIZE_LINE, OWN_BUFFER_MAX};
     use super::*;
 
     /// Frames, each with whether the body had ended right after it.

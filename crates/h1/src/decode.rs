@@ -14,7 +14,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body::Frame;
 
-use super::{Error, MAX_HEAD, MAX_HEADERS, MAX_SIZE_LINE, OWN_BUFFER_MAX};
+use super::error::Error;
+use super::limits::{MAX_HEAD, MAX_HEADERS, MAX_SIZE_LINE, OWN_BUFFER_MAX};
 
 /// Where the chunked decoder is.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -5,8 +5,8 @@ use http::header::HeaderMap;
 use http::{StatusCode, Version};
 
 use super::decode::Decoder;
-use super::head::{Parsed, connection_close, parse_head};
-use super::{KeepAliveHint, MAX_HEAD};
+use super::head::{KeepAliveHint, Parsed, connection_close, parse_head};
+use super::limits::MAX_HEAD;
 
 /// Fuzzing entry point (`fuzz/fuzz_targets/h1_response.rs`, built only
 /// with `--cfg fuzzing`): `data` read as an upstream's answer, head then

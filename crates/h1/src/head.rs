@@ -6,11 +6,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, BytesMut};
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderName};
 use http::{StatusCode, Version};
 
 use super::decode::{Decoder, field};
-use super::{Error, MAX_HEAD, MAX_HEADERS, READ_MIN};
+use super::error::Error;
+use super::limits::{MAX_HEAD, MAX_HEADERS, READ_MIN};
 
 /// A response head.
 pub(super) struct Head {
@@ -200,8 +201,63 @@ pub(super) fn connection_close(headers: &HeaderMap) -> bool {
     })
 }
 
+/// The `Keep-Alive: timeout=N, max=M` hint of a response (RFC 2068
+/// §19.7.1.1, kept by Apache, Node, cpp-httplib and others): how long the
+/// upstream keeps the connection idle, and how many more requests it
+/// takes on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeepAliveHint {
+    pub timeout: Option<std::time::Duration>,
+    pub max: Option<u64>,
+}
+
+impl KeepAliveHint {
+    /// The hint of a response's headers (unknown parameters ignored).
+    pub(crate) fn of(headers: &HeaderMap) -> Self {
+        let mut hint = KeepAliveHint::default();
+        for value in headers.get_all(HeaderName::from_static("keep-alive")) {
+            for param in value.as_bytes().split(|&b| b == b',') {
+                let Some((name, value)) = std::str::from_utf8(param)
+                    .ok()
+                    .and_then(|p| p.split_once('='))
+                else {
+                    continue;
+                };
+                let Ok(n) = value.trim().trim_matches('"').parse::<u64>() else {
+                    continue;
+                };
+                match name.trim().to_ascii_lowercase().as_str() {
+                    "timeout" => hint.timeout = Some(std::time::Duration::from_secs(n)),
+                    "max" => hint.max = Some(n),
+                    _ => {}
+                }
+            }
+        }
+        hint
+    }
+
+    /// How long the connection may wait idle in the pool: a margin short of
+    /// the upstream's own timeout (a second, or half of a timeout shorter
+    /// than two seconds), so the pool lets go of it before the upstream
+    /// does; `None` without a timeout hint.
+    pub fn idle_limit(self) -> Option<std::time::Duration> {
+        let t = self.timeout?;
+        Some(
+            t.saturating_sub(std::time::Duration::from_secs(1))
+                .max(t / 2),
+        )
+    }
+
+    /// Whether the upstream takes another request on the connection.
+    pub fn allows_another(self) -> bool {
+        self.max != Some(0)
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
+    use http::HeaderValue;
+
     use super::*;
 
     pub(in super::super) fn head(wire: &[u8]) -> Result<Parsed, Error> {
@@ -309,5 +365,35 @@ pub(super) mod tests {
         };
         assert_eq!(head.status, StatusCode::OK);
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn keep_alive_hints_are_read_and_a_margin_kept() {
+        let hint = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("keep-alive", HeaderValue::from_str(value).unwrap());
+            KeepAliveHint::of(&headers)
+        };
+        let secs = std::time::Duration::from_secs;
+        let h = hint("timeout=5, max=100");
+        assert_eq!((h.timeout, h.max), (Some(secs(5)), Some(100)));
+        assert_eq!(h.idle_limit(), Some(secs(4)));
+        assert!(h.allows_another());
+        assert_eq!(hint("Timeout=1").idle_limit(), Some(secs(1) / 2));
+        assert_eq!(hint("timeout=0").idle_limit(), Some(secs(0)));
+        assert!(!hint("max=0").allows_another());
+        assert_eq!(hint("max=0").idle_limit(), None);
+        // Unknown or malformed parameters are ignored.
+        assert_eq!(
+            hint("foo, timeout=x, max=-1, timeout=\"7\""),
+            KeepAliveHint {
+                timeout: Some(secs(7)),
+                max: None
+            }
+        );
+        assert_eq!(
+            KeepAliveHint::of(&HeaderMap::new()),
+            KeepAliveHint::default()
+        );
     }
 }

@@ -24,14 +24,16 @@
 //! client, or whose response had begun, never is ([`Pool::send_reused`]).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use http::Response;
-use http::header::{HeaderMap, HeaderName};
 use tokio::time::Instant;
 
-use super::{Body, Conn, Error, Failed, Prepared, SendBody, Transport};
+use super::body::Body;
+use super::conn::{Conn, Keep, Transport};
+use super::error::{Error, Failed};
+use super::write::{Prepared, SendBody};
 
 /// Counts a retry by its reason.
 pub type OnRetry = Box<dyn Fn(Race) + Send + Sync>;
@@ -157,6 +159,21 @@ impl<T: Transport> Pool<T> {
         self.prune(now);
     }
 
+    /// Sends `req` on `conn`, a new connection to this pool's upstream,
+    /// and reads the response head; the response's body gives the
+    /// connection to this pool at its end, if it can be kept.
+    pub async fn send_new<B: SendBody>(
+        self: &Arc<Self>,
+        conn: Conn<T>,
+        req: Prepared<B>,
+    ) -> Result<Response<Body<T, B>>, Failed>
+    where
+        T: Send + 'static,
+    {
+        let home: Weak<Self> = Arc::downgrade(self);
+        conn.send(req, home).await
+    }
+
     /// Sends `req` on `conn`, a connection taken from this pool, and reads
     /// the response head; the response's body gives the connection back
     /// at its end. The one retry rule: a reused connection that the
@@ -167,9 +184,13 @@ impl<T: Transport> Pool<T> {
         self: &Arc<Self>,
         conn: Conn<T>,
         req: Prepared<B>,
-    ) -> Reused<T, B> {
+    ) -> Reused<T, B>
+    where
+        T: Send + 'static,
+    {
         let replay = req.replay();
-        match conn.send(req, Arc::downgrade(self)).await {
+        let home: Weak<Self> = Arc::downgrade(self);
+        match conn.send(req, home).await {
             Ok(resp) => Reused::Sent(Ok(resp)),
             Err(failed) => match (failed.keepalive_race(), replay) {
                 (Some(reason), Some(again)) => {
@@ -184,6 +205,12 @@ impl<T: Transport> Pool<T> {
                 _ => Reused::Sent(Err(failed.error)),
             },
         }
+    }
+}
+
+impl<T: Transport + Send> Keep<T> for Pool<T> {
+    fn keep(&self, conn: Conn<T>) {
+        self.give_back(conn);
     }
 }
 
@@ -227,95 +254,5 @@ impl Failed {
             }
             _ => None,
         }
-    }
-}
-
-/// The `Keep-Alive: timeout=N, max=M` hint of a response (RFC 2068
-/// §19.7.1.1, kept by Apache, Node, cpp-httplib and others): how long the
-/// upstream keeps the connection idle, and how many more requests it
-/// takes on it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct KeepAliveHint {
-    pub timeout: Option<std::time::Duration>,
-    pub max: Option<u64>,
-}
-
-impl KeepAliveHint {
-    /// The hint of a response's headers (unknown parameters ignored).
-    pub(super) fn of(headers: &HeaderMap) -> Self {
-        let mut hint = KeepAliveHint::default();
-        for value in headers.get_all(HeaderName::from_static("keep-alive")) {
-            for param in value.as_bytes().split(|&b| b == b',') {
-                let Some((name, value)) = std::str::from_utf8(param)
-                    .ok()
-                    .and_then(|p| p.split_once('='))
-                else {
-                    continue;
-                };
-                let Ok(n) = value.trim().trim_matches('"').parse::<u64>() else {
-                    continue;
-                };
-                match name.trim().to_ascii_lowercase().as_str() {
-                    "timeout" => hint.timeout = Some(std::time::Duration::from_secs(n)),
-                    "max" => hint.max = Some(n),
-                    _ => {}
-                }
-            }
-        }
-        hint
-    }
-
-    /// How long the connection may wait idle in the pool: a margin short of
-    /// the upstream's own timeout (a second, or half of a timeout shorter
-    /// than two seconds), so the pool lets go of it before the upstream
-    /// does; `None` without a timeout hint.
-    pub fn idle_limit(self) -> Option<std::time::Duration> {
-        let t = self.timeout?;
-        Some(
-            t.saturating_sub(std::time::Duration::from_secs(1))
-                .max(t / 2),
-        )
-    }
-
-    /// Whether the upstream takes another request on the connection.
-    pub fn allows_another(self) -> bool {
-        self.max != Some(0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use http::HeaderValue;
-
-    use super::*;
-
-    #[test]
-    fn keep_alive_hints_are_read_and_a_margin_kept() {
-        let hint = |value: &str| {
-            let mut headers = HeaderMap::new();
-            headers.insert("keep-alive", HeaderValue::from_str(value).unwrap());
-            KeepAliveHint::of(&headers)
-        };
-        let secs = std::time::Duration::from_secs;
-        let h = hint("timeout=5, max=100");
-        assert_eq!((h.timeout, h.max), (Some(secs(5)), Some(100)));
-        assert_eq!(h.idle_limit(), Some(secs(4)));
-        assert!(h.allows_another());
-        assert_eq!(hint("Timeout=1").idle_limit(), Some(secs(1) / 2));
-        assert_eq!(hint("timeout=0").idle_limit(), Some(secs(0)));
-        assert!(!hint("max=0").allows_another());
-        assert_eq!(hint("max=0").idle_limit(), None);
-        // Unknown or malformed parameters are ignored.
-        assert_eq!(
-            hint("foo, timeout=x, max=-1, timeout=\"7\""),
-            KeepAliveHint {
-                timeout: Some(secs(7)),
-                max: None
-            }
-        );
-        assert_eq!(
-            KeepAliveHint::of(&HeaderMap::new()),
-            KeepAliveHint::default()
-        );
     }
 }

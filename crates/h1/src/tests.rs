@@ -61,10 +61,15 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Mock<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Transport for Mock<S> {
-    fn give_back(conn: Conn<Self>, _: &Weak<Pool<Self>>) {
+    fn give_back(conn: Conn<Self>, _: &Weak<dyn Keep<Self>>) {
         let kept = conn.io.kept.clone();
         *kept.lock().unwrap() = Some(conn);
     }
+}
+
+/// No pool: a connection that can be kept goes to `Mock`'s `kept`.
+fn nowhere<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>() -> Weak<dyn Keep<Mock<S>>> {
+    Weak::<Pool<Mock<S>>>::new()
 }
 
 fn over<S: AsyncRead + AsyncWrite + Unpin>(io: S) -> (Conn<Mock<S>>, Kept<S>) {
@@ -289,7 +294,7 @@ async fn heads_204s_and_304s_have_no_body_and_keep_their_connection() {
         ),
     ] {
         answer(&mut conn, answer_head.as_bytes());
-        let resp = conn.send(request(method, &[], empty()), Weak::new()).await;
+        let resp = conn.send(request(method, &[], empty()), nowhere()).await;
         let resp = resp.unwrap_or_else(|e| panic!("{answer_head:?}: {:?}", e.error));
         assert_eq!(resp.status(), status, "{answer_head:?}");
         assert_eq!(resp.headers()[header.0], header.1, "{answer_head:?}");
@@ -306,7 +311,7 @@ async fn heads_204s_and_304s_have_no_body_and_keep_their_connection() {
     // The next answer on the same connection, read whole.
     answer(&mut conn, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
     let resp = conn
-        .send(request(Method::GET, &[], empty()), Weak::new())
+        .send(request(Method::GET, &[], empty()), nowhere())
         .await
         .map_err(|e| e.error)
         .unwrap();
@@ -338,7 +343,7 @@ async fn bytes_after_a_bodiless_answer_are_not_its_body() {
     ] {
         let (conn, kept, _) = scripted([wire]);
         let before = tokio::time::Instant::now();
-        let resp = conn.send(request(method, &[], empty()), Weak::new()).await;
+        let resp = conn.send(request(method, &[], empty()), nowhere()).await;
         let body = resp.map_err(|e| e.error).unwrap().into_body();
         let written = body.request_written().expect("written before the answer");
         assert!(written >= before && written <= tokio::time::Instant::now());
@@ -363,7 +368,7 @@ async fn interim_responses_and_the_final_head_in_one_read_or_cut_anywhere() {
         for b in a..=n {
             let (conn, kept, _) = scripted([&wire[..a], &wire[a..b], &wire[b..]]);
             let resp = conn
-                .send(request(Method::GET, &[], empty()), Weak::new())
+                .send(request(Method::GET, &[], empty()), nowhere())
                 .await
                 .unwrap_or_else(|e| panic!("cut at {a}, {b}: {:?}", e.error));
             assert_eq!(resp.status(), StatusCode::OK, "cut at {a}, {b}");
@@ -394,7 +399,7 @@ async fn an_http_1_0_response_with_transfer_encoding_is_refused() {
         );
         let (conn, kept, _) = scripted([wire]);
         let resp = conn
-            .send(request(Method::GET, &[], empty()), Weak::new())
+            .send(request(Method::GET, &[], empty()), nowhere())
             .await;
         let Err(failed) = resp else {
             panic!("{what:?}: accepted");
@@ -411,7 +416,7 @@ async fn an_http_1_0_response_with_transfer_encoding_is_refused() {
     );
     let (conn, kept, _) = scripted([&b"HTTP/1.0 200 OK\r\ncontent-length: 3\r\n\r\nabc"[..]]);
     let resp = conn
-        .send(request(Method::GET, &[], empty()), Weak::new())
+        .send(request(Method::GET, &[], empty()), nowhere())
         .await;
     let body = resp.map_err(|e| e.error).unwrap().into_body();
     assert_eq!(read_all(body).await.unwrap().0, b"abc");
@@ -482,7 +487,7 @@ async fn the_request_body_goes_on_while_the_response_is_read() {
     };
     let exchange = async {
         let resp = conn
-            .send(req, Weak::new())
+            .send(req, nowhere())
             .await
             .map_err(|e| e.error)
             .unwrap();
@@ -570,7 +575,7 @@ async fn an_early_final_answer_is_forwarded_without_a_hang() {
             }
         };
         let exchange = async {
-            let resp = conn.send(req, Weak::new()).await.map_err(|e| e.error)?;
+            let resp = conn.send(req, nowhere()).await.map_err(|e| e.error)?;
             let status = resp.status();
             read_all(resp.into_body()).await.map(|b| (status, b))
         };
@@ -614,7 +619,7 @@ async fn a_client_body_failing_after_the_head_stops_the_request_not_the_response
         up
     };
     let exchange = async {
-        let resp = conn.send(req, Weak::new()).await.map_err(|e| e.error)?;
+        let resp = conn.send(req, nowhere()).await.map_err(|e| e.error)?;
         read_all(resp.into_body()).await
     };
     let (_up, body) = tokio::join!(upstream, exchange);
@@ -643,7 +648,7 @@ async fn a_chunked_request_body_ends_with_its_trailers() {
     let (conn, kept, written) = scripted([&b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"[..]]);
     let req = request(Method::POST, &[("trailer", "x-checksum, x-usage")], body);
     let resp = conn
-        .send(req, Weak::new())
+        .send(req, nowhere())
         .await
         .map_err(|e| e.error)
         .unwrap();
@@ -676,7 +681,7 @@ async fn a_chunked_request_body_ends_with_its_trailers() {
         got
     };
     let exchange = async {
-        let resp = conn.send(req, Weak::new()).await.map_err(|e| e.error)?;
+        let resp = conn.send(req, nowhere()).await.map_err(|e| e.error)?;
         read_all(resp.into_body()).await
     };
     let (got, body) = tokio::join!(upstream, exchange);
@@ -707,7 +712,7 @@ async fn a_request_sent_with_a_content_length_drops_its_trailers() {
             scripted([&b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"[..]]);
         let req = request(Method::POST, headers, body);
         let resp = conn
-            .send(req, Weak::new())
+            .send(req, nowhere())
             .await
             .map_err(|e| e.error)
             .unwrap();

@@ -5,12 +5,22 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use bytes::Bytes;
 use http::header::{self, HeaderName};
 use http::{Method, Request};
 use tokio::io::AsyncWrite;
 
+use super::error::{BoxError, Error};
 use super::head::content_length;
-use super::{Error, SendBody, WRITE_GATHER};
+use super::limits::WRITE_GATHER;
+
+/// A request body to send: its frames (data, then maybe trailers), and a
+/// copy of it when it can be sent again.
+pub trait SendBody: http_body::Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Sized {
+    /// The same body again, if it can be sent again whole: all of it is
+    /// held here, none still to come from elsewhere.
+    fn replay(&self) -> Option<Self>;
+}
 
 /// A request ready to be written: its head's bytes, its body and how that
 /// is framed.

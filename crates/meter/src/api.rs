@@ -87,6 +87,30 @@ impl Api {
         }
     }
 
+    /// The operation of a request to `path` read as `self` (a call that
+    /// generates nothing is read as [`Api::NonGenerating`] whatever the
+    /// route's protocol: [`Api::on_route`]).
+    pub fn operation(self, path: &str) -> Operation {
+        if self == Api::NonGenerating {
+            return Operation::non_generating(path).unwrap_or(Operation::TextCompletion);
+        }
+        let path = path.trim_end_matches('/');
+        let chat = path.ends_with("/chat/completions") || path.ends_with("/api/chat");
+        match self {
+            Api::Responses | Api::Anthropic => Operation::Chat,
+            Api::Gemini => Operation::GenerateContent,
+            Api::OpenAi | Api::Ollama if chat => Operation::Chat,
+            Api::OpenAi
+            | Api::Ollama
+            | Api::Tgi
+            | Api::LlamaCpp
+            | Api::Sglang
+            | Api::Triton
+            | Api::Generate
+            | Api::NonGenerating => Operation::TextCompletion,
+        }
+    }
+
     /// Guesses the API from a request, for routes with `protocol: auto`.
     /// Only `POST` requests to inference endpoints are metered; `GET
     /// /v1/models`, health checks, OpenAI's `GET /v1/chat/completions`
@@ -150,6 +174,59 @@ impl Api {
                 Some(false) => tgi::classify(name, data),
                 _ => sglang::classify(name, data),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_path_names_its_operation() {
+        for (api, path, op) in [
+            (Api::OpenAi, "/v1/chat/completions", Operation::Chat),
+            (Api::OpenAi, "/v1/completions", Operation::TextCompletion),
+            (Api::Ollama, "/api/chat", Operation::Chat),
+            (Api::Ollama, "/api/generate", Operation::TextCompletion),
+            (Api::Responses, "/v1/responses", Operation::Chat),
+            (Api::Anthropic, "/v1/messages", Operation::Chat),
+            (
+                Api::Gemini,
+                "/v1beta/models/g:streamGenerateContent",
+                Operation::GenerateContent,
+            ),
+            (Api::Tgi, "/generate_stream", Operation::TextCompletion),
+            (Api::NonGenerating, "/v1/embeddings", Operation::Embeddings),
+            (Api::NonGenerating, "/embedding/", Operation::Embeddings),
+            (Api::NonGenerating, "/api/embed", Operation::Embeddings),
+            (Api::NonGenerating, "/api/embeddings", Operation::Embeddings),
+            (Api::NonGenerating, "/embed_sparse", Operation::Embeddings),
+            (
+                Api::NonGenerating,
+                "/v1beta/models/e:batchEmbedContents",
+                Operation::Embeddings,
+            ),
+            (Api::NonGenerating, "/v2/rerank", Operation::Rerank),
+            (Api::NonGenerating, "/reranking", Operation::Rerank),
+            (Api::NonGenerating, "/score", Operation::Score),
+            (Api::NonGenerating, "/v1/score", Operation::Score),
+            (Api::NonGenerating, "/tokenize", Operation::Tokenize),
+            (
+                Api::NonGenerating,
+                "/v1beta/models/g:countTokens",
+                Operation::Tokenize,
+            ),
+            (Api::NonGenerating, "/detokenize", Operation::Detokenize),
+            // A route whose protocol is fixed reads the call as
+            // NonGenerating, and so names it by its path.
+            (
+                Api::OpenAi.on_route(&http::Method::POST, "/v1/embeddings"),
+                "/v1/embeddings",
+                Operation::Embeddings,
+            ),
+        ] {
+            assert_eq!(api.operation(path), op, "{path}");
         }
     }
 }

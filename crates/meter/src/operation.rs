@@ -4,8 +4,6 @@
 //! from the request's path. Its name is the `operation` label and
 //! OpenTelemetry's `gen_ai.operation.name`.
 
-use super::api::Api;
-
 /// What a metered request asks of the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operation {
@@ -99,83 +97,11 @@ impl Operation {
             _ => None,
         }
     }
-
-    /// The operation of a request to `path` read as `api` (a call that
-    /// generates nothing is read as [`Api::NonGenerating`] whatever the
-    /// route's protocol: [`Api::on_route`]).
-    pub fn of(api: Api, path: &str) -> Operation {
-        if api == Api::NonGenerating {
-            return Self::non_generating(path).unwrap_or(Operation::TextCompletion);
-        }
-        let path = path.trim_end_matches('/');
-        let chat = path.ends_with("/chat/completions") || path.ends_with("/api/chat");
-        match api {
-            Api::Responses | Api::Anthropic => Operation::Chat,
-            Api::Gemini => Operation::GenerateContent,
-            Api::OpenAi | Api::Ollama if chat => Operation::Chat,
-            Api::OpenAi
-            | Api::Ollama
-            | Api::Tgi
-            | Api::LlamaCpp
-            | Api::Sglang
-            | Api::Triton
-            | Api::Generate
-            | Api::NonGenerating => Operation::TextCompletion,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_path_names_its_operation() {
-        for (api, path, op) in [
-            (Api::OpenAi, "/v1/chat/completions", Operation::Chat),
-            (Api::OpenAi, "/v1/completions", Operation::TextCompletion),
-            (Api::Ollama, "/api/chat", Operation::Chat),
-            (Api::Ollama, "/api/generate", Operation::TextCompletion),
-            (Api::Responses, "/v1/responses", Operation::Chat),
-            (Api::Anthropic, "/v1/messages", Operation::Chat),
-            (
-                Api::Gemini,
-                "/v1beta/models/g:streamGenerateContent",
-                Operation::GenerateContent,
-            ),
-            (Api::Tgi, "/generate_stream", Operation::TextCompletion),
-            (Api::NonGenerating, "/v1/embeddings", Operation::Embeddings),
-            (Api::NonGenerating, "/embedding/", Operation::Embeddings),
-            (Api::NonGenerating, "/api/embed", Operation::Embeddings),
-            (Api::NonGenerating, "/api/embeddings", Operation::Embeddings),
-            (Api::NonGenerating, "/embed_sparse", Operation::Embeddings),
-            (
-                Api::NonGenerating,
-                "/v1beta/models/e:batchEmbedContents",
-                Operation::Embeddings,
-            ),
-            (Api::NonGenerating, "/v2/rerank", Operation::Rerank),
-            (Api::NonGenerating, "/reranking", Operation::Rerank),
-            (Api::NonGenerating, "/score", Operation::Score),
-            (Api::NonGenerating, "/v1/score", Operation::Score),
-            (Api::NonGenerating, "/tokenize", Operation::Tokenize),
-            (
-                Api::NonGenerating,
-                "/v1beta/models/g:countTokens",
-                Operation::Tokenize,
-            ),
-            (Api::NonGenerating, "/detokenize", Operation::Detokenize),
-            // A route whose protocol is fixed reads the call as
-            // NonGenerating, and so names it by its path.
-            (
-                Api::OpenAi.on_route(&http::Method::POST, "/v1/embeddings"),
-                "/v1/embeddings",
-                Operation::Embeddings,
-            ),
-        ] {
-            assert_eq!(Operation::of(api, path), op, "{path}");
-        }
-    }
 
     #[test]
     fn names_are_unique_and_read_back() {

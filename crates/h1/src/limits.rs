@@ -1,0 +1,22 @@
+//! The sizes that bound what a connection reads and writes.
+
+/// Data frames up to this size leave in a buffer of their own, so that the
+/// connection's read buffer stays unshared and is reused in place; larger
+/// ones are passed on in the read buffer they came in (see [`crate::decode`]).
+pub const OWN_BUFFER_MAX: usize = 4096;
+
+/// A read takes at least this much room in the read buffer.
+pub(crate) const READ_MIN: usize = 8 * 1024;
+/// ... and at most this much: a read that filled its room doubles the next
+/// one's, up to here (bulk bodies), one that used less than half halves it.
+pub(crate) const READ_MAX: usize = 64 * 1024;
+/// Longest response head (status line and headers), and longest trailer
+/// section, read.
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
+/// Most headers in a response head (hyper's default too).
+pub(crate) const MAX_HEADERS: usize = 100;
+/// Longest chunk size line (size and extensions).
+pub(crate) const MAX_SIZE_LINE: usize = 4 * 1024;
+/// Request body bytes gathered before a write (frames that are ready at
+/// once go out together with the head).
+pub(crate) const WRITE_GATHER: usize = 64 * 1024;
