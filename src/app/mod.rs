@@ -686,10 +686,12 @@ fn serve_client(
 ///
 /// It watches the listener's signal: at shutdown the connection finishes
 /// its requests and closes; while the listener is overloaded, the
-/// connection is dropped if it is idle between requests, or has sent no
-/// complete request head within the overload timeout of opening (a request
-/// in progress is never cut here: one whose body is still being read ahead
-/// is shed by the proxy with a `408`).
+/// connection is closed if it is idle between requests (gracefully, so that
+/// the rest of its last response is written first, within the overload
+/// timeout), or dropped if it has sent no complete request head within the
+/// overload timeout of opening (a request in progress is never cut here:
+/// one whose body is still being read ahead is shed by the proxy with a
+/// `408`).
 fn connection_task<C, E>(
     conn: C,
     client: Client,
@@ -706,6 +708,9 @@ where
         let mut watching = true;
         // When to look again whether an overloaded connection can be shed.
         let mut check: Option<tokio::time::Instant> = None;
+        // When a connection shed while idle is dropped if it has not
+        // finished writing.
+        let mut closing: Option<tokio::time::Instant> = None;
         loop {
             // Biased: the connection first, and no random draw per poll.
             tokio::select! {
@@ -730,6 +735,10 @@ where
                         check = signal.overloaded.then(tokio::time::Instant::now);
                     }
                 }
+                () = tokio::time::sleep_until(closing.unwrap_or_else(tokio::time::Instant::now)), if closing.is_some() => {
+                    tracing::debug!(client_addr = %client.addr, "shed connection dropped: its client did not take the rest of its last response in time");
+                    return;
+                }
                 () = tokio::time::sleep_until(check.unwrap_or_else(tokio::time::Instant::now)), if check.is_some() => {
                     let now = tokio::time::Instant::now();
                     if !client.signal.borrow().overloaded {
@@ -738,8 +747,17 @@ where
                     }
                     if activity.idle() {
                         if activity.served.load(Ordering::Relaxed) {
+                            // Closed gracefully: the end of the last
+                            // response may still be in hyper's write buffer
+                            // (its body is dropped as its last frame is
+                            // queued), and is written first, for up to the
+                            // overload timeout.
                             client.shed(Shed::Idle);
-                            return;
+                            conn.as_mut().shut_down();
+                            closing = Some(now + timeout);
+                            watching = false;
+                            check = None;
+                            continue;
                         }
                         if now >= client.accepted + timeout {
                             client.shed(Shed::Head);

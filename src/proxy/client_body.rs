@@ -9,6 +9,8 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -46,6 +48,11 @@ pub enum BodyTimeout {
     /// of the request head, while the proxy was overloaded.
     #[error("the proxy is overloaded and the client's request body did not arrive within {0:?}")]
     Overload(Duration),
+    /// The rest of a body larger than the read-ahead was still arriving
+    /// when the route's `timeouts.response_headers` ran out: the upstream
+    /// cannot answer a request it does not have.
+    #[error("the client's request body was still arriving after {0:?}")]
+    Upload(Duration),
 }
 
 /// The client's request body as it arrives, with the route's request-body
@@ -61,6 +68,9 @@ pub struct ClientBody {
     /// Armed at the first wait: a body that is all there at once (nearly
     /// every one) never makes a timer.
     timer: Option<Pin<Box<Sleep>>>,
+    /// Set when the body has ended, for whoever watches (see
+    /// [`RequestBody::watch_end`]).
+    ended: Option<Arc<AtomicBool>>,
 }
 
 impl ClientBody {
@@ -71,6 +81,13 @@ impl ClientBody {
             idle,
             waiting_since: None,
             timer: None,
+            ended: None,
+        }
+    }
+
+    fn mark_ended(&self) {
+        if let Some(ended) = &self.ended {
+            ended.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -87,10 +104,16 @@ impl Body for ClientBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 this.waiting_since = None;
+                if this.inner.is_end_stream() {
+                    this.mark_ended();
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(ClientBodyError::Failed(e)))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                this.mark_ended();
+                Poll::Ready(None)
+            }
             Poll::Pending => {
                 let since = *this.waiting_since.get_or_insert_with(Instant::now);
                 let deadline = since + this.idle;
@@ -154,6 +177,23 @@ impl RequestBody {
             Source::Buffered { rest, .. } => rest.as_ref().is_none_or(|r| r.is_end_stream()),
             Source::Streaming(_) => false,
         }
+    }
+
+    /// For a body still to come (partly) from the client, a flag set when
+    /// the client's body has ended; `None` when the whole body is held
+    /// here.
+    pub fn watch_end(&mut self) -> Option<Arc<AtomicBool>> {
+        let rest = match &mut *self.0 {
+            Source::Buffered {
+                rest: Some(rest), ..
+            }
+            | Source::Streaming(rest) => rest,
+            Source::Buffered { rest: None, .. } => return None,
+        };
+        if rest.is_end_stream() {
+            return None;
+        }
+        Some(rest.ended.get_or_insert_with(Arc::default).clone())
     }
 
     /// A copy to send again, when the whole body is held here: read ahead

@@ -28,6 +28,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -47,7 +48,7 @@ use tokio_rustls::client::TlsStream;
 use http_body::Body;
 use hyper::body::Incoming;
 
-use super::client_body::{ClientBodyError, RequestBody};
+use super::client_body::{BodyTimeout, ClientBodyError, RequestBody};
 use super::rewrite::{fitted, origin_form};
 use crate::config::Route;
 use h1::{Conn, OWN_BUFFER_MAX, Pool, Prepared, Reused};
@@ -388,15 +389,23 @@ impl Upstream {
     }
 
     /// Sends `req` (absolute-form URI) and reads the response head within
-    /// `head_timeout`; the response's body reads the rest.
+    /// `head_timeout`; the response's body reads the rest. If the client's
+    /// body is still arriving when the time runs out, the client is the
+    /// one that was slow ([`BodyTimeout::Upload`]).
     pub async fn send(
         self: &Arc<Self>,
         req: Request<RequestBody>,
         head_timeout: Duration,
     ) -> Result<Response<FromUpstream>, Error> {
-        tokio::time::timeout(head_timeout, self.exchange(req))
-            .await
-            .unwrap_or(Err(Error::HeadTimeout(head_timeout)))
+        let mut req = req;
+        let arriving = req.body_mut().watch_end();
+        match tokio::time::timeout(head_timeout, self.exchange(req)).await {
+            Ok(sent) => sent,
+            Err(_) if arriving.is_some_and(|ended| !ended.load(Ordering::Relaxed)) => Err(
+                Error::ClientBody(ClientBodyError::Timeout(BodyTimeout::Upload(head_timeout))),
+            ),
+            Err(_) => Err(Error::HeadTimeout(head_timeout)),
+        }
     }
 
     /// On the HTTP/2 connection if there is one, else on an idle HTTP/1.1

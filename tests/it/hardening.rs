@@ -302,6 +302,14 @@ fn an_upstream_url_with_a_password_is_refused_without_echoing_it() {
 /// Returns its address and its count of connections.
 async fn one_answer_per_connection() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>)
 {
+    closing_the_second_request_after(Duration::ZERO).await
+}
+
+/// [`one_answer_per_connection`], closing the second request `after` it
+/// has it whole (an upstream that crashes while working on it).
+async fn closing_the_second_request_after(
+    after: Duration,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -340,6 +348,7 @@ async fn one_answer_per_connection() -> (SocketAddr, std::sync::Arc<std::sync::a
                     got.drain(..end + len);
                     if answered {
                         // The second request: closed without a byte.
+                        tokio::time::sleep(after).await;
                         return;
                     }
                     let body = if head.starts_with("head ") { "" } else { "{}" };
@@ -466,6 +475,32 @@ async fn unmetered_posts_caught_in_the_keep_alive_race_are_sent_again_if_small()
 }
 
 #[tokio::test]
+async fn a_request_the_upstream_closed_on_long_after_taking_it_is_not_sent_again() {
+    use std::sync::atomic::Ordering;
+    let (upstream, connections) = closing_the_second_request_after(Duration::from_secs(2)).await;
+    let proxy = start(config_for(upstream)).await;
+    let small = r#"{"model":"m1","messages":[]}"#;
+    let post = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{small}",
+        small.len()
+    );
+    assert_eq!(raw_exchange(proxy.proxy_addr, &post, b"").await.status, 200);
+    // The second request goes out on the kept connection, whole; the
+    // upstream has it for 2 s, then closes without a byte: it may have
+    // worked on it, so it is the client's 502, not a second run.
+    let resp = raw_exchange(proxy.proxy_addr, &post, b"").await;
+    assert_eq!(resp.status, 502);
+    assert_eq!(connections.load(Ordering::SeqCst), 1, "no new connection");
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[("outcome", "upstream_error")]) >= 1.0
+    })
+    .await;
+    assert_eq!(sum(&s, "tokenmeter_upstream_retries_total", &[]), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn an_upstreams_keep_alive_timeout_is_honoured() {
     use std::sync::atomic::Ordering;
     let (upstream, connections) = one_answer_per_connection().await;
@@ -557,6 +592,82 @@ async fn a_body_that_stalls_past_the_read_ahead_is_a_408_too() {
     assert_eq!(
         sum(&s, "llm_requests_total", &[("outcome", "upstream_error")]),
         0.0
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_still_arriving_past_the_read_ahead_when_the_head_timeout_runs_out_is_the_clients() {
+    let upstream = scripted_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_request_body_bytes = 16;
+    config.routes[0].timeouts.response_headers = Duration::from_secs(2);
+    let proxy = start(config).await;
+    let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    client
+        .write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-echo: 1\r\n\
+              content-type: application/json\r\ncontent-length: 1000\r\n\r\n\
+              {\"model\":\"m1\",\"messages\":[],",
+        )
+        .await
+        .unwrap();
+    // The rest trickles, a byte every 200 ms: never silent for the 30 s
+    // idle timeout, and the echoing upstream answers only once it has it
+    // all, so the head timeout (2 s) runs out while it is still arriving.
+    let mut buf = Vec::new();
+    let resp = loop {
+        tokio::select! {
+            read = client.read_to_end(&mut buf) => {
+                let _ = read;
+                break parse_response(&buf);
+            }
+            () = tokio::time::sleep(Duration::from_millis(200)) => {
+                if client.write_all(b" ").await.is_err() {
+                    let _ = client.read_to_end(&mut buf).await;
+                    break parse_response(&buf);
+                }
+            }
+        }
+    };
+    assert_eq!(resp.status, 408, "{resp:?}");
+    assert_eq!(
+        resp.header("x-tokenmeter-error"),
+        Some("request_body_timeout")
+    );
+    let s = settle(proxy.admin_addr, 1.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "client_timeout")]),
+        1.0
+    );
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "timeout")]),
+        0.0
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_whole_body_the_upstream_sits_on_is_the_upstreams_504() {
+    let upstream = closing_the_second_request_after(Duration::from_secs(10))
+        .await
+        .0;
+    let mut config = config_for(upstream);
+    config.routes[0].timeouts.response_headers = Duration::from_secs(1);
+    let proxy = start(config).await;
+    let small = r#"{"model":"m1","messages":[]}"#;
+    let post = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{small}",
+        small.len()
+    );
+    assert_eq!(raw_exchange(proxy.proxy_addr, &post, b"").await.status, 200);
+    let resp = raw_exchange(proxy.proxy_addr, &post, b"").await;
+    assert_eq!(resp.status, 504, "{resp:?}");
+    let s = settle(proxy.admin_addr, 2.0).await;
+    assert_eq!(
+        sum(&s, "llm_requests_total", &[("outcome", "timeout")]),
+        1.0
     );
     proxy.stop().await;
 }
@@ -742,6 +853,100 @@ async fn idle_connections_are_shed_first_when_the_listener_is_overloaded() {
             .is_err()
     );
     drop(silent);
+    proxy.stop().await;
+}
+
+/// An upstream that answers every request on a connection with a 68,000-byte
+/// body: 64,000 bytes, then, a moment later, the last 4,000 (one frame).
+async fn two_part_upstream() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    // A request head, or the connection's end.
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    seen.clear();
+                    let start = b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: 68000\r\n\r\n";
+                    let mut first = start.to_vec();
+                    first.extend(std::iter::repeat_n(b'a', 64_000));
+                    if sock.write_all(&first).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    if sock.write_all(&[b'z'; 4_000]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn an_idle_connection_shed_under_overload_still_gets_the_end_of_its_response() {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    let upstream = two_part_upstream().await;
+    let mut config = config_for(upstream);
+    config.proxy.max_connections = Some(10);
+    config.proxy.overload_timeout = Duration::from_secs(30);
+    let proxy = start(config).await;
+    // An HTTP/2 client whose windows hold 65,535 bytes and that does not
+    // read its body yet: the proxy has the whole response, and its last
+    // 2,465 bytes wait in the proxy's connection for the client's window.
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .http2_initial_stream_window_size(65_535)
+        .http2_initial_connection_window_size(65_535)
+        .build_http();
+    let req = hyper::Request::get(format!("http://{}/v1/models", proxy.proxy_addr))
+        .body(Empty::new())
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    // The response's end has come from the upstream: the request is over
+    // on the proxy's side, and its connection idle.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Eight more connections, idle after a request each: nine of ten is
+    // overloaded, and the idle ones are shed.
+    let get = "GET /v1/models HTTP/1.1\r\nhost: x\r\n\r\n";
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        let mut c = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+        c.write_all(get.as_bytes()).await.unwrap();
+        read_until(&mut c, b"\r\n\r\n").await;
+        idle.push(c);
+    }
+    scrape_until(proxy.admin_addr, |s| {
+        value(
+            s,
+            "tokenmeter_shed_connections_total",
+            &[("reason", "idle")],
+        ) >= 2.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Now the client reads: all of it arrives.
+    let body = tokio::time::timeout(Duration::from_secs(20), resp.into_body().collect())
+        .await
+        .expect("the body ends")
+        .expect("the body is whole")
+        .to_bytes();
+    assert_eq!(body.len(), 68_000);
+    assert!(body.ends_with(&[b'z'; 4_000]));
+    drop(idle);
     proxy.stop().await;
 }
 

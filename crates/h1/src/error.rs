@@ -27,9 +27,11 @@ pub enum Error {
 #[derive(Debug)]
 pub struct Failed {
     pub error: Error,
-    /// Not one byte of a response had arrived: on a connection that served
-    /// a request before, the upstream closed it as it was reused (the
-    /// keep-alive race), and has not seen the request.
+    /// Not one byte of a response had arrived, and the failure came while
+    /// the request was going out or within `RACE_WINDOW` of its last byte:
+    /// on a connection that served a request before, the upstream closed
+    /// it as it was reused (the keep-alive race), and has not seen the
+    /// request.
     pub silent: bool,
 }
 

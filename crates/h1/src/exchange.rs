@@ -12,6 +12,7 @@ use super::conn::{Conn, Keep, Transport};
 use super::decode::Decoder;
 use super::error::{Error, Failed};
 use super::head::{Head, KeepAliveHint, connection_close, poll_head};
+use super::limits::RACE_WINDOW;
 use super::write::{Prepared, SendBody, Sending};
 
 impl<T: Transport> Conn<T> {
@@ -68,9 +69,12 @@ impl<T: Transport> Conn<T> {
             // An upstream that could not take the request whole and
             // closed: the write's error is the one to report.
             (Err(_), Some(Err(e))) | (Err(e), _) => {
-                // A client's failed body is not the upstream's silence.
-                let silent =
-                    !received && !matches!(e, Error::RequestBody(_) | Error::RequestLength);
+                // A client's failed body is not the upstream's silence,
+                // nor is a close that came long after the request was out.
+                let late = written.is_some_and(|at| at.elapsed() > RACE_WINDOW);
+                let silent = !received
+                    && !late
+                    && !matches!(e, Error::RequestBody(_) | Error::RequestLength);
                 return Err(Failed { error: e, silent });
             }
         };

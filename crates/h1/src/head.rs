@@ -100,17 +100,19 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Parsed, Error> {
     };
     let mut headers = HeaderMap::with_capacity(parsed.headers.len());
     let mut length: Option<u64> = None;
+    // The transfer codings, over every Transfer-Encoding line: `Some(true)`
+    // while they are `chunked` alone.
     let mut chunked = None;
     for h in parsed.headers.iter() {
         let (name, value) = field(h).ok_or(Error::Head("invalid header"))?;
         if name == header::TRANSFER_ENCODING {
-            // The last coding says whether the body is chunked.
-            let last = value
-                .as_bytes()
-                .rsplit(|&b| b == b',')
-                .next()
-                .unwrap_or(b"");
-            chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            for coding in value.as_bytes().split(|&b| b == b',') {
+                let coding = coding.trim_ascii();
+                if !coding.is_empty() {
+                    chunked = Some(chunked.is_none() && coding.eq_ignore_ascii_case(b"chunked"));
+                }
+            }
+            chunked.get_or_insert(false);
         } else if name == header::CONTENT_LENGTH {
             let n = content_length(value.as_bytes())?;
             if length.is_some_and(|l| l != n) {
@@ -125,6 +127,12 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Parsed, Error> {
     if chunked.is_some() && version == Version::HTTP_10 {
         return Err(Error::Head("Transfer-Encoding in an HTTP/1.0 response"));
     }
+    // A body in another transfer coding (`gzip, chunked`) cannot be passed
+    // on: Transfer-Encoding is hop-by-hop, so the client would get the
+    // coded bytes unlabelled. Refused, as nginx does.
+    if chunked == Some(false) {
+        return Err(Error::Head("a transfer coding other than chunked"));
+    }
     // Transfer-Encoding overrides Content-Length, which is dropped so that
     // the client is not told a length the body does not have, and the
     // connection, whose framing a third party may read differently, is not
@@ -134,9 +142,8 @@ pub(super) fn parse_head(buf: &mut BytesMut) -> Result<Parsed, Error> {
         headers.remove(header::CONTENT_LENGTH);
     }
     let framing = match (chunked, length) {
-        (Some(true), _) => Decoder::CHUNKED,
-        // A body in another coding runs to the end of the connection.
-        (Some(false), _) | (None, None) => Decoder::Close,
+        (Some(_), _) => Decoder::CHUNKED,
+        (None, None) => Decoder::Close,
         (None, Some(0)) => Decoder::Done,
         (None, Some(n)) => Decoder::Length(n),
     };
@@ -295,14 +302,8 @@ pub(super) mod tests {
             Decoder::CHUNKED
         );
         assert_eq!(
-            framing(
-                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\ncontent-length: 5\r\n\r\n"
-            ),
+            framing("HTTP/1.1 200 OK\r\ntransfer-encoding: , chunked\r\n\r\n"),
             Decoder::CHUNKED
-        );
-        assert_eq!(
-            framing("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n"),
-            Decoder::Close
         );
         // Transfer-Encoding beside Content-Length: the length is dropped
         // and the connection will not be kept.
@@ -320,6 +321,12 @@ pub(super) mod tests {
             "HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
             "HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n",
             "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            // Transfer codings other than chunked are not passed on.
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\ncontent-length: 5\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding:\r\n\r\n",
             "HTTP/2 200 OK\r\n\r\n",
             "hello\r\n\r\n",
         ] {

@@ -1,4 +1,5 @@
-//! The sizes that bound what a connection reads and writes.
+//! The sizes that bound what a connection reads and writes, and the time
+//! that tells the keep-alive race from an upstream that took a request.
 
 /// Data frames up to this size leave in a buffer of their own, so that the
 /// connection's read buffer stays unshared and is reused in place; larger
@@ -20,3 +21,11 @@ pub(crate) const MAX_SIZE_LINE: usize = 4 * 1024;
 /// Request body bytes gathered before a write (frames that are ready at
 /// once go out together with the head).
 pub(crate) const WRITE_GATHER: usize = 64 * 1024;
+
+/// A reused connection that the upstream closes without a byte of a
+/// response within this long of the request's last byte being written was
+/// closed in the keep-alive race (the close crossed the request on the
+/// wire: it shows within a round trip). One closed later was closed by an
+/// upstream that had the request (a crash, a restart, a worker killed
+/// mid-generation): sending it again could run it twice.
+pub(crate) const RACE_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
