@@ -117,11 +117,7 @@ impl<T: Merge> Ring<T> {
         self.visit_between((now + 1).saturating_sub(SLOTS), now + 1, f);
     }
 
-    /// Merges the slots with indexes in `[from, to)`.
-    fn collect_between(&self, from: u64, to: u64, into: &mut T) {
-        self.visit_between(from, to, &mut |slot| into.merge_from(slot));
-    }
-
+    /// Calls `f` on each slot with an index in `[from, to)`.
     fn visit_between(&self, from: u64, to: u64, f: &mut dyn FnMut(&T)) {
         for (tag, slot) in &self.slots {
             let Some(index) = tag.checked_sub(1) else {
@@ -173,11 +169,8 @@ const SLOTS_PER_POINT: u64 = POINT.as_secs() / WINDOWS[0].slot.as_secs();
 /// seconds in the 1m window's ring.
 fn point_requests(one_second: &Ring, point: u64) -> Aggregate {
     let mut a = Aggregate::default();
-    one_second.collect_between(
-        point * SLOTS_PER_POINT,
-        (point + 1) * SLOTS_PER_POINT,
-        &mut a,
-    );
+    let (from, to) = (point * SLOTS_PER_POINT, (point + 1) * SLOTS_PER_POINT);
+    one_second.visit_between(from, to, &mut |slot| a.merge(slot));
     a
 }
 
