@@ -492,7 +492,7 @@ fn capacity_rules(class: &SloClass, namespace: &str, window: &str) -> Vec<Rule> 
         labels(&[]),
     ));
     let knee_of = format!("{}{{slo=\"{slo}\"}}", names.knee);
-    let broken = format!("{} == 0", holds("").replace(",}", "}"));
+    let broken = format!("{}{{slo=\"{slo}\"}} == 0", names.holds);
     for (bound, op) in [("measured", "and"), ("lower", "unless")] {
         rules.push(record(
             &names.capacity,
@@ -697,8 +697,21 @@ mod tests {
     fn capacity_rules_give_the_fleets_knee_needs_tool_promtool() {
         let dir = std::env::temp_dir().join(format!("slo-capacity-rules-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut file = rules(&[class(None)], "llm");
-        file.groups.extend(capacity_groups(&[class(None)], "llm"));
+        // And a class of every objective and a goodput target, for
+        // `promtool check rules`.
+        let mut every = class(Some(0.9));
+        every.name = "every".into();
+        for (kind, target) in [(ObjectiveKind::Tpot, 0.99), (ObjectiveKind::E2el, 0.999)] {
+            every.objectives.push(Objective {
+                kind,
+                threshold: Duration::from_secs(1),
+                target,
+            });
+        }
+        let classes = [class(None), every];
+        let mut file = rules(&classes, "llm");
+        file.groups.extend(capacity_groups(&classes, "llm"));
+        assert_eq!(file.groups.len(), 4);
         std::fs::write(dir.join("rules.yml"), to_yaml(&file).unwrap()).unwrap();
         std::fs::write(dir.join("capacity.test.yaml"), CAPACITY_TEST).unwrap();
         for args in [

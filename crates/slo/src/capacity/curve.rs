@@ -182,6 +182,12 @@ impl Curve {
         knee::knee(class, &self.counts(now, which))
     }
 
+    /// The knee of `class` over each window at `now`, with the window's
+    /// name (the gauges' `window` label), shortest first.
+    pub fn knees(&self, now: Instant, class: &SloClass) -> [(&'static str, Knee); 3] {
+        std::array::from_fn(|which| (WINDOWS[which].name, self.knee(now, which, class)))
+    }
+
     /// The whole curve at `now` against `class` (its targets and the
     /// minimum count), each window's knee, and its headroom at `load_now`
     /// when that is known.
@@ -489,12 +495,13 @@ mod tests {
         assert!((0.59..0.62).contains(&p95), "{p95}");
         let four = &one.buckets[3];
         assert_eq!((four.state, four.targets[0].ratio), ("holds", Some(1.0)));
+        let measured = Knee::Measured {
+            concurrency: 4,
+            first_break: 5,
+        };
         assert_eq!(
-            curve.knee(Instant::now(), 1, &class()),
-            Knee::Measured {
-                concurrency: 4,
-                first_break: 5
-            }
+            curve.knees(Instant::now(), &class()),
+            [("1m", measured), ("5m", measured), ("1h", measured)]
         );
         assert_eq!(r.min_judged, 20);
     }

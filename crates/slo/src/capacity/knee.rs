@@ -45,6 +45,11 @@ pub fn bucket_index(load: u64) -> usize {
     BOUNDS.partition_point(|&bound| bound < load)
 }
 
+/// The `load_le` label value of the bucket of `load`.
+pub fn load_label(load: u64) -> &'static str {
+    LABELS[bucket_index(load).min(BUCKETS - 1)]
+}
+
 /// The smallest load of bucket `index`.
 pub fn lower_bound(index: usize) -> u64 {
     match index {
@@ -384,7 +389,7 @@ mod tests {
             (u64::MAX, "+Inf"),
         ];
         for (load, label) in cases {
-            assert_eq!(LABELS[bucket_index(load)], label, "{load}");
+            assert_eq!(load_label(load), label, "{load}");
         }
         for (i, label) in LABELS.iter().enumerate() {
             let shown = upper_bound(i).map_or("+Inf".to_owned(), |b| b.to_string());
@@ -528,6 +533,36 @@ mod tests {
         // A wide bucket's knee is its upper bound.
         let c = curve(&[(10, 40, 0), (14, 40, 20)]);
         assert_eq!(knee(&class(), &c).value(), Some((12, Bound::Measured)));
+    }
+
+    /// The recording rules (`rules.rs`) put the knee another way: the
+    /// largest bound of a holding bucket with no breaking bucket below it,
+    /// or 0 when the first bucket breaks; `measured` when any bucket
+    /// breaks. Both agree on every mix of states of the first six buckets.
+    #[test]
+    fn the_rules_formulation_agrees_with_the_rule() {
+        let (too_few, holds, breaks) = (counts(0, 0), counts(40, 0), counts(40, 40));
+        for code in 0..3usize.pow(6) {
+            let mut buckets = vec![BucketCounts::default(); BUCKETS];
+            let mut states = Vec::new();
+            for (i, bucket) in buckets.iter_mut().take(6).enumerate() {
+                let state = code / 3usize.pow(i as u32) % 3;
+                *bucket = [too_few, holds, breaks][state];
+                states.push(state);
+            }
+            let broken_below = |i: usize| states[..i].contains(&2);
+            let terms = (0..6)
+                .filter(|&i| states[i] == 1 && !broken_below(i))
+                .map(|i| upper_bound(i).unwrap())
+                .chain((states[0] == 2).then_some(0));
+            let bound = if states.contains(&2) {
+                Bound::Measured
+            } else {
+                Bound::Lower
+            };
+            let rules = terms.max().map(|v| (v, bound));
+            assert_eq!(knee(&class(), &buckets).value(), rules, "{states:?}");
+        }
     }
 
     #[test]
