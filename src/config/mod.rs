@@ -12,7 +12,10 @@
 
 mod load;
 mod raw;
+mod restart;
 mod show;
+
+pub use restart::{RESTART_ONLY, RestartOnly};
 
 pub use load::{
     ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides, is_tenant_name,
