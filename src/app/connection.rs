@@ -17,8 +17,9 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::proxy::delegate::delegate_body;
 use crate::proxy::overload::{Overload, Shed, Signal};
-use crate::proxy::{Proxy, ResponseBody, arrival};
+use crate::proxy::{BoxError, Proxy, ResponseBody, arrival};
 
 /// One client connection of the proxy listener, as its task knows it.
 pub(super) struct Client {
@@ -74,25 +75,7 @@ struct Tracked {
     _busy: Busy,
 }
 
-impl http_body::Body for Tracked {
-    type Data = bytes::Bytes;
-    type Error = crate::proxy::BoxError;
-
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
+delegate_body!(Tracked: struct body, Error = BoxError);
 
 /// Serves one client connection of the proxy listener: hyper's connection,
 /// boxed apart from the task ([`connection_task`]).
