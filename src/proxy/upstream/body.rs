@@ -1,15 +1,13 @@
 //! [`FromUpstream`]: the upstream's response body, by the protocol it came
 //! over, before the proxy's wrappers (`crate::proxy::body`).
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Frame;
 use hyper::body::Incoming;
 
 use super::connect::Io;
 use crate::proxy::client_body::RequestBody;
+use crate::proxy::delegate::delegate_body;
 use h1::OWN_BUFFER_MAX;
 
 /// The response body of an HTTP/1.1 upstream.
@@ -39,37 +37,10 @@ impl FromUpstream {
     }
 }
 
-impl Body for FromUpstream {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut() {
-            FromUpstream::Pooled(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
-            FromUpstream::Client(body) => Pin::new(body)
-                .poll_frame(cx)
-                .map_ok(own_buffer)
-                .map_err(Into::into),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            FromUpstream::Pooled(body) => body.is_end_stream(),
-            FromUpstream::Client(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            FromUpstream::Pooled(body) => body.size_hint(),
-            FromUpstream::Client(body) => body.size_hint(),
-        }
-    }
-}
+delegate_body!(FromUpstream: enum {
+    FromUpstream::Pooled,
+    FromUpstream::Client => own_buffer,
+}, Error = BoxError);
 
 /// `frame` with the same bytes, a small data frame (up to
 /// [`OWN_BUFFER_MAX`], as `h1` does for its connections) moved out of the

@@ -6,14 +6,10 @@
 //! of its handle), made again once it closes or has been idle for the
 //! pool's idle timeout.
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Frame, SizeHint};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
@@ -23,6 +19,7 @@ use tokio_rustls::client::TlsStream;
 use super::body::{BoxError, FromUpstream};
 use super::error::Error;
 use crate::proxy::client_body::{ClientBodyError, RequestBody};
+use crate::proxy::delegate::delegate_body;
 use crate::proxy::rewrite::fitted;
 
 /// A handle of an HTTP/2 connection, which sends requests on it.
@@ -155,31 +152,15 @@ pub struct H2Body {
 #[error("client request body")]
 struct ClientBodyFailed;
 
-impl http_body::Body for H2Body {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Err(e))) => {
-                if let Ok(mut failed) = this.failed.lock() {
-                    *failed = Some(e);
-                }
-                Poll::Ready(Some(Err(Box::new(ClientBodyFailed))))
-            }
-            other => other.map_err(Into::into),
+impl H2Body {
+    /// Keeps the client's error `e` beside, for the exchange to report,
+    /// and hands hyper a marker of it.
+    fn keep_error(&mut self, e: ClientBodyError) -> BoxError {
+        if let Ok(mut failed) = self.failed.lock() {
+            *failed = Some(e);
         }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        Box::new(ClientBodyFailed)
     }
 }
+
+delegate_body!(H2Body: struct inner, on_error = H2Body::keep_error, Error = BoxError);
