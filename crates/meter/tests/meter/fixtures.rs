@@ -4,8 +4,6 @@
 //! fixture is served with the content type its file name implies
 //! (`.sse`: `text/event-stream`, `.ndjson`: `application/x-ndjson`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -2,8 +2,6 @@
 //! type decides the framing, and what non-streamed bodies of every API
 //! yield (token counts, no TTFT).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
-
 use bytes::Bytes;
 use http::Method;
 use meter::{Api, Limits, Outcome, ParseError, Recording, StreamMeter, Summary, TokenSource};

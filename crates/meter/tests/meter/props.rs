@@ -8,8 +8,6 @@
 //!
 //! Case counts are kept modest so the suite stays fast in debug builds.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
-
 use bytes::Bytes;
 use meter::{Api, Limits, Outcome, Recording, StreamMeter, Summary, Usage};
 use proptest::prelude::*;
