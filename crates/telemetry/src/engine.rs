@@ -319,6 +319,28 @@ vllm:prefix_cache_hits_created{engine="0",model_name="m"} 1.7e9
     }
 
     #[test]
+    fn each_model_is_an_entry_of_its_own() {
+        let r = read(
+            "vllm:num_requests_waiting{model_name=\"b\"} 1\n\
+             vllm:num_requests_waiting{model_name=\"a\"} 2\n\
+             vllm:num_requests_waiting 4\n",
+        );
+        let models: Vec<_> = r
+            .models
+            .iter()
+            .map(|m| (m.model.as_deref(), m.figures.waiting))
+            .collect();
+        assert_eq!(
+            models,
+            [
+                (None, Some(4.0)),
+                (Some("a"), Some(2.0)),
+                (Some("b"), Some(1.0))
+            ]
+        );
+    }
+
+    #[test]
     fn the_deprecated_name_is_read_only_alone() {
         let both = read(
             "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.9\n\

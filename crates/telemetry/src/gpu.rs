@@ -86,10 +86,12 @@ impl Gpu {
 /// What one DCGM page said.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuReading {
-    /// The GPUs with at least one figure's sample, in the order of their
-    /// `Hostname`, `gpu` index, `UUID` and MIG instance.
+    /// The GPUs with at least one `DCGM_FI_*` sample (labelled `gpu` or
+    /// `UUID`), in the order of their `Hostname`, `gpu` index, `UUID` and
+    /// MIG instance.
     pub gpus: Vec<Gpu>,
-    /// Samples not read: the exporter's other fields.
+    /// Samples not read for a figure: the exporter's other fields, and any
+    /// sample of no GPU.
     pub ignored: usize,
     /// Samples of a figure whose value is a blank or out of range.
     pub refused: usize,
@@ -231,21 +233,28 @@ pub fn read_gpus(page: &Page) -> GpuReading {
     let mut reading = GpuReading::default();
     let mut gpus: BTreeMap<Key, Gpu> = BTreeMap::new();
     for sample in page.samples() {
-        let Some(field) = Field::of(&sample.name) else {
-            reading.ignored += 1;
-            continue;
-        };
-        if !field.plausible(sample.value) {
-            reading.refused += 1;
-            continue;
+        let field = Field::of(&sample.name);
+        let is_gpu = sample.name.starts_with("DCGM_FI_")
+            && (sample.label("gpu").is_some() || sample.label("UUID").is_some());
+        if is_gpu {
+            // Every field the exporter writes for a GPU shows the GPU, so
+            // one whose figures are all blank (or not collected) is still
+            // counted.
+            let gpu = gpus.entry(key(sample)).or_insert_with(|| Gpu {
+                labels: sample.labels.clone(),
+                figures: GpuFigures::default(),
+            });
+            if let Some(field) = field.filter(|f| f.plausible(sample.value)) {
+                // A field written twice for one GPU (pod labels that
+                // differ) is the same reading; the first is kept.
+                field.slot(&mut gpu.figures).get_or_insert(sample.value);
+                continue;
+            }
         }
-        let gpu = gpus.entry(key(sample)).or_insert_with(|| Gpu {
-            labels: sample.labels.clone(),
-            figures: GpuFigures::default(),
-        });
-        // A field written twice for one GPU (pod labels that differ) is
-        // the same reading; the first is kept.
-        field.slot(&mut gpu.figures).get_or_insert(sample.value);
+        match field {
+            Some(_) if is_gpu => reading.refused += 1,
+            _ => reading.ignored += 1,
+        }
     }
     reading.gpus = gpus.into_values().collect();
     reading
@@ -311,6 +320,22 @@ DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="d",Hostname="b"} 1
         );
         let order: Vec<_> = r.gpus.iter().map(|g| g.label("UUID").unwrap()).collect();
         assert_eq!(order, ["b", "c", "d"]);
+    }
+
+    #[test]
+    fn a_gpu_without_a_figure_still_counts() {
+        let r = read(
+            r#"DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="a"} 9223372036854775794
+DCGM_FI_DEV_SM_CLOCK{gpu="1",UUID="b"} 1410
+DCGM_FI_DEV_GPU_UTIL{gpu="2",UUID="c"} 40
+DCGM_FI_DEV_GPU_UTIL 50
+"#,
+        );
+        assert_eq!((r.gpus.len(), r.refused, r.ignored), (3, 1, 2));
+        let all = r.aggregate(&GpuSelector::all());
+        assert_eq!(all.count, 3);
+        assert_eq!(all.utilization_percent.mean, Some(40.0));
+        assert_eq!(all.utilization_percent.reporting, 1);
     }
 
     #[test]
