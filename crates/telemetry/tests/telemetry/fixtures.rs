@@ -2,9 +2,6 @@
 //! through the public API: every fixture through one `check` helper, and
 //! every fixture cut at every byte offset.
 
-// Panicking on unexpected input is how a test fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use telemetry::{
     EngineFigures, GpuAggregate, GpuLabel, GpuSelector, Limits, Page, Server, Spread, parse,
     read_engine, read_gpus,

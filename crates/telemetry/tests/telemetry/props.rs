@@ -1,9 +1,6 @@
 //! Whatever the bytes, parsing and reading end, without panic, within the
 //! limits.
 
-// Panicking on unexpected input is how a test fails.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use proptest::prelude::*;
 use telemetry::{GpuSelector, Limits, ParseError, parse, read_engine, read_gpus};
 
