@@ -1,15 +1,43 @@
 //! Configuration: YAML in, validated immutable runtime types out.
 //!
-//! Loading runs in two stages. `raw` holds serde types that mirror the file
-//! closely (values that need checking, such as durations, addresses and URLs,
-//! stay strings with their source location); `load` turns them into the
-//! types in this file, collecting *every* problem with its file, line and key
-//! before failing. Nothing outside this module sees the raw types or the YAML
-//! crate, so either can be replaced in one place.
+//! The types in this file are what the rest of the program runs on (every
+//! value checked and defaulted), and, section by section, they are also the
+//! schema of the file: a section's struct derives `Deserialize` with its
+//! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
+//! comments are the user documentation of its keys, and it derives
+//! `Serialize` for `/config` (`show.rs`). `proxy` and `trace_context` are
+//! read so; the other sections still go through `raw` (serde types that
+//! keep each value as text with its location) and `load`, which turns them
+//! into these types.
 //!
-//! The types here are what the rest of the program runs on: every value is
-//! already checked and defaulted.
+//! Every problem is reported at once, with its file, line, column and key:
+//! a typed field is read by a function of `kind.rs` that records a bad value
+//! with its location instead of failing (`raw/field.rs`), unknown keys are
+//! collected with a did-you-mean (`raw/read.rs`), and `load` adds the rules
+//! across fields. Nothing outside this module sees the raw types or the
+//! YAML crate, so either can be replaced in one place.
+//!
+//! # Adding a key
+//!
+//! To a section read as its runtime type (`ProxySettings`,
+//! `TraceSettings`), a key is one field with its doc line, and a
+//! `deserialize_with` naming its kind when it is not a plain string:
+//!
+//! ```text
+//! /// How long ... A duration, default `30s`.
+//! #[serde(with = "kind::duration")]
+//! pub some_timeout: Duration,
+//! ```
+//!
+//! plus its default in the section's `Default` impl and its row in
+//! `docs/configuration.md` (a test checks the reference names every key).
+//! `/config` shows it, unknown-key messages offer it, and a bad value is
+//! reported with its line, column and key, with nothing else to write. A
+//! key that only a restart applies is also one line in [`RESTART_ONLY`]. A
+//! new section is a struct like `ProxySettings`, a field of `Config`, a
+//! field of `raw::RawConfig` and a line in `raw/read.rs`'s `known_keys`.
 
+mod kind;
 mod load;
 mod raw;
 mod restart;
@@ -25,7 +53,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use slo::SloClass;
 
 /// Default proxy listen address.
@@ -162,15 +190,26 @@ pub struct Sources {
     pub patterns: Vec<PathBuf>,
 }
 
-/// What the proxy does with the W3C trace context (`traceparent`,
-/// `tracestate`) of metered requests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// `trace_context`: what the proxy does with the W3C trace context
+/// (`traceparent`, `tracestate`) of metered requests. A client's valid
+/// `traceparent` names the request's trace in the access log (`trace_id`)
+/// whatever these say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TraceSettings {
-    /// Take part in the client's trace: the upstream's `traceparent` names
-    /// the proxy's span as the parent. Otherwise the headers go on as sent.
+    /// Take part in the client's trace as a span of its own: the upstream
+    /// is sent a `traceparent` with the client's trace id and flags and the
+    /// proxy's span as the parent (`tracestate` unchanged), so the
+    /// upstream's spans (vLLM, SGLang, TGI) hang under the proxy's. A
+    /// boolean, default `false`: both headers go to the upstream as the
+    /// client sent them.
+    #[serde(deserialize_with = "kind::boolean")]
     pub join: bool,
-    /// Start a trace (sampled, the proxy's span its root) for a request
-    /// without a valid `traceparent`.
+    /// Start a trace for a metered request that comes without a valid
+    /// `traceparent`: a new trace id, sampled, with the proxy's span as its
+    /// root, sent to the upstream in `traceparent` (a `tracestate` without
+    /// a valid `traceparent` is dropped). A boolean, default `false`.
+    #[serde(deserialize_with = "kind::boolean")]
     pub start: bool,
 }
 
@@ -189,60 +228,85 @@ impl Default for AdminSettings {
     }
 }
 
-/// Forwarding behaviour shared by all routes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `proxy`: forwarding behaviour shared by all routes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProxySettings {
-    /// Largest request body read ahead to learn `model` and `stream`. A larger
-    /// body is forwarded as it streams in, and the request is metered with an
-    /// unknown model.
-    #[serde(rename = "max_request_body")]
+    /// Largest request body read ahead to learn `model` and `stream`; a
+    /// larger body is forwarded as it streams in and metered with an unknown
+    /// model. A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`,
+    /// `100kB`). Default `4MiB`.
+    #[serde(rename = "max_request_body", deserialize_with = "kind::size")]
     pub max_request_body_bytes: usize,
     /// Largest request body held whole so that the request can be sent
-    /// again after the keep-alive race; an unmetered request's body is read
-    /// ahead up to this (a larger one is forwarded as it streams in and is
-    /// never sent twice).
-    #[serde(rename = "max_retry_body")]
+    /// again if the upstream closes a reused connection under it (the
+    /// keep-alive race); an unmetered request's body is read ahead up to
+    /// this (a larger one is forwarded as it streams in and is never sent
+    /// twice). A size, default `64KiB`.
+    #[serde(rename = "max_retry_body", deserialize_with = "kind::size")]
     pub max_retry_body_bytes: usize,
     /// Largest request head (request line and headers) a client may send;
-    /// a larger one is answered `431`. At least 8 KiB (hyper's floor), which
-    /// is also the default: the read buffer each client connection holds is
-    /// this size. Applied when the listener starts (a reload cannot change it).
-    #[serde(rename = "max_request_head")]
+    /// a larger one is answered `431`. A size, from `8KiB` (hyper's floor,
+    /// and the default) to `1MiB`: the read buffer each client connection
+    /// holds is this size. Applied at start only.
+    #[serde(
+        rename = "max_request_head",
+        deserialize_with = "kind::request_head_size"
+    )]
     pub max_request_head_bytes: usize,
     /// How long a client connection may take to send a request head, from
-    /// when it opens or its last response ended (covers idle keep-alive).
-    #[serde(serialize_with = "show::secs")]
+    /// when it opens or its last response ended: a connection that sends
+    /// nothing, trickles its head, or sits idle between requests longer is
+    /// closed. A duration, default `30s`. Applied at start only.
+    #[serde(with = "kind::duration")]
     pub request_head_timeout: Duration,
-    /// Most client connections open at once; `None`: from the open-file
-    /// limit at start.
+    /// Most client connections open at once on the proxy listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default
+    /// (`None`): from the process's open-file limit, half of what is left
+    /// after the admin listener's share and a reserve of 64 (each proxied
+    /// connection can hold an upstream connection too). Applied at start
+    /// only.
+    #[serde(deserialize_with = "kind::optional_count")]
     pub max_connections: Option<usize>,
-    /// The share of the connection limit (0 to 1) at which the listener
-    /// is overloaded and sheds connections that have not reached the
-    /// upstream. Applied at start.
+    /// Share of `max_connections` open at which the listener is overloaded
+    /// and sheds connections that have not reached the upstream. A
+    /// percentage, from `1%` to `100%`, default `90%`; held as a share (0
+    /// to 1). Applied at start only.
+    #[serde(deserialize_with = "kind::percentage")]
     pub overload_threshold: f64,
     /// While overloaded, how long a connection that has not reached the
-    /// upstream may wait for its request head or read-ahead body. Applied
-    /// at start.
-    #[serde(serialize_with = "show::secs")]
+    /// upstream may wait for its request head or read-ahead body. A
+    /// duration, default `3s`. Applied at start only.
+    #[serde(with = "kind::duration")]
     pub overload_timeout: Duration,
     /// Idle kept-alive connections kept per upstream for later requests;
-    /// beyond this many, a connection whose response ended is closed.
+    /// beyond this many, a connection whose response ended is closed. A
+    /// count, `0` keeps none. Default `256`.
+    #[serde(deserialize_with = "kind::idle_count")]
     pub upstream_idle_connections: usize,
-    /// How long an idle upstream connection is kept.
-    #[serde(serialize_with = "show::secs")]
+    /// How long an idle upstream connection is kept. A duration, default
+    /// `90s`.
+    #[serde(with = "kind::duration")]
     pub upstream_idle_timeout: Duration,
     /// Largest non-streamed response body kept (as shared references to the
-    /// forwarded frames, not copies) to read its usage at the end.
-    #[serde(rename = "max_response_body")]
+    /// forwarded frames, not copies) to read its usage at the end. A size,
+    /// default `16MiB`.
+    #[serde(rename = "max_response_body", deserialize_with = "kind::size")]
     pub max_response_body_bytes: usize,
-    /// Add `X-Forwarded-For` / `X-Forwarded-Proto` / `X-Forwarded-Host`.
+    /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` to
+    /// forwarded requests. Default `true`.
+    #[serde(deserialize_with = "kind::boolean")]
     pub x_forwarded: bool,
-    /// Clients whose own `X-Forwarded-Proto` / `-Host` are passed on; from
-    /// any other client they are replaced.
+    /// Clients (addresses or CIDR ranges: `10.0.0.0/8`, `::1`) whose
+    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are passed on, as another
+    /// proxy in front sets them. From any other client they are replaced.
+    /// Default: none.
+    #[serde(deserialize_with = "kind::ip_nets")]
     pub trusted_proxies: Vec<IpNet>,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
-    /// before the process exits anyway.
-    #[serde(serialize_with = "show::secs")]
+    /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).
+    /// Default `30s`.
+    #[serde(with = "kind::duration")]
     pub shutdown_grace: Duration,
 }
 

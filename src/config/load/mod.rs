@@ -17,10 +17,9 @@ mod error;
 mod metrics;
 mod otel_env;
 mod otlp;
-mod proxy;
 mod routes;
 mod tenants;
-mod values;
+pub(super) mod values;
 
 pub use checker::Overrides;
 pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
