@@ -5,8 +5,8 @@
 //! schema of the file: a section's struct derives `Deserialize` with its
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
-//! `Serialize` for `/config` (`show.rs`). `proxy` and `trace_context` are
-//! read so; the other sections still go through `raw` (serde types that
+//! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context` and a
+//! route's `timeouts` are read so; the other sections still go through `raw` (serde types that
 //! keep each value as text with its location) and `load`, which turns them
 //! into these types.
 //!
@@ -595,27 +595,35 @@ pub struct TlsRoots {
     pub certificates: Vec<Vec<u8>>,
 }
 
-/// Upstream timeouts of one route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// `routes[i].timeouts`: upstream timeouts of one route. Each is a
+/// duration greater than zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Timeouts {
-    /// TCP (and TLS) connection set-up.
-    #[serde(serialize_with = "show::secs")]
+    /// TCP (and TLS) connection set-up. Default `5s`.
+    #[serde(with = "kind::duration")]
     pub connect: Duration,
     /// From sending the request to receiving the response head. Non-streamed
     /// responses send their head when generation is done, so this is long.
-    #[serde(serialize_with = "show::secs")]
+    /// Default `10m`.
+    #[serde(with = "kind::duration")]
     pub response_headers: Duration,
     /// Longest silence between two response body frames, reset on every
-    /// frame, so a long healthy stream never times out but a stalled one does.
-    #[serde(serialize_with = "show::secs")]
+    /// frame: a long healthy stream never times out, a stalled one does.
+    /// Default `5m`.
+    #[serde(with = "kind::duration")]
     pub idle: Duration,
-    /// Longest silence while the client sends its request body (before its
-    /// first byte, and between frames).
-    #[serde(serialize_with = "show::secs")]
+    /// Longest silence while the client sends its request body: before its
+    /// first byte and between any two of its frames. Past it the request is
+    /// answered `408` (outcome `client_timeout`). Default `30s`.
+    #[serde(with = "kind::duration")]
     pub request_body: Duration,
-    /// Longest time the part of a request body read ahead may take to
-    /// arrive, from the request head, however steadily it trickles.
-    #[serde(serialize_with = "show::secs")]
+    /// Longest time a request body may take to arrive up to what the proxy
+    /// reads ahead of forwarding it (to learn `model`, or to hold it for a
+    /// retry), from the request head, however steadily it trickles. Past it
+    /// the request is answered `408` (outcome `client_timeout`). Default
+    /// `60s`.
+    #[serde(with = "kind::duration")]
     pub request_body_total: Duration,
 }
 

@@ -230,7 +230,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["metrics", "buckets"] => fields_of::<RawBuckets>(),
         ["routes"] => fields_of::<RawRoute>(),
         ["routes", "match"] => fields_of::<RawMatch>(),
-        ["routes", "timeouts"] => fields_of::<RawTimeouts>(),
+        ["routes", "timeouts"] => fields_of::<Timeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
         ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),
         ["routes", "tenant"] => fields_of::<RawTenant>(),

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use std::fmt;
 
-pub(crate) use super::super::{ProxySettings, TraceSettings};
+pub(crate) use super::super::{ProxySettings, Timeouts, TraceSettings};
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 pub(crate) use serde_saphyr::Spanned;
@@ -214,7 +214,7 @@ pub(crate) struct RawRoute {
     /// (forward only). Default `auto`.
     pub protocol: Option<Spanned<String>>,
     /// Upstream timeouts.
-    pub timeouts: Option<RawTimeouts>,
+    pub timeouts: Option<Timeouts>,
     /// TLS towards an `https` upstream.
     pub tls: Option<Spanned<RawTls>>,
     /// Forward the client's `Host` header instead of the upstream's authority.
@@ -392,31 +392,6 @@ pub(crate) struct RawMatch {
     /// Accepted HTTP methods (case-insensitive, stored uppercase). Default:
     /// any method.
     pub methods: Option<List>,
-}
-
-/// `routes[i].timeouts`: upstream timeouts. Each is a duration greater than
-/// zero.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawTimeouts {
-    /// TCP (and TLS) connection set-up. Default `5s`.
-    pub connect: Option<Spanned<String>>,
-    /// From sending the request to receiving the response head. Non-streamed
-    /// responses send their head when generation is done, so this is long.
-    /// Default `10m`.
-    pub response_headers: Option<Spanned<String>>,
-    /// Longest silence between two response body frames, reset on every frame:
-    /// a long healthy stream never times out, a stalled one does. Default `5m`.
-    pub idle: Option<Spanned<String>>,
-    /// Longest silence while the client sends its request body: before its
-    /// first byte and between any two of its frames. Past it the request is
-    /// answered `408` (outcome `client_timeout`). Default `30s`.
-    pub request_body: Option<Spanned<String>>,
-    /// Longest time a request body may take to arrive up to what the proxy
-    /// reads ahead of forwarding it (to learn `model`, or to hold it for a
-    /// retry), from the request head, however steadily it trickles. Past it
-    /// the request is answered `408` (outcome `client_timeout`). Default
-    /// `60s`.
-    pub request_body_total: Option<Spanned<String>>,
 }
 
 /// `routes[i].slo_request_max`: the largest bound a client may declare for
