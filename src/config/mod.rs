@@ -5,8 +5,8 @@
 //! schema of the file: a section's struct derives `Deserialize` with its
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
-//! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context` and a
-//! route's `timeouts` are read so; the other sections still go through `raw` (serde types that
+//! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
+//! `metrics` and a route's `timeouts` are read so; the other sections still go through `raw` (serde types that
 //! keep each value as text with its location) and `load`, which turns them
 //! into these types.
 //!
@@ -39,10 +39,12 @@
 
 mod kind;
 mod load;
+mod metrics;
 mod raw;
 mod restart;
 mod show;
 
+pub use metrics::{Buckets, LabelBounds, MetricsSettings, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
 
 pub use load::{
@@ -345,52 +347,6 @@ impl std::fmt::Display for IpNet {
     }
 }
 
-/// Metric naming, label bounds and histogram buckets.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MetricsSettings {
-    /// Prefix of the domain metrics (`llm` gives `llm_time_to_first_token_seconds`).
-    pub namespace: String,
-    /// How `model` label values are bounded.
-    pub models: LabelBounds,
-    /// How `tenant` label values are bounded.
-    pub tenants: TenantLabels,
-    /// Largest token count accepted from a usage report (any field); a
-    /// report with a larger or malformed one is a parse error, not counted.
-    pub max_usage_tokens: u64,
-    /// A gap between two token events longer than this is a stall.
-    #[serde(serialize_with = "show::secs")]
-    pub stall_threshold: Duration,
-    /// A request that waited on its client for more than this share of its
-    /// time (0 to 1) is a slow reader's.
-    pub slow_reader_share: f64,
-    /// Histogram bucket upper bounds, per metric.
-    pub buckets: Buckets,
-}
-
-/// How the values of a label a client chooses (`model`, `tenant`) are
-/// bounded, so a client sending random names cannot blow up the number of
-/// series.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LabelBounds {
-    /// When set, only these names are used as label values; anything else is
-    /// reported as `other`.
-    pub allow: Option<Vec<String>>,
-    /// Without an allow-list: the first this-many distinct names seen are
-    /// used, later new names are reported as `other`.
-    pub max_distinct: usize,
-}
-
-/// How values of the `tenant` label are bounded, and where it is used.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TenantLabels {
-    /// The bounds, as for models.
-    #[serde(flatten)]
-    pub bounds: LabelBounds,
-    /// Whether the latency and token-count histograms carry the tenant too
-    /// (the counters always do).
-    pub histograms: bool,
-}
-
 /// Where a route's requests get their tenant.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -418,71 +374,6 @@ impl std::fmt::Debug for ApiKeys {
             .field("headers", &self.headers)
             .field("keys", &self.tenants.len())
             .finish()
-    }
-}
-
-/// Histogram bucket upper bounds. Latencies in seconds, token counts in tokens.
-/// Each list is strictly increasing and finite.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Buckets {
-    /// Time to first token, seconds.
-    pub time_to_first_token: Vec<f64>,
-    /// Time until the upstream's response head arrives, seconds.
-    pub time_to_response_headers: Vec<f64>,
-    /// Time per output token after the first, seconds.
-    pub time_per_output_token: Vec<f64>,
-    /// Time between consecutive token events, seconds.
-    pub inter_token_latency: Vec<f64>,
-    /// End-to-end request latency, seconds.
-    pub e2e_request_latency: Vec<f64>,
-    /// Output (completion) tokens per request.
-    pub output_tokens: Vec<f64>,
-    /// Input (prompt) tokens per request.
-    pub input_tokens: Vec<f64>,
-    /// The proxy's own time on a request's path, seconds.
-    pub proxy_time: Vec<f64>,
-}
-
-impl Default for Buckets {
-    fn default() -> Self {
-        Self {
-            // 1 ms .. 10 min: fast prefix-cached prompts to long queues.
-            time_to_first_token: vec![
-                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-                1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
-            ],
-            time_to_response_headers: vec![
-                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-                60.0, 120.0, 300.0, 600.0,
-            ],
-            // TPOT and ITL: 0.5 ms .. 10 s.
-            time_per_output_token: vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
-                0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ],
-            inter_token_latency: vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
-                0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ],
-            // E2EL: 10 ms .. 1 h.
-            e2e_request_latency: vec![
-                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0,
-                45.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
-            ],
-            output_tokens: vec![
-                1.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
-                16384.0, 32768.0, 65536.0,
-            ],
-            input_tokens: vec![
-                16.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0,
-                65536.0, 131072.0, 262144.0, 1048576.0,
-            ],
-            // The proxy's own time: 50 µs .. 2.5 s (connecting included).
-            proxy_time: vec![
-                0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                0.25, 0.5, 1.0, 2.5,
-            ],
-        }
     }
 }
 
@@ -655,29 +546,6 @@ impl Default for ProxySettings {
             x_forwarded: true,
             trusted_proxies: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
-        }
-    }
-}
-
-impl Default for MetricsSettings {
-    fn default() -> Self {
-        Self {
-            namespace: "llm".to_owned(),
-            models: LabelBounds {
-                allow: None,
-                max_distinct: 100,
-            },
-            tenants: TenantLabels {
-                bounds: LabelBounds {
-                    allow: None,
-                    max_distinct: 100,
-                },
-                histograms: false,
-            },
-            max_usage_tokens: 10_000_000,
-            stall_threshold: Duration::from_secs(1),
-            slow_reader_share: 0.2,
-            buckets: Buckets::default(),
         }
     }
 }

@@ -189,7 +189,7 @@ impl Checker<'_> {
             admin_listen,
             admin,
             proxy: raw.proxy.clone().unwrap_or_default(),
-            metrics: self.metrics(raw),
+            metrics: raw.metrics.clone().unwrap_or_default(),
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
             slo_classes,
             trace_context: raw.trace_context.unwrap_or_default(),

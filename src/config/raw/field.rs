@@ -99,6 +99,46 @@ where
     Ok(out)
 }
 
+/// One item of a list as written: its text and where it is.
+pub struct Item<'a> {
+    pub pos: Option<Pos>,
+    pub text: &'a str,
+}
+
+/// Reads a list of scalars and checks it whole with `check`, which sees
+/// where the list and each item are written and gives either the value or
+/// every problem with its location; with problems, `stand_in` takes the
+/// value's place.
+pub fn checked_items<'de, D, T>(
+    deserializer: D,
+    stand_in: T,
+    check: impl FnOnce(Option<Pos>, &[Item<'_>]) -> Result<T, Vec<(Option<Pos>, String)>>,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let list = Spanned::<Vec<Spanned<String>>>::deserialize(deserializer)?;
+    let items: Vec<Item<'_>> = list
+        .value
+        .iter()
+        .map(|item| Item {
+            pos: pos(item),
+            text: &item.value,
+        })
+        .collect();
+    match check(pos(&list), &items) {
+        Ok(value) => Ok(value),
+        Err(problems) => {
+            for (at, message) in problems {
+                if !record(at, message.clone()) {
+                    return Err(D::Error::custom(message));
+                }
+            }
+            Ok(stand_in)
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // Tests panic on purpose.
 mod tests {

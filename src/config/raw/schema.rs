@@ -5,7 +5,9 @@
 use serde::Deserialize;
 use std::fmt;
 
-pub(crate) use super::super::{ProxySettings, Timeouts, TraceSettings};
+pub(crate) use super::super::{
+    Buckets, LabelBounds, MetricsSettings, ProxySettings, TenantLabels, Timeouts, TraceSettings,
+};
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 pub(crate) use serde_saphyr::Spanned;
@@ -45,7 +47,7 @@ pub(crate) struct RawConfig {
     /// Forwarding behaviour shared by all routes.
     pub proxy: Option<ProxySettings>,
     /// Metric naming, label bounds and histogram buckets.
-    pub metrics: Option<RawMetrics>,
+    pub metrics: Option<MetricsSettings>,
     /// Routes, in match order: the first route whose `match` accepts a request
     /// handles it. Required, at least one.
     pub routes: Option<Spanned<Vec<Spanned<RawRoute>>>>,
@@ -101,96 +103,6 @@ pub(crate) struct RawAdmin {
     /// whatever visits the admin port cannot take the file descriptors
     /// forwarding needs. Applied at start only.
     pub max_connections: Option<Spanned<String>>,
-}
-
-/// `metrics`: metric naming, label bounds and histogram buckets.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawMetrics {
-    /// Prefix of the domain metrics (`llm` gives
-    /// `llm_time_to_first_token_seconds`). Matches `[a-zA-Z_][a-zA-Z0-9_]*`.
-    /// Default `llm`.
-    pub namespace: Option<Spanned<String>>,
-    /// How values of the `model` label are bounded.
-    pub models: Option<RawModels>,
-    /// How values of the `tenant` label are bounded, for routes with a
-    /// `tenant`.
-    pub tenants: Option<RawTenants>,
-    /// Largest token count accepted from an upstream's usage report, per
-    /// field. A report with a larger count, or with a count that is not a
-    /// whole number (negative, fractional, a string), is not counted: the
-    /// request's metering degrades (`implausible_usage` parse error) and
-    /// the token counters never take a bogus value. A count, at least 1.
-    /// Default `10000000`.
-    pub max_usage_tokens: Option<Spanned<String>>,
-    /// A gap between two token events longer than this is a stall,
-    /// counted in `llm_stalls_total` and `llm_stalled_seconds_total`. A
-    /// duration, default `1s`.
-    pub stall_threshold: Option<Spanned<String>>,
-    /// A request whose forwarding waited on its client for more than this
-    /// share of its time is a slow reader's (the access line's
-    /// `slow_reader`, `llm_slow_reader_requests_total`). A percentage,
-    /// default `20%`.
-    pub slow_reader_share: Option<Spanned<String>>,
-    /// Histogram bucket upper bounds, per metric. A metric left out keeps its
-    /// default buckets.
-    pub buckets: Option<RawBuckets>,
-}
-
-/// `metrics.models`: bounds on the `model` label, so clients sending random
-/// model names cannot blow up the number of series.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawModels {
-    /// Only these model names are used as label values; any other is reported
-    /// as `other`. Non-empty names, no duplicates. Default: no allow-list.
-    pub allow: Option<List>,
-    /// Without `allow`: the first this-many distinct model names that the
-    /// upstream answered with a 2xx are used as label values (a name is
-    /// `other` until then, so names the upstream refuses never take a
-    /// slot); later new names are reported as `other`. At least 1. Default
-    /// `100`.
-    pub max_distinct: Option<Spanned<String>>,
-}
-
-/// `metrics.tenants`: bounds on the `tenant` label, so clients sending
-/// random tenant names cannot blow up the number of series.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawTenants {
-    /// Only these tenant names are used as label values; any other is
-    /// reported as `other`. Non-empty names, no duplicates. Default: no
-    /// allow-list.
-    pub allow: Option<List>,
-    /// Without `allow`: the first this-many distinct tenant names that the
-    /// upstream answered with a 2xx are used as label values (a name is
-    /// `other` until then); later new names are reported as `other`. At
-    /// least 1. Default `100`.
-    pub max_distinct: Option<Spanned<String>>,
-    /// Also label the latency and token-count histograms by tenant (the
-    /// counters always are). Each tenant then has a histogram series of its
-    /// own per route, model and class: many more series. A boolean,
-    /// default `false`. Applied at start only.
-    pub histograms: Option<Spanned<String>>,
-}
-
-/// `metrics.buckets`: histogram bucket upper bounds. Each list is non-empty,
-/// of finite numbers greater than zero, strictly increasing.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawBuckets {
-    /// Time to first token, in seconds.
-    pub time_to_first_token: Option<List>,
-    /// Time until the upstream's response headers arrive, in seconds.
-    pub time_to_response_headers: Option<List>,
-    /// Time per output token after the first, in seconds.
-    pub time_per_output_token: Option<List>,
-    /// Time between two consecutive token events, in seconds.
-    pub inter_token_latency: Option<List>,
-    /// End-to-end request latency, in seconds.
-    pub e2e_request_latency: Option<List>,
-    /// Output (completion) tokens per request.
-    pub output_tokens: Option<List>,
-    /// Input (prompt) tokens per request.
-    pub input_tokens: Option<List>,
-    /// The proxy's own time on a request's path, in seconds.
-    pub proxy_time: Option<List>,
 }
 
 /// `routes[i]`: which requests a route takes and where they go.
