@@ -17,7 +17,7 @@ use super::load::values::{
     parse_positive_count, parse_size,
 };
 use super::raw::Pos;
-use super::raw::field::{Item, checked, checked_items, checked_list};
+use super::raw::field::{Item, checked, checked_items, checked_list, checked_or_empty};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -46,9 +46,12 @@ pub(super) fn request_head_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize
     })
 }
 
-/// A whole number, at least 1, where leaving the key out means "none set".
+/// A whole number, at least 1, where leaving the key out (or giving it
+/// no value) means "none set".
 pub(super) fn optional_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    checked(d, None, |text| parse_positive_count(text).map(Some))
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_positive_count(text).map(Some)
+    })
 }
 
 /// A whole number of idle connections, `0` keeping none.
@@ -106,7 +109,7 @@ pub(super) fn namespace<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Er
 /// Histogram bucket bounds: at least one, each finite and greater than
 /// zero, strictly increasing.
 pub(super) fn bucket_bounds<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-    checked_items(d, Vec::new(), |at, items| {
+    checked_items(d, None, Vec::new(), |at, items| {
         if items.is_empty() {
             return Err(vec![(at, "must list at least one bucket bound".to_owned())]);
         }
@@ -144,7 +147,7 @@ pub(super) fn bucket_bounds<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>,
 pub(super) fn model_names<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Vec<String>>, D::Error> {
-    checked_items(d, None, |at, items| {
+    checked_items(d, Some(None), None, |at, items| {
         allow_list(at, items, "metrics.models.allow", "model").map(Some)
     })
 }
@@ -153,7 +156,7 @@ pub(super) fn model_names<'de, D: Deserializer<'de>>(
 pub(super) fn tenant_names<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Vec<String>>, D::Error> {
-    checked_items(d, None, |at, items| {
+    checked_items(d, Some(None), None, |at, items| {
         allow_list(at, items, "metrics.tenants.allow", "tenant").map(Some)
     })
 }

@@ -65,11 +65,26 @@ pub fn checked<'de, D, T>(
 where
     D: Deserializer<'de>,
 {
+    checked_or_empty(deserializer, None, stand_in, parse)
+}
+
+/// As [`checked`], with `empty` the value of an empty one (for a key whose
+/// absence is a value of its own, such as `None`).
+pub fn checked_or_empty<'de, D, T>(
+    deserializer: D,
+    empty: Option<T>,
+    stand_in: T,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
     let text = Spanned::<Option<String>>::deserialize(deserializer)?;
     let at = pos(&text);
-    let result = match &text.value {
-        Some(value) => parse(value),
-        None => Err("no value: give one, or leave the key out for its default".to_owned()),
+    let result = match (&text.value, empty) {
+        (Some(value), _) => parse(value),
+        (None, Some(empty)) => return Ok(empty),
+        (None, None) => Err(NO_VALUE.to_owned()),
     };
     match result {
         Ok(value) => Ok(value),
@@ -77,6 +92,9 @@ where
         Err(message) => Err(D::Error::custom(message)),
     }
 }
+
+/// The problem of a typed key written without a value.
+const NO_VALUE: &str = "no value: give one, or leave the key out for its default";
 
 /// Reads a list of scalars, each parsed with `parse`; bad items are
 /// recorded and left out.
@@ -87,9 +105,15 @@ pub fn checked_list<'de, D, T>(
 where
     D: Deserializer<'de>,
 {
-    let items = Vec::<Spanned<String>>::deserialize(deserializer)?;
+    let list = Spanned::<Option<Vec<Spanned<String>>>>::deserialize(deserializer)?;
+    let Some(items) = &list.value else {
+        return match record(pos(&list), NO_VALUE.to_owned()) {
+            true => Ok(Vec::new()),
+            false => Err(D::Error::custom(NO_VALUE)),
+        };
+    };
     let mut out = Vec::with_capacity(items.len());
-    for item in &items {
+    for item in items {
         match parse(&item.value) {
             Ok(value) => out.push(value),
             Err(message) if record(pos(item), message.clone()) => {}
@@ -108,25 +132,33 @@ pub struct Item<'a> {
 /// Reads a list of scalars and checks it whole with `check`, which sees
 /// where the list and each item are written and gives either the value or
 /// every problem with its location; with problems, `stand_in` takes the
-/// value's place.
+/// value's place. An empty value (`key: ~`) is `empty`, or a problem
+/// without one.
 pub fn checked_items<'de, D, T>(
     deserializer: D,
+    empty: Option<T>,
     stand_in: T,
     check: impl FnOnce(Option<Pos>, &[Item<'_>]) -> Result<T, Vec<(Option<Pos>, String)>>,
 ) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
 {
-    let list = Spanned::<Vec<Spanned<String>>>::deserialize(deserializer)?;
-    let items: Vec<Item<'_>> = list
-        .value
-        .iter()
-        .map(|item| Item {
-            pos: pos(item),
-            text: &item.value,
-        })
-        .collect();
-    match check(pos(&list), &items) {
+    let list = Spanned::<Option<Vec<Spanned<String>>>>::deserialize(deserializer)?;
+    let result = match (&list.value, empty) {
+        (Some(items), _) => {
+            let items: Vec<Item<'_>> = items
+                .iter()
+                .map(|item| Item {
+                    pos: pos(item),
+                    text: &item.value,
+                })
+                .collect();
+            check(pos(&list), &items)
+        }
+        (None, Some(empty)) => return Ok(empty),
+        (None, None) => Err(vec![(pos(&list), NO_VALUE.to_owned())]),
+    };
+    match result {
         Ok(value) => Ok(value),
         Err(problems) => {
             for (at, message) in problems {
@@ -170,6 +202,25 @@ mod tests {
             ]
         );
         assert!(found[3].2.starts_with("no value"), "{found:?}");
+    }
+
+    /// A key whose absence is a value of its own (no connection limit, no
+    /// allow-list) takes it when written empty; any other empty key is a
+    /// problem, a list's included.
+    #[test]
+    fn empty_values() {
+        let found = bad_values(
+            "proxy:\n  max_connections: ~\n  trusted_proxies:\nmetrics:\n  models: {allow: ~}\n  buckets: {proxy_time: ~}\n",
+        );
+        let keys: Vec<&str> = found.iter().map(|(_, k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["proxy.trusted_proxies", "metrics.buckets.proxy_time"],
+            "{found:?}"
+        );
+        let doc = read("proxy: {max_connections: ~}\nmetrics: {models: {allow: ~}}\n").unwrap();
+        assert_eq!(doc.config.proxy.unwrap().max_connections, None);
+        assert_eq!(doc.config.metrics.unwrap().models.allow, None);
     }
 
     #[test]
