@@ -1,20 +1,50 @@
 //! Configuration: YAML in, validated immutable runtime types out.
 //!
-//! Loading runs in two stages. `raw` holds serde types that mirror the file
-//! closely (values that need checking, such as durations, addresses and URLs,
-//! stay strings with their source location); `load` turns them into the
-//! types in this file, collecting *every* problem with its file, line and key
-//! before failing. Nothing outside this module sees the raw types or the YAML
-//! crate, so either can be replaced in one place.
+//! The types in this file are what the rest of the program runs on (every
+//! value checked and defaulted), and, section by section, they are also the
+//! schema of the file: a section's struct derives `Deserialize` with its
+//! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
+//! comments are the user documentation of its keys, and it derives
+//! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
+//! `metrics` and a route's `timeouts` are read so; the other sections still go through `raw` (serde types that
+//! keep each value as text with its location) and `load`, which turns them
+//! into these types.
 //!
-//! The types here are what the rest of the program runs on: every value is
-//! already checked and defaulted.
+//! Every problem is reported at once, with its file, line, column and key:
+//! a typed field is read by a function of `kind.rs` that records a bad value
+//! with its location instead of failing (`raw/field.rs`), unknown keys are
+//! collected with a did-you-mean (`raw/read.rs`), and `load` adds the rules
+//! across fields. Nothing outside this module sees the raw types or the
+//! YAML crate, so either can be replaced in one place.
+//!
+//! # Adding a key
+//!
+//! To a section read as its runtime type (`ProxySettings`,
+//! `TraceSettings`), a key is one field with its doc line, and a
+//! `deserialize_with` naming its kind when it is not a plain string:
+//!
+//! ```text
+//! /// How long ... A duration, default `30s`.
+//! #[serde(with = "kind::duration")]
+//! pub some_timeout: Duration,
+//! ```
+//!
+//! plus its default in the section's `Default` impl and its row in
+//! `docs/configuration.md` (a test checks the reference names every key).
+//! `/config` shows it, unknown-key messages offer it, and a bad value is
+//! reported with its line, column and key, with nothing else to write. A
+//! key that only a restart applies is also one line in [`RESTART_ONLY`]. A
+//! new section is a struct like `ProxySettings`, a field of `Config`, a
+//! field of `raw::RawConfig` and a line in `raw/read.rs`'s `known_keys`.
 
+mod kind;
 mod load;
+mod metrics;
 mod raw;
 mod restart;
 mod show;
 
+pub use metrics::{Buckets, LabelBounds, MetricsSettings, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
 
 pub use load::{
@@ -25,7 +55,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use slo::SloClass;
 
 /// Default proxy listen address.
@@ -162,15 +192,26 @@ pub struct Sources {
     pub patterns: Vec<PathBuf>,
 }
 
-/// What the proxy does with the W3C trace context (`traceparent`,
-/// `tracestate`) of metered requests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// `trace_context`: what the proxy does with the W3C trace context
+/// (`traceparent`, `tracestate`) of metered requests. A client's valid
+/// `traceparent` names the request's trace in the access log (`trace_id`)
+/// whatever these say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TraceSettings {
-    /// Take part in the client's trace: the upstream's `traceparent` names
-    /// the proxy's span as the parent. Otherwise the headers go on as sent.
+    /// Take part in the client's trace as a span of its own: the upstream
+    /// is sent a `traceparent` with the client's trace id and flags and the
+    /// proxy's span as the parent (`tracestate` unchanged), so the
+    /// upstream's spans (vLLM, SGLang, TGI) hang under the proxy's. A
+    /// boolean, default `false`: both headers go to the upstream as the
+    /// client sent them.
+    #[serde(deserialize_with = "kind::boolean")]
     pub join: bool,
-    /// Start a trace (sampled, the proxy's span its root) for a request
-    /// without a valid `traceparent`.
+    /// Start a trace for a metered request that comes without a valid
+    /// `traceparent`: a new trace id, sampled, with the proxy's span as its
+    /// root, sent to the upstream in `traceparent` (a `tracestate` without
+    /// a valid `traceparent` is dropped). A boolean, default `false`.
+    #[serde(deserialize_with = "kind::boolean")]
     pub start: bool,
 }
 
@@ -189,60 +230,85 @@ impl Default for AdminSettings {
     }
 }
 
-/// Forwarding behaviour shared by all routes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `proxy`: forwarding behaviour shared by all routes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProxySettings {
-    /// Largest request body read ahead to learn `model` and `stream`. A larger
-    /// body is forwarded as it streams in, and the request is metered with an
-    /// unknown model.
-    #[serde(rename = "max_request_body")]
+    /// Largest request body read ahead to learn `model` and `stream`; a
+    /// larger body is forwarded as it streams in and metered with an unknown
+    /// model. A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`,
+    /// `100kB`). Default `4MiB`.
+    #[serde(rename = "max_request_body", deserialize_with = "kind::size")]
     pub max_request_body_bytes: usize,
     /// Largest request body held whole so that the request can be sent
-    /// again after the keep-alive race; an unmetered request's body is read
-    /// ahead up to this (a larger one is forwarded as it streams in and is
-    /// never sent twice).
-    #[serde(rename = "max_retry_body")]
+    /// again if the upstream closes a reused connection under it (the
+    /// keep-alive race); an unmetered request's body is read ahead up to
+    /// this (a larger one is forwarded as it streams in and is never sent
+    /// twice). A size, default `64KiB`.
+    #[serde(rename = "max_retry_body", deserialize_with = "kind::size")]
     pub max_retry_body_bytes: usize,
     /// Largest request head (request line and headers) a client may send;
-    /// a larger one is answered `431`. At least 8 KiB (hyper's floor), which
-    /// is also the default: the read buffer each client connection holds is
-    /// this size. Applied when the listener starts (a reload cannot change it).
-    #[serde(rename = "max_request_head")]
+    /// a larger one is answered `431`. A size, from `8KiB` (hyper's floor,
+    /// and the default) to `1MiB`: the read buffer each client connection
+    /// holds is this size. Applied at start only.
+    #[serde(
+        rename = "max_request_head",
+        deserialize_with = "kind::request_head_size"
+    )]
     pub max_request_head_bytes: usize,
     /// How long a client connection may take to send a request head, from
-    /// when it opens or its last response ended (covers idle keep-alive).
-    #[serde(serialize_with = "show::secs")]
+    /// when it opens or its last response ended: a connection that sends
+    /// nothing, trickles its head, or sits idle between requests longer is
+    /// closed. A duration, default `30s`. Applied at start only.
+    #[serde(with = "kind::duration")]
     pub request_head_timeout: Duration,
-    /// Most client connections open at once; `None`: from the open-file
-    /// limit at start.
+    /// Most client connections open at once on the proxy listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default
+    /// (`None`): from the process's open-file limit, half of what is left
+    /// after the admin listener's share and a reserve of 64 (each proxied
+    /// connection can hold an upstream connection too). Applied at start
+    /// only.
+    #[serde(deserialize_with = "kind::optional_count")]
     pub max_connections: Option<usize>,
-    /// The share of the connection limit (0 to 1) at which the listener
-    /// is overloaded and sheds connections that have not reached the
-    /// upstream. Applied at start.
+    /// Share of `max_connections` open at which the listener is overloaded
+    /// and sheds connections that have not reached the upstream. A
+    /// percentage, from `1%` to `100%`, default `90%`; held as a share (0
+    /// to 1). Applied at start only.
+    #[serde(deserialize_with = "kind::percentage")]
     pub overload_threshold: f64,
     /// While overloaded, how long a connection that has not reached the
-    /// upstream may wait for its request head or read-ahead body. Applied
-    /// at start.
-    #[serde(serialize_with = "show::secs")]
+    /// upstream may wait for its request head or read-ahead body. A
+    /// duration, default `3s`. Applied at start only.
+    #[serde(with = "kind::duration")]
     pub overload_timeout: Duration,
     /// Idle kept-alive connections kept per upstream for later requests;
-    /// beyond this many, a connection whose response ended is closed.
+    /// beyond this many, a connection whose response ended is closed. A
+    /// count, `0` keeps none. Default `256`.
+    #[serde(deserialize_with = "kind::idle_count")]
     pub upstream_idle_connections: usize,
-    /// How long an idle upstream connection is kept.
-    #[serde(serialize_with = "show::secs")]
+    /// How long an idle upstream connection is kept. A duration, default
+    /// `90s`.
+    #[serde(with = "kind::duration")]
     pub upstream_idle_timeout: Duration,
     /// Largest non-streamed response body kept (as shared references to the
-    /// forwarded frames, not copies) to read its usage at the end.
-    #[serde(rename = "max_response_body")]
+    /// forwarded frames, not copies) to read its usage at the end. A size,
+    /// default `16MiB`.
+    #[serde(rename = "max_response_body", deserialize_with = "kind::size")]
     pub max_response_body_bytes: usize,
-    /// Add `X-Forwarded-For` / `X-Forwarded-Proto` / `X-Forwarded-Host`.
+    /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` to
+    /// forwarded requests. Default `true`.
+    #[serde(deserialize_with = "kind::boolean")]
     pub x_forwarded: bool,
-    /// Clients whose own `X-Forwarded-Proto` / `-Host` are passed on; from
-    /// any other client they are replaced.
+    /// Clients (addresses or CIDR ranges: `10.0.0.0/8`, `::1`) whose
+    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are passed on, as another
+    /// proxy in front sets them. From any other client they are replaced.
+    /// Default: none.
+    #[serde(deserialize_with = "kind::ip_nets")]
     pub trusted_proxies: Vec<IpNet>,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
-    /// before the process exits anyway.
-    #[serde(serialize_with = "show::secs")]
+    /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).
+    /// Default `30s`.
+    #[serde(with = "kind::duration")]
     pub shutdown_grace: Duration,
 }
 
@@ -281,52 +347,6 @@ impl std::fmt::Display for IpNet {
     }
 }
 
-/// Metric naming, label bounds and histogram buckets.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MetricsSettings {
-    /// Prefix of the domain metrics (`llm` gives `llm_time_to_first_token_seconds`).
-    pub namespace: String,
-    /// How `model` label values are bounded.
-    pub models: LabelBounds,
-    /// How `tenant` label values are bounded.
-    pub tenants: TenantLabels,
-    /// Largest token count accepted from a usage report (any field); a
-    /// report with a larger or malformed one is a parse error, not counted.
-    pub max_usage_tokens: u64,
-    /// A gap between two token events longer than this is a stall.
-    #[serde(serialize_with = "show::secs")]
-    pub stall_threshold: Duration,
-    /// A request that waited on its client for more than this share of its
-    /// time (0 to 1) is a slow reader's.
-    pub slow_reader_share: f64,
-    /// Histogram bucket upper bounds, per metric.
-    pub buckets: Buckets,
-}
-
-/// How the values of a label a client chooses (`model`, `tenant`) are
-/// bounded, so a client sending random names cannot blow up the number of
-/// series.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LabelBounds {
-    /// When set, only these names are used as label values; anything else is
-    /// reported as `other`.
-    pub allow: Option<Vec<String>>,
-    /// Without an allow-list: the first this-many distinct names seen are
-    /// used, later new names are reported as `other`.
-    pub max_distinct: usize,
-}
-
-/// How values of the `tenant` label are bounded, and where it is used.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TenantLabels {
-    /// The bounds, as for models.
-    #[serde(flatten)]
-    pub bounds: LabelBounds,
-    /// Whether the latency and token-count histograms carry the tenant too
-    /// (the counters always do).
-    pub histograms: bool,
-}
-
 /// Where a route's requests get their tenant.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -354,71 +374,6 @@ impl std::fmt::Debug for ApiKeys {
             .field("headers", &self.headers)
             .field("keys", &self.tenants.len())
             .finish()
-    }
-}
-
-/// Histogram bucket upper bounds. Latencies in seconds, token counts in tokens.
-/// Each list is strictly increasing and finite.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Buckets {
-    /// Time to first token, seconds.
-    pub time_to_first_token: Vec<f64>,
-    /// Time until the upstream's response head arrives, seconds.
-    pub time_to_response_headers: Vec<f64>,
-    /// Time per output token after the first, seconds.
-    pub time_per_output_token: Vec<f64>,
-    /// Time between consecutive token events, seconds.
-    pub inter_token_latency: Vec<f64>,
-    /// End-to-end request latency, seconds.
-    pub e2e_request_latency: Vec<f64>,
-    /// Output (completion) tokens per request.
-    pub output_tokens: Vec<f64>,
-    /// Input (prompt) tokens per request.
-    pub input_tokens: Vec<f64>,
-    /// The proxy's own time on a request's path, seconds.
-    pub proxy_time: Vec<f64>,
-}
-
-impl Default for Buckets {
-    fn default() -> Self {
-        Self {
-            // 1 ms .. 10 min: fast prefix-cached prompts to long queues.
-            time_to_first_token: vec![
-                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-                1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
-            ],
-            time_to_response_headers: vec![
-                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-                60.0, 120.0, 300.0, 600.0,
-            ],
-            // TPOT and ITL: 0.5 ms .. 10 s.
-            time_per_output_token: vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
-                0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ],
-            inter_token_latency: vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
-                0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ],
-            // E2EL: 10 ms .. 1 h.
-            e2e_request_latency: vec![
-                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0,
-                45.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
-            ],
-            output_tokens: vec![
-                1.0, 4.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
-                16384.0, 32768.0, 65536.0,
-            ],
-            input_tokens: vec![
-                16.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0,
-                65536.0, 131072.0, 262144.0, 1048576.0,
-            ],
-            // The proxy's own time: 50 µs .. 2.5 s (connecting included).
-            proxy_time: vec![
-                0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                0.25, 0.5, 1.0, 2.5,
-            ],
-        }
     }
 }
 
@@ -531,27 +486,35 @@ pub struct TlsRoots {
     pub certificates: Vec<Vec<u8>>,
 }
 
-/// Upstream timeouts of one route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// `routes[i].timeouts`: upstream timeouts of one route. Each is a
+/// duration greater than zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Timeouts {
-    /// TCP (and TLS) connection set-up.
-    #[serde(serialize_with = "show::secs")]
+    /// TCP (and TLS) connection set-up. Default `5s`.
+    #[serde(with = "kind::duration")]
     pub connect: Duration,
     /// From sending the request to receiving the response head. Non-streamed
     /// responses send their head when generation is done, so this is long.
-    #[serde(serialize_with = "show::secs")]
+    /// Default `10m`.
+    #[serde(with = "kind::duration")]
     pub response_headers: Duration,
     /// Longest silence between two response body frames, reset on every
-    /// frame, so a long healthy stream never times out but a stalled one does.
-    #[serde(serialize_with = "show::secs")]
+    /// frame: a long healthy stream never times out, a stalled one does.
+    /// Default `5m`.
+    #[serde(with = "kind::duration")]
     pub idle: Duration,
-    /// Longest silence while the client sends its request body (before its
-    /// first byte, and between frames).
-    #[serde(serialize_with = "show::secs")]
+    /// Longest silence while the client sends its request body: before its
+    /// first byte and between any two of its frames. Past it the request is
+    /// answered `408` (outcome `client_timeout`). Default `30s`.
+    #[serde(with = "kind::duration")]
     pub request_body: Duration,
-    /// Longest time the part of a request body read ahead may take to
-    /// arrive, from the request head, however steadily it trickles.
-    #[serde(serialize_with = "show::secs")]
+    /// Longest time a request body may take to arrive up to what the proxy
+    /// reads ahead of forwarding it (to learn `model`, or to hold it for a
+    /// retry), from the request head, however steadily it trickles. Past it
+    /// the request is answered `408` (outcome `client_timeout`). Default
+    /// `60s`.
+    #[serde(with = "kind::duration")]
     pub request_body_total: Duration,
 }
 
@@ -583,29 +546,6 @@ impl Default for ProxySettings {
             x_forwarded: true,
             trusted_proxies: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
-        }
-    }
-}
-
-impl Default for MetricsSettings {
-    fn default() -> Self {
-        Self {
-            namespace: "llm".to_owned(),
-            models: LabelBounds {
-                allow: None,
-                max_distinct: 100,
-            },
-            tenants: TenantLabels {
-                bounds: LabelBounds {
-                    allow: None,
-                    max_distinct: 100,
-                },
-                histograms: false,
-            },
-            max_usage_tokens: 10_000_000,
-            stall_threshold: Duration::from_secs(1),
-            slow_reader_share: 0.2,
-            buckets: Buckets::default(),
         }
     }
 }

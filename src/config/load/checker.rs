@@ -109,6 +109,22 @@ impl<'a> Checker<'a> {
         Some(&list.value)
     }
 
+    /// Records what reading a document found: every unknown key (with the
+    /// key meant, when one is near) and every value its typed fields could
+    /// not read.
+    pub(crate) fn document_problems<T>(&mut self, document: &raw::Document<T>) {
+        for unknown in &document.unknown {
+            self.at(
+                unknown.pos,
+                raw::dotted(&unknown.path),
+                super::error::unknown_key_message(unknown),
+            );
+        }
+        for bad in &document.bad_values {
+            self.at(bad.pos, bad.key.clone(), bad.message.clone());
+        }
+    }
+
     /// Records a problem with an environment variable's value.
     pub(crate) fn env(&mut self, name: &str, message: impl Into<String>) {
         self.errors.push(ConfigError {

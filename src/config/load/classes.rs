@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::super::raw::{self, Entries, Pos, RawSloClass, Spanned};
 use super::checker::Checker;
-use super::error::{ConfigError, unknown_key_message};
+use super::error::ConfigError;
 use super::values::{is_label_value, parse_bool, parse_duration};
 use slo::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 
@@ -145,13 +145,7 @@ impl Checker<'_> {
                 return Vec::new();
             }
         };
-        for unknown in &document.unknown {
-            self.at(
-                unknown.pos,
-                raw::dotted(&unknown.path),
-                unknown_key_message(unknown),
-            );
-        }
+        self.document_problems(&document);
         let Some(list) = self.required_list(&document.config.classes, "classes", "SLO class")
         else {
             return Vec::new();

@@ -11,7 +11,7 @@ use super::super::{
     TraceSettings,
 };
 use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
-use super::error::{ConfigError, ConfigErrors, FLAGS_FILE, unknown_key_message};
+use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 use super::values::*;
 
 impl Config {
@@ -48,13 +48,7 @@ impl Config {
             }
         };
         let mut checker = Checker::new(file);
-        for unknown in &document.unknown {
-            checker.at(
-                unknown.pos,
-                raw::dotted(&unknown.path),
-                unknown_key_message(unknown),
-            );
-        }
+        checker.document_problems(&document);
         // SLO files are named relative to the directory of this file.
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
         let config = checker.config(&document.config, overrides, base);
@@ -194,27 +188,13 @@ impl Checker<'_> {
             listen,
             admin_listen,
             admin,
-            proxy: self.proxy(raw),
-            metrics: self.metrics(raw),
+            proxy: raw.proxy.clone().unwrap_or_default(),
+            metrics: raw.metrics.clone().unwrap_or_default(),
             routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
             slo_classes,
-            trace_context: self.trace_context(raw),
+            trace_context: raw.trace_context.unwrap_or_default(),
             otlp: self.otlp(raw.otlp.as_ref(), &overrides.otel_env),
             sources: std::mem::take(&mut self.sources),
-        }
-    }
-
-    pub(crate) fn trace_context(&mut self, raw: &RawConfig) -> TraceSettings {
-        let Some(trace) = &raw.trace_context else {
-            return TraceSettings::default();
-        };
-        TraceSettings {
-            join: self
-                .value(trace.join.as_ref(), "trace_context.join", parse_bool)
-                .unwrap_or(false),
-            start: self
-                .value(trace.start.as_ref(), "trace_context.start", parse_bool)
-                .unwrap_or(false),
         }
     }
 }

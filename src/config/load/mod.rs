@@ -14,13 +14,11 @@ mod checker;
 mod classes;
 mod document;
 mod error;
-mod metrics;
 mod otel_env;
 mod otlp;
-mod proxy;
 mod routes;
 mod tenants;
-mod values;
+pub(super) mod values;
 
 pub use checker::Overrides;
 pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
@@ -34,7 +32,6 @@ mod tests {
     use super::super::{DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, RouteMatch};
     use super::checker::{default_admin_listen, default_listen};
     use super::error::*;
-    use super::metrics::*;
     use super::otlp::parse_otlp_endpoint;
     use super::routes::*;
     use super::values::*;

@@ -6,7 +6,7 @@ use std::net::Ipv6Addr;
 use std::path::Path;
 
 use super::super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
-use super::super::{Protocol, Route, RouteMatch, Timeouts, Upstream};
+use super::super::{Protocol, Route, RouteMatch, Upstream};
 
 use super::checker::Checker;
 use super::values::*;
@@ -157,47 +157,7 @@ impl Checker<'_> {
             )
             .unwrap_or(Protocol::Auto);
 
-        let defaults = Timeouts::default();
-        let timeouts = match &route.timeouts {
-            None => defaults,
-            Some(raw) => Timeouts {
-                connect: self
-                    .value(
-                        raw.connect.as_ref(),
-                        &format!("{prefix}.timeouts.connect"),
-                        parse_duration,
-                    )
-                    .unwrap_or(defaults.connect),
-                response_headers: self
-                    .value(
-                        raw.response_headers.as_ref(),
-                        &format!("{prefix}.timeouts.response_headers"),
-                        parse_duration,
-                    )
-                    .unwrap_or(defaults.response_headers),
-                idle: self
-                    .value(
-                        raw.idle.as_ref(),
-                        &format!("{prefix}.timeouts.idle"),
-                        parse_duration,
-                    )
-                    .unwrap_or(defaults.idle),
-                request_body: self
-                    .value(
-                        raw.request_body.as_ref(),
-                        &format!("{prefix}.timeouts.request_body"),
-                        parse_duration,
-                    )
-                    .unwrap_or(defaults.request_body),
-                request_body_total: self
-                    .value(
-                        raw.request_body_total.as_ref(),
-                        &format!("{prefix}.timeouts.request_body_total"),
-                        parse_duration,
-                    )
-                    .unwrap_or(defaults.request_body_total),
-            },
-        };
+        let timeouts = route.timeouts.unwrap_or_default();
 
         let preserve_host = self
             .value(

@@ -120,6 +120,37 @@ pub(crate) fn parse_ip_net(text: &str) -> Result<IpNet, String> {
     Ok(IpNet { addr, prefix })
 }
 
+/// Prometheus-safe metric name prefix.
+pub(crate) fn is_metric_namespace(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A bucket bound: a finite number greater than zero.
+pub(crate) fn parse_bound(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    if matches!(
+        lower.trim_start_matches(['+', '-']),
+        ".inf" | "inf" | "infinity" | ".nan" | "nan"
+    ) {
+        return Err(format!("invalid bucket bound `{text}`: must be finite"));
+    }
+    match trimmed.parse::<f64>() {
+        Ok(bound) if !bound.is_finite() => {
+            Err(format!("invalid bucket bound `{text}`: must be finite"))
+        }
+        Ok(bound) if bound <= 0.0 => Err(format!(
+            "invalid bucket bound `{text}`: must be greater than zero"
+        )),
+        Ok(bound) => Ok(bound),
+        Err(_) => Err(format!("invalid bucket bound `{text}`: expected a number")),
+    }
+}
+
 /// Route names and SLO classes: bounded, readable label values.
 pub(crate) fn is_label_value(text: &str) -> bool {
     !text.is_empty()

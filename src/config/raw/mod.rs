@@ -1,29 +1,35 @@
 //! Stage one of loading: the YAML document read into serde types that mirror
 //! it, plus every key the types do not know.
 //!
-//! Every value that needs checking (addresses, sizes, durations, URLs,
-//! methods, names, numbers, booleans) is kept here as the text written in the
-//! file, with its location ([`Spanned`]). That way one bad value does not stop
-//! reading, and stage two ([`super::load`]) can report every problem at once.
-//! The only errors this stage gives are YAML syntax errors and values of the
-//! wrong shape (a list where a mapping belongs), which serde cannot get past.
+//! In the sections still read here (`schema.rs`), every value that needs
+//! checking (addresses, sizes, durations, URLs, methods, names, numbers,
+//! booleans) is kept as the text written in the file, with its location
+//! ([`Spanned`]), for stage two ([`super::load`]) to check. The sections
+//! read as their runtime types instead (`proxy`, `trace_context`) have
+//! typed fields, read by `field.rs` without failing: a bad value is
+//! recorded with its location and the key is found from it. That way one
+//! bad value does not stop reading, and every problem is reported at once.
+//! The only errors this stage stops at are YAML syntax errors and values of
+//! the wrong shape (a list where a mapping belongs), which serde cannot get
+//! past.
 //!
 //! Unknown keys are not rejected with `deny_unknown_fields`, which stops at the
 //! first one: the deserializer is wrapped in `serde_ignored`, which reports the
 //! path of every key no type claimed, and each path is then located by a
 //! second, structure-only pass over the document ([`Node`]).
 //!
-//! This module (`schema.rs`, the types; `read.rs`, the reading) is the only
-//! one that knows the YAML crate. It must not check values,
+//! This module (`schema.rs`, the types; `read.rs`, the reading; `field.rs`,
+//! typed values) is the only one that knows the YAML crate. It must not
 //! apply defaults, or be visible outside `config`.
 //!
 //! The `///` comments on the fields below are the user documentation of each
 //! key (`docs/configuration.md` is written from them).
 
+pub(super) mod field;
 mod read;
 mod schema;
 
-pub(super) use read::{Pos, Segment, UnknownKey, dotted, pos, read, read_slo};
+pub(super) use read::{Document, Segment, UnknownKey, dotted, read, read_slo};
 pub(super) use schema::*;
 
 #[cfg(test)]

@@ -8,26 +8,6 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::schema::*;
 
-/// A 1-based position in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Pos {
-    pub line: u64,
-    pub column: u64,
-}
-
-/// Where a spanned value is used in the file (for an alias, the alias, not the
-/// anchor), or `None` when the YAML crate could not tell.
-pub(crate) fn pos<T>(value: &Spanned<T>) -> Option<Pos> {
-    location_pos(&value.referenced)
-}
-
-fn location_pos(location: &serde_saphyr::Location) -> Option<Pos> {
-    (location.line() > 0).then(|| Pos {
-        line: location.line(),
-        column: location.column(),
-    })
-}
-
 /// One step of a key path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Segment {
@@ -67,12 +47,24 @@ pub(crate) struct UnknownKey {
     pub expected: &'static [&'static str],
 }
 
+/// A value of a typed field that could not be read (see `field.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadValue {
+    /// Where the value is written.
+    pub pos: Option<Pos>,
+    /// Its key path, found from where it is written (empty if it cannot be).
+    pub key: String,
+    pub message: String,
+}
+
 /// A file after stage one.
 #[derive(Debug)]
 pub(crate) struct Document<T> {
     pub config: T,
     /// In file order.
     pub unknown: Vec<UnknownKey>,
+    /// In the order they were read.
+    pub bad_values: Vec<BadValue>,
 }
 
 /// The one error stage one can give: bad YAML, or a value of the wrong shape.
@@ -99,24 +91,42 @@ fn read_as<T: de::DeserializeOwned>(
     known_keys: fn(&[Segment]) -> &'static [&'static str],
 ) -> Result<Document<T>, SyntaxError> {
     let mut ignored: Vec<Vec<Segment>> = Vec::new();
-    let result: Result<T, serde_saphyr::Error> =
+    let (result, problems) = super::field::collecting(|| {
         serde_saphyr::with_deserializer_from_str(text, |deserializer| {
             serde_ignored::deserialize(deserializer, |path| {
                 if let Some(path) = key_path(&path) {
                     ignored.push(path);
                 }
             })
-        });
-    let config = result.map_err(|error| syntax_error(text, &error))?;
+        })
+    });
+    let config: T = result.map_err(|error| syntax_error(text, &error))?;
 
+    // The second pass only runs when there is something to locate. It
+    // cannot fail where the first pass succeeded, except on keys that are
+    // not plain scalars inside an unknown key's value; then the keys are
+    // still reported, without a position.
+    let tree = if ignored.is_empty() && problems.is_empty() {
+        None
+    } else {
+        shape(text)
+    };
+    let bad_values = problems
+        .into_iter()
+        .map(|problem| BadValue {
+            key: problem
+                .pos
+                .zip(tree.as_ref())
+                .and_then(|(at, tree)| value_path_at(tree, at))
+                .map(|path| dotted(&path))
+                .unwrap_or_default(),
+            pos: problem.pos,
+            message: problem.message,
+        })
+        .collect();
     let unknown = if ignored.is_empty() {
         Vec::new()
     } else {
-        // The second pass only runs when there is something to locate. It
-        // cannot fail where the first pass succeeded, except on keys that are
-        // not plain scalars inside an unknown key's value; then the keys are
-        // still reported, without a position.
-        let tree = serde_saphyr::from_str::<Spanned<Node>>(text).ok();
         let mut unknown: Vec<UnknownKey> = ignored
             .into_iter()
             .map(|path| {
@@ -132,7 +142,11 @@ fn read_as<T: de::DeserializeOwned>(
         unknown.sort_by_key(|key| (key.pos.is_none(), key.pos));
         unknown
     };
-    Ok(Document { config, unknown })
+    Ok(Document {
+        config,
+        unknown,
+        bad_values,
+    })
 }
 
 /// Turns a path reported by `serde_ignored` into the path a user wrote, or
@@ -207,16 +221,16 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
     match keys_of(parent).as_slice() {
         [] => fields_of::<RawConfig>(),
         ["admin"] => fields_of::<RawAdmin>(),
-        ["proxy"] => fields_of::<RawProxy>(),
-        ["metrics"] => fields_of::<RawMetrics>(),
-        ["trace_context"] => fields_of::<RawTraceContext>(),
+        ["proxy"] => fields_of::<ProxySettings>(),
+        ["metrics"] => fields_of::<MetricsSettings>(),
+        ["trace_context"] => fields_of::<TraceSettings>(),
         ["otlp"] => fields_of::<RawOtlp>(),
-        ["metrics", "models"] => fields_of::<RawModels>(),
-        ["metrics", "tenants"] => fields_of::<RawTenants>(),
-        ["metrics", "buckets"] => fields_of::<RawBuckets>(),
+        ["metrics", "models"] => fields_of::<LabelBounds>(),
+        ["metrics", "tenants"] => fields_of::<TenantLabels>(),
+        ["metrics", "buckets"] => fields_of::<Buckets>(),
         ["routes"] => fields_of::<RawRoute>(),
         ["routes", "match"] => fields_of::<RawMatch>(),
-        ["routes", "timeouts"] => fields_of::<RawTimeouts>(),
+        ["routes", "timeouts"] => fields_of::<Timeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
         ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),
         ["routes", "tenant"] => fields_of::<RawTenant>(),
@@ -352,6 +366,15 @@ impl<'de> Deserialize<'de> for Node {
     }
 }
 
+/// The document's shape, or `None` if it cannot be read. Any scalar is a
+/// leaf here, `.inf` and `.nan` included (a bucket bound may be written so,
+/// and its problem must still be located).
+fn shape(text: &str) -> Option<Spanned<Node>> {
+    let mut options = serde_saphyr::Options::default();
+    options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
+    serde_saphyr::from_str_with_options::<Spanned<Node>>(text, options).ok()
+}
+
 /// A mapping key as text; keys that are not scalars never match a path.
 #[derive(Debug)]
 struct KeyText(Option<String>);
@@ -474,7 +497,7 @@ fn syntax_error(text: &str, error: &serde_saphyr::Error) -> SyntaxError {
     // has the wrong shape; a real syntax error leaves it empty.
     let key = pos
         .and_then(|at| {
-            let tree = serde_saphyr::from_str::<Spanned<Node>>(text).ok()?;
+            let tree = shape(text)?;
             value_path_at(&tree, at)
         })
         .map(|path| dotted(&path))

@@ -5,8 +5,32 @@
 use serde::Deserialize;
 use std::fmt;
 
+pub(crate) use super::super::{
+    Buckets, LabelBounds, MetricsSettings, ProxySettings, TenantLabels, Timeouts, TraceSettings,
+};
+
 use serde::de::{Deserializer, MapAccess, Visitor};
 pub(crate) use serde_saphyr::Spanned;
+
+/// A 1-based position in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Pos {
+    pub line: u64,
+    pub column: u64,
+}
+
+/// Where a spanned value is used in the file (for an alias, the alias, not the
+/// anchor), or `None` when the YAML crate could not tell.
+pub(crate) fn pos<T>(value: &Spanned<T>) -> Option<Pos> {
+    location_pos(&value.referenced)
+}
+
+pub(crate) fn location_pos(location: &serde_saphyr::Location) -> Option<Pos> {
+    (location.line() > 0).then(|| Pos {
+        line: location.line(),
+        column: location.column(),
+    })
+}
 
 /// A YAML list of scalars, each kept as text with its location, the list
 /// itself with its own.
@@ -21,9 +45,9 @@ pub(crate) struct RawConfig {
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
     pub admin: Option<RawAdmin>,
     /// Forwarding behaviour shared by all routes.
-    pub proxy: Option<RawProxy>,
+    pub proxy: Option<ProxySettings>,
     /// Metric naming, label bounds and histogram buckets.
-    pub metrics: Option<RawMetrics>,
+    pub metrics: Option<MetricsSettings>,
     /// Routes, in match order: the first route whose `match` accepts a request
     /// handles it. Required, at least one.
     pub routes: Option<Spanned<Vec<Spanned<RawRoute>>>>,
@@ -33,9 +57,7 @@ pub(crate) struct RawConfig {
     /// route's `slo` is only a label value.
     pub slo_files: Option<List>,
     /// W3C Trace Context (`traceparent`, `tracestate`) of metered requests.
-    /// A client's valid `traceparent` names the request's trace in the
-    /// access log (`trace_id`) whatever these say.
-    pub trace_context: Option<RawTraceContext>,
+    pub trace_context: Option<TraceSettings>,
     /// OpenTelemetry export (OTLP) of the metrics and of one span per
     /// metered request. Default: off.
     pub otlp: Option<RawOtlp>,
@@ -69,24 +91,6 @@ pub(crate) struct RawOtlp {
     pub service_name: Option<Spanned<String>>,
 }
 
-/// `trace_context`: what the proxy does with the W3C trace context of
-/// metered requests.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawTraceContext {
-    /// Take part in the client's trace as a span of its own: the upstream
-    /// is sent a `traceparent` with the client's trace id and flags and the
-    /// proxy's span as the parent (`tracestate` unchanged), so the
-    /// upstream's spans (vLLM, SGLang, TGI) hang under the proxy's. A
-    /// boolean, default `false`: both headers go to the upstream as the
-    /// client sent them.
-    pub join: Option<Spanned<String>>,
-    /// Start a trace for a metered request that comes without a valid
-    /// `traceparent`: a new trace id, sampled, with the proxy's span as its
-    /// root, sent to the upstream in `traceparent` (a `tracestate` without
-    /// a valid `traceparent` is dropped). A boolean, default `false`.
-    pub start: Option<Spanned<String>>,
-}
-
 /// `admin`: the admin listener.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawAdmin {
@@ -99,155 +103,6 @@ pub(crate) struct RawAdmin {
     /// whatever visits the admin port cannot take the file descriptors
     /// forwarding needs. Applied at start only.
     pub max_connections: Option<Spanned<String>>,
-}
-
-/// `proxy`: forwarding behaviour shared by all routes.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawProxy {
-    /// Largest request body read ahead to learn `model` and `stream`; a larger
-    /// body is forwarded as it streams in and metered with an unknown model.
-    /// A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`, `100kB`).
-    /// Default `4MiB`.
-    pub max_request_body: Option<Spanned<String>>,
-    /// Largest request body held whole so that the request can be sent
-    /// again if the upstream closes a reused connection under it (the
-    /// keep-alive race); an unmetered request's body is read ahead up to
-    /// this. A size, default `64KiB`.
-    pub max_retry_body: Option<Spanned<String>>,
-    /// Largest request head (request line and headers) a client may send;
-    /// a larger one is answered 431. A size, from `8KiB` (the default) to
-    /// `1MiB`. Applied at start only.
-    pub max_request_head: Option<Spanned<String>>,
-    /// How long a client connection may take to send a request head, from
-    /// when it opens or its last response ended: a connection that sends
-    /// nothing, trickles its head, or sits idle between requests longer is
-    /// closed. A duration, default `30s`. Applied at start only.
-    pub request_head_timeout: Option<Spanned<String>>,
-    /// Most client connections open at once on the proxy listener; more
-    /// wait in the kernel's accept queue. A count, at least 1. Default:
-    /// from the process's open-file limit, half of what is left after the
-    /// admin listener's share and a reserve of 64 (each proxied connection
-    /// can hold an upstream connection too). Applied at start only.
-    pub max_connections: Option<Spanned<String>>,
-    /// Share of `max_connections` open at which the listener is overloaded
-    /// and sheds connections that have not reached the upstream. A
-    /// percentage, from `1%` to `100%`, default `90%`. Applied at start only.
-    pub overload_threshold: Option<Spanned<String>>,
-    /// While overloaded, how long a connection that has not reached the
-    /// upstream may wait for its request head or read-ahead body. A
-    /// duration, default `3s`. Applied at start only.
-    pub overload_timeout: Option<Spanned<String>>,
-    /// Idle kept-alive connections kept per upstream. A count, `0` keeps
-    /// none. Default `256`.
-    pub upstream_idle_connections: Option<Spanned<String>>,
-    /// How long an idle upstream connection is kept. A duration, default
-    /// `90s`.
-    pub upstream_idle_timeout: Option<Spanned<String>>,
-    /// Largest non-streamed response body kept to read its usage at the end.
-    /// A size, default `16MiB`.
-    pub max_response_body: Option<Spanned<String>>,
-    /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` to
-    /// forwarded requests. Default `true`.
-    pub x_forwarded: Option<Spanned<String>>,
-    /// Clients (addresses or CIDR ranges: `10.0.0.0/8`, `::1`) whose
-    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are passed on, as another
-    /// proxy in front sets them. From any other client they are replaced.
-    /// Default: none.
-    pub trusted_proxies: Option<List>,
-    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
-    /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).
-    /// Default `30s`.
-    pub shutdown_grace: Option<Spanned<String>>,
-}
-
-/// `metrics`: metric naming, label bounds and histogram buckets.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawMetrics {
-    /// Prefix of the domain metrics (`llm` gives
-    /// `llm_time_to_first_token_seconds`). Matches `[a-zA-Z_][a-zA-Z0-9_]*`.
-    /// Default `llm`.
-    pub namespace: Option<Spanned<String>>,
-    /// How values of the `model` label are bounded.
-    pub models: Option<RawModels>,
-    /// How values of the `tenant` label are bounded, for routes with a
-    /// `tenant`.
-    pub tenants: Option<RawTenants>,
-    /// Largest token count accepted from an upstream's usage report, per
-    /// field. A report with a larger count, or with a count that is not a
-    /// whole number (negative, fractional, a string), is not counted: the
-    /// request's metering degrades (`implausible_usage` parse error) and
-    /// the token counters never take a bogus value. A count, at least 1.
-    /// Default `10000000`.
-    pub max_usage_tokens: Option<Spanned<String>>,
-    /// A gap between two token events longer than this is a stall,
-    /// counted in `llm_stalls_total` and `llm_stalled_seconds_total`. A
-    /// duration, default `1s`.
-    pub stall_threshold: Option<Spanned<String>>,
-    /// A request whose forwarding waited on its client for more than this
-    /// share of its time is a slow reader's (the access line's
-    /// `slow_reader`, `llm_slow_reader_requests_total`). A percentage,
-    /// default `20%`.
-    pub slow_reader_share: Option<Spanned<String>>,
-    /// Histogram bucket upper bounds, per metric. A metric left out keeps its
-    /// default buckets.
-    pub buckets: Option<RawBuckets>,
-}
-
-/// `metrics.models`: bounds on the `model` label, so clients sending random
-/// model names cannot blow up the number of series.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawModels {
-    /// Only these model names are used as label values; any other is reported
-    /// as `other`. Non-empty names, no duplicates. Default: no allow-list.
-    pub allow: Option<List>,
-    /// Without `allow`: the first this-many distinct model names that the
-    /// upstream answered with a 2xx are used as label values (a name is
-    /// `other` until then, so names the upstream refuses never take a
-    /// slot); later new names are reported as `other`. At least 1. Default
-    /// `100`.
-    pub max_distinct: Option<Spanned<String>>,
-}
-
-/// `metrics.tenants`: bounds on the `tenant` label, so clients sending
-/// random tenant names cannot blow up the number of series.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawTenants {
-    /// Only these tenant names are used as label values; any other is
-    /// reported as `other`. Non-empty names, no duplicates. Default: no
-    /// allow-list.
-    pub allow: Option<List>,
-    /// Without `allow`: the first this-many distinct tenant names that the
-    /// upstream answered with a 2xx are used as label values (a name is
-    /// `other` until then); later new names are reported as `other`. At
-    /// least 1. Default `100`.
-    pub max_distinct: Option<Spanned<String>>,
-    /// Also label the latency and token-count histograms by tenant (the
-    /// counters always are). Each tenant then has a histogram series of its
-    /// own per route, model and class: many more series. A boolean,
-    /// default `false`. Applied at start only.
-    pub histograms: Option<Spanned<String>>,
-}
-
-/// `metrics.buckets`: histogram bucket upper bounds. Each list is non-empty,
-/// of finite numbers greater than zero, strictly increasing.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawBuckets {
-    /// Time to first token, in seconds.
-    pub time_to_first_token: Option<List>,
-    /// Time until the upstream's response headers arrive, in seconds.
-    pub time_to_response_headers: Option<List>,
-    /// Time per output token after the first, in seconds.
-    pub time_per_output_token: Option<List>,
-    /// Time between two consecutive token events, in seconds.
-    pub inter_token_latency: Option<List>,
-    /// End-to-end request latency, in seconds.
-    pub e2e_request_latency: Option<List>,
-    /// Output (completion) tokens per request.
-    pub output_tokens: Option<List>,
-    /// Input (prompt) tokens per request.
-    pub input_tokens: Option<List>,
-    /// The proxy's own time on a request's path, in seconds.
-    pub proxy_time: Option<List>,
 }
 
 /// `routes[i]`: which requests a route takes and where they go.
@@ -271,7 +126,7 @@ pub(crate) struct RawRoute {
     /// (forward only). Default `auto`.
     pub protocol: Option<Spanned<String>>,
     /// Upstream timeouts.
-    pub timeouts: Option<RawTimeouts>,
+    pub timeouts: Option<Timeouts>,
     /// TLS towards an `https` upstream.
     pub tls: Option<Spanned<RawTls>>,
     /// Forward the client's `Host` header instead of the upstream's authority.
@@ -449,31 +304,6 @@ pub(crate) struct RawMatch {
     /// Accepted HTTP methods (case-insensitive, stored uppercase). Default:
     /// any method.
     pub methods: Option<List>,
-}
-
-/// `routes[i].timeouts`: upstream timeouts. Each is a duration greater than
-/// zero.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawTimeouts {
-    /// TCP (and TLS) connection set-up. Default `5s`.
-    pub connect: Option<Spanned<String>>,
-    /// From sending the request to receiving the response head. Non-streamed
-    /// responses send their head when generation is done, so this is long.
-    /// Default `10m`.
-    pub response_headers: Option<Spanned<String>>,
-    /// Longest silence between two response body frames, reset on every frame:
-    /// a long healthy stream never times out, a stalled one does. Default `5m`.
-    pub idle: Option<Spanned<String>>,
-    /// Longest silence while the client sends its request body: before its
-    /// first byte and between any two of its frames. Past it the request is
-    /// answered `408` (outcome `client_timeout`). Default `30s`.
-    pub request_body: Option<Spanned<String>>,
-    /// Longest time a request body may take to arrive up to what the proxy
-    /// reads ahead of forwarding it (to learn `model`, or to hold it for a
-    /// retry), from the request head, however steadily it trickles. Past it
-    /// the request is answered `408` (outcome `client_timeout`). Default
-    /// `60s`.
-    pub request_body_total: Option<Spanned<String>>,
 }
 
 /// `routes[i].slo_request_max`: the largest bound a client may declare for

@@ -1,0 +1,203 @@
+//! What kind of value a typed key holds: the `deserialize_with` (and, for
+//! durations, `with`) functions the config types name on their fields.
+//!
+//! Each reads the text written and checks it with the same parser and the
+//! same message as everywhere else in loading; a bad value is recorded with
+//! its location and does not stop the reading (see `raw/field.rs`), so
+//! every problem of a file is reported at once. The stand-in each gives for
+//! a bad value is never used: a config with a problem is refused.
+
+use std::time::Duration;
+
+use serde::Deserializer;
+
+use super::IpNet;
+use super::load::values::{
+    is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_ip_net, parse_percentage,
+    parse_positive_count, parse_size,
+};
+use super::raw::Pos;
+use super::raw::field::{Item, checked, checked_items, checked_list, checked_or_empty};
+
+/// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
+/// in seconds.
+pub(super) mod duration {
+    use super::*;
+
+    pub(in super::super) use super::super::show::secs as serialize;
+
+    pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Duration, D::Error> {
+        checked(d, Duration::ZERO, parse_duration)
+    }
+}
+
+/// A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`, `100kB`).
+pub(super) fn size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    checked(d, 0, parse_size)
+}
+
+/// The largest request head: a size from 8 KiB (hyper's floor) to 1 MiB.
+pub(super) fn request_head_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    checked(d, 0, |text| match parse_size(text)? {
+        n if (8 * 1024..=1024 * 1024).contains(&n) => Ok(n),
+        n => Err(format!("{n} bytes: must be from 8KiB to 1MiB")),
+    })
+}
+
+/// A whole number, at least 1, where leaving the key out (or giving it
+/// no value) means "none set".
+pub(super) fn optional_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_positive_count(text).map(Some)
+    })
+}
+
+/// A whole number of idle connections, `0` keeping none.
+pub(super) fn idle_count<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    checked(d, 0, |text| {
+        text.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("invalid count `{text}`: expected a whole number (0 keeps none)"))
+    })
+}
+
+/// `true` or `false` (YAML 1.2's core spellings).
+pub(super) fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    checked(d, false, parse_bool)
+}
+
+/// A percentage, `1%` to `100%`, held as a share (0.01 to 1).
+pub(super) fn percentage<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    checked(d, 1.0, parse_percentage)
+}
+
+/// A list of addresses or CIDR ranges (`10.0.0.0/8`, `::1`).
+pub(super) fn ip_nets<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    checked_list(d, parse_ip_net)
+}
+
+/// A whole number, at least 1.
+pub(super) fn count<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    checked(d, 0, parse_positive_count)
+}
+
+/// A token count, at least 1.
+pub(super) fn token_count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    checked(d, 0, |text| match text.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "invalid count `{text}`: expected a whole number, at least 1"
+        )),
+    })
+}
+
+/// A metric name prefix: `[a-zA-Z_][a-zA-Z0-9_]*`.
+pub(super) fn namespace<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    checked(d, String::new(), |text| {
+        if is_metric_namespace(text) {
+            Ok(text.to_owned())
+        } else {
+            Err(format!(
+                "invalid namespace `{text}`: must match [a-zA-Z_][a-zA-Z0-9_]*"
+            ))
+        }
+    })
+}
+
+/// Histogram bucket bounds: at least one, each finite and greater than
+/// zero, strictly increasing.
+pub(super) fn bucket_bounds<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    checked_items(d, None, Vec::new(), |at, items| {
+        if items.is_empty() {
+            return Err(vec![(at, "must list at least one bucket bound".to_owned())]);
+        }
+        let mut problems = Vec::new();
+        let mut bounds = Vec::with_capacity(items.len());
+        let mut previous: Option<f64> = None;
+        for item in items {
+            match parse_bound(item.text) {
+                Err(message) => problems.push((item.pos, message)),
+                Ok(bound) => {
+                    if let Some(before) = previous.filter(|before| bound <= *before) {
+                        problems.push((
+                            item.pos,
+                            format!(
+                                "bucket bounds must be strictly increasing: {} is not greater than the previous bound {}",
+                                item.text.trim(),
+                                before
+                            ),
+                        ));
+                    }
+                    previous = Some(bound);
+                    bounds.push(bound);
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(bounds)
+        } else {
+            Err(problems)
+        }
+    })
+}
+
+/// `metrics.models.allow`: model names, non-empty, no duplicates.
+pub(super) fn model_names<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    checked_items(d, Some(None), None, |at, items| {
+        allow_list(at, items, "metrics.models.allow", "model").map(Some)
+    })
+}
+
+/// `metrics.tenants.allow`: tenant names, non-empty, no duplicates.
+pub(super) fn tenant_names<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    checked_items(d, Some(None), None, |at, items| {
+        allow_list(at, items, "metrics.tenants.allow", "tenant").map(Some)
+    })
+}
+
+/// The allow-list of a label clients choose (`what`: `model`, `tenant`),
+/// written at `key`.
+fn allow_list(
+    at: Option<Pos>,
+    items: &[Item<'_>],
+    key: &str,
+    what: &str,
+) -> Result<Vec<String>, Vec<(Option<Pos>, String)>> {
+    if items.is_empty() {
+        return Err(vec![(
+            at,
+            format!(
+                "must not be empty (leave `allow` out to bound {what}s by max_distinct instead)"
+            ),
+        )]);
+    }
+    let mut problems = Vec::new();
+    let mut names: Vec<String> = Vec::with_capacity(items.len());
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if item.text.is_empty() {
+            problems.push((item.pos, format!("{what} name must not be empty")));
+        } else if let Some(first) = seen.insert(item.text, i) {
+            problems.push((
+                item.pos,
+                format!(
+                    "duplicate {what} name `{}` (also {key}[{first}])",
+                    item.text
+                ),
+            ));
+        } else {
+            names.push(item.text.to_owned());
+        }
+    }
+    if problems.is_empty() {
+        Ok(names)
+    } else {
+        Err(problems)
+    }
+}

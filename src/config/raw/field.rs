@@ -1,0 +1,233 @@
+//! Values that are read without failing: the typed fields of the schema.
+//!
+//! serde stops at the first error, but a config is to report every problem
+//! at once. So a typed field (a duration, a size, a count...) is read as the
+//! text written with its location, and parsed by the field's own function
+//! ([`super::super::kind`]); a bad value is recorded here with its location
+//! and a stand-in takes its place, and reading goes on. [`collecting`] runs
+//! one document's reading and hands back what was recorded; the key of each
+//! problem is found afterwards from its location. A config with any problem
+//! is refused, so no stand-in is ever run on.
+//!
+//! Outside [`collecting`] nothing can be recorded, and a bad value is a
+//! plain serde error instead, so a value is never accepted unchecked.
+
+use std::cell::RefCell;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+
+use super::schema::{Pos, Spanned, pos};
+
+/// A value that could not be read as its field's type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problem {
+    /// Where the value is written.
+    pub pos: Option<Pos>,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+thread_local! {
+    /// The problems of the document being read on this thread; `None` when
+    /// none is.
+    static PROBLEMS: RefCell<Option<Vec<Problem>>> = const { RefCell::new(None) };
+}
+
+/// Runs `read`, returning what it gives and the problems its typed fields
+/// recorded, in the order they were read.
+pub(crate) fn collecting<T>(read: impl FnOnce() -> T) -> (T, Vec<Problem>) {
+    let outer = PROBLEMS.with(|problems| problems.replace(Some(Vec::new())));
+    let value = read();
+    let problems = PROBLEMS.with(|problems| problems.replace(outer));
+    (value, problems.unwrap_or_default())
+}
+
+/// Records a problem; `false` when no document is being collected.
+fn record(pos: Option<Pos>, message: String) -> bool {
+    PROBLEMS.with(|problems| match problems.borrow_mut().as_mut() {
+        Some(list) => {
+            list.push(Problem { pos, message });
+            true
+        }
+        None => false,
+    })
+}
+
+/// Reads a scalar as text and parses it with `parse`. A bad value is
+/// recorded and `stand_in` takes its place; an empty value (`key:` or
+/// `key: ~`) is a problem too, as the key's default cannot be known here.
+pub fn checked<'de, D, T>(
+    deserializer: D,
+    stand_in: T,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    checked_or_empty(deserializer, None, stand_in, parse)
+}
+
+/// As [`checked`], with `empty` the value of an empty one (for a key whose
+/// absence is a value of its own, such as `None`).
+pub fn checked_or_empty<'de, D, T>(
+    deserializer: D,
+    empty: Option<T>,
+    stand_in: T,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let text = Spanned::<Option<String>>::deserialize(deserializer)?;
+    let at = pos(&text);
+    let result = match (&text.value, empty) {
+        (Some(value), _) => parse(value),
+        (None, Some(empty)) => return Ok(empty),
+        (None, None) => Err(NO_VALUE.to_owned()),
+    };
+    match result {
+        Ok(value) => Ok(value),
+        Err(message) if record(at, message.clone()) => Ok(stand_in),
+        Err(message) => Err(D::Error::custom(message)),
+    }
+}
+
+/// The problem of a typed key written without a value.
+const NO_VALUE: &str = "no value: give one, or leave the key out for its default";
+
+/// Reads a list of scalars, each parsed with `parse`; bad items are
+/// recorded and left out.
+pub fn checked_list<'de, D, T>(
+    deserializer: D,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let list = Spanned::<Option<Vec<Spanned<String>>>>::deserialize(deserializer)?;
+    let Some(items) = &list.value else {
+        return match record(pos(&list), NO_VALUE.to_owned()) {
+            true => Ok(Vec::new()),
+            false => Err(D::Error::custom(NO_VALUE)),
+        };
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match parse(&item.value) {
+            Ok(value) => out.push(value),
+            Err(message) if record(pos(item), message.clone()) => {}
+            Err(message) => return Err(D::Error::custom(message)),
+        }
+    }
+    Ok(out)
+}
+
+/// One item of a list as written: its text and where it is.
+pub struct Item<'a> {
+    pub pos: Option<Pos>,
+    pub text: &'a str,
+}
+
+/// Reads a list of scalars and checks it whole with `check`, which sees
+/// where the list and each item are written and gives either the value or
+/// every problem with its location; with problems, `stand_in` takes the
+/// value's place. An empty value (`key: ~`) is `empty`, or a problem
+/// without one.
+pub fn checked_items<'de, D, T>(
+    deserializer: D,
+    empty: Option<T>,
+    stand_in: T,
+    check: impl FnOnce(Option<Pos>, &[Item<'_>]) -> Result<T, Vec<(Option<Pos>, String)>>,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let list = Spanned::<Option<Vec<Spanned<String>>>>::deserialize(deserializer)?;
+    let result = match (&list.value, empty) {
+        (Some(items), _) => {
+            let items: Vec<Item<'_>> = items
+                .iter()
+                .map(|item| Item {
+                    pos: pos(item),
+                    text: &item.value,
+                })
+                .collect();
+            check(pos(&list), &items)
+        }
+        (None, Some(empty)) => return Ok(empty),
+        (None, None) => Err(vec![(pos(&list), NO_VALUE.to_owned())]),
+    };
+    match result {
+        Ok(value) => Ok(value),
+        Err(problems) => {
+            for (at, message) in problems {
+                if !record(at, message.clone()) {
+                    return Err(D::Error::custom(message));
+                }
+            }
+            Ok(stand_in)
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // Tests panic on purpose.
+mod tests {
+    use super::super::read;
+    use crate::config::ProxySettings;
+
+    fn bad_values(text: &str) -> Vec<(u64, String, String)> {
+        read(text)
+            .unwrap()
+            .bad_values
+            .into_iter()
+            .map(|bad| (bad.pos.map_or(0, |pos| pos.line), bad.key, bad.message))
+            .collect()
+    }
+
+    #[test]
+    fn every_bad_value_is_recorded_with_its_key() {
+        let found = bad_values(
+            "proxy:\n  shutdown_grace: soon\n  trusted_proxies: [10.0.0.0/8, x, '::1/200']\n  x_forwarded:\n",
+        );
+        let keys: Vec<(u64, &str)> = found.iter().map(|(l, k, _)| (*l, k.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                (2, "proxy.shutdown_grace"),
+                (3, "proxy.trusted_proxies[1]"),
+                (3, "proxy.trusted_proxies[2]"),
+                (4, "proxy.x_forwarded"),
+            ]
+        );
+        assert!(found[3].2.starts_with("no value"), "{found:?}");
+    }
+
+    /// A key whose absence is a value of its own (no connection limit, no
+    /// allow-list) takes it when written empty; any other empty key is a
+    /// problem, a list's included.
+    #[test]
+    fn empty_values() {
+        let found = bad_values(
+            "proxy:\n  max_connections: ~\n  trusted_proxies:\nmetrics:\n  models: {allow: ~}\n  buckets: {proxy_time: ~}\n",
+        );
+        let keys: Vec<&str> = found.iter().map(|(_, k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["proxy.trusted_proxies", "metrics.buckets.proxy_time"],
+            "{found:?}"
+        );
+        let doc = read("proxy: {max_connections: ~}\nmetrics: {models: {allow: ~}}\n").unwrap();
+        assert_eq!(doc.config.proxy.unwrap().max_connections, None);
+        assert_eq!(doc.config.metrics.unwrap().models.allow, None);
+    }
+
+    #[test]
+    fn outside_a_document_a_bad_value_is_an_error() {
+        assert!(serde_saphyr::from_str::<ProxySettings>("shutdown_grace: soon\n").is_err());
+        let read: ProxySettings = serde_saphyr::from_str("shutdown_grace: 5s\n").unwrap();
+        assert_eq!(read.shutdown_grace, std::time::Duration::from_secs(5));
+        assert_eq!(read.max_request_body_bytes, 4 << 20);
+    }
+}
