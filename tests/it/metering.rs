@@ -525,16 +525,7 @@ async fn a_client_that_stops_reading_for_2s_is_charged_2s_of_wait_not_a_2s_gap()
     client.write_all(&body).await.unwrap();
     let gate = gates.recv().await.unwrap();
     gate.send(token("first")).await.unwrap();
-    let mut seen = Vec::new();
-    let mut buf = vec![0u8; 1 << 16];
-    while !seen.windows(5).any(|w| w == b"first") {
-        let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf))
-            .await
-            .expect("no first token")
-            .unwrap();
-        assert!(n > 0);
-        seen.extend_from_slice(&buf[..n]);
-    }
+    read_until(&mut client, b"first").await;
 
     // The client stops reading. Big tokens until the upstream's body
     // takes no more: every buffer on the way is full.
@@ -558,6 +549,7 @@ async fn a_client_that_stops_reading_for_2s_is_charged_2s_of_wait_not_a_2s_gap()
     // the small buffer lets it: more wait, while it drains).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let paused = stopped.elapsed();
+    let mut buf = vec![0u8; 1 << 16];
     let reader = tokio::spawn(async move {
         let mut total = 0usize;
         loop {

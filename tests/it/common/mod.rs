@@ -361,12 +361,41 @@ pub fn parse_response(buf: &[u8]) -> RawResponse {
     }
 }
 
-/// A loopback address nothing listens on (the port was free a moment ago).
-pub fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// A loopback port held for as long as the socket lives: bound, not
+/// listening, and without `SO_REUSEADDR`, so no other socket can bind it
+/// and a connection to it is refused. A peer that is down, at an address
+/// no test running beside this one can take over (which a port bound and
+/// released at once cannot promise).
+pub fn closed_port() -> (SocketAddr, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    (socket.local_addr().unwrap(), socket)
+}
+
+/// Reads from `stream` until what arrived contains `needle`, each read
+/// within 10 s; what arrived.
+pub async fn read_until(stream: &mut TcpStream, needle: &[u8]) -> Vec<u8> {
+    read_while(stream, |seen| {
+        !seen.windows(needle.len()).any(|w| w == needle)
+    })
+    .await
+}
+
+/// Reads from `stream` as long as `more` says of what arrived, each read
+/// within 10 s; what arrived. Fails the test if the stream stalls or ends
+/// first.
+pub async fn read_while(stream: &mut TcpStream, more: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while more(&seen) {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("stream stalled")
+            .unwrap();
+        assert!(n > 0, "stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    seen
 }
 
 /// A one-route config on ephemeral loopback ports.
@@ -601,16 +630,10 @@ pub async fn open_stream(proxy: SocketAddr, events: usize, extra: &[(&str, &str)
     let mut stream = TcpStream::connect(proxy).await.unwrap();
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(&body).await.unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while seen.windows(6).filter(|w| w == b"data: ").count() < events {
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
-            .await
-            .expect("stream stalled")
-            .unwrap();
-        assert!(n > 0, "stream ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
+    read_while(&mut stream, |seen| {
+        seen.windows(6).filter(|w| w == b"data: ").count() < events
+    })
+    .await;
     stream
 }
 

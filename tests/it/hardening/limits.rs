@@ -9,8 +9,6 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::read_until;
-
 #[tokio::test]
 async fn with_256_files_and_200_stalled_bodies_a_new_request_is_served() {
     let upstream = scripted_upstream().await;
