@@ -7,7 +7,7 @@
 //!   (within the reader's nesting bound);
 //! - the input's `Api` metering the body as a 200 response (`StreamMeter`:
 //!   head, data in pieces, end) of the content type and encoding the input
-//!   picks, with the `Trace` recorder: without an encoding, the pieces
+//!   picks, with the `Recording` recorder: without an encoding, the pieces
 //!   change nothing of what it counts.
 //!
 //! Input layout: `[api, how, cut, cut, body...]`; `api` modulo 10 picks the
@@ -22,7 +22,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
 use meter::json::reader::{self, Reader};
-use meter::{Api, Limits, StreamMeter, Summary, Trace};
+use meter::{Api, Limits, Recording, StreamMeter, Summary};
 use tokio::time::Instant;
 
 const APIS: [Api; 10] = [
@@ -87,9 +87,9 @@ fn meter(api: Api, ct: &[u8], encoding: Option<&[u8]>, pieces: &[&[u8]]) -> Coun
         ..Limits::default()
     };
     let t0 = Instant::now();
-    let mut trace = Trace::default();
+    let mut recording = Recording::default();
     {
-        let mut m = StreamMeter::new(t0, api, limits, &mut trace);
+        let mut m = StreamMeter::new(t0, api, limits, &mut recording);
         m.response_head(t0 + Duration::from_millis(1), 200, Some(ct), encoding);
         for (i, p) in pieces.iter().enumerate() {
             let now = t0 + Duration::from_millis(2 + i as u64);
@@ -99,7 +99,7 @@ fn meter(api: Api, ct: &[u8], encoding: Option<&[u8]>, pieces: &[&[u8]]) -> Coun
     }
     let zero = |d: Option<Duration>| d.map(|_| Duration::ZERO);
     Counted {
-        summary: trace.summary.map(|s| Summary {
+        summary: recording.summary.map(|s| Summary {
             ttft: zero(s.ttft),
             ttft_visible: zero(s.ttft_visible),
             e2el: zero(s.e2el),
@@ -107,12 +107,12 @@ fn meter(api: Api, ct: &[u8], encoding: Option<&[u8]>, pieces: &[&[u8]]) -> Coun
             tpot: zero(s.tpot),
             ..s
         }),
-        finishes: trace.finishes,
-        response_headers: trace.response_headers.is_some(),
-        first_token: trace.first_token.is_some(),
-        first_visible_token: trace.first_visible_token.is_some(),
-        gaps: trace.gaps.len(),
-        parse_errors: trace.parse_errors,
+        finishes: recording.finishes,
+        response_headers: recording.response_headers.is_some(),
+        first_token: recording.first_token.is_some(),
+        first_visible_token: recording.first_visible_token.is_some(),
+        gaps: recording.gaps.len(),
+        parse_errors: recording.parse_errors,
     }
 }
 

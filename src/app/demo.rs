@@ -36,6 +36,9 @@ pub(crate) struct SimArgs {
     /// request carried `x-sim-stamp: 1`).
     #[arg(long)]
     pub stamp: bool,
+    /// Batch-limited mode: at most N requests generate at once, the others queue (FIFO); serves `/metrics` in vLLM's names.
+    #[arg(long, value_name = "N")]
+    pub slots: Option<std::num::NonZeroU32>,
 }
 
 #[derive(Debug, Args)]
@@ -61,6 +64,7 @@ fn sim_config(args: &SimArgs) -> SimConfig {
         tokens: args.tokens,
         model: args.model.clone(),
         stamp: args.stamp,
+        slots: args.slots,
         ..SimConfig::default()
     }
 }

@@ -193,74 +193,10 @@ impl Reloader {
 }
 
 /// What differs between the config the process started with and `new`
-/// among the settings only a restart applies.
+/// among the settings only a restart applies (declared with the config
+/// types), and the SLO thresholds the running histograms cannot read.
 fn restart_needed(started: &Config, new: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    if started.listen != new.listen {
-        out.push(format!(
-            "listen changed ({} -> {})",
-            started.listen, new.listen
-        ));
-    }
-    if started.admin_listen != new.admin_listen {
-        out.push(format!(
-            "admin.listen changed ({} -> {})",
-            started.admin_listen, new.admin_listen
-        ));
-    }
-    if started.proxy.max_request_head_bytes != new.proxy.max_request_head_bytes {
-        out.push(format!(
-            "proxy.max_request_head changed ({} -> {} bytes)",
-            started.proxy.max_request_head_bytes, new.proxy.max_request_head_bytes
-        ));
-    }
-    if started.proxy.request_head_timeout != new.proxy.request_head_timeout {
-        out.push(format!(
-            "proxy.request_head_timeout changed ({:?} -> {:?})",
-            started.proxy.request_head_timeout, new.proxy.request_head_timeout
-        ));
-    }
-    if started.proxy.max_connections != new.proxy.max_connections {
-        out.push("proxy.max_connections changed".to_owned());
-    }
-    if started.proxy.overload_threshold != new.proxy.overload_threshold {
-        out.push(format!(
-            "proxy.overload_threshold changed ({}% -> {}%)",
-            started.proxy.overload_threshold * 100.0,
-            new.proxy.overload_threshold * 100.0
-        ));
-    }
-    if started.proxy.overload_timeout != new.proxy.overload_timeout {
-        out.push(format!(
-            "proxy.overload_timeout changed ({:?} -> {:?})",
-            started.proxy.overload_timeout, new.proxy.overload_timeout
-        ));
-    }
-    if started.admin.max_connections != new.admin.max_connections {
-        out.push(format!(
-            "admin.max_connections changed ({} -> {})",
-            started.admin.max_connections, new.admin.max_connections
-        ));
-    }
-    if started.otlp != new.otlp {
-        out.push("otlp (OpenTelemetry export) changed".to_owned());
-    }
-    let (old, now) = (&started.metrics, &new.metrics);
-    if old.namespace != now.namespace {
-        out.push(format!(
-            "metrics.namespace changed ({} -> {})",
-            old.namespace, now.namespace
-        ));
-    }
-    if old.models != now.models {
-        out.push("metrics.models (model label bounds) changed".to_owned());
-    }
-    if old.tenants != now.tenants {
-        out.push("metrics.tenants (tenant label bounds) changed".to_owned());
-    }
-    if old.buckets != now.buckets {
-        out.push("metrics.buckets changed".to_owned());
-    }
+    let mut out = started.restart_only_changes(new);
     // The histograms keep the bounds they were registered with; a new
     // threshold that is not one of them cannot be read exactly from `le`.
     let b = &started.metrics.buckets;

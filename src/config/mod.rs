@@ -12,7 +12,10 @@
 
 mod load;
 mod raw;
+mod restart;
 mod show;
+
+pub use restart::{RESTART_ONLY, RestartOnly};
 
 pub use load::{
     ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides, is_tenant_name,
@@ -22,6 +25,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::Serialize;
 use slo::SloClass;
 
 /// Default proxy listen address.
@@ -30,11 +34,13 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
 
 /// The whole validated configuration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     /// Address the proxy accepts client traffic on.
     pub listen: SocketAddr,
     /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`).
+    /// Shown as `admin.listen`, where the file has it.
+    #[serde(skip)]
     pub admin_listen: SocketAddr,
     /// The admin listener's limits.
     pub admin: AdminSettings,
@@ -47,12 +53,14 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// SLO classes from the `slo_files`, in file order. Empty when none are
     /// configured; then a route's `slo` is only a label value.
+    #[serde(serialize_with = "show::classes")]
     pub slo_classes: Vec<SloClass>,
     /// What the proxy does with the W3C trace context of metered requests.
     pub trace_context: TraceSettings,
     /// OpenTelemetry export, when configured.
     pub otlp: Option<OtlpSettings>,
     /// The files this config was read from, which a reload watches.
+    #[serde(flatten)]
     pub sources: Sources,
 }
 
@@ -87,7 +95,7 @@ pub struct OtlpSettings {
 }
 
 /// One signal's export.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OtlpExport {
     /// For HTTP/protobuf the URL the exports are posted to (the signal's
     /// path included); for gRPC the collector's `http://host:port`.
@@ -95,8 +103,10 @@ pub struct OtlpExport {
     pub protocol: OtlpProtocol,
     /// Sent with every export (HTTP headers, or gRPC metadata).
     pub headers: OtlpHeaders,
+    #[serde(serialize_with = "show::secs")]
     pub timeout: Duration,
     /// Where its endpoint, protocol, headers and timeout came from.
+    #[serde(rename = "from", serialize_with = "show::export_origins")]
     pub origins: [&'static str; 4],
 }
 
@@ -140,19 +150,21 @@ impl OtlpProtocol {
 }
 
 /// The files a config was read from: what `serve` watches to reload.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Sources {
     /// The main file and every SLO file read, as named (relative to the
     /// working directory when relative).
+    #[serde(serialize_with = "show::paths")]
     pub files: Vec<PathBuf>,
     /// The `slo_files` globs, joined to the main file's directory: a new
     /// file matching one is a change too.
+    #[serde(rename = "slo_files", serialize_with = "show::paths")]
     pub patterns: Vec<PathBuf>,
 }
 
 /// What the proxy does with the W3C trace context (`traceparent`,
 /// `tracestate`) of metered requests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct TraceSettings {
     /// Take part in the client's trace: the upstream's `traceparent` names
     /// the proxy's span as the parent. Otherwise the headers go on as sent.
@@ -163,7 +175,7 @@ pub struct TraceSettings {
 }
 
 /// The admin listener's limits.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AdminSettings {
     /// Most connections open at once (its own share of file descriptors).
     pub max_connections: usize,
@@ -178,24 +190,28 @@ impl Default for AdminSettings {
 }
 
 /// Forwarding behaviour shared by all routes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProxySettings {
     /// Largest request body read ahead to learn `model` and `stream`. A larger
     /// body is forwarded as it streams in, and the request is metered with an
     /// unknown model.
+    #[serde(rename = "max_request_body")]
     pub max_request_body_bytes: usize,
     /// Largest request body held whole so that the request can be sent
     /// again after the keep-alive race; an unmetered request's body is read
     /// ahead up to this (a larger one is forwarded as it streams in and is
     /// never sent twice).
+    #[serde(rename = "max_retry_body")]
     pub max_retry_body_bytes: usize,
     /// Largest request head (request line and headers) a client may send;
     /// a larger one is answered `431`. At least 8 KiB (hyper's floor), which
     /// is also the default: the read buffer each client connection holds is
     /// this size. Applied when the listener starts (a reload cannot change it).
+    #[serde(rename = "max_request_head")]
     pub max_request_head_bytes: usize,
     /// How long a client connection may take to send a request head, from
     /// when it opens or its last response ended (covers idle keep-alive).
+    #[serde(serialize_with = "show::secs")]
     pub request_head_timeout: Duration,
     /// Most client connections open at once; `None`: from the open-file
     /// limit at start.
@@ -207,14 +223,17 @@ pub struct ProxySettings {
     /// While overloaded, how long a connection that has not reached the
     /// upstream may wait for its request head or read-ahead body. Applied
     /// at start.
+    #[serde(serialize_with = "show::secs")]
     pub overload_timeout: Duration,
     /// Idle kept-alive connections kept per upstream for later requests;
     /// beyond this many, a connection whose response ended is closed.
     pub upstream_idle_connections: usize,
     /// How long an idle upstream connection is kept.
+    #[serde(serialize_with = "show::secs")]
     pub upstream_idle_timeout: Duration,
     /// Largest non-streamed response body kept (as shared references to the
     /// forwarded frames, not copies) to read its usage at the end.
+    #[serde(rename = "max_response_body")]
     pub max_response_body_bytes: usize,
     /// Add `X-Forwarded-For` / `X-Forwarded-Proto` / `X-Forwarded-Host`.
     pub x_forwarded: bool,
@@ -223,6 +242,7 @@ pub struct ProxySettings {
     pub trusted_proxies: Vec<IpNet>,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
     /// before the process exits anyway.
+    #[serde(serialize_with = "show::secs")]
     pub shutdown_grace: Duration,
 }
 
@@ -262,7 +282,7 @@ impl std::fmt::Display for IpNet {
 }
 
 /// Metric naming, label bounds and histogram buckets.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricsSettings {
     /// Prefix of the domain metrics (`llm` gives `llm_time_to_first_token_seconds`).
     pub namespace: String,
@@ -274,6 +294,7 @@ pub struct MetricsSettings {
     /// report with a larger or malformed one is a parse error, not counted.
     pub max_usage_tokens: u64,
     /// A gap between two token events longer than this is a stall.
+    #[serde(serialize_with = "show::secs")]
     pub stall_threshold: Duration,
     /// A request that waited on its client for more than this share of its
     /// time (0 to 1) is a slow reader's.
@@ -285,7 +306,7 @@ pub struct MetricsSettings {
 /// How the values of a label a client chooses (`model`, `tenant`) are
 /// bounded, so a client sending random names cannot blow up the number of
 /// series.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LabelBounds {
     /// When set, only these names are used as label values; anything else is
     /// reported as `other`.
@@ -296,9 +317,10 @@ pub struct LabelBounds {
 }
 
 /// How values of the `tenant` label are bounded, and where it is used.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TenantLabels {
     /// The bounds, as for models.
+    #[serde(flatten)]
     pub bounds: LabelBounds,
     /// Whether the latency and token-count histograms carry the tenant too
     /// (the counters always do).
@@ -306,9 +328,11 @@ pub struct TenantLabels {
 }
 
 /// Where a route's requests get their tenant.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TenantSource {
     /// The value of this request header.
+    #[serde(serialize_with = "show::header")]
     Header(http::HeaderName),
     /// The caller's API key, hashed and looked up.
     ApiKeys(ApiKeys),
@@ -335,7 +359,7 @@ impl std::fmt::Debug for ApiKeys {
 
 /// Histogram bucket upper bounds. Latencies in seconds, token counts in tokens.
 /// Each list is strictly increasing and finite.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Buckets {
     /// Time to first token, seconds.
     pub time_to_first_token: Vec<f64>,
@@ -399,11 +423,12 @@ impl Default for Buckets {
 }
 
 /// One route: which requests it takes and where they go.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Route {
     /// Unique name, used as the `route` label.
     pub name: String,
     /// Which requests this route accepts.
+    #[serde(rename = "match")]
     pub matcher: RouteMatch,
     /// Where requests go.
     pub upstream: Upstream,
@@ -420,22 +445,28 @@ pub struct Route {
     pub max_in_flight: Option<usize>,
     /// The certificate authorities an `https` upstream is verified against;
     /// `None` for the web PKI roots.
+    #[serde(rename = "tls")]
     pub tls_roots: Option<TlsRoots>,
     /// The route's SLO class, the `slo` label (empty label when unset). With
     /// SLO classes configured it names one of them.
     pub slo: Option<String>,
     /// SLO class by the request's model name (as sent, before the label is
     /// bounded), taking precedence over `slo`.
+    #[serde(serialize_with = "show::pairs")]
     pub slo_by_model: Vec<(String, String)>,
     /// SLO class by the request's operation (`embeddings`, `rerank`...),
     /// after `slo_by_model` and before `slo`.
+    #[serde(serialize_with = "show::operations")]
     pub slo_by_operation: Vec<(meter::Operation, String)>,
     /// Header by which a client may declare its class; it takes precedence
     /// over `slo_by_model` and `slo` when it names a defined class.
+    #[serde(serialize_with = "show::opt_header")]
     pub slo_header: Option<http::HeaderName>,
     /// Whether a request may declare its own objectives (judged against
     /// them under the class `declared`), and the largest it may declare;
-    /// `None`: declarations are not read.
+    /// `None`: declarations are not read. Shown as the file's two keys,
+    /// `slo_request_headers` and `slo_request_max`.
+    #[serde(flatten, serialize_with = "show::slo_request")]
     pub slo_request_max: Option<slo::declared::Caps>,
     /// Where its requests get their tenant; `None`: no tenant (an empty
     /// label).
@@ -446,13 +477,14 @@ pub struct Route {
 }
 
 /// Which requests a route accepts. All given conditions must hold.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RouteMatch {
     /// The request path starts with this (always starts with `/`).
     pub path_prefix: String,
     /// The request's host (without port), compared case-insensitively.
     pub host: Option<String>,
     /// Accepted methods; `None` accepts any.
+    #[serde(serialize_with = "show::methods")]
     pub methods: Option<Vec<http::Method>>,
 }
 
@@ -489,30 +521,37 @@ pub enum Protocol {
 }
 
 /// Certificate authorities read from a PEM file (`routes[i].tls.ca_file`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TlsRoots {
     /// The file, as resolved.
+    #[serde(rename = "ca_file", serialize_with = "show::path")]
     pub file: PathBuf,
-    /// Its certificates, DER-encoded, in file order.
+    /// Its certificates, DER-encoded, in file order (shown: how many).
+    #[serde(serialize_with = "show::count")]
     pub certificates: Vec<Vec<u8>>,
 }
 
 /// Upstream timeouts of one route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Timeouts {
     /// TCP (and TLS) connection set-up.
+    #[serde(serialize_with = "show::secs")]
     pub connect: Duration,
     /// From sending the request to receiving the response head. Non-streamed
     /// responses send their head when generation is done, so this is long.
+    #[serde(serialize_with = "show::secs")]
     pub response_headers: Duration,
     /// Longest silence between two response body frames, reset on every
     /// frame, so a long healthy stream never times out but a stalled one does.
+    #[serde(serialize_with = "show::secs")]
     pub idle: Duration,
     /// Longest silence while the client sends its request body (before its
     /// first byte, and between frames).
+    #[serde(serialize_with = "show::secs")]
     pub request_body: Duration,
     /// Longest time the part of a request body read ahead may take to
     /// arrive, from the request head, however steadily it trickles.
+    #[serde(serialize_with = "show::secs")]
     pub request_body_total: Duration,
 }
 

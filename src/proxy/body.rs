@@ -26,16 +26,14 @@ mod metered;
 #[cfg(test)]
 mod testing;
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use tokio::time::Instant;
 
 use super::admission::Slot;
+use super::delegate::delegate_body;
 pub use super::upstream::{BoxError, FromUpstream};
 use crate::observe::Meter;
 
@@ -78,37 +76,10 @@ impl ResponseBody {
     }
 }
 
-/// Where an upstream's response body comes from.
-impl Body for ResponseBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut() {
-            ResponseBody::Local(full) => Pin::new(full)
-                .poll_frame(cx)
-                .map_err(|never| match never {}),
-            ResponseBody::Upstream(up) => Pin::new(&mut **up).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ResponseBody::Local(full) => full.is_end_stream(),
-            ResponseBody::Upstream(up) => up.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ResponseBody::Local(full) => full.size_hint(),
-            ResponseBody::Upstream(up) => up.size_hint(),
-        }
-    }
-}
+delegate_body!(ResponseBody: enum {
+    ResponseBody::Local,
+    ResponseBody::Upstream,
+}, Error = BoxError);
 
 #[cfg(test)]
 mod tests {

@@ -26,6 +26,7 @@ mod admission;
 pub mod arrival;
 pub mod body;
 pub mod client_body;
+pub(crate) mod delegate;
 pub mod error;
 pub mod overload;
 pub mod rewrite;

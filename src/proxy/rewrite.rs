@@ -11,7 +11,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Uri};
 use hyper::body::Incoming;
 
-use crate::config::{IpNet, Route};
+use crate::config::{IpNet, Route, Upstream};
 
 /// Which `X-Forwarded-*` headers a proxy adds, and whose it keeps.
 #[derive(Debug, Clone)]
@@ -67,7 +67,8 @@ pub fn upstream_request<B>(
             headers.insert(header::HOST, host);
         }
     } else {
-        // The client sets Host from the URI's authority.
+        // The upstream's: `origin_form` sets it for HTTP/1.1 (from
+        // `upstream_host`), and HTTP/2 sends the URI's authority.
         headers.remove(header::HOST);
     }
     if forwarded.x_forwarded {
@@ -199,6 +200,23 @@ pub fn strip_port(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
+/// The `Host` of a request to `upstream` that does not keep the client's:
+/// the upstream's host, with the port only when it is not the scheme's
+/// default. (HTTP/2 says it in `:authority`, from the URI.)
+pub fn upstream_host(upstream: &Upstream) -> Option<HeaderValue> {
+    let host = upstream.authority.host();
+    let default_port = if upstream.scheme == http::uri::Scheme::HTTPS {
+        443
+    } else {
+        80
+    };
+    let value = match upstream.authority.port_u16() {
+        Some(port) if port != default_port => HeaderValue::from_str(&format!("{host}:{port}")),
+        _ => HeaderValue::from_str(host),
+    };
+    value.ok()
+}
+
 /// An absolute-form request made origin-form for an HTTP/1.1 connection,
 /// with `Host` set to `host` (the upstream's, made once by its pool) unless
 /// it has one.
@@ -290,6 +308,23 @@ mod tests {
         let req = origin_form(req, Some(&host));
         assert_eq!(req.uri().to_string(), "/");
         assert_eq!(req.headers()[header::HOST], "client.example");
+    }
+
+    #[test]
+    fn the_upstreams_host_names_its_port_unless_it_is_the_schemes_default() {
+        let host = |scheme: &str, authority: &str| {
+            let upstream = Upstream {
+                scheme: scheme.parse().unwrap(),
+                authority: authority.parse().unwrap(),
+                base_path: String::new(),
+            };
+            upstream_host(&upstream).unwrap()
+        };
+        assert_eq!(host("http", "up"), "up");
+        assert_eq!(host("http", "up:80"), "up");
+        assert_eq!(host("http", "up:443"), "up:443");
+        assert_eq!(host("https", "up:443"), "up");
+        assert_eq!(host("https", "[::1]:8443"), "[::1]:8443");
     }
 
     #[test]

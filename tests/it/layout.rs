@@ -1,8 +1,9 @@
 //! The shape of the source, checked: no module circles in any crate of the
 //! workspace, the root crate's modules in the layers its `src/lib.rs`
 //! states, no source file past 800 lines outside its tests and no file of
-//! the tests, benches or fuzz targets past 800 lines at all, and one
-//! integration test binary per package at most.
+//! the tests, benches or fuzz targets past 800 lines at all, one
+//! integration test binary per package at most, and no hand-built JSON in
+//! the config module (`/config` is serialized from the runtime types).
 //!
 //! A module circle is two parts of one parent that use each other. The
 //! parts of a module are its own file's items and each child module's
@@ -646,4 +647,44 @@ fn each_package_has_one_integration_test_binary_at_most() {
         "more than one test binary:\n{}",
         many.join("\n")
     );
+}
+
+/// Finds `json!` invocations outside test modules.
+#[derive(Default)]
+struct JsonMacros(usize);
+
+impl<'ast> Visit<'ast> for JsonMacros {
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        if !is_test(&item.attrs) {
+            syn::visit::visit_item_mod(self, item);
+        }
+    }
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        if mac.path.segments.last().is_some_and(|s| s.ident == "json") {
+            self.0 += 1;
+        }
+        syn::visit::visit_macro(self, mac);
+    }
+}
+
+#[test]
+fn the_config_module_builds_no_json_by_hand() {
+    let crates = workspace();
+    let files: BTreeSet<&PathBuf> = crates
+        .modules
+        .iter()
+        .filter(|(path, _)| path.len() >= 2 && path[0] == "tokenmeter" && path[1] == "config")
+        .map(|(_, m)| &m.file)
+        .collect();
+    assert!(files.len() > 10, "found only {} files", files.len());
+    let built: Vec<String> = files
+        .into_iter()
+        .filter_map(|f| {
+            let file = syn::parse_file(&std::fs::read_to_string(f).unwrap()).unwrap();
+            let mut found = JsonMacros::default();
+            found.visit_file(&file);
+            (found.0 > 0).then(|| format!("{}: {} json!", f.display(), found.0))
+        })
+        .collect();
+    assert!(built.is_empty(), "{}", built.join("\n"));
 }

@@ -51,6 +51,6 @@ pub use api::Api;
 pub use event::{EventInfo, ParseError, ServerTimings, Usage};
 pub use model::{MODEL_MAX_CHARS, request_model, response_model};
 pub use operation::Operation;
-pub use recorder::{Recorder, Trace};
+pub use recorder::{Recorder, Recording};
 pub use stream::{Limits, StreamMeter};
 pub use summary::{Outcome, Summary, TokenSource};

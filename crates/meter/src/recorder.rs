@@ -1,5 +1,5 @@
 //! Where the meter's observations go: the [`Recorder`] trait, and
-//! [`Trace`], the recorder that keeps everything (for tests and tools).
+//! [`Recording`], the recorder that keeps everything (for tests and tools).
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use super::summary::Summary;
 
 /// Where the meter's observations go. The metrics module implements it with
 /// Prometheus handles resolved once per request; tests collect into a
-/// [`Trace`].
+/// [`Recording`].
 pub trait Recorder {
     /// The response head, with `status`, arrived `elapsed` after the
     /// request head.
@@ -31,7 +31,7 @@ pub trait Recorder {
 
 /// A [`Recorder`] that keeps everything, for tests and tools.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Trace {
+pub struct Recording {
     pub response_headers: Option<Duration>,
     pub first_token: Option<Duration>,
     pub first_visible_token: Option<Duration>,
@@ -42,7 +42,7 @@ pub struct Trace {
     pub finishes: u32,
 }
 
-impl Recorder for &mut Trace {
+impl Recorder for &mut Recording {
     fn response_headers(&mut self, elapsed: Duration, _status: u16) {
         self.response_headers = Some(elapsed);
     }

@@ -261,6 +261,43 @@ pub const SLO_THRESHOLD: Family = domain(
     &["slo", "objective"],
     "Per-request threshold of an SLO objective; also an exact bucket bound of its histogram (for thresholds changed by a reload, only after a restart).",
 );
+/// The labels of the latency–load curve's counters, but for the last one
+/// (`verdict` or `objective`): a request's load at arrival is bucketed by
+/// `load_le`, the upper bound of its bucket (`+Inf` above 2048).
+pub const LOAD_LABELS: [&str; 4] = ["route", "model", "slo", "load_le"];
+pub const SLO_LOAD_REQUESTS: Family = domain(
+    "slo_load_requests_total",
+    Counter,
+    &["route", "model", "slo", "load_le", "verdict"],
+    "Requests judged against their SLO class (verdict: good or bad), by the load they met at arrival (load_le: the upper bound of its bucket; the load is the requests in flight to the route and model when it was sent, itself included, or the engine's running and waiting requests where the route's engine is scraped).",
+);
+pub const SLO_LOAD_VIOLATIONS: Family = domain(
+    "slo_load_violations_total",
+    Counter,
+    &["route", "model", "slo", "load_le", "objective"],
+    "Judged requests that exceeded the threshold of an SLO objective (ttft, tpot, e2el), by the load they met at arrival (load_le, as for slo_load_requests_total).",
+);
+pub const SLO_CAPACITY: Family = domain(
+    "slo_capacity_concurrency",
+    Gauge,
+    &["route", "model", "slo", "window", "bound"],
+    "The knee of the class's latency-load curve over a live window (1m, 5m, 1h): the largest load at arrival at which every target of the class still held, from buckets with enough judged requests (bound: measured, or lower when no load above it broke a target); 0 when even a load of 1 breaks one; absent when unknown.",
+);
+pub const SLO_HEADROOM: Family = domain(
+    "slo_headroom_concurrency",
+    Gauge,
+    &["route", "model", "slo", "window", "bound"],
+    "The knee minus the load now: how many more concurrent requests the route and model take before the class passes its knee (0 at the knee, negative past it; a lower bound when bound=lower).",
+);
+
+/// The latency–load curve's families. The exporter registers every family
+/// of [`ALL`]; these join it once it exports them.
+pub const CAPACITY: [Family; 4] = [
+    SLO_LOAD_REQUESTS,
+    SLO_LOAD_VIOLATIONS,
+    SLO_CAPACITY,
+    SLO_HEADROOM,
+];
 pub const PARSE_ERRORS: Family = own(
     "tokenmeter_stream_parse_errors_total",
     Counter,
@@ -436,8 +473,9 @@ mod tests {
 
     #[test]
     fn names_are_distinct_and_follow_prometheus_conventions() {
-        let mut names: Vec<String> = ALL.iter().map(|f| f.name("llm")).collect();
-        for (f, name) in ALL.iter().zip(&names) {
+        let every: Vec<&Family> = ALL.iter().chain(&CAPACITY).collect();
+        let mut names: Vec<String> = every.iter().map(|f| f.name("llm")).collect();
+        for (f, name) in every.iter().zip(&names) {
             assert!(
                 name.chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
@@ -449,7 +487,7 @@ mod tests {
         }
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), ALL.len());
+        assert_eq!(names.len(), every.len());
     }
 
     /// The metrics reference names every family, under the default
@@ -463,6 +501,7 @@ mod tests {
         .unwrap();
         let missing: Vec<String> = ALL
             .iter()
+            .chain(&CAPACITY)
             .map(|f| f.name("llm"))
             .filter(|name| !doc.contains(&format!("`{name}`")))
             .collect();

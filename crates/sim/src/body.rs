@@ -20,6 +20,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
+use super::batch::Admission;
 use super::script::{Action, Script, Step};
 use super::stamp::{Fnv64, mono_ns, stamp};
 
@@ -197,6 +198,10 @@ pub(crate) struct SimBody {
     tracker: Option<Tracker>,
     /// Set once the server has had a chance to flush before a reset.
     reset_armed: bool,
+    /// In batch-limited mode, the request's slot, or its place in the
+    /// queue until it has one; dropped when the outcome is recorded, which
+    /// frees the slot.
+    admission: Option<Admission>,
 }
 
 impl std::fmt::Debug for SimBody {
@@ -220,6 +225,7 @@ impl SimBody {
             shutdown,
             tracker: Some(tracker),
             reset_armed: false,
+            admission: None,
         }
     }
 
@@ -242,6 +248,13 @@ impl SimBody {
     /// Stamps every frame with its send time and fingerprints the body.
     pub(crate) fn stamped(mut self, on: bool) -> Self {
         self.stamp = on.then(Fingerprint::default);
+        self
+    }
+
+    /// Holds the request's slot for the whole stream; a queued request
+    /// sends nothing until it has one, and its script starts then.
+    pub(crate) fn admitted(mut self, admission: Option<Admission>) -> Self {
+        self.admission = admission;
         self
     }
 
@@ -269,6 +282,7 @@ impl SimBody {
     }
 
     fn complete(&mut self) {
+        self.admission = None;
         if let Some(tracker) = self.tracker.take() {
             if let Some(print) = &self.stamp {
                 tracker.stamped(print);
@@ -278,6 +292,7 @@ impl SimBody {
     }
 
     fn fail(&mut self, error: SimBodyError) -> Poll<Option<Result<Frame<Bytes>, SimBodyError>>> {
+        self.admission = None;
         if let Some(tracker) = self.tracker.take() {
             tracker.fail();
         }
@@ -297,6 +312,15 @@ impl http_body::Body for SimBody {
         if this.tracker.is_none() {
             // The outcome is recorded: the stream is over, whatever it was.
             return Poll::Ready(None);
+        }
+        if let Some(Admission::Queued(queued)) = this.admission.as_mut() {
+            let Poll::Ready(slot) = queued.as_mut().poll(cx) else {
+                return Poll::Pending;
+            };
+            this.admission = Some(Admission::Running(slot));
+            if let Source::Script(script) = &mut this.source {
+                script.begin(Instant::now());
+            }
         }
         if let Some(stalled) = this.stalled.as_mut() {
             return match stalled.as_mut().poll(cx) {

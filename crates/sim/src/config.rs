@@ -1,5 +1,6 @@
 //! The simulator's default schedule.
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 /// The default schedule of every simulated response; requests may override
@@ -21,6 +22,11 @@ pub struct SimConfig {
     /// Whether every response is stamped with send times (as if each
     /// request carried `x-sim-stamp: 1`).
     pub stamp: bool,
+    /// Batch-limited mode: at most this many requests generate at once,
+    /// the others wait in a FIFO queue, and `GET /metrics` serves the
+    /// engine state in vLLM's names. `None`: every request starts at once
+    /// and there is no `/metrics`.
+    pub slots: Option<NonZeroU32>,
 }
 
 impl Default for SimConfig {
@@ -32,6 +38,7 @@ impl Default for SimConfig {
             model: "sim-model".to_owned(),
             role_chunk: true,
             stamp: false,
+            slots: None,
         }
     }
 }

@@ -16,6 +16,8 @@
 //!   over completion requests (see [`StatsSnapshot`]). `aborted` counts
 //!   responses dropped before their end because the client (or a proxy) went
 //!   away, so tests can prove that a client's abort reaches the upstream.
+//! - `GET /metrics`, in batch-limited mode only: the engine state as vLLM
+//!   writes it (see below).
 //!
 //! # Requests
 //!
@@ -56,6 +58,7 @@
 //! | `x-sim-stall-after: K` | after `K` tokens, send nothing more and hold the stream open until the client goes away (then counted as `aborted`) or the simulator shuts down (then `failed`) |
 //! | `x-sim-queue-ms: Q` | report vLLM's per-request `metrics` (as with `--enable-per-request-metrics`) on the usage chunk, or in a non-streamed body: `queue_time_ms` Q, `time_to_first_token_ms` the TTFT less Q, `generation_time_ms` `(tokens - 1) * itl`. Q is capped at the TTFT |
 //! | `x-sim-model: NAME` | the answer names the model NAME, whatever the request asked for (as a gateway that resolves an alias answers) |
+//! | `x-sim-cached-tokens: K` | in batch-limited mode, K of the prompt's tokens (at most all) are found in the prefix cache: counted in `/metrics`' prefix cache hits |
 //! | `x-sim-stamp: 1` | stamp each JSON event (and a non-streamed body) with the instant it is handed to the server, as `"sim_sent_ns":N` (`CLOCK_MONOTONIC` nanoseconds, see [`stamp`]) before its closing `}`, and add the body's fingerprint to `/sim/stats` (`stamped_*`) |
 //!
 //! "After `K` tokens" means after token `K - 1` of every choice; the fault
@@ -65,8 +68,27 @@
 //! the head and then resets, error answers `500` with an error body, stall
 //! never answers. At most one of the three fault headers may be given.
 //!
+//! # Batch-limited mode
+//!
+//! With [`SimConfig::slots`] set, at most that many completion requests
+//! generate at once; the others wait in arrival order for a slot, and a
+//! request's schedule (TTFT, then its tokens) starts when it gets one, so
+//! its TTFT from arrival includes the wait. A streamed answer's head still
+//! goes out at once, as vLLM's does. The slot is held until the last frame
+//! is sent, the body fails, or the client leaves; a queued client that
+//! leaves gives up its place. Error answers (`x-sim-status`, `400`s) take
+//! no slot. `GET /metrics` serves, with HELP and TYPE lines and the labels
+//! `engine="0"` and `model_name` (the configured model), as vLLM does:
+//! `vllm:num_requests_running`, `vllm:num_requests_waiting`,
+//! `vllm:kv_cache_usage_perc` (running over slots: each slot holds an equal
+//! share of the cache), and the counters `vllm:prefix_cache_queries_total`
+//! (prompt tokens of the requests admitted) and
+//! `vllm:prefix_cache_hits_total` (their `x-sim-cached-tokens`), each with
+//! its `_created` sample.
+//!
 //! The simulator must not measure anything, and knows nothing of the proxy.
 
+mod batch;
 mod body;
 mod config;
 pub mod load;
@@ -92,6 +114,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
+use batch::{Admission, Batch};
 pub use body::StatsSnapshot;
 use body::{SimBody, Stats, Tracker, closing};
 pub use config::SimConfig;
@@ -111,11 +134,19 @@ struct Shared {
     shutdown: watch::Sender<bool>,
     /// Makes response ids unique within one simulator.
     next_id: AtomicU64,
+    /// The slots and the queue, in batch-limited mode.
+    batch: Option<Arc<Batch>>,
 }
 
 impl Shared {
     fn new(config: SimConfig) -> Self {
+        let created = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |elapsed| elapsed.as_secs_f64());
         Self {
+            batch: config
+                .slots
+                .map(|slots| Arc::new(Batch::new(slots, config.model.clone(), created))),
             config,
             stats: Arc::default(),
             shutdown: watch::Sender::new(false),
@@ -183,14 +214,17 @@ pub async fn serve(
 }
 
 fn routes(shared: Arc<Shared>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
-        .route("/sim/stats", get(stats))
-        .fallback(not_found)
-        .with_state(shared)
+        .route("/sim/stats", get(stats));
+    let router = match shared.batch {
+        Some(_) => router.route("/metrics", get(metrics)),
+        None => router,
+    };
+    router.fallback(not_found).with_state(shared)
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -222,21 +256,28 @@ async fn complete(shared: &Shared, api: Api, request: Request) -> Response {
         Ok(bytes) => bytes,
         Err(error) => return shared.reject(&RequestError::Body(error.to_string()), tracker),
     };
-    let plan = match Plan::new(api, &shared.config, &overrides, start, &bytes) {
+    let mut plan = match Plan::new(api, &shared.config, &overrides, start, &bytes) {
         Ok(plan) => plan,
         Err(error) => return shared.reject(&error, tracker),
     };
     let identity = shared.identity(api);
+    let admission = shared
+        .batch
+        .as_ref()
+        .map(|batch| batch.admit(plan.prompt_tokens, plan.cached_tokens));
 
     if plan.stream {
         sleep_until(head_at).await;
         let stamped = plan.stamp;
+        // The head goes out now, as vLLM's does; a queued request's events
+        // wait in its body for a slot.
         let body = SimBody::script(
             Script::new(plan, &identity),
             tracker,
             shared.shutdown.clone(),
         )
-        .stamped(stamped);
+        .stamped(stamped)
+        .admitted(admission);
         let mut response = with_type(StatusCode::OK, "text/event-stream", Body::new(body));
         response
             .headers_mut()
@@ -244,6 +285,16 @@ async fn complete(shared: &Shared, api: Api, request: Request) -> Response {
         return response;
     }
 
+    // Held until the answer is handed over (or the handler is dropped).
+    let _slot = match admission {
+        None => None,
+        Some(Admission::Running(slot)) => Some(slot),
+        Some(Admission::Queued(queued)) => {
+            let slot = queued.await;
+            plan.schedule.start = Instant::now();
+            Some(slot)
+        }
+    };
     let Some(fault) = plan.fault else {
         sleep_until(head_at.max(plan.schedule.end())).await;
         let bytes = Bytes::from(script::full_response(&plan, &identity).to_string());
@@ -304,6 +355,17 @@ async fn stats(State(shared): State<Arc<Shared>>) -> Response {
         StatusCode::OK,
         [(CONTENT_TYPE, "application/json")],
         snapshot.to_string(),
+    )
+        .into_response()
+}
+
+/// The engine state in vLLM's names; routed in batch-limited mode only.
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let page = shared.batch.as_ref().map(|batch| batch.render());
+    (
+        StatusCode::OK,
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        page.unwrap_or_default(),
     )
         .into_response()
 }

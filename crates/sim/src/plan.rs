@@ -98,6 +98,8 @@ pub(crate) struct Overrides {
     /// `x-sim-model`: the model the answer names, whatever the request
     /// asked for (as a gateway that resolves an alias answers).
     pub(crate) model: Option<String>,
+    /// `x-sim-cached-tokens`: prompt tokens found in the prefix cache.
+    pub(crate) cached_tokens: Option<u32>,
 }
 
 impl Overrides {
@@ -147,6 +149,7 @@ impl Overrides {
             headers_delay: ms("x-sim-headers-delay-ms")?.unwrap_or_default(),
             stamp: number(headers, "x-sim-stamp", 1)? == Some(1),
             queue: ms("x-sim-queue-ms")?,
+            cached_tokens: count("x-sim-cached-tokens")?,
             fault,
             model: match headers.get("x-sim-model") {
                 None => None,
@@ -275,6 +278,9 @@ pub(crate) struct Plan {
     /// Of the TTFT, the part spent queued, when the response reports
     /// vLLM's per-request metrics.
     pub(crate) queue: Option<Duration>,
+    /// Prompt tokens found in the prefix cache, at most `prompt_tokens`;
+    /// they count only in batch-limited mode's `/metrics`.
+    pub(crate) cached_tokens: u64,
 }
 
 impl Plan {
@@ -339,6 +345,10 @@ impl Plan {
             role_chunk: config.role_chunk,
             stamp: overrides.stamp || config.stamp,
             queue: overrides.queue.map(|q| q.min(ttft)),
+            cached_tokens: overrides
+                .cached_tokens
+                .map_or(0, u64::from)
+                .min(prompt_tokens),
         })
     }
 

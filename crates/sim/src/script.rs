@@ -102,6 +102,13 @@ impl Script {
         }
     }
 
+    /// Starts the schedule at `start` instead of the request's arrival: a
+    /// request that waited for a slot is prefilled from when it got one.
+    /// Only meaningful before the first step.
+    pub(crate) fn begin(&mut self, start: Instant) {
+        self.plan.schedule.start = start;
+    }
+
     /// Whether every step has been produced.
     pub(crate) fn is_ended(&self) -> bool {
         self.cursor == Cursor::Ended

@@ -8,13 +8,15 @@
 //!
 //! The live windows behind `/slo` (`live.rs`, with the quantile sketch in
 //! `sketch.rs`) aggregate judged requests per route and class over 1m, 5m
-//! and 1h.
+//! and 1h; the latency–load curves and their knees (`capacity`) use the
+//! same windows.
 //!
 //! This module must not do I/O, read a clock or know Prometheus; everything
 //! it needs is in the summary (including `elapsed`, how long a failed request
 //! had lasted), and the live windows are told the time by their caller.
 
 pub mod aggregate;
+pub mod capacity;
 mod class;
 pub mod declared;
 pub mod history;

@@ -64,7 +64,7 @@ pub const WINDOWS: [Window; 3] = [
 ];
 
 /// What a ring's slots hold: counts (and sketches) that add up.
-trait Merge: Clone + Default {
+pub(crate) trait Merge: Clone + Default {
     fn merge_from(&mut self, other: &Self);
 }
 
@@ -77,7 +77,7 @@ impl Merge for Aggregate {
 /// One ring of slots. A slot is tagged with the index (+1, so 0 is empty)
 /// of the time slot it holds, and reused when a later index maps onto it.
 #[derive(Debug)]
-struct Ring<T = Aggregate> {
+pub(crate) struct Ring<T = Aggregate> {
     slots: Vec<(u64, T)>,
 }
 
@@ -88,7 +88,7 @@ impl<T> Default for Ring<T> {
 }
 
 impl<T: Merge> Ring<T> {
-    fn add(&mut self, index: u64, item: &T) {
+    pub(crate) fn add(&mut self, index: u64, item: &T) {
         if self.slots.is_empty() {
             self.slots = vec![(0, T::default()); SLOTS as usize];
         }
@@ -107,18 +107,24 @@ impl<T: Merge> Ring<T> {
     }
 
     /// Merges the slots with indexes in `(now - SLOTS, now]`.
-    fn collect(&self, now: u64, into: &mut T) {
-        self.collect_between((now + 1).saturating_sub(SLOTS), now + 1, into);
+    pub(crate) fn collect(&self, now: u64, into: &mut T) {
+        self.visit(now, &mut |slot| into.merge_from(slot));
     }
 
-    /// Merges the slots with indexes in `[from, to)`.
-    fn collect_between(&self, from: u64, to: u64, into: &mut T) {
+    /// Calls `f` on each slot with an index in `(now - SLOTS, now]`, for a
+    /// reader that needs less than the whole merge.
+    pub(crate) fn visit(&self, now: u64, f: &mut dyn FnMut(&T)) {
+        self.visit_between((now + 1).saturating_sub(SLOTS), now + 1, f);
+    }
+
+    /// Calls `f` on each slot with an index in `[from, to)`.
+    fn visit_between(&self, from: u64, to: u64, f: &mut dyn FnMut(&T)) {
         for (tag, slot) in &self.slots {
             let Some(index) = tag.checked_sub(1) else {
                 continue;
             };
             if (from..to).contains(&index) {
-                into.merge_from(slot);
+                f(slot);
             }
         }
     }
@@ -163,16 +169,13 @@ const SLOTS_PER_POINT: u64 = POINT.as_secs() / WINDOWS[0].slot.as_secs();
 /// seconds in the 1m window's ring.
 fn point_requests(one_second: &Ring, point: u64) -> Aggregate {
     let mut a = Aggregate::default();
-    one_second.collect_between(
-        point * SLOTS_PER_POINT,
-        (point + 1) * SLOTS_PER_POINT,
-        &mut a,
-    );
+    let (from, to) = (point * SLOTS_PER_POINT, (point + 1) * SLOTS_PER_POINT);
+    one_second.visit_between(from, to, &mut |slot| a.merge(slot));
     a
 }
 
 /// The index of the slot of `width` holding `now`, counted from `origin`.
-fn slot_index(origin: Instant, now: Instant, width: Duration) -> u64 {
+pub(crate) fn slot_index(origin: Instant, now: Instant, width: Duration) -> u64 {
     let elapsed = now.saturating_duration_since(origin);
     (elapsed.as_nanos() / width.as_nanos()) as u64
 }
@@ -243,7 +246,7 @@ impl Series {
 
 /// How much of a ring of [`SLOTS`] slots of `slot` ending at slot `index`
 /// lies between the origin and `now`.
-fn covered(origin: Instant, now: Instant, slot: Duration, index: u64) -> Duration {
+pub(crate) fn covered(origin: Instant, now: Instant, slot: Duration, index: u64) -> Duration {
     let elapsed = now.saturating_duration_since(origin);
     let oldest = slot.saturating_mul((index + 1).saturating_sub(SLOTS) as u32);
     elapsed.saturating_sub(oldest)

@@ -4,23 +4,23 @@
 
 use bytes::Bytes;
 use http::Method;
-use meter::{Api, Limits, Outcome, ParseError, StreamMeter, Summary, TokenSource, Trace};
+use meter::{Api, Limits, Outcome, ParseError, Recording, StreamMeter, Summary, TokenSource};
 use tokio::time::Instant;
 
-fn meter(api: Api, ct: Option<&[u8]>, pieces: &[&[u8]]) -> Trace {
-    let mut trace = Trace::default();
+fn meter(api: Api, ct: Option<&[u8]>, pieces: &[&[u8]]) -> Recording {
+    let mut recording = Recording::default();
     {
-        let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut trace);
+        let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut recording);
         m.response_head(Instant::now(), 200, ct, None);
         for p in pieces {
             m.data(Instant::now(), &Bytes::copy_from_slice(p));
         }
         m.end(Instant::now());
     }
-    trace
+    recording
 }
 
-fn summary(t: &Trace) -> &Summary {
+fn summary(t: &Recording) -> &Summary {
     assert_eq!(t.finishes, 1);
     t.summary.as_ref().unwrap()
 }
@@ -272,24 +272,24 @@ fn reasoning_delays_the_visible_first_token() {
         b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm\"}}\n\n",
         b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
     ];
-    let mut trace = Trace::default();
+    let mut recording = Recording::default();
     let t0 = Instant::now();
     {
-        let mut m = StreamMeter::new(t0, Api::Anthropic, Limits::default(), &mut trace);
+        let mut m = StreamMeter::new(t0, Api::Anthropic, Limits::default(), &mut recording);
         m.response_head(t0, 200, Some(b"text/event-stream"), None);
         for (ms, ev) in [10, 20, 50].into_iter().zip(events) {
             m.data(t0 + Duration::from_millis(ms), &Bytes::copy_from_slice(ev));
         }
         m.end(t0 + Duration::from_millis(60));
     }
-    let s = trace.summary.as_ref().unwrap();
+    let s = recording.summary.as_ref().unwrap();
     assert_eq!(s.first_token_event, Some(1));
     assert_eq!(s.first_visible_event, Some(2));
     assert_eq!(s.ttft, Some(Duration::from_millis(20)));
     assert_eq!(s.ttft_visible, Some(Duration::from_millis(50)));
-    assert_eq!(trace.first_token, s.ttft);
-    assert_eq!(trace.first_visible_token, s.ttft_visible);
-    assert_eq!(trace.gaps, [Duration::from_millis(30)]);
+    assert_eq!(recording.first_token, s.ttft);
+    assert_eq!(recording.first_visible_token, s.ttft_visible);
+    assert_eq!(recording.gaps, [Duration::from_millis(30)]);
 }
 
 /// The server's own timings, from every place servers put them, in their
@@ -375,9 +375,10 @@ fn server_timings_are_read_in_each_servers_units_and_checked() {
 #[test]
 fn tgi_queue_time_header_is_read_in_milliseconds() {
     let header = |value: &[u8]| {
-        let mut trace = Trace::default();
+        let mut recording = Recording::default();
         {
-            let mut m = StreamMeter::new(Instant::now(), Api::Tgi, Limits::default(), &mut trace);
+            let mut m =
+                StreamMeter::new(Instant::now(), Api::Tgi, Limits::default(), &mut recording);
             m.response_head(Instant::now(), 200, Some(b"application/json"), None);
             m.queue_time_header(value);
             m.data(
@@ -386,7 +387,7 @@ fn tgi_queue_time_header_is_read_in_milliseconds() {
             );
             m.end(Instant::now());
         }
-        trace
+        recording
     };
     let t = header(b"42");
     assert_eq!(summary(&t).server.queue, Some(0.042));

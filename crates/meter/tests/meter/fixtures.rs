@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use meter::{Api, Limits, Outcome, StreamMeter, Summary, TokenSource, Trace};
+use meter::{Api, Limits, Outcome, Recording, StreamMeter, Summary, TokenSource};
 use serde::Deserialize;
 use tokio::time::Instant;
 
@@ -77,33 +77,33 @@ fn content_type(file: &str) -> &'static [u8] {
 }
 
 /// Meters `pieces` as the frames of one 200 response of type `ct`.
-fn meter(api: Api, ct: &[u8], pieces: &[&[u8]]) -> Trace {
+fn meter(api: Api, ct: &[u8], pieces: &[&[u8]]) -> Recording {
     meter_encoded(api, ct, None, pieces)
 }
 
-fn meter_encoded(api: Api, ct: &[u8], encoding: Option<&[u8]>, pieces: &[&[u8]]) -> Trace {
-    let mut trace = Trace::default();
+fn meter_encoded(api: Api, ct: &[u8], encoding: Option<&[u8]>, pieces: &[&[u8]]) -> Recording {
+    let mut recording = Recording::default();
     {
-        let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut trace);
+        let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut recording);
         m.response_head(Instant::now(), 200, Some(ct), encoding);
         for p in pieces {
             m.data(Instant::now(), &Bytes::copy_from_slice(p));
         }
         m.end(Instant::now());
     }
-    trace
+    recording
 }
 
 /// The one check every framing of every fixture goes through.
-fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
+fn check(file: &str, how: &str, expect: &Expect, recording: &Recording) {
     let ctx = format!("{file} ({how})");
-    assert_eq!(trace.finishes, 1, "{ctx}: finished once");
+    assert_eq!(recording.finishes, 1, "{ctx}: finished once");
     assert!(
-        trace.parse_errors.is_empty(),
+        recording.parse_errors.is_empty(),
         "{ctx}: {:?}",
-        trace.parse_errors
+        recording.parse_errors
     );
-    let s: &Summary = trace.summary.as_ref().unwrap();
+    let s: &Summary = recording.summary.as_ref().unwrap();
     assert_eq!(s.events, expect.events, "{ctx}: events");
     assert_eq!(s.token_events, expect.token_events, "{ctx}: token events");
     assert_eq!(
@@ -165,12 +165,12 @@ fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
         assert!(same, "{ctx}: server {part}: {got:?}, expected {want:?}");
     }
     assert_eq!(
-        trace.first_token.is_some(),
+        recording.first_token.is_some(),
         expect.token_events > 0,
         "{ctx}: TTFT observed"
     );
     assert_eq!(
-        trace.first_visible_token.is_some(),
+        recording.first_visible_token.is_some(),
         expect.first_visible_event.is_some(),
         "{ctx}: visible TTFT observed"
     );
@@ -183,7 +183,7 @@ fn check(file: &str, how: &str, expect: &Expect, trace: &Trace) {
         assert_eq!(n, expect.token_events, "{ctx}: N from events");
     }
     assert_eq!(
-        trace.gaps.len() as u64,
+        recording.gaps.len() as u64,
         expect.token_events.saturating_sub(1),
         "{ctx}: one ITL per gap"
     );
@@ -298,13 +298,13 @@ fn compressed_fixtures_yield_the_same_however_they_are_cut() {
         for encoding in ["gzip", "deflate", "br", "zstd"] {
             let packed = compress(encoding, &bytes);
             let how = format!("{encoding}, whole");
-            let trace = meter_encoded(
+            let recording = meter_encoded(
                 api,
                 content_type(file),
                 Some(encoding.as_bytes()),
                 &[&packed],
             );
-            check(file, &how, expect, &trace);
+            check(file, &how, expect, &recording);
             let mut rng = XorShift(0xA076_1D64_78BD_642F ^ packed.len() as u64);
             for round in 0..20 {
                 let mut pieces = Vec::new();
@@ -316,9 +316,9 @@ fn compressed_fixtures_yield_the_same_however_they_are_cut() {
                     rest = b;
                 }
                 let how = format!("{encoding}, random round {round}");
-                let trace =
+                let recording =
                     meter_encoded(api, content_type(file), Some(encoding.as_bytes()), &pieces);
-                check(file, &how, expect, &trace);
+                check(file, &how, expect, &recording);
             }
         }
     }

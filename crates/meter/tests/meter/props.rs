@@ -9,7 +9,7 @@
 //! Case counts are kept modest so the suite stays fast in debug builds.
 
 use bytes::Bytes;
-use meter::{Api, Limits, Outcome, StreamMeter, Summary, Trace, Usage};
+use meter::{Api, Limits, Outcome, Recording, StreamMeter, Summary, Usage};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::json;
@@ -310,20 +310,20 @@ fn exp_token(exp: &mut Expected, token: bool, visible: bool, index: u64) {
 }
 
 /// Meters `pieces` as the frames of one 200 response of type `ct`.
-fn meter(api: Api, ct: &[u8], pieces: &[&[u8]]) -> Trace {
-    let mut trace = Trace::default();
+fn meter(api: Api, ct: &[u8], pieces: &[&[u8]]) -> Recording {
+    let mut recording = Recording::default();
     {
-        let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut trace);
+        let mut m = StreamMeter::new(Instant::now(), api, Limits::default(), &mut recording);
         m.response_head(Instant::now(), 200, Some(ct), None);
         for p in pieces {
             m.data(Instant::now(), &Bytes::copy_from_slice(p));
         }
         m.end(Instant::now());
     }
-    trace
+    recording
 }
 
-/// Everything of a trace that does not depend on the clock.
+/// Everything of a recording that does not depend on the clock.
 type Key = (
     u64,
     u64,
@@ -339,9 +339,9 @@ type Key = (
     bool,
 );
 
-fn key(trace: &Trace) -> Key {
-    assert_eq!(trace.finishes, 1);
-    let s: &Summary = trace.summary.as_ref().unwrap();
+fn key(recording: &Recording) -> Key {
+    assert_eq!(recording.finishes, 1);
+    let s: &Summary = recording.summary.as_ref().unwrap();
     (
         s.events,
         s.token_events,
@@ -351,9 +351,9 @@ fn key(trace: &Trace) -> Key {
         s.outcome,
         s.output_tokens,
         s.parse_errors,
-        trace.gaps.len(),
-        trace.first_token.is_some(),
-        trace.first_visible_token.is_some(),
+        recording.gaps.len(),
+        recording.first_token.is_some(),
+        recording.first_visible_token.is_some(),
         s.streamed,
     )
 }

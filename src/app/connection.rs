@@ -1,0 +1,291 @@
+//! The task of one client connection of the proxy listener: hyper's
+//! connection and its service, which takes `t0` and reads the `Proxy` in
+//! force for each request, and counts the connection's requests in
+//! progress; the task watches the listener's signal, to close the
+//! connection at shutdown or shed it under overload.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::proxy::delegate::delegate_body;
+use crate::proxy::overload::{Overload, Shed, Signal};
+use crate::proxy::{BoxError, Proxy, ResponseBody, arrival};
+
+/// One client connection of the proxy listener, as its task knows it.
+pub(super) struct Client {
+    pub(super) addr: SocketAddr,
+    pub(super) accepted: tokio::time::Instant,
+    /// The listener's overload and shutdown signal; the listener has
+    /// drained when every connection has dropped its receiver.
+    pub(super) signal: watch::Receiver<Signal>,
+    pub(super) overload: Arc<Overload>,
+}
+
+impl Client {
+    pub(super) fn shed(&self, reason: Shed) {
+        self.overload.shed(reason);
+        tracing::debug!(client_addr = %self.addr, reason = reason.as_str(), "connection shed: the proxy listener is overloaded");
+    }
+}
+
+/// A client connection's requests in progress (from when hyper hands a
+/// request over to when its response body is dropped), and whether it has
+/// served one: what its task needs to know to shed it.
+#[derive(Default)]
+struct Activity {
+    in_progress: std::sync::atomic::AtomicUsize,
+    served: std::sync::atomic::AtomicBool,
+}
+
+impl Activity {
+    fn started(self: &Arc<Self>) -> Busy {
+        self.in_progress.fetch_add(1, Ordering::Relaxed);
+        Busy(self.clone())
+    }
+
+    fn idle(&self) -> bool {
+        self.in_progress.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// A request in progress on its connection, until dropped.
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.served.store(true, Ordering::Relaxed);
+        self.0.in_progress.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A response body that keeps its request counted in progress on its
+/// connection until hyper drops it.
+struct Tracked {
+    body: ResponseBody,
+    _busy: Busy,
+}
+
+delegate_body!(Tracked: struct body, Error = BoxError);
+
+/// Serves one client connection of the proxy listener: hyper's connection,
+/// boxed apart from the task ([`connection_task`]).
+pub(super) fn serve_client(
+    stream: TcpStream,
+    client: Client,
+    builder: &auto::Builder<TokioExecutor>,
+    live: Arc<ArcSwap<Proxy>>,
+) -> impl Future<Output = ()> {
+    let (stream, arrival) = arrival::stamped(stream);
+    let activity = Arc::new(Activity::default());
+    let client_addr = client.addr;
+    let service = service_fn({
+        let activity = activity.clone();
+        move |req| {
+            // t0, as hyper hands the request over (HTTP/2 runs the future
+            // below in a task of its own, later).
+            let t0 = arrival.t0();
+            let busy = activity.started();
+            // Read once per request: a reload affects the next request, even
+            // on this connection, never this one.
+            let proxy = live.load_full();
+            // hyper keeps this future's allocation for the connection's whole
+            // life; the request's own state (the upstream exchange, the
+            // meter before the response head) is boxed apart so it is freed
+            // as soon as the response head is out.
+            async move {
+                let resp = Box::pin(proxy.handle(req, t0, client_addr)).await;
+                Ok::<_, Infallible>(resp.map(|body| Tracked { body, _busy: busy }))
+            }
+        }
+    });
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .into_owned();
+    connection_task(conn, client, activity)
+}
+
+/// The task serving one client connection, with the connection boxed: an
+/// async block stores what it captures apart from the future it awaits, so
+/// a connection moved in by value would take its room twice in the task.
+///
+/// It watches the listener's signal: at shutdown the connection finishes
+/// its requests and closes; while the listener is overloaded, the
+/// connection is closed if it is idle between requests (gracefully, so that
+/// the rest of its last response is written first, within the overload
+/// timeout), or dropped if it has sent no complete request head within the
+/// overload timeout of opening (a request in progress is never cut here:
+/// one whose body is still being read ahead is shed by the proxy with a
+/// `408`).
+fn connection_task<C, E>(
+    conn: C,
+    client: Client,
+    activity: Arc<Activity>,
+) -> impl Future<Output = ()>
+where
+    C: Future<Output = Result<(), E>> + Shutdown,
+    E: std::fmt::Display,
+{
+    let mut conn = Box::pin(conn);
+    async move {
+        let mut client = client;
+        let timeout = client.overload.timeout();
+        let mut watching = true;
+        // When to look again whether an overloaded connection can be shed.
+        let mut check: Option<tokio::time::Instant> = None;
+        // When a connection shed while idle is dropped if it has not
+        // finished writing.
+        let mut closing: Option<tokio::time::Instant> = None;
+        loop {
+            // Biased: the connection first, and no random draw per poll.
+            tokio::select! {
+                biased;
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(client_addr = %client.addr, error = %e, "client connection ended with an error");
+                    }
+                    return;
+                }
+                changed = client.signal.changed(), if watching => {
+                    if changed.is_err() {
+                        watching = false;
+                        continue;
+                    }
+                    let signal = *client.signal.borrow_and_update();
+                    if signal.stopping {
+                        conn.as_mut().shut_down();
+                        watching = false;
+                        check = None;
+                    } else {
+                        check = signal.overloaded.then(tokio::time::Instant::now);
+                    }
+                }
+                () = tokio::time::sleep_until(closing.unwrap_or_else(tokio::time::Instant::now)), if closing.is_some() => {
+                    tracing::debug!(client_addr = %client.addr, "shed connection dropped: its client did not take the rest of its last response in time");
+                    return;
+                }
+                () = tokio::time::sleep_until(check.unwrap_or_else(tokio::time::Instant::now)), if check.is_some() => {
+                    let now = tokio::time::Instant::now();
+                    if !client.signal.borrow().overloaded {
+                        check = None;
+                        continue;
+                    }
+                    if activity.idle() {
+                        if activity.served.load(Ordering::Relaxed) {
+                            // Closed gracefully: the end of the last
+                            // response may still be in hyper's write buffer
+                            // (its body is dropped as its last frame is
+                            // queued), and is written first, for up to the
+                            // overload timeout.
+                            client.shed(Shed::Idle);
+                            conn.as_mut().shut_down();
+                            closing = Some(now + timeout);
+                            watching = false;
+                            check = None;
+                            continue;
+                        }
+                        if now >= client.accepted + timeout {
+                            client.shed(Shed::Head);
+                            return;
+                        }
+                    }
+                    // Busy, or a new connection within its time: look
+                    // again soon (a busy one becomes idle when its response
+                    // ends, which nothing signals here).
+                    let again = if activity.idle() && !activity.served.load(Ordering::Relaxed) {
+                        client.accepted + timeout
+                    } else {
+                        now + timeout.min(Duration::from_secs(1))
+                    };
+                    check = Some(again);
+                }
+            }
+        }
+    }
+}
+
+/// A connection that can be asked to finish its requests and close.
+trait Shutdown {
+    fn shut_down(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S, E> Shutdown for auto::Connection<'_, I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResBody: http_body::Body + Send + 'static,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
+{
+    fn shut_down(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::Observers;
+    use crate::observe::metrics::Metrics;
+
+    /// A connection that never shuts down early, for the size test.
+    struct Held<F>(std::pin::Pin<Box<F>>);
+
+    impl<F: Future> Future for Held<F> {
+        type Output = F::Output;
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<F::Output> {
+            self.0.as_mut().poll(cx)
+        }
+    }
+
+    impl<F> Shutdown for Held<F> {
+        fn shut_down(self: std::pin::Pin<&mut Self>) {}
+    }
+
+    #[tokio::test]
+    async fn a_connection_task_holds_its_connection_behind_one_pointer() {
+        let conn = async {
+            let held = [0u8; 4096];
+            std::future::ready(()).await;
+            std::hint::black_box(held);
+            Ok::<(), std::io::Error>(())
+        };
+        assert!(std::mem::size_of_val(&conn) >= 4096);
+        let metrics = Metrics::new(
+            &crate::config::MetricsSettings::default(),
+            &[],
+            prometheus::Registry::new(),
+        )
+        .unwrap();
+        let observers = Observers::new(Arc::new(metrics), None, None);
+        let overload = Arc::new(Overload::new(1, 1.0, Duration::from_secs(1), &observers));
+        let client = Client {
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            accepted: tokio::time::Instant::now(),
+            signal: overload.subscribe(),
+            overload,
+        };
+        let task = connection_task(Held(Box::pin(conn)), client, Arc::default());
+        // The select over the connection, the signal and the timer, but
+        // not the connection itself.
+        assert!(
+            std::mem::size_of_val(&task) <= 1024,
+            "{}",
+            std::mem::size_of_val(&task)
+        );
+        task.await;
+    }
+}

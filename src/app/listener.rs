@@ -1,0 +1,323 @@
+//! The two listeners: their connection limits (sized by the open-file
+//! limit, which is raised first), the accept loop (a slot of the limit
+//! taken before each accept, the first byte awaited within the head
+//! timeout), hyper's connection settings, and the drain at shutdown.
+//!
+//! Each proxy connection is then served by its own task
+//! (`super::connection`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::connection::{Client, serve_client};
+use crate::admin::AdminState;
+use crate::config::Config;
+use crate::observe::Observers;
+use crate::proxy::overload::{self, Overload, Shed};
+use crate::proxy::{Proxy, arrival};
+
+/// The connection limits of both listeners, and the proxy listener's
+/// overload state.
+pub(super) struct Connections {
+    pub(super) proxy: Limit,
+    pub(super) admin: Limit,
+    pub(super) overload: Arc<Overload>,
+}
+
+/// How many connections one listener keeps open at once, and how long a
+/// connection may take to send a request head (from when it opens or its
+/// last response ended: this is also the idle keep-alive timeout).
+#[derive(Clone)]
+pub(super) struct Limit {
+    slots: Arc<Semaphore>,
+    open: prometheus::IntGauge,
+    head_timeout: Duration,
+    /// Told of each connection opened and closed (the proxy listener's).
+    overload: Option<Arc<Overload>>,
+}
+
+/// File descriptors kept out of the connection limits' reach: the
+/// listeners, the log, the config watcher, upstream TLS roots, ...
+const FD_RESERVE: u64 = 64;
+
+/// How long the admin listener waits for a request head.
+const ADMIN_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An admin connection is closed (gracefully, then at once) after this
+/// long: scrapes are quick, and a client that stops reading its response
+/// must not keep a slot for ever.
+const ADMIN_CONNECTION_MAX_AGE: Duration = Duration::from_secs(60);
+
+impl Connections {
+    pub(super) fn new(config: &Config, observers: &Observers) -> Self {
+        let metrics = observers.metrics();
+        let admin_max = config.admin.max_connections;
+        let proxy_max = config.proxy.max_connections.unwrap_or_else(|| {
+            let fds = raise_open_file_limit();
+            let left = fds.saturating_sub(FD_RESERVE + admin_max as u64);
+            // Each client connection may hold an upstream connection too.
+            usize::try_from(left / 2)
+                .unwrap_or(usize::MAX)
+                .clamp(1, Semaphore::MAX_PERMITS)
+        });
+        tracing::debug!(proxy = proxy_max, admin = admin_max, "connection limits");
+        let overload = Arc::new(Overload::new(
+            proxy_max,
+            config.proxy.overload_threshold,
+            config.proxy.overload_timeout,
+            observers,
+        ));
+        let limit = |name: &str, max: usize, head_timeout, overload| Limit {
+            slots: Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))),
+            open: metrics.connections(name, max),
+            head_timeout,
+            overload,
+        };
+        Connections {
+            proxy: limit(
+                "proxy",
+                proxy_max,
+                config.proxy.request_head_timeout,
+                Some(overload.clone()),
+            ),
+            admin: limit("admin", admin_max, ADMIN_HEAD_TIMEOUT, None),
+            overload,
+        }
+    }
+}
+
+/// Raises the soft limit of open files to the hard one (as Go's runtime
+/// and most servers do) and returns it (a large number if unlimited).
+fn raise_open_file_limit() -> u64 {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
+    const UNLIMITED: u64 = 1 << 20;
+    let finite = |n: u64| {
+        if n == RLIM_INFINITY {
+            UNLIMITED
+        } else {
+            n.min(UNLIMITED)
+        }
+    };
+    let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(limits) => limits,
+        Err(e) => {
+            // The usual default soft limit, to size connection limits by.
+            tracing::debug!(error = %e, "could not read the open-file limit");
+            return 1024;
+        }
+    };
+    if finite(soft) >= finite(hard) {
+        return finite(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => finite(hard),
+        Err(e) => {
+            tracing::debug!(error = %e, soft, hard, "could not raise the open-file limit");
+            finite(soft)
+        }
+    }
+}
+
+/// A connection's place among its listener's open connections.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    open: prometheus::IntGauge,
+    overload: Option<Arc<Overload>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.dec();
+        if let Some(overload) = &self.overload {
+            overload.closed();
+        }
+    }
+}
+
+/// The next connection, once one of `limit`'s slots is free (the others
+/// wait in the kernel's accept queue); `None` at `stop`.
+async fn accept(
+    listener: &TcpListener,
+    limit: &Limit,
+    stop: &CancellationToken,
+) -> Option<(TcpStream, SocketAddr, Slot)> {
+    let permit = tokio::select! {
+        permit = limit.slots.clone().acquire_owned() => permit.ok()?,
+        () = stop.cancelled() => return None,
+    };
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, addr)) => {
+                    limit.open.inc();
+                    if let Some(overload) = &limit.overload {
+                        overload.opened();
+                    }
+                    let slot = Slot {
+                        _permit: permit,
+                        open: limit.open.clone(),
+                        overload: limit.overload.clone(),
+                    };
+                    return Some((stream, addr, slot));
+                }
+                Err(e) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = stop.cancelled() => return None,
+        }
+    }
+}
+
+/// Waits for a new connection's first byte: one that sends nothing within
+/// `timeout` is closed (hyper's own head timeout starts only once it has
+/// told HTTP/1.1 from HTTP/2 by the first bytes), and so is one still
+/// waiting at `stop`.
+async fn first_byte(
+    stream: &TcpStream,
+    timeout: Duration,
+    client_addr: SocketAddr,
+    stop: &CancellationToken,
+) -> bool {
+    // A peek, not `readable()`: a new socket may be marked readable before
+    // anything has arrived.
+    let mut byte = [0u8; 1];
+    let peek = tokio::select! {
+        peek = tokio::time::timeout(timeout, stream.peek(&mut byte)) => peek,
+        () = stop.cancelled() => return false,
+    };
+    match peek {
+        Ok(Ok(n)) => n > 0,
+        Ok(Err(e)) => {
+            tracing::debug!(%client_addr, error = %e, "client connection failed");
+            false
+        }
+        Err(_) => {
+            tracing::debug!(%client_addr, "client connection sent nothing: closed");
+            false
+        }
+    }
+}
+
+/// Serves the admin endpoints until `stop`.
+pub(super) async fn serve_admin(
+    listener: TcpListener,
+    router: axum::Router,
+    limit: Limit,
+    stop: CancellationToken,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limit.head_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    while let Some((stream, client_addr, slot)) = accept(&listener, &limit, &stop).await {
+        let (builder, service) = (builder.clone(), service.clone());
+        let (head_timeout, stop) = (limit.head_timeout, stop.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            if !first_byte(&stream, head_timeout, client_addr, &stop).await {
+                return;
+            }
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                result = conn.as_mut() => result,
+                () = tokio::time::sleep(ADMIN_CONNECTION_MAX_AGE) => {
+                    conn.as_mut().graceful_shutdown();
+                    tokio::time::timeout(Duration::from_secs(5), conn)
+                        .await
+                        .unwrap_or(Ok(()))
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%client_addr, error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+/// Accepts connections until `shutdown`, then drains for up to `grace`.
+pub(super) async fn serve_proxy(
+    listener: TcpListener,
+    live: Arc<ArcSwap<Proxy>>,
+    shutdown: CancellationToken,
+    admin: Arc<AdminState>,
+    limit: Limit,
+    overload: Arc<Overload>,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A timer enables hyper's header read timeout (slow-loris protection),
+    // which also closes a connection idle between requests.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limit.head_timeout);
+    // The request head must fit in the read buffer, and the buffer stays this
+    // size (hyper doubles a buffer that may grow when it reads ahead).
+    builder
+        .http1()
+        .max_buf_size(live.load().config().proxy.max_request_head_bytes);
+    builder.http2().timer(TokioTimer::new());
+    if let Err(e) = arrival::enable(&listener) {
+        tracing::warn!(error = %e, "no kernel receive timestamps: t0 is read when a request head is parsed, so the time a request waits for the proxy is not in its latencies");
+    }
+    // Shared by the connections' tasks, which hold it until they start.
+    let builder = Arc::new(builder);
+    while let Some((stream, client_addr, slot)) = accept(&listener, &limit, &shutdown).await {
+        let accepted = tokio::time::Instant::now();
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+        let client = Client {
+            addr: client_addr,
+            accepted,
+            signal: overload.subscribe(),
+            overload: overload.clone(),
+        };
+        let builder = builder.clone();
+        let (head_timeout, stop) = (limit.head_timeout, shutdown.clone());
+        let live = live.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut client = client;
+            let timeout = client.overload.timeout();
+            // Biased: a connection whose first byte is there is served,
+            // even if the proxy was too busy to look before its overload
+            // timeout passed.
+            let first = tokio::select! {
+                biased;
+                first = first_byte(&stream, head_timeout, client_addr, &stop) => first,
+                () = overload::wait_to_shed(&mut client.signal, accepted, timeout) => {
+                    client.shed(Shed::Head);
+                    false
+                }
+            };
+            if first {
+                serve_client(stream, client, &builder, live).await;
+            }
+        });
+    }
+    drop(listener);
+    let grace = live.load().shutdown_grace();
+    admin.ready.store(false, Ordering::Relaxed);
+    tracing::info!(grace = ?grace, "shutting down: draining in-flight requests");
+    overload.stop();
+    tokio::select! {
+        () = overload.drained() => tracing::info!("drained"),
+        () = tokio::time::sleep(grace) => tracing::warn!("grace period over; cutting remaining connections"),
+    }
+}

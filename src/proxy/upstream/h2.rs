@@ -1,0 +1,166 @@
+//! HTTP/2 to an upstream, by hyper's client: the handshake, the one
+//! connection an upstream shares among its requests, an exchange on it,
+//! and the request body that keeps the client's error.
+//!
+//! One connection per upstream, shared by every request (each takes a clone
+//! of its handle), made again once it closes or has been idle for the
+//! pool's idle timeout.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
+
+use super::body::{BoxError, FromUpstream};
+use super::error::Error;
+use crate::proxy::client_body::{ClientBodyError, RequestBody};
+use crate::proxy::delegate::delegate_body;
+use crate::proxy::rewrite::fitted;
+
+/// A handle of an HTTP/2 connection, which sends requests on it.
+pub(super) type Sender = http2::SendRequest<H2Body>;
+
+/// The HTTP/2 handshake over `stream` (TLS that chose `h2`); the
+/// connection runs on a task of its own until it closes.
+pub(super) async fn handshake(stream: TlsStream<TcpStream>) -> Result<Sender, Error> {
+    let (send, conn) = http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(Error::H2Handshake)?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
+        }
+    });
+    Ok(send)
+}
+
+/// The HTTP/2 connection an upstream shares, if it has one.
+pub(super) struct Shared {
+    kept: Mutex<Option<Kept>>,
+    idle_timeout: Duration,
+}
+
+struct Kept {
+    send: Sender,
+    /// When a request last took it.
+    used: Instant,
+}
+
+impl Shared {
+    /// No connection yet; one is given up after `idle_timeout` unused.
+    pub(super) fn new(idle_timeout: Duration) -> Self {
+        Self {
+            kept: Mutex::new(None),
+            idle_timeout,
+        }
+    }
+
+    /// Keeps `send`'s connection to be shared (the last one made wins).
+    pub(super) fn keep(&self, send: &Sender) {
+        if let Ok(mut kept) = self.kept.lock() {
+            *kept = Some(Kept {
+                send: send.clone(),
+                used: Instant::now(),
+            });
+        }
+    }
+
+    /// A handle of the shared connection, if it is open and has not been
+    /// idle for longer than the idle timeout.
+    pub(super) fn get(&self) -> Option<Sender> {
+        let mut kept = self.kept.lock().ok()?;
+        let now = Instant::now();
+        match &mut *kept {
+            Some(s) if !s.send.is_closed() && now - s.used < self.idle_timeout => {
+                s.used = now;
+                Some(s.send.clone())
+            }
+            Some(_) => {
+                *kept = None;
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// Why a request got no response on an HTTP/2 connection.
+pub(super) enum H2Failed {
+    /// The connection did not take it (it was closing): the request, whole.
+    /// (Boxed: the rare case, kept out of the common one's size.)
+    Unsent(Box<Request<RequestBody>>, hyper::Error),
+    Failed(Error),
+}
+
+impl H2Failed {
+    pub(super) fn into_error(self) -> Error {
+        match self {
+            H2Failed::Unsent(_, e) => Error::H2(e),
+            H2Failed::Failed(e) => e,
+        }
+    }
+}
+
+/// Sends `req` on an HTTP/2 connection.
+pub(super) async fn send(
+    mut send: Sender,
+    req: Request<RequestBody>,
+) -> Result<Response<FromUpstream>, H2Failed> {
+    let failed = Arc::new(Mutex::new(None));
+    let req = req.map(|body| H2Body {
+        inner: body,
+        failed: failed.clone(),
+    });
+    match send.try_send_request(req).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            parts.headers = fitted(std::mem::take(&mut parts.headers));
+            Ok(Response::from_parts(parts, FromUpstream::Client(body)))
+        }
+        Err(mut e) => {
+            if let Some(back) = e.take_message() {
+                return Err(H2Failed::Unsent(
+                    Box::new(back.map(|b| b.inner)),
+                    e.into_error(),
+                ));
+            }
+            Err(H2Failed::Failed(
+                match failed.lock().ok().and_then(|mut f| f.take()) {
+                    Some(client) => Error::ClientBody(client),
+                    None => Error::H2(e.into_error()),
+                },
+            ))
+        }
+    }
+}
+
+/// A request body sent by hyper's HTTP/2 client, which keeps the client's
+/// error: on a body error hyper resets the stream and reports the reset.
+pub struct H2Body {
+    inner: RequestBody,
+    failed: Arc<Mutex<Option<ClientBodyError>>>,
+}
+
+/// The client's request body failed (its error is kept beside).
+#[derive(Debug, thiserror::Error)]
+#[error("client request body")]
+struct ClientBodyFailed;
+
+impl H2Body {
+    /// Keeps the client's error `e` beside, for the exchange to report,
+    /// and hands hyper a marker of it.
+    fn keep_error(&mut self, e: ClientBodyError) -> BoxError {
+        if let Ok(mut failed) = self.failed.lock() {
+            *failed = Some(e);
+        }
+        Box::new(ClientBodyFailed)
+    }
+}
+
+delegate_body!(H2Body: struct inner, on_error = H2Body::keep_error, Error = BoxError);
