@@ -65,7 +65,7 @@ def run(binary, n, stream, keep_as=None):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'otlp', 'receiver.py')
         receiver = subprocess.Popen([sys.executable, script, '--grpc-port', str(gp), '--http-port', str(hp), '--seconds', '1800'],
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if receiver.stdout.readline().strip() != 'ready':
+        if receiver.stdout.readline().split()[:1] != ['ready']:
             raise SystemExit('the OTLP receiver did not start')
         threading.Thread(target=lambda: [None for _ in receiver.stdout], daemon=True).start()
         if otlp == 'grpc':

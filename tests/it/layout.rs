@@ -1,7 +1,9 @@
 //! The shape of the source, checked: no module circles in any crate of the
-//! workspace, no source file past 800 lines outside its tests, and no
-//! hand-built JSON in the config module (`/config` is serialized from the
-//! runtime types).
+//! workspace, the root crate's modules in the layers its `src/lib.rs`
+//! states, no source file past 800 lines outside its tests and no file of
+//! the tests, benches or fuzz targets past 800 lines at all, one
+//! integration test binary per package at most, and no hand-built JSON in
+//! the config module (`/config` is serialized from the runtime types).
 //!
 //! A module circle is two parts of one parent that use each other. The
 //! parts of a module are its own file's items and each child module's
@@ -260,10 +262,9 @@ impl Crates {
         Some(cur)
     }
 
-    /// Every circle, as the module whose parts they are and the parts.
-    fn circles(&self) -> Vec<String> {
-        // Edges between modules, with one path that makes each.
-        let mut edges: BTreeMap<(ModPath, ModPath), String> = BTreeMap::new();
+    /// Every use of one module by another, with one path that makes it.
+    fn edges(&self) -> BTreeMap<(ModPath, ModPath), String> {
+        let mut edges = BTreeMap::new();
         for (path, module) in &self.modules {
             for r in &module.refs {
                 if let Some(target) = self.resolve(path, r, 0)
@@ -274,6 +275,12 @@ impl Crates {
                 }
             }
         }
+        edges
+    }
+
+    /// Every circle, as the module whose parts they are and the parts.
+    fn circles(&self) -> Vec<String> {
+        let edges = self.edges();
         let mut found = Vec::new();
         for parent in self.modules.keys() {
             let part = |m: &ModPath| -> Option<String> {
@@ -457,6 +464,189 @@ fn no_source_file_is_longer_than_800_lines_outside_its_tests() {
         })
         .collect();
     assert!(long.is_empty(), "{}", long.join("\n"));
+}
+
+/// The root crate's modules, in the order its module doc lists them
+/// (`//! - [`name`]: ...`): the top layer first.
+fn stated_layers(lib_rs: &str) -> Vec<String> {
+    lib_rs
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("//! - [`"))
+        .filter_map(|l| l.split_once("`]"))
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
+/// Every use, in `krate`, of a module by one listed above it in `layers`
+/// (or not listed at all), with the path that makes it.
+fn layer_violations(crates: &Crates, krate: &str, layers: &[String]) -> Vec<String> {
+    let rank = |m: &ModPath| -> Option<usize> {
+        if m.first().is_some_and(|c| c == krate) {
+            let top = m.get(1)?;
+            Some(layers.iter().position(|l| l == top).unwrap_or(usize::MAX))
+        } else {
+            None
+        }
+    };
+    crates
+        .edges()
+        .into_iter()
+        .filter_map(|((from, to), why)| {
+            let (a, b) = (rank(&from)?, rank(&to)?);
+            (a > b).then(|| {
+                format!(
+                    "{} uses {}, which is not below it\n    {why}",
+                    from.join("::"),
+                    to.join("::")
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn each_module_of_the_root_crate_uses_only_those_listed_below_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib_rs = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let layers = stated_layers(&lib_rs);
+    let declared: BTreeSet<String> = syn::parse_file(&lib_rs)
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            syn::Item::Mod(m) => Some(m.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        layers.iter().cloned().collect::<BTreeSet<_>>(),
+        declared,
+        "src/lib.rs's module doc lists each of its modules once: {layers:?}"
+    );
+    assert_eq!(layers.len(), declared.len(), "listed twice: {layers:?}");
+    let found = layer_violations(&workspace(), "tokenmeter", &layers);
+    assert!(
+        found.is_empty(),
+        "{} uses against the layers of src/lib.rs ({}):\n{}",
+        found.len(),
+        layers.join(", "),
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_check_finds_a_use_upwards() {
+    let lib_rs = "
+        //! - [`top`]: uses what is below.
+        //! - [`bottom`]: uses nothing listed.
+        mod top { pub fn f() { crate::bottom::g(); } }
+        mod bottom { pub fn g() {} pub fn h() { crate::top::f(); } }
+    ";
+    let layers = stated_layers(lib_rs);
+    assert_eq!(layers, ["top", "bottom"]);
+    let file = syn::parse_file(lib_rs).unwrap();
+    let mut crates = Crates::default();
+    crates.load_items(
+        vec![String::from("x")],
+        Path::new("x.rs"),
+        Path::new("."),
+        &file.items,
+    );
+    let found = layer_violations(&crates, "x", &layers);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].starts_with("x::bottom uses x::top, which is not below it"),
+        "{found:#?}"
+    );
+}
+
+/// The folders of the tests, benches and fuzz targets of every package.
+fn test_dirs() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut packages = vec![root.to_path_buf(), root.join("fuzz")];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        packages.push(entry.unwrap().path());
+    }
+    packages
+        .iter()
+        .flat_map(|p| ["tests", "benches", "fuzz_targets"].map(|d| p.join(d)))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_file_of_the_tests_or_benches_is_longer_than_800_lines() {
+    let mut files = Vec::new();
+    for dir in test_dirs() {
+        rust_files(&dir, &mut files);
+    }
+    assert!(files.len() > 30, "found only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > MAX_LINES).then(|| format!("{}: {n} lines", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "{}", long.join("\n"));
+}
+
+/// The integration test binaries of a package: what Cargo finds by itself
+/// in its `tests/` (each `tests/*.rs` and each `tests/*/main.rs`) and the
+/// `[[test]]` targets its manifest names.
+fn test_binaries(package: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(package.join("tests")) {
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let binary = if path.is_dir() {
+                path.join("main.rs")
+            } else {
+                path.clone()
+            };
+            if binary.is_file() && binary.extension().is_some_and(|e| e == "rs") {
+                found.push(binary.display().to_string());
+            }
+        }
+    }
+    let manifest = std::fs::read_to_string(package.join("Cargo.toml")).unwrap();
+    let declared = manifest.lines().filter(|l| l.trim() == "[[test]]").count();
+    found.extend((0..declared).map(|_| format!("{}: [[test]]", package.display())));
+    found.sort();
+    found
+}
+
+#[test]
+fn each_package_has_one_integration_test_binary_at_most() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut packages = vec![root.to_path_buf()];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        packages.push(entry.unwrap().path());
+    }
+    assert!(packages.len() > 5, "found only {packages:?}");
+    let many: Vec<String> = packages
+        .iter()
+        .map(|p| test_binaries(p))
+        .filter(|b| b.len() > 1)
+        .map(|b| b.join(", "))
+        .collect();
+    assert!(
+        many.is_empty(),
+        "more than one test binary:\n{}",
+        many.join("\n")
+    );
 }
 
 /// Finds `json!` invocations outside test modules.

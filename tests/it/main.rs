@@ -1,7 +1,7 @@
-//! The integration tests: one test binary (`cargo test --test it`), one
-//! module per subject, all on real sockets, with the shared rig in
-//! `common`. Their data stays beside this folder: `tests/data/`,
-//! `tests/compat/`, `tests/page/` and `tests/otlp/`.
+//! The integration tests: one test binary, `it`, one module per subject,
+//! all on real sockets, with the shared rig in `common`. Their data stays
+//! beside this folder: `tests/data/`, `tests/compat/`, `tests/page/` and
+//! `tests/otlp/`.
 //!
 //! A test that runs an external tool says so at the end of its name:
 //! `_needs_tool_<tool>`, or `_needs_tools_<tool>_and_<tool>` for two; the
@@ -12,9 +12,15 @@
 //! `llama_server` (llama.cpp's server, built by `tests/llamacpp/build.sh`,
 //! with Python's `gguf` for its tiny model).
 //! `.ci/run` installs them all and the README's test command runs every
-//! test: none is ignored or behind a feature. Without the tools,
-//! `cargo test --test it -- --skip _needs_tool` runs the rest. (What every
-//! Linux system has, `kill` and util-linux's `prlimit`, does not count.)
+//! test: none is ignored or behind a feature. Without the tools, the
+//! README's other command runs the rest. (What every Linux system has,
+//! `kill` and util-linux's `prlimit`, does not count.)
+//!
+//! This binary alone is `cargo build && cargo test --test it`: `bench.rs`
+//! runs `tokenmeter bench`, which runs the `tokenmeter-bench` binary from
+//! beside `tokenmeter`, and `cargo test --test it` builds the root package
+//! only. `cargo build` builds both (the workspace's default members), as
+//! does the README's command, for `crates/bench`'s own test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests panic on purpose.
 

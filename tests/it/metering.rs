@@ -525,16 +525,7 @@ async fn a_client_that_stops_reading_for_2s_is_charged_2s_of_wait_not_a_2s_gap()
     client.write_all(&body).await.unwrap();
     let gate = gates.recv().await.unwrap();
     gate.send(token("first")).await.unwrap();
-    let mut seen = Vec::new();
-    let mut buf = vec![0u8; 1 << 16];
-    while !seen.windows(5).any(|w| w == b"first") {
-        let n = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf))
-            .await
-            .expect("no first token")
-            .unwrap();
-        assert!(n > 0);
-        seen.extend_from_slice(&buf[..n]);
-    }
+    read_until(&mut client, b"first").await;
 
     // The client stops reading. Big tokens until the upstream's body
     // takes no more: every buffer on the way is full.
@@ -558,6 +549,7 @@ async fn a_client_that_stops_reading_for_2s_is_charged_2s_of_wait_not_a_2s_gap()
     // the small buffer lets it: more wait, while it drains).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let paused = stopped.elapsed();
+    let mut buf = vec![0u8; 1 << 16];
     let reader = tokio::spawn(async move {
         let mut total = 0usize;
         loop {
@@ -664,11 +656,15 @@ async fn the_proxys_own_time_is_observed_without_the_clients_upload() {
 }
 
 /// A stream that pauses 4 s between two tokens, replayed through the proxy:
-/// one stall of 4 s, whatever TPOT says of it.
+/// one stall of 4 s, whatever TPOT says of it. The stall is bracketed by
+/// what the test saw, not by a slack: the proxy read the third token after
+/// it was sent and before the client had it, and the fourth likewise, so
+/// the gap it measured lies between the two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_4s_pause_is_one_stall_of_4s() {
     use bytes::Bytes;
     use http_body::Frame;
+    use std::time::Instant;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let (upstream, mut gates) = gated_upstream().await;
@@ -684,32 +680,41 @@ async fn a_4s_pause_is_one_stall_of_4s() {
     client.write_all(head.as_bytes()).await.unwrap();
     client.write_all(&body).await.unwrap();
     let gate = gates.recv().await.unwrap();
-    let reader = tokio::spawn(async move {
-        let mut all = Vec::new();
-        client.read_to_end(&mut all).await.unwrap();
-        all
-    });
-    for _ in 0..3 {
+    let tokens = |seen: &[u8]| seen.windows(9).filter(|w| w == br#""content""#).count();
+    // Each token sent, then awaited at the client: (sent, received).
+    let mut times: Vec<(Instant, Instant)> = Vec::new();
+    let mut answer = Vec::new();
+    for n in 1..=4 {
+        if n == 4 {
+            tokio::time::sleep_until((times[2].1 + Duration::from_secs(4)).into()).await;
+        } else if n > 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let sent = Instant::now();
         gate.send(frame(TOKEN)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let more = read_while(&mut client, |seen| tokens(&answer) + tokens(seen) < n).await;
+        answer.extend_from_slice(&more);
+        times.push((sent, Instant::now()));
     }
-    let paused = std::time::Instant::now();
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    gate.send(frame(TOKEN)).await.unwrap();
-    let pause = paused.elapsed().as_secs_f64();
     gate.send(frame("data: [DONE]\n\n")).await.unwrap();
     drop(gate);
-    let answer = reader.await.unwrap();
+    client.read_to_end(&mut answer).await.unwrap();
     assert!(answer.windows(6).any(|w| w == b"[DONE]"), "no [DONE]");
+    // The proxy read the third token within (sent, received) of it, and
+    // the fourth within its own: the stall lies between these two bounds.
+    let ((sent_3, received_3), (sent_4, received_4)) = (times[2], times[3]);
+    let shortest = (sent_4 - received_3).as_secs_f64();
+    let longest = (received_4 - sent_3).as_secs_f64();
     let s = scrape_until(proxy.admin_addr, |s| {
         sum(s, "llm_requests_total", &[("outcome", "ok")]) == 1.0
     })
     .await;
     assert_eq!(sum(&s, "llm_stalls_total", &[]), 1.0);
     let stalled = sum(&s, "llm_stalled_seconds_total", &[]);
+    assert!(shortest >= 4.0, "paused only {shortest:.3} s");
     assert!(
-        stalled >= 4.0 && stalled <= pause + 0.05,
-        "stalled {stalled:.3} s for a pause of {pause:.3} s"
+        stalled >= shortest && stalled <= longest,
+        "stalled {stalled:.3} s for a pause of {shortest:.3} to {longest:.3} s"
     );
     assert_eq!(sum(&s, "llm_inter_token_latency_seconds_count", &[]), 3.0);
     proxy.stop().await;

@@ -32,23 +32,25 @@ impl Drop for Receiver {
     }
 }
 
+/// Starts the receiver on ports of the system's choosing (it binds port 0
+/// and says which it got), so no other test can be listening there.
 fn start_receiver() -> Receiver {
-    let (grpc, http) = (free_port(), free_port());
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");
     let mut child = Command::new("python3")
         .arg(script)
-        .args(["--grpc-port", &grpc.port().to_string()])
-        .args(["--http-port", &http.port().to_string()])
-        .args(["--seconds", "180"])
+        .args(["--grpc-port", "0", "--http-port", "0", "--seconds", "180"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3 not found");
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    assert_eq!(
-        first, "ready",
+    let ports: Vec<&str> = first.split(' ').collect();
+    assert!(
+        ports.len() == 3 && ports[0] == "ready",
         "the OTLP receiver did not start: pip install opentelemetry-proto grpcio (see README)"
     );
+    let at = |port: &str| SocketAddr::from(([127, 0, 0, 1], port.parse().unwrap()));
+    let (grpc, http) = (at(ports[1]), at(ports[2]));
     let received = Arc::new(Mutex::new(Vec::new()));
     std::thread::spawn({
         let received = received.clone();
@@ -469,7 +471,8 @@ async fn a_collector_that_is_down_changes_nothing_for_clients() {
     let sim = start_sim(schedule(5, 1, 5)).await;
     for protocol in [OtlpProtocol::HttpProtobuf, OtlpProtocol::Grpc] {
         let mut config = config_for(sim);
-        config.otlp = Some(otlp(free_port(), protocol));
+        let (down, _held) = closed_port();
+        config.otlp = Some(otlp(down, protocol));
         let tm = start(config).await;
         for _ in 0..5 {
             let (head, body) = chat_request("m1", true, &[]);

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokenmeter::config::{Config, Overrides};
 use tokenmeter::dashboard::{self, ClassView};
 
-/// A Prometheus server on a free loopback port, killed when dropped.
+/// A Prometheus server on a loopback port, killed when dropped.
 struct Prometheus {
     child: Child,
     addr: SocketAddr,
@@ -44,8 +44,7 @@ async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
         targets.join(", ")
     );
     std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-    let addr = free_port();
-    let child = Command::new("prometheus")
+    let mut child = Command::new("prometheus")
         .arg(format!(
             "--config.file={}",
             dir.path().join("prometheus.yml").display()
@@ -54,12 +53,32 @@ async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
             "--storage.tsdb.path={}",
             dir.path().join("data").display()
         ))
-        .arg(format!("--web.listen-address={addr}"))
+        .arg("--web.listen-address=127.0.0.1:0")
         .arg("--enable-feature=exemplar-storage")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("prometheus not found: install Debian's `prometheus` package (see README)");
+    // It listens on a port of the system's choosing and logs which: its
+    // log is read for that line, then drained.
+    let log = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (found, address) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in log.lines().map_while(Result::ok) {
+            if line.contains("msg=\"Listening on\"")
+                && let Some((_, addr)) = line.split_once(" address=")
+            {
+                let _ = found.send(addr.trim().to_owned());
+            }
+        }
+    });
+    let Ok(addr) = address.recv_timeout(Duration::from_secs(30)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("prometheus did not say where it listens");
+    };
+    let addr = addr.parse().unwrap();
     let p = Prometheus {
         child,
         addr,

@@ -126,19 +126,6 @@ async fn slo_threshold(admin: SocketAddr) -> f64 {
         .unwrap()
 }
 
-/// Reads from `stream` into `seen` until `needle` has arrived.
-async fn read_until(stream: &mut TcpStream, seen: &mut Vec<u8>, needle: &[u8]) {
-    let mut buf = [0u8; 4096];
-    while !seen.windows(needle.len()).any(|w| w == needle) {
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
-            .await
-            .expect("stream stalled")
-            .unwrap();
-        assert!(n > 0, "stream ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
-}
-
 /// A streamed request whose head and first piece (the role chunk) have
 /// come through, its upstream body then held open by the test: the
 /// client's socket, the body's gate and what the client has read.
@@ -155,8 +142,7 @@ async fn held_stream(
     gate.send(Ok(Frame::data(Bytes::from(pieces[0].clone()))))
         .await
         .unwrap();
-    let mut seen = Vec::new();
-    read_until(&mut stream, &mut seen, &pieces[0][pieces[0].len() - 24..]).await;
+    let seen = read_until(&mut stream, &pieces[0][pieces[0].len() - 24..]).await;
     (stream, gate, seen)
 }
 

@@ -5,7 +5,8 @@ HTTP/protobuf (POST /v1/metrics, /v1/traces), both on 127.0.0.1.
 
     receiver.py --grpc-port P --http-port Q [--seconds 120] [--discard]
 
-Prints `ready` once both listen, then one JSON line per export request
+A port of 0 is one of the system's choosing. Prints `ready P Q` (the ports
+it listens on) once both listen, then one JSON line per export request
 received: {"via": "grpc"|"http", "signal": "metrics"|"traces", "headers":
 {name: value} (the HTTP headers, or the gRPC metadata, names lowercase),
 "request": <the request as protobuf's JSON mapping>}; with --discard, nothing (a
@@ -100,11 +101,11 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     msvc_grpc.add_MetricsServiceServicer_to_server(MetricsSvc(), server)
     tsvc_grpc.add_TraceServiceServicer_to_server(TraceSvc(), server)
-    server.add_insecure_port(f"127.0.0.1:{a.grpc_port}")
+    grpc_port = server.add_insecure_port(f"127.0.0.1:{a.grpc_port}")
     server.start()
     httpd = ThreadingHTTPServer(("127.0.0.1", a.http_port), Http)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    print("ready", flush=True)
+    print(f"ready {grpc_port} {httpd.server_address[1]}", flush=True)
     time.sleep(a.seconds)
     httpd.shutdown()
     server.stop(0)

@@ -1,4 +1,4 @@
-//! The child processes: the simulator, restartable on its fixed port, and the
+//! The child processes: the simulator, restartable on its port, and the
 //! proxy; their config files, signals and figures.
 
 use std::fs::File;
@@ -30,21 +30,47 @@ impl Sim {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
-    pub(super) fn spawn(&self) -> Child {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let child = Command::new(BIN)
-            .args(["sim", "--listen", &self.addr().to_string()])
-            .env("TOKENMETER_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
-        Child(child)
+    /// Starts the simulator on a port of the system's choosing, which it
+    /// keeps across restarts: its start line says which (a port found
+    /// free and let go first could be taken by a test running beside
+    /// this one before the simulator binds it).
+    pub(super) async fn launch(log: PathBuf) -> Sim {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut child = spawn_sim("127.0.0.1:0", &log);
+        let port = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let started = text.lines().find_map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line).ok()?;
+                let addr = v["fields"]["addr"].as_str()?;
+                (v["fields"]["message"] == "simulator listening")
+                    .then(|| addr.parse::<SocketAddr>().unwrap().port())
+            });
+            if let Some(port) = started {
+                break port;
+            }
+            if let Ok(Some(status)) = child.0.try_wait() {
+                panic!("the simulator exited at start ({status}):\n{text}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no start line within 15 s:\n{text}"
+            );
+            sleep(Duration::from_millis(20)).await;
+        };
+        let sim = Sim {
+            port,
+            log,
+            child: Mutex::new(Some(child)),
+            starts: AtomicU64::new(1),
+        };
+        while !health(sim.addr()).await {
+            assert!(
+                Instant::now() < deadline,
+                "the simulator did not answer /health within 15 s"
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
+        sim
     }
 
     /// Starts the simulator and waits until it answers `/health`; a start
@@ -53,7 +79,7 @@ impl Sim {
         let deadline = Instant::now() + Duration::from_secs(15);
         'spawn: loop {
             assert!(Instant::now() < deadline, "the simulator did not start");
-            let mut child = self.spawn();
+            let mut child = spawn_sim(&self.addr().to_string(), &self.log);
             loop {
                 if let Ok(Some(status)) = child.0.try_wait() {
                     eprintln!("sim exited at start ({status}); retrying");
@@ -96,13 +122,18 @@ async fn health(addr: SocketAddr) -> bool {
     matches!(timeout(Duration::from_secs(1), get).await, Ok(Some(true)))
 }
 
-/// A free loopback port (free a moment ago; the simulator binds it next).
-pub(super) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `tokenmeter sim` on `listen`, logging JSON lines to the end of `log`.
+fn spawn_sim(listen: &str, log: &Path) -> Child {
+    let log = File::options().create(true).append(true).open(log).unwrap();
+    let child = Command::new(BIN)
+        .args(["sim", "--log-format", "json", "--listen", listen])
+        .env("TOKENMETER_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    Child(child)
 }
 
 /// The config files: two valid ones that differ in a route's idle timeout,

@@ -10,7 +10,7 @@ use crate::common::Sample;
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 
 use super::metrics::{admin_get, by_label, cumulative, decreases, scrape, total};
-use super::processes::{Sim, configs, free_port, install, proc_figures, signal, start_proxy};
+use super::processes::{Sim, configs, install, proc_figures, signal, start_proxy};
 use super::requests::{Tally, burst_one, stream_one, verify};
 use super::{BURST, CLIENTS, LOAD, RSS_SLACK_KIB, SCENARIO_TIMEOUT};
 
@@ -26,13 +26,7 @@ async fn chaos_under_kills_reloads_bursts_and_aborts() {
 async fn scenario() {
     let wall = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let sim = Arc::new(Sim {
-        port: free_port(),
-        log: dir.path().join("sim.log"),
-        child: Mutex::new(None),
-        starts: AtomicU64::new(0),
-    });
-    sim.start().await;
+    let sim = Arc::new(Sim::launch(dir.path().join("sim.log")).await);
     let sim_addr = sim.addr();
 
     let [config_a, config_b, broken] = configs(sim.port);

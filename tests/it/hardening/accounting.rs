@@ -8,7 +8,7 @@ use crate::common::*;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::{answer, chat_stream, frame, hex, read_until, settle};
+use super::{answer, chat_stream, frame, hex, settle};
 
 // A stream ends at its terminal event.
 

@@ -9,8 +9,6 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::read_until;
-
 #[tokio::test]
 async fn with_256_files_and_200_stalled_bodies_a_new_request_is_served() {
     let upstream = scripted_upstream().await;
@@ -250,6 +248,9 @@ async fn connections_past_the_limit_wait_until_one_closes() {
     let upstream = scripted_upstream().await;
     let mut config = config_for(upstream);
     config.proxy.max_connections = Some(4);
+    // Four of four is overloaded: the held connections, which send
+    // nothing, are kept for the whole test rather than shed.
+    config.proxy.overload_timeout = Duration::from_secs(60);
     let proxy = start(config).await;
     let mut held = Vec::new();
     for _ in 0..4 {
@@ -261,14 +262,28 @@ async fn connections_past_the_limit_wait_until_one_closes() {
     })
     .await;
     let get = "GET /v1/models HTTP/1.1\r\nhost: x\r\nx-status: 200\r\nconnection: close\r\n\r\n";
-    let waiting = tokio::spawn(raw_exchange(proxy.proxy_addr, get, b""));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiting.is_finished(), "served past the limit");
+    // A fifth connection, its request sent: the kernel queued it on the
+    // listener when the connection was made, for the proxy to take.
+    let mut waiting = TcpStream::connect(proxy.proxy_addr).await.unwrap();
+    waiting.write_all(get.as_bytes()).await.unwrap();
+    // Not taken: no byte of an answer within a second, and the proxy's own
+    // count, read after that, still four.
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_secs(1), waiting.read(&mut byte)).await;
+    assert!(early.is_err(), "served past the limit: {early:?}");
+    let (_, s) = scrape(proxy.admin_addr).await;
+    assert_eq!(
+        value(&s, "tokenmeter_open_connections", &[("listener", "proxy")]),
+        4.0,
+        "taken past the limit"
+    );
     drop(held.pop());
-    let resp = tokio::time::timeout(Duration::from_secs(10), waiting)
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), waiting.read_to_end(&mut answer))
         .await
         .expect("served once a connection closed")
         .unwrap();
+    let resp = parse_response(&answer);
     assert_eq!(resp.status, 200);
     let (_, s) = scrape(proxy.admin_addr).await;
     assert_eq!(

@@ -30,21 +30,6 @@ fn frame(text: &str) -> Result<Frame<Bytes>, std::convert::Infallible> {
     Ok(Frame::data(Bytes::copy_from_slice(text.as_bytes())))
 }
 
-/// Reads from `stream` until what arrived contains `needle` (bounded).
-async fn read_until(stream: &mut TcpStream, needle: &[u8]) -> Vec<u8> {
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !seen.windows(needle.len()).any(|w| w == needle) {
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
-            .await
-            .expect("stream stalled")
-            .unwrap();
-        assert!(n > 0, "stream ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    seen
-}
-
 /// The response the proxy sends on `client` before it closes the
 /// connection (a reset after it still counts).
 async fn answer(client: &mut TcpStream) -> RawResponse {

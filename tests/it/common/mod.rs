@@ -4,10 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +19,10 @@ use tokenmeter::config::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+mod process;
+
+pub use process::{BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped};
 
 pub fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/streams")
@@ -359,12 +361,41 @@ pub fn parse_response(buf: &[u8]) -> RawResponse {
     }
 }
 
-/// A loopback address nothing listens on (the port was free a moment ago).
-pub fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// A loopback port held for as long as the socket lives: bound, not
+/// listening, and without `SO_REUSEADDR`, so no other socket can bind it
+/// and a connection to it is refused. A peer that is down, at an address
+/// no test running beside this one can take over (which a port bound and
+/// released at once cannot promise).
+pub fn closed_port() -> (SocketAddr, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    (socket.local_addr().unwrap(), socket)
+}
+
+/// Reads from `stream` until what arrived contains `needle`, each read
+/// within 10 s; what arrived.
+pub async fn read_until(stream: &mut TcpStream, needle: &[u8]) -> Vec<u8> {
+    read_while(stream, |seen| {
+        !seen.windows(needle.len()).any(|w| w == needle)
+    })
+    .await
+}
+
+/// Reads from `stream` as long as `more` says of what arrived, each read
+/// within 10 s; what arrived. Fails the test if the stream stalls or ends
+/// first.
+pub async fn read_while(stream: &mut TcpStream, more: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while more(&seen) {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .expect("stream stalled")
+            .unwrap();
+        assert!(n > 0, "stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    seen
 }
 
 /// A one-route config on ephemeral loopback ports.
@@ -599,16 +630,10 @@ pub async fn open_stream(proxy: SocketAddr, events: usize, extra: &[(&str, &str)
     let mut stream = TcpStream::connect(proxy).await.unwrap();
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.write_all(&body).await.unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while seen.windows(6).filter(|w| w == b"data: ").count() < events {
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
-            .await
-            .expect("stream stalled")
-            .unwrap();
-        assert!(n > 0, "stream ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
+    read_while(&mut stream, |seen| {
+        seen.windows(6).filter(|w| w == b"data: ").count() < events
+    })
+    .await;
     stream
 }
 
@@ -695,98 +720,4 @@ pub async fn admin_json(admin: SocketAddr, path: &str) -> serde_json::Value {
     let resp = get(admin, path).await;
     assert_eq!(resp.status, 200);
     serde_json::from_slice(&resp.body()).unwrap()
-}
-
-/// The `tokenmeter` binary of this build.
-pub const BIN: &str = env!("CARGO_BIN_EXE_tokenmeter");
-
-/// A `tokenmeter serve` child with JSON logs at info, once it has said it
-/// started: its addresses and the rest of its log.
-pub struct Served {
-    pub child: Child,
-    pub proxy: std::net::SocketAddr,
-    pub admin: std::net::SocketAddr,
-    pub lines: std::io::Lines<BufReader<std::process::ChildStderr>>,
-    /// The lines it logged up to and including the start-up line.
-    pub early: Vec<String>,
-}
-
-/// A child process, killed if the test ends without stopping it (a failed
-/// assertion must not leave a server running).
-pub struct Child(pub std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Starts `tokenmeter serve` on ephemeral ports with `args` added.
-pub fn serve(args: &[&std::ffi::OsStr]) -> Served {
-    serve_logging(args, "info")
-}
-
-/// [`serve`] with `TOKENMETER_LOG` set to `filter`, which must let
-/// `tokenmeter::app` INFO lines through (the start-up line gives the ports).
-pub fn serve_logging(args: &[&std::ffi::OsStr], filter: &str) -> Served {
-    serve_wrapped(&[], args, filter)
-}
-
-/// [`serve_logging`], the binary run by the command `wrapper` (`prlimit
-/// --nofile=256:256`, say) when it is not empty.
-pub fn serve_wrapped(wrapper: &[&str], args: &[&std::ffi::OsStr], filter: &str) -> Served {
-    serve_env(wrapper, args, filter, &[])
-}
-
-/// [`serve_wrapped`] with the variables `env` set too.
-pub fn serve_env(
-    wrapper: &[&str],
-    args: &[&std::ffi::OsStr],
-    filter: &str,
-    env: &[(&str, &str)],
-) -> Served {
-    let mut command = match wrapper {
-        [] => Command::new(BIN),
-        [program, rest @ ..] => {
-            let mut c = Command::new(program);
-            c.args(rest).arg(BIN);
-            c
-        }
-    };
-    let mut child = command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--log-format", "json"])
-        .args(args)
-        .env("TOKENMETER_LOG", filter)
-        .envs(env.iter().copied())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut early = Vec::new();
-    let started: serde_json::Value = loop {
-        let line = lines.next().expect("serve exited before starting").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
-        early.push(line);
-        if v["fields"]["message"] == "tokenmeter started" {
-            break v;
-        }
-    };
-    let addr = |key: &str| started["fields"][key].as_str().unwrap().parse().unwrap();
-    Served {
-        proxy: addr("proxy_addr"),
-        admin: addr("admin_addr"),
-        child: Child(child),
-        lines,
-        early,
-    }
 }
