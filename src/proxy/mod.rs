@@ -24,6 +24,7 @@
 
 mod admission;
 pub mod arrival;
+mod blame;
 pub mod body;
 pub mod client_body;
 pub(crate) mod delegate;

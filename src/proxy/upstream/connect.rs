@@ -162,7 +162,12 @@ impl Connector {
         };
         tokio::time::timeout(self.timeout, connect)
             .await
-            .unwrap_or(Err(Error::ConnectTimeout))
+            .unwrap_or_else(|source| {
+                Err(Error::ConnectTimeout {
+                    limit: self.timeout,
+                    source,
+                })
+            })
     }
 }
 

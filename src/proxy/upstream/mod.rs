@@ -41,7 +41,7 @@ use h2::H2Failed;
 
 pub use body::{BoxError, FromUpstream, H1Body};
 pub use connect::Io;
-pub use error::Error;
+pub use error::{BodyError, Error};
 pub use h2::H2Body;
 
 impl h1::SendBody for RequestBody {

@@ -16,8 +16,8 @@ use http_body_util::BodyExt as _;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
-use super::{Error, Upstream};
-use crate::proxy::client_body::{ClientBody, RequestBody};
+use super::{BodyError, Error, Upstream};
+use crate::proxy::client_body::{ClientBody, ClientBodyError, RequestBody};
 use h1::Race;
 
 /// Runs the test `$name(tls)` over plain TCP and over TLS.
@@ -200,7 +200,7 @@ fn post(body: &'static str) -> Request<RequestBody> {
 async fn exchange(
     upstream: &Arc<Upstream>,
     req: Request<RequestBody>,
-) -> (StatusCode, Result<Vec<Bytes>, h1::Error>) {
+) -> (StatusCode, Result<Vec<Bytes>, h1::Error<ClientBodyError>>) {
     let resp = send(upstream, req).await.expect("a response head");
     let status = resp.status();
     let mut body = resp.into_body();
@@ -208,7 +208,8 @@ async fn exchange(
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(f) => frames.extend(f.into_data().ok()),
-            Err(e) => return (status, Err(*e.downcast::<h1::Error>().unwrap())),
+            Err(BodyError::H1(e)) => return (status, Err(e)),
+            Err(e) => panic!("not an HTTP/1.1 body's error: {e}"),
         }
     }
     (status, Ok(frames))
