@@ -42,12 +42,12 @@ impl Client {
 /// request over to when its response body is dropped), and whether it has
 /// served one: what its task needs to know to shed it.
 #[derive(Default)]
-struct Activity {
+struct Requests {
     in_progress: std::sync::atomic::AtomicUsize,
     served: std::sync::atomic::AtomicBool,
 }
 
-impl Activity {
+impl Requests {
     fn started(self: &Arc<Self>) -> Busy {
         self.in_progress.fetch_add(1, Ordering::Relaxed);
         Busy(self.clone())
@@ -59,7 +59,7 @@ impl Activity {
 }
 
 /// A request in progress on its connection, until dropped.
-struct Busy(Arc<Activity>);
+struct Busy(Arc<Requests>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
@@ -86,15 +86,15 @@ pub(super) fn serve_client(
     live: Arc<ArcSwap<Proxy>>,
 ) -> impl Future<Output = ()> {
     let (stream, arrival) = arrival::stamped(stream);
-    let activity = Arc::new(Activity::default());
+    let requests = Arc::new(Requests::default());
     let client_addr = client.addr;
     let service = service_fn({
-        let activity = activity.clone();
+        let requests = requests.clone();
         move |req| {
             // t0, as hyper hands the request over (HTTP/2 runs the future
             // below in a task of its own, later).
             let t0 = arrival.t0();
-            let busy = activity.started();
+            let busy = requests.started();
             // Read once per request: a reload affects the next request, even
             // on this connection, never this one.
             let proxy = live.load_full();
@@ -111,7 +111,7 @@ pub(super) fn serve_client(
     let conn = builder
         .serve_connection(TokioIo::new(stream), service)
         .into_owned();
-    connection_task(conn, client, activity)
+    connection_task(conn, client, requests)
 }
 
 /// The task serving one client connection, with the connection boxed: an
@@ -129,7 +129,7 @@ pub(super) fn serve_client(
 fn connection_task<C, E>(
     conn: C,
     client: Client,
-    activity: Arc<Activity>,
+    requests: Arc<Requests>,
 ) -> impl Future<Output = ()>
 where
     C: Future<Output = Result<(), E>> + Shutdown,
@@ -179,8 +179,8 @@ where
                         check = None;
                         continue;
                     }
-                    if activity.idle() {
-                        if activity.served.load(Ordering::Relaxed) {
+                    if requests.idle() {
+                        if requests.served.load(Ordering::Relaxed) {
                             // Closed gracefully: the end of the last
                             // response may still be in hyper's write buffer
                             // (its body is dropped as its last frame is
@@ -201,7 +201,7 @@ where
                     // Busy, or a new connection within its time: look
                     // again soon (a busy one becomes idle when its response
                     // ends, which nothing signals here).
-                    let again = if activity.idle() && !activity.served.load(Ordering::Relaxed) {
+                    let again = if requests.idle() && !requests.served.load(Ordering::Relaxed) {
                         client.accepted + timeout
                     } else {
                         now + timeout.min(Duration::from_secs(1))

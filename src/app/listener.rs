@@ -128,13 +128,13 @@ fn raise_open_file_limit() -> u64 {
 }
 
 /// A connection's place among its listener's open connections.
-struct Slot {
+struct ConnectionSlot {
     _permit: OwnedSemaphorePermit,
     open: prometheus::IntGauge,
     overload: Option<Arc<Overload>>,
 }
 
-impl Drop for Slot {
+impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         self.open.dec();
         if let Some(overload) = &self.overload {
@@ -149,7 +149,7 @@ async fn accept(
     listener: &TcpListener,
     limit: &Limit,
     stop: &CancellationToken,
-) -> Option<(TcpStream, SocketAddr, Slot)> {
+) -> Option<(TcpStream, SocketAddr, ConnectionSlot)> {
     let permit = tokio::select! {
         permit = limit.slots.clone().acquire_owned() => permit.ok()?,
         () = stop.cancelled() => return None,
@@ -162,7 +162,7 @@ async fn accept(
                     if let Some(overload) = &limit.overload {
                         overload.opened();
                     }
-                    let slot = Slot {
+                    let slot = ConnectionSlot {
                         _permit: permit,
                         open: limit.open.clone(),
                         overload: limit.overload.clone(),

@@ -46,12 +46,12 @@ pub enum ResponseBody {
     /// A response the proxy wrote itself (errors, 404).
     Local(Full<Bytes>),
     /// The upstream's body, forwarded (boxed: a local body is small).
-    Upstream(Box<Forwarded>),
+    Upstream(Box<ForwardedBody>),
 }
 
 /// The upstream's body as the client is sent it: metered, failed when idle,
 /// holding the request's slot.
-pub type Forwarded = Admitted<IdleTimeout<Metered<FromUpstream>>>;
+pub type ForwardedBody = Admitted<IdleTimeout<Metered<FromUpstream>>>;
 
 impl ResponseBody {
     pub fn local(bytes: impl Into<Bytes>) -> Self {
@@ -90,7 +90,7 @@ mod tests {
     /// keeps it in.
     #[test]
     fn an_upstream_body_fits_its_size_class() {
-        let size = std::mem::size_of::<Forwarded>();
+        let size = std::mem::size_of::<ForwardedBody>();
         assert!(size <= 1792, "{size} bytes");
     }
 }

@@ -1,5 +1,6 @@
 //! Why the proxy answered a request itself, and the one place failures
-//! are charged to a side and turned into responses.
+//! are turned into responses; the side each is charged to is
+//! [`Blame`]'s, the same before the response head and after it.
 //!
 //! Every failure keeps its cause as a typed source: the message a client
 //! is sent, and the line logged, is the chain ([`ProxyError::message`]).
@@ -8,9 +9,10 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 use meter::Outcome;
 
+use super::blame::{Blame, Fault};
 use super::body::ResponseBody;
 use super::client_body::{BodyTimeout, ClientBodyError};
-use super::upstream::{self, BoxError};
+use super::upstream;
 
 /// Why the proxy answered a request itself.
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +22,7 @@ pub enum ProxyError {
     #[error("could not connect to the upstream")]
     Connect(#[source] upstream::Error),
     #[error("timed out connecting to the upstream")]
-    ConnectTimeout,
+    ConnectTimeout(#[source] upstream::Error),
     #[error("the upstream sent no response head within {0:?}")]
     HeadersTimeout(std::time::Duration),
     #[error("the upstream failed before its response head")]
@@ -29,16 +31,24 @@ pub enum ProxyError {
     /// upstream and the request's path.
     #[error("invalid upstream URI")]
     UpstreamUri(#[source] http::Error),
-    /// The client's body was unusable: the client's own error, or the
-    /// upstream exchange's that carries it.
     #[error("reading the request body failed")]
-    RequestBody(#[source] BoxError),
+    RequestBody(#[source] RequestBodyFailure),
     #[error(transparent)]
     RequestBodyTimeout(BodyTimeout),
     #[error("bad request: {0}")]
     BadRequest(&'static str),
     #[error("this route already has {0} requests in flight, its max_in_flight")]
     Overloaded(usize),
+}
+
+/// The client's request body was unusable: as the proxy read it ahead, or
+/// as the exchange that was sending it upstream reports it.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestBodyFailure {
+    #[error(transparent)]
+    Read(ClientBodyError),
+    #[error(transparent)]
+    Sending(upstream::Error),
 }
 
 impl ProxyError {
@@ -53,7 +63,7 @@ impl ProxyError {
         match self {
             ProxyError::NoRoute => "no_route",
             ProxyError::Connect(_) => "upstream_unreachable",
-            ProxyError::ConnectTimeout => "upstream_connect_timeout",
+            ProxyError::ConnectTimeout(_) => "upstream_connect_timeout",
             ProxyError::HeadersTimeout(_) => "upstream_headers_timeout",
             ProxyError::Upstream(_) | ProxyError::UpstreamUri(_) => "upstream_failed",
             ProxyError::RequestBody(_) => "request_body",
@@ -63,31 +73,37 @@ impl ProxyError {
         }
     }
 
+    /// The side the failure is charged to.
+    pub(super) fn fault(&self) -> Fault {
+        match self {
+            ProxyError::NoRoute | ProxyError::Overloaded(_) => Fault::Refused,
+            ProxyError::BadRequest(_) => Fault::Client,
+            ProxyError::UpstreamUri(_) => Fault::Upstream,
+            ProxyError::HeadersTimeout(_) => Fault::Timeout,
+            ProxyError::RequestBodyTimeout(timeout) => Fault::ClientTimeout(*timeout),
+            ProxyError::RequestBody(RequestBodyFailure::Read(e)) => e.fault(),
+            ProxyError::RequestBody(RequestBodyFailure::Sending(e))
+            | ProxyError::Connect(e)
+            | ProxyError::ConnectTimeout(e)
+            | ProxyError::Upstream(e) => e.fault(),
+        }
+    }
+
     pub(super) fn status(&self) -> StatusCode {
         match self {
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
-            ProxyError::Connect(_) | ProxyError::Upstream(_) | ProxyError::UpstreamUri(_) => {
-                StatusCode::BAD_GATEWAY
-            }
-            ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => {
-                StatusCode::GATEWAY_TIMEOUT
-            }
-            ProxyError::RequestBody(_) | ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ProxyError::RequestBodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => match self.fault() {
+                Fault::Client => StatusCode::BAD_REQUEST,
+                Fault::ClientTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+                Fault::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                Fault::Unreachable | Fault::Upstream | Fault::Refused => StatusCode::BAD_GATEWAY,
+            },
         }
     }
 
     pub(super) fn outcome(&self) -> Outcome {
-        match self {
-            ProxyError::Connect(_) | ProxyError::NoRoute | ProxyError::Overloaded(_) => {
-                Outcome::ProxyError
-            }
-            ProxyError::ConnectTimeout | ProxyError::HeadersTimeout(_) => Outcome::Timeout,
-            ProxyError::Upstream(_) | ProxyError::UpstreamUri(_) => Outcome::UpstreamError,
-            ProxyError::RequestBody(_) | ProxyError::BadRequest(_) => Outcome::ClientAbort,
-            ProxyError::RequestBodyTimeout(_) => Outcome::ClientTimeout,
-        }
+        self.fault().outcome()
     }
 
     /// The response sent to the client: an OpenAI-style error object, so
@@ -135,46 +151,24 @@ impl From<ClientBodyError> for ProxyError {
     fn from(e: ClientBodyError) -> Self {
         match e {
             ClientBodyError::Timeout(timeout) => ProxyError::RequestBodyTimeout(timeout),
-            e @ ClientBodyError::Failed(_) => ProxyError::RequestBody(Box::new(e)),
+            e @ ClientBodyError::Failed(_) => ProxyError::RequestBody(RequestBodyFailure::Read(e)),
         }
     }
 }
 
 impl From<upstream::Error> for ProxyError {
     /// The proxy's answer for an upstream exchange that got no response
-    /// head, charged to the side that caused it: the client's body, found
-    /// first wherever it is in the chain; then connecting (refused, timed
-    /// out, TLS refused); then the upstream's exchange.
+    /// head, by the side it is charged to ([`Blame`]).
     fn from(e: upstream::Error) -> Self {
-        // Carried as a transparent variant, which its chain skips.
-        if let upstream::Error::ClientBody(client) = e {
-            return ProxyError::from(client);
+        if let upstream::Error::HeadTimeout(limit) = e {
+            return ProxyError::HeadersTimeout(limit);
         }
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        while let Some(s) = source {
-            if let Some(client) = s.downcast_ref::<ClientBodyError>() {
-                return match client {
-                    ClientBodyError::Timeout(timeout) => ProxyError::RequestBodyTimeout(*timeout),
-                    ClientBodyError::Failed(_) => ProxyError::RequestBody(Box::new(e)),
-                };
-            }
-            source = s.source();
-        }
-        match e {
-            upstream::Error::H1(h1::Error::RequestLength) => ProxyError::RequestBody(Box::new(e)),
-            upstream::Error::ConnectTimeout => ProxyError::ConnectTimeout,
-            upstream::Error::Connect(ref io) if io.kind() == std::io::ErrorKind::TimedOut => {
-                ProxyError::ConnectTimeout
-            }
-            upstream::Error::Connect(_)
-            | upstream::Error::ServerName(_)
-            | upstream::Error::Tls(_) => ProxyError::Connect(e),
-            upstream::Error::HeadTimeout(limit) => ProxyError::HeadersTimeout(limit),
-            upstream::Error::H2Handshake(_)
-            | upstream::Error::H1(_)
-            | upstream::Error::H2(_)
-            | upstream::Error::ClientBody(_)
-            | upstream::Error::SwitchedToH2 => ProxyError::Upstream(e),
+        match e.fault() {
+            Fault::ClientTimeout(timeout) => ProxyError::RequestBodyTimeout(timeout),
+            Fault::Client => ProxyError::RequestBody(RequestBodyFailure::Sending(e)),
+            Fault::Timeout => ProxyError::ConnectTimeout(e),
+            Fault::Unreachable => ProxyError::Connect(e),
+            Fault::Upstream | Fault::Refused => ProxyError::Upstream(e),
         }
     }
 }
@@ -188,21 +182,26 @@ mod tests {
     const IDLE: BodyTimeout = BodyTimeout::Idle(Duration::from_millis(300));
 
     #[test]
-    fn the_clients_body_is_found_first_wherever_it_broke() {
+    fn the_clients_body_is_charged_to_the_client_wherever_it_broke() {
         // As hyper's HTTP/2 client reports it.
         let h2 = upstream::Error::ClientBody(ClientBodyError::Timeout(IDLE));
         assert!(matches!(
             ProxyError::from(h2),
             ProxyError::RequestBodyTimeout(t) if t == IDLE
         ));
-        // As h1 reports it: the body's own error, boxed, as the source.
-        let h1 = upstream::Error::H1(h1::Error::RequestBody(Box::new(ClientBodyError::Timeout(
-            IDLE,
-        ))));
+        // As h1 reports it: the body's own error, typed.
+        let h1 = upstream::Error::H1(h1::Error::RequestBody(ClientBodyError::Timeout(IDLE)));
         let err = ProxyError::from(h1);
         assert!(matches!(err, ProxyError::RequestBodyTimeout(t) if t == IDLE));
         assert_eq!(err.status(), StatusCode::REQUEST_TIMEOUT);
         assert_eq!(err.outcome(), Outcome::ClientTimeout);
+        let err = ProxyError::from(upstream::Error::H1(h1::Error::RequestLength));
+        assert_eq!(err.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(err.outcome(), Outcome::ClientAbort);
+        assert_eq!(
+            err.message(),
+            "reading the request body failed: request body does not match its Content-Length"
+        );
     }
 
     #[test]
@@ -219,12 +218,46 @@ mod tests {
         );
         let timed_out = std::io::Error::from(std::io::ErrorKind::TimedOut);
         let err = ProxyError::from(upstream::Error::Connect(timed_out));
-        assert!(matches!(err, ProxyError::ConnectTimeout));
+        assert!(matches!(err, ProxyError::ConnectTimeout(_)));
+        assert_eq!(err.status(), StatusCode::GATEWAY_TIMEOUT);
         let err = ProxyError::from(upstream::Error::HeadTimeout(Duration::from_secs(1)));
         assert_eq!(err.status(), StatusCode::GATEWAY_TIMEOUT);
         assert_eq!(err.outcome(), Outcome::Timeout);
         let err = ProxyError::from(upstream::Error::SwitchedToH2);
         assert_eq!(err.kind(), "upstream_failed");
         assert_eq!(err.outcome(), Outcome::UpstreamError);
+    }
+
+    #[tokio::test]
+    async fn a_connect_timeout_keeps_its_cause() {
+        let elapsed = tokio::time::timeout(Duration::ZERO, std::future::pending::<()>())
+            .await
+            .unwrap_err();
+        let err = ProxyError::from(upstream::Error::ConnectTimeout {
+            limit: Duration::from_secs(2),
+            source: elapsed,
+        });
+        assert_eq!(err.kind(), "upstream_connect_timeout");
+        assert_eq!(err.outcome(), Outcome::Timeout);
+        assert_eq!(
+            err.message(),
+            "timed out connecting to the upstream: no connection within 2s: deadline has elapsed"
+        );
+    }
+
+    #[test]
+    fn the_proxys_own_refusals_and_bad_requests_keep_their_answers() {
+        assert_eq!(ProxyError::NoRoute.status(), StatusCode::NOT_FOUND);
+        assert_eq!(ProxyError::NoRoute.outcome(), Outcome::ProxyError);
+        assert_eq!(
+            ProxyError::Overloaded(3).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(ProxyError::Overloaded(3).outcome(), Outcome::ProxyError);
+        assert_eq!(
+            ProxyError::BadRequest("x").status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(ProxyError::BadRequest("x").outcome(), Outcome::ClientAbort);
     }
 }

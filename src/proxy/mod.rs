@@ -24,6 +24,7 @@
 
 mod admission;
 pub mod arrival;
+mod blame;
 pub mod body;
 pub mod client_body;
 pub(crate) mod delegate;
@@ -46,7 +47,7 @@ use crate::config::{Config, Protocol, Route};
 use crate::observe::{Observers, Started, Trace};
 use client_body::{ReadAhead, read_ahead};
 use meter::{Api, Limits, Operation, StreamMeter};
-use rewrite::{Forwarded, host_problem, remove_hop_by_hop, request_host, strip_port};
+use rewrite::{XForwarded, host_problem, remove_hop_by_hop, request_host, strip_port};
 use slo::SloClass;
 use upstream::FromUpstream;
 
@@ -64,7 +65,7 @@ struct RouteState {
     route: Route,
     /// Connections to the upstream, over HTTP/1.1 or HTTP/2 (see
     /// [`upstream`]).
-    upstream: Arc<upstream::Upstream>,
+    upstream: Arc<upstream::UpstreamClient>,
     /// The route's requests in flight, kept across reloads (by name).
     in_flight: Arc<admission::InFlight>,
 }
@@ -93,7 +94,7 @@ pub struct Proxy {
     /// The proxy listener's overload state, shared across reloads.
     overload: Arc<Overload>,
     limits: Limits,
-    forwarded: Forwarded,
+    forwarded: XForwarded,
     shutdown_grace: std::time::Duration,
     trace_context: crate::config::TraceSettings,
 }
@@ -181,7 +182,7 @@ impl Proxy {
                 usage_tokens: config.metrics.max_usage_tokens,
                 ..Limits::default()
             },
-            forwarded: Forwarded {
+            forwarded: XForwarded {
                 x_forwarded: config.proxy.x_forwarded,
                 trusted_proxies: config.proxy.trusted_proxies.clone(),
             },
@@ -552,10 +553,10 @@ fn new_upstream(
     route: &Route,
     keepalive: Keepalive,
     metrics: &Observers,
-) -> Result<Arc<upstream::Upstream>, rustls::Error> {
+) -> Result<Arc<upstream::UpstreamClient>, rustls::Error> {
     let closed = metrics.upstream_retries(&route.name, h1::Race::Closed.as_str());
     let reset = metrics.upstream_retries(&route.name, h1::Race::Reset.as_str());
-    upstream::Upstream::new(
+    upstream::UpstreamClient::new(
         route,
         keepalive.max_idle,
         keepalive.idle_timeout,

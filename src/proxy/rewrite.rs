@@ -15,7 +15,7 @@ use crate::config::{IpNet, Route, Upstream};
 
 /// Which `X-Forwarded-*` headers a proxy adds, and whose it keeps.
 #[derive(Debug, Clone)]
-pub struct Forwarded {
+pub struct XForwarded {
     /// Add `X-Forwarded-For`, `-Proto` and `-Host`.
     pub x_forwarded: bool,
     /// Clients whose own `X-Forwarded-Proto` and `-Host` are passed on.
@@ -30,7 +30,7 @@ pub fn upstream_request<B>(
     route: &Route,
     req: Request<B>,
     client_addr: SocketAddr,
-    forwarded: &Forwarded,
+    forwarded: &XForwarded,
 ) -> Result<Request<B>, http::Error> {
     let (mut parts, body) = req.into_parts();
     let original_host = request_host_parts(&parts.uri, &parts.headers).map(str::to_owned);

@@ -107,12 +107,12 @@ impl<T: Transport, B: SendBody> Body<T, B> {
 
 impl<T: Transport, B: SendBody> http_body::Body for Body<T, B> {
     type Data = Bytes;
-    type Error = Error;
+    type Error = Error<B::Error>;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Error<B::Error>>>> {
         let this = self.get_mut();
         this.send_rest(cx);
         loop {
@@ -122,7 +122,7 @@ impl<T: Transport, B: SendBody> http_body::Body for Body<T, B> {
             match this.decoder.decode(&mut conn.buf) {
                 Err(e) => {
                     this.conn = None;
-                    return Poll::Ready(Some(Err(e)));
+                    return Poll::Ready(Some(Err(e.widen())));
                 }
                 Ok(Some(frame)) => {
                     this.ended();

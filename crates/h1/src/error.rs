@@ -1,11 +1,11 @@
 //! How an exchange fails.
 
-/// Errors a request body can fail with, and a connection's errors carry.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Why an exchange failed.
+/// Why an exchange failed; `E` is the request body's own error, kept as
+/// its type so that whoever sent the body can tell its failure apart. The
+/// response's framing alone never fails with it (`E` is `Infallible`
+/// there).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum Error<E = std::convert::Infallible> {
     #[error("upstream connection")]
     Io(#[from] std::io::Error),
     #[error("upstream closed the connection before the response head")]
@@ -18,15 +18,30 @@ pub enum Error {
     Chunked(&'static str),
     /// The request body failed (its own error, as the source).
     #[error("request body")]
-    RequestBody(#[source] BoxError),
+    RequestBody(#[source] E),
     #[error("request body does not match its Content-Length")]
     RequestLength,
 }
 
+impl Error {
+    /// A failure of the response's framing, as an exchange's error.
+    pub(crate) fn widen<E>(self) -> Error<E> {
+        match self {
+            Error::Io(e) => Error::Io(e),
+            Error::ClosedBeforeHead => Error::ClosedBeforeHead,
+            Error::ClosedInBody => Error::ClosedInBody,
+            Error::Head(e) => Error::Head(e),
+            Error::Chunked(e) => Error::Chunked(e),
+            Error::RequestBody(never) => match never {},
+            Error::RequestLength => Error::RequestLength,
+        }
+    }
+}
+
 /// An exchange that failed before its response head.
 #[derive(Debug)]
-pub struct Failed {
-    pub error: Error,
+pub struct Failed<E> {
+    pub error: Error<E>,
     /// Not one byte of a response had arrived, and the failure came while
     /// the request was going out or within `RACE_WINDOW` of its last byte:
     /// on a connection that served a request before, the upstream closed
@@ -35,8 +50,8 @@ pub struct Failed {
     pub silent: bool,
 }
 
-impl From<Error> for Failed {
-    fn from(error: Error) -> Self {
+impl<E> From<Error<E>> for Failed<E> {
+    fn from(error: Error<E>) -> Self {
         Failed {
             error,
             silent: false,

@@ -24,7 +24,7 @@ impl<T: Transport> Conn<T> {
         mut self,
         req: Prepared<B>,
         home: Weak<dyn Keep<T>>,
-    ) -> Result<Response<Body<T, B>>, Failed> {
+    ) -> Result<Response<Body<T, B>>, Failed<B::Error>> {
         let Prepared {
             head: out,
             framing,
@@ -54,7 +54,7 @@ impl<T: Transport> Conn<T> {
             {
                 return Poll::Ready(Err(e));
             }
-            poll_head(&mut self.io, &mut buf, &mut received, cx)
+            poll_head(&mut self.io, &mut buf, &mut received, cx).map_err(Error::widen)
         })
         .await;
         let (head, sending, request_failed) = match (head, sent) {

@@ -344,7 +344,7 @@ pub(super) mod tests {
     #[test]
     fn an_io_error_is_the_source_not_repeated() {
         use std::error::Error as _;
-        let e = Error::from(std::io::Error::new(
+        let e = Error::<std::convert::Infallible>::from(std::io::Error::new(
             std::io::ErrorKind::ConnectionReset,
             "reset",
         ));

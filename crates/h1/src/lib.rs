@@ -16,7 +16,8 @@
 //! the response body by its framing, [`pool`] keeps idle connections and
 //! holds the one retry rule. This crate knows nothing of the proxy: the
 //! transport (`T: Transport`) and the request body (`B: SendBody`) are
-//! type parameters, and a request body's errors travel boxed.
+//! type parameters, and a request body's errors travel as their own type
+//! (`Error<E>`), so that the sender can tell them apart without looking.
 //!
 //! What it forwards is what hyper's client does: each chunk's data as it
 //! arrived (one frame per chunk, or per part of a chunk that arrived in one
@@ -66,7 +67,7 @@ mod write;
 
 pub use body::Body;
 pub use conn::{Conn, Keep, Transport};
-pub use error::{BoxError, Error, Failed};
+pub use error::{Error, Failed};
 #[cfg(fuzzing)]
 pub use fuzz::fuzz_response;
 pub use head::KeepAliveHint;

@@ -56,9 +56,9 @@ struct Idle<T> {
 }
 
 /// What became of a request sent on a reused connection.
-pub enum Reused<T, B> {
+pub enum Reused<T, B: SendBody> {
     /// Answered, or failed for good.
-    Sent(Result<Response<Body<T, B>>, Error>),
+    Sent(Result<Response<Body<T, B>>, Error<B::Error>>),
     /// The connection was closed under it in the keep-alive race, and the
     /// proxy holds all of it: to be sent once more, on a new connection.
     Again(Prepared<B>),
@@ -166,7 +166,7 @@ impl<T: Transport> Pool<T> {
         self: &Arc<Self>,
         conn: Conn<T>,
         req: Prepared<B>,
-    ) -> Result<Response<Body<T, B>>, Failed>
+    ) -> Result<Response<Body<T, B>>, Failed<B::Error>>
     where
         T: Send + 'static,
     {
@@ -233,7 +233,7 @@ impl Race {
     }
 }
 
-impl Failed {
+impl<E> Failed<E> {
     /// How a silent failure on a reused connection was the keep-alive
     /// race, or `None` for any other failure.
     pub fn keepalive_race(&self) -> Option<Race> {

@@ -179,7 +179,7 @@ fn trailers(fields: &[(&'static str, &'static str)]) -> HeaderMap {
 /// A body's data, and its trailers.
 async fn read_all<T: Transport>(
     mut body: Body<T, TestBody>,
-) -> Result<(Vec<u8>, Option<HeaderMap>), Error> {
+) -> Result<(Vec<u8>, Option<HeaderMap>), Error<TestBodyError>> {
     let mut data = Vec::new();
     let mut trailers = None;
     while let Some(frame) = body.frame().await {

@@ -10,13 +10,15 @@ use http::header::{self, HeaderName};
 use http::{Method, Request};
 use tokio::io::AsyncWrite;
 
-use super::error::{BoxError, Error};
+use super::error::Error;
 use super::head::content_length;
 use super::limits::WRITE_GATHER;
 
 /// A request body to send: its frames (data, then maybe trailers), and a
 /// copy of it when it can be sent again.
-pub trait SendBody: http_body::Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Sized {
+pub trait SendBody:
+    http_body::Body<Data = Bytes, Error: std::error::Error + Send + Sync + 'static> + Unpin + Sized
+{
     /// The same body again, if it can be sent again whole: all of it is
     /// held here, none still to come from elsewhere.
     fn replay(&self) -> Option<Self>;
@@ -150,7 +152,7 @@ impl<B: SendBody> Sending<B> {
         &mut self,
         io: &mut (impl AsyncWrite + Unpin),
         cx: &mut Context<'_>,
-    ) -> Poll<Result<(), Error>> {
+    ) -> Poll<Result<(), Error<B::Error>>> {
         loop {
             while self.written < self.out.len() {
                 let n = ready!(Pin::new(&mut *io).poll_write(cx, &self.out[self.written..]))?;
@@ -176,7 +178,7 @@ impl<B: SendBody> Sending<B> {
     /// Takes the body's frames that are ready now into `out`, framed, up
     /// to `WRITE_GATHER` bytes or the body's end: pending only while not
     /// one is ready.
-    fn gather(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+    fn gather(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error<B::Error>>> {
         use std::io::Write as _;
         loop {
             let frame = match Pin::new(&mut self.body).poll_frame(cx) {
@@ -195,7 +197,7 @@ impl<B: SendBody> Sending<B> {
                     self.last = true;
                     return Poll::Ready(Ok(()));
                 }
-                Some(Err(e)) => return Poll::Ready(Err(Error::RequestBody(e.into()))),
+                Some(Err(e)) => return Poll::Ready(Err(Error::RequestBody(e))),
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) if data.is_empty() => {}
                     Ok(data) => {

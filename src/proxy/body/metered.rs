@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::idle::Activity;
 use crate::observe::Observed;
+use crate::proxy::blame::Blame;
 use meter::{Outcome, Recorder, StreamMeter};
 
 /// `inner`, each frame stamped with one clock reading and shown to the
@@ -25,7 +26,8 @@ use meter::{Outcome, Recorder, StreamMeter};
 ///
 /// It finishes the meter at the body's end (hyper stops polling once the
 /// body says it has ended, so the end is recorded with the frame that says
-/// so) or error (`upstream_error`), or when told it timed out
+/// so) or error (charged as [`Blame`] says: the upstream's, or the client's
+/// own request body still being sent), or when told it timed out
 /// ([`Activity::timed_out`]: `timeout`). Dropped unfinished, the meter
 /// finishes itself as `client_abort`. `inner` is dropped first, which
 /// closes the upstream connection.
@@ -62,6 +64,7 @@ impl<B: Body, R: Recorder> Metered<B, R> {
 impl<B, R> Body for Metered<B, R>
 where
     B: Body<Data = Bytes> + Unpin,
+    B::Error: Blame,
     R: Recorder + Unpin,
 {
     type Data = Bytes;
@@ -97,9 +100,9 @@ where
                     }
                 }
             }
-            Poll::Ready(Some(Err(_))) => {
+            Poll::Ready(Some(Err(e))) => {
                 if let Some(m) = this.meter.as_mut() {
-                    m.fail(Instant::now(), Outcome::UpstreamError, None);
+                    m.fail(Instant::now(), e.fault().outcome(), None);
                 }
             }
             Poll::Ready(None) => {
@@ -305,6 +308,20 @@ mod tests {
         let s = kept.summaries();
         assert_eq!(s[0].outcome, Outcome::UpstreamError);
         assert_eq!(s[0].elapsed, Duration::from_millis(7));
+    }
+
+    /// The client's request body, still being sent, failed after the
+    /// response head: the client's, as it would have been before the head.
+    #[tokio::test(start_paused = true)]
+    async fn the_clients_body_failing_after_the_head_is_the_clients() {
+        use crate::proxy::client_body::{BodyTimeout, ClientBodyError};
+        let (tx, body) = TestBody::new();
+        let (mut body, kept) = metered(body);
+        let stalled = ClientBodyError::Timeout(BodyTimeout::Idle(Duration::from_secs(1)));
+        tx.send(Err(Box::new(stalled))).await.unwrap();
+        assert!(body.frame().await.unwrap().is_err());
+        let s = kept.summaries();
+        assert_eq!(s[0].outcome, Outcome::ClientTimeout);
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use tokio::sync::mpsc;
 
+use crate::proxy::blame::{Blame, Fault};
+use crate::proxy::client_body::ClientBodyError;
 use crate::proxy::upstream::BoxError;
 
 /// What the body yields next.
@@ -35,4 +37,15 @@ impl Body for TestBody {
 /// A data frame of `bytes`.
 pub fn frame(bytes: &[u8]) -> Frame<Bytes> {
     Frame::data(Bytes::copy_from_slice(bytes))
+}
+
+impl Blame for BoxError {
+    /// A test body's error: the client's when it is the client's body's,
+    /// else the upstream's.
+    fn fault(&self) -> Fault {
+        match self.downcast_ref::<ClientBodyError>() {
+            Some(e) => e.fault(),
+            None => Fault::Upstream,
+        }
+    }
 }

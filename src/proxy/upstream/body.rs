@@ -1,19 +1,22 @@
 //! [`FromUpstream`]: the upstream's response body, by the protocol it came
 //! over, before the proxy's wrappers (`crate::proxy::body`).
 
+use std::sync::{Arc, Mutex};
+
 use bytes::Bytes;
 use http_body::Frame;
 use hyper::body::Incoming;
 
 use super::connect::Io;
-use crate::proxy::client_body::RequestBody;
+use super::error::BodyError;
+use crate::proxy::client_body::{ClientBodyError, RequestBody};
 use crate::proxy::delegate::delegate_body;
 use h1::OWN_BUFFER_MAX;
 
 /// The response body of an HTTP/1.1 upstream.
 pub type H1Body = h1::Body<Io, RequestBody>;
 
-/// Errors a forwarded body can end with.
+/// Errors a forwarded body can end with, once past the typed layers.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 pub enum FromUpstream {
@@ -21,8 +24,41 @@ pub enum FromUpstream {
     /// polled (`h1`); it goes back to its pool at the body's end.
     Pooled(H1Body),
     /// hyper's HTTP/2 client (HTTPS upstreams that chose `h2` by ALPN).
-    Client(Incoming),
+    Client(H2Response),
 }
+
+/// Where the client's request body's error is kept, when it fails while
+/// hyper's HTTP/2 client sends it (`super::h2::H2Body`): hyper resets the
+/// stream and reports only the reset.
+pub(super) type KeptError = Arc<Mutex<Option<ClientBodyError>>>;
+
+/// The response body of an HTTP/2 exchange. Its request's body may still
+/// be being sent: if that fails, the stream's reset ends this body too,
+/// and the failure is the client's.
+pub struct H2Response {
+    body: Incoming,
+    request_failed: KeptError,
+}
+
+impl H2Response {
+    pub(super) fn new(body: Incoming, request_failed: KeptError) -> Self {
+        Self {
+            body,
+            request_failed,
+        }
+    }
+
+    /// The body's error: the client's request body's, if it failed, else
+    /// the upstream's.
+    fn blame(&mut self, e: hyper::Error) -> BodyError {
+        match self.request_failed.lock().ok().and_then(|mut f| f.take()) {
+            Some(client) => BodyError::ClientBody(client),
+            None => BodyError::H2(e),
+        }
+    }
+}
+
+delegate_body!(H2Response: struct body, on_error = H2Response::blame, Error = BodyError);
 
 impl FromUpstream {
     /// When the request's last byte was written to the upstream, if it was
@@ -40,7 +76,7 @@ impl FromUpstream {
 delegate_body!(FromUpstream: enum {
     FromUpstream::Pooled,
     FromUpstream::Client => own_buffer,
-}, Error = BoxError);
+}, Error = BodyError);
 
 /// `frame` with the same bytes, a small data frame (up to
 /// [`OWN_BUFFER_MAX`], as `h1` does for its connections) moved out of the

@@ -4,7 +4,7 @@
 //! TLS is verified against the web PKI roots or the route's `tls.ca_file`,
 //! with the upstream's host name as SNI (none for an IP address, whose
 //! certificate must name it), offering `h2` and `http/1.1` by ALPN: what
-//! the upstream chose picks the protocol (`super::Upstream`).
+//! the upstream chose picks the protocol (`super::UpstreamClient`).
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -162,7 +162,12 @@ impl Connector {
         };
         tokio::time::timeout(self.timeout, connect)
             .await
-            .unwrap_or(Err(Error::ConnectTimeout))
+            .unwrap_or_else(|source| {
+                Err(Error::ConnectTimeout {
+                    limit: self.timeout,
+                    source,
+                })
+            })
     }
 }
 

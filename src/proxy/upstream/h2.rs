@@ -6,7 +6,7 @@
 //! of its handle), made again once it closes or has been idle for the
 //! pool's idle timeout.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 
-use super::body::{BoxError, FromUpstream};
+use super::body::{BoxError, FromUpstream, H2Response, KeptError};
 use super::error::Error;
 use crate::proxy::client_body::{ClientBodyError, RequestBody};
 use crate::proxy::delegate::delegate_body;
@@ -112,7 +112,7 @@ pub(super) async fn send(
     mut send: Sender,
     req: Request<RequestBody>,
 ) -> Result<Response<FromUpstream>, H2Failed> {
-    let failed = Arc::new(Mutex::new(None));
+    let failed = KeptError::default();
     let req = req.map(|body| H2Body {
         inner: body,
         failed: failed.clone(),
@@ -121,6 +121,7 @@ pub(super) async fn send(
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
             parts.headers = fitted(std::mem::take(&mut parts.headers));
+            let body = H2Response::new(body, failed);
             Ok(Response::from_parts(parts, FromUpstream::Client(body)))
         }
         Err(mut e) => {
@@ -144,7 +145,7 @@ pub(super) async fn send(
 /// error: on a body error hyper resets the stream and reports the reset.
 pub struct H2Body {
     inner: RequestBody,
-    failed: Arc<Mutex<Option<ClientBodyError>>>,
+    failed: KeptError,
 }
 
 /// The client's request body failed (its error is kept beside).

@@ -41,7 +41,7 @@ use h2::H2Failed;
 
 pub use body::{BoxError, FromUpstream, H1Body};
 pub use connect::Io;
-pub use error::Error;
+pub use error::{BodyError, Error};
 pub use h2::H2Body;
 
 impl h1::SendBody for RequestBody {
@@ -58,7 +58,7 @@ enum Fresh {
 
 /// One route's upstream: how to connect, its idle HTTP/1.1 connections,
 /// and its HTTP/2 connection if it speaks HTTP/2.
-pub struct Upstream {
+pub struct UpstreamClient {
     connector: Connector,
     /// The `Host` header of an HTTP/1.1 request that has none: the
     /// upstream's host, and its port unless it is the scheme's default.
@@ -68,7 +68,7 @@ pub struct Upstream {
     h2: h2::Shared,
 }
 
-impl Upstream {
+impl UpstreamClient {
     /// The upstream of `route`, keeping at most `max_idle` idle HTTP/1.1
     /// connections for `idle_timeout` each. Fails only if TLS cannot be set
     /// up.

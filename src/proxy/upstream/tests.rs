@@ -16,8 +16,8 @@ use http_body_util::BodyExt as _;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
-use super::{Error, Upstream};
-use crate::proxy::client_body::{ClientBody, RequestBody};
+use super::{BodyError, Error, UpstreamClient};
+use crate::proxy::client_body::{ClientBody, ClientBodyError, RequestBody};
 use h1::Race;
 
 /// Runs the test `$name(tls)` over plain TCP and over TLS.
@@ -37,7 +37,7 @@ macro_rules! both {
 }
 
 struct Scripted {
-    upstream: Arc<Upstream>,
+    upstream: Arc<UpstreamClient>,
     connections: Arc<AtomicUsize>,
     requests: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
     /// The upstream's retries, in order.
@@ -52,7 +52,7 @@ fn tls_dir() -> std::path::PathBuf {
 fn upstream_for(
     addr: std::net::SocketAddr,
     tls: bool,
-) -> (Arc<Upstream>, Arc<std::sync::Mutex<Vec<Race>>>) {
+) -> (Arc<UpstreamClient>, Arc<std::sync::Mutex<Vec<Race>>>) {
     let text = if tls {
         format!(
             "routes:\n  - name: t\n    upstream: https://localhost:{}\n    tls: {{ca_file: ca.pem}}\n",
@@ -70,7 +70,7 @@ fn upstream_for(
     .unwrap();
     let retries = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = retries.clone();
-    let upstream = Upstream::new(
+    let upstream = UpstreamClient::new(
         &config.routes[0],
         8,
         Duration::from_secs(30),
@@ -198,9 +198,9 @@ fn post(body: &'static str) -> Request<RequestBody> {
 
 /// The response's status, and its body's data frames (or error).
 async fn exchange(
-    upstream: &Arc<Upstream>,
+    upstream: &Arc<UpstreamClient>,
     req: Request<RequestBody>,
-) -> (StatusCode, Result<Vec<Bytes>, h1::Error>) {
+) -> (StatusCode, Result<Vec<Bytes>, h1::Error<ClientBodyError>>) {
     let resp = send(upstream, req).await.expect("a response head");
     let status = resp.status();
     let mut body = resp.into_body();
@@ -208,14 +208,15 @@ async fn exchange(
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(f) => frames.extend(f.into_data().ok()),
-            Err(e) => return (status, Err(*e.downcast::<h1::Error>().unwrap())),
+            Err(BodyError::H1(e)) => return (status, Err(e)),
+            Err(e) => panic!("not an HTTP/1.1 body's error: {e}"),
         }
     }
     (status, Ok(frames))
 }
 
 async fn send(
-    upstream: &Arc<Upstream>,
+    upstream: &Arc<UpstreamClient>,
     req: Request<RequestBody>,
 ) -> Result<http::Response<super::FromUpstream>, Error> {
     upstream.send(req, Duration::from_secs(10)).await
