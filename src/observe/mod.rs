@@ -25,6 +25,7 @@
 //! comes from the forwarding path, through the meter.
 
 pub mod access;
+pub mod event;
 pub mod metrics;
 pub mod otlp;
 pub mod recorder;
@@ -32,6 +33,7 @@ pub mod request;
 pub mod tenant;
 pub mod trace;
 
+pub use event::{Event, Rejection, Shed};
 pub use recorder::{Observed, Observers};
 pub use request::{Finished, Gaps, Started};
 pub use tenant::of_request as tenant_of;

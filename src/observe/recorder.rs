@@ -20,10 +20,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::IntCounter;
 use tokio::time::Instant;
 
 use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
+use super::event::Event;
 use super::metrics::{ExemplarId, LiveRequest, Metrics, ReceivingBody, RequestRecorder};
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
@@ -57,46 +57,22 @@ impl Observers {
         &self.metrics
     }
 
-    /// Counts a request that matched no route.
-    pub fn unrouted(&self) {
-        self.metrics.unrouted();
+    /// Counts what the proxy reports of itself.
+    pub fn count(&self, event: Event<'_>) {
+        self.metrics.count(event);
     }
 
-    /// Counts a request forwarded without metering.
-    pub fn passthrough(&self, route: &str) {
-        self.metrics.passthrough(route);
-    }
-
-    /// Counts a request the proxy answered itself; `reason` is one of a
-    /// fixed set (`max_in_flight`, `bad_host`).
-    pub fn rejected(&self, route: &str, reason: &'static str) {
-        self.metrics.rejected(route, reason);
-    }
-
-    /// Counts an objective a client declared on `route` that was not a
-    /// plausible duration.
-    pub fn declaration_refused(&self, route: &str, objective: slo::ObjectiveKind) {
-        self.metrics.declaration_refused(route, objective);
-    }
-
-    /// Declares the rejection series of a route with `max_in_flight`.
-    pub fn limited(&self, route: &str) {
-        self.metrics.limited(route);
+    /// Tells the observers of a route in force, so that its own counters
+    /// read 0 from the start: its upstream's retries and, when it limits
+    /// its requests in flight, its rejections.
+    pub fn route(&self, route: &crate::config::Route) {
+        self.metrics
+            .route(&route.name, route.max_in_flight.is_some());
     }
 
     /// Counts a request whose body is read ahead, until the guard drops.
     pub fn receiving_body(&self, route: &str) -> ReceivingBody {
         self.metrics.receiving_body(route)
-    }
-
-    /// The counter of a route's upstream retries for `reason`.
-    pub fn upstream_retries(&self, route: &str, reason: &'static str) -> IntCounter {
-        self.metrics.upstream_retries(route, reason)
-    }
-
-    /// The counter of client connections shed for `reason`.
-    pub fn shed_connections(&self, reason: &'static str) -> IntCounter {
-        self.metrics.shed_connections(reason)
     }
 
     /// The recorder of a request that starts now: counted in flight in the
@@ -138,6 +114,21 @@ impl Observers {
             stall_threshold: r.stall_threshold,
             slow_reader_share: r.slow_reader_share,
         }
+    }
+}
+
+#[cfg(test)]
+impl Observers {
+    /// Observers of a registry of their own, with the default metrics
+    /// settings, no access log and no export.
+    pub(crate) fn detached() -> Self {
+        let metrics = Metrics::new(
+            &crate::config::MetricsSettings::default(),
+            &[],
+            prometheus::Registry::new(),
+        )
+        .unwrap();
+        Self::new(Arc::new(metrics), None, None)
     }
 }
 
@@ -235,17 +226,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::MetricsSettings;
     use meter::{Api, Limits, StreamMeter};
 
     fn observers() -> Observers {
-        let metrics = Metrics::new(
-            &MetricsSettings::default(),
-            &[],
-            prometheus::Registry::new(),
-        )
-        .unwrap();
-        Observers::new(Arc::new(metrics), None, None)
+        Observers::detached()
     }
 
     static UPSTREAM: std::sync::LazyLock<crate::config::Upstream> =

@@ -42,7 +42,7 @@ use tokio::time::Instant;
 
 use crate::config::{Config, Protocol, Route};
 
-use crate::observe::{Observers, Started, Trace};
+use crate::observe::{Event, Observers, Rejection, Started, Trace};
 use client_body::{ReadAhead, read_ahead};
 use meter::{Api, Limits, Operation, StreamMeter};
 use rewrite::{Forwarded, host_problem, remove_hop_by_hop, request_host, strip_port};
@@ -151,9 +151,7 @@ impl Proxy {
                 let in_flight = previous
                     .and_then(|p| p.routes.iter().find(|old| old.route.name == route.name))
                     .map_or_else(Default::default, |old| old.in_flight.clone());
-                if route.max_in_flight.is_some() {
-                    observers.limited(&route.name);
-                }
+                observers.route(route);
                 Ok(RouteState {
                     upstream,
                     in_flight,
@@ -208,11 +206,14 @@ impl Proxy {
         client_addr: SocketAddr,
     ) -> Response<ResponseBody> {
         if let Some(problem) = host_problem(&req) {
-            self.observers.rejected("", "bad_host");
+            self.observers.count(Event::Rejected {
+                route: "",
+                reason: Rejection::BadHost,
+            });
             return ProxyError::BadRequest(problem).response();
         }
         let Some(state) = self.find_route(&req) else {
-            self.observers.unrouted();
+            self.observers.count(Event::Unrouted);
             return ProxyError::NoRoute.response();
         };
         let route = &state.route;
@@ -250,7 +251,8 @@ impl Proxy {
             return self.reject(t0, client_addr, api, route, &parts, model.as_deref(), trace);
         };
         let Some(api) = api else {
-            self.observers.passthrough(&route.name);
+            self.observers
+                .count(Event::Passthrough { route: &route.name });
             let req = Request::from_parts(parts, body);
             return match self.send(state, req, client_addr).await {
                 Ok(resp) => Self::respond(route, resp, None, None, admitted),
@@ -335,7 +337,10 @@ impl Proxy {
         trace: Option<Trace>,
     ) -> Response<ResponseBody> {
         let err = ProxyError::Overloaded(route.max_in_flight.unwrap_or_default());
-        self.observers.rejected(&route.name, "max_in_flight");
+        self.observers.count(Event::Rejected {
+            route: &route.name,
+            reason: Rejection::MaxInFlight,
+        });
         if let Some(api) = api {
             let mut meter = self.meter(t0, client_addr, api, route, parts, model, trace);
             meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
@@ -365,7 +370,10 @@ impl Proxy {
             Ok(class) => class.map(Arc::new),
             Err(refused) => {
                 for kind in refused {
-                    self.observers.declaration_refused(&route.name, kind);
+                    self.observers.count(Event::DeclarationRefused {
+                        route: &route.name,
+                        objective: kind,
+                    });
                 }
                 tracing::debug!(route = %route.name, "declared objectives refused: not a positive number of milliseconds");
                 None
@@ -550,17 +558,14 @@ impl Keepalive {
 fn new_upstream(
     route: &Route,
     keepalive: Keepalive,
-    metrics: &Observers,
+    observers: &Observers,
 ) -> Result<Arc<upstream::Upstream>, rustls::Error> {
-    let closed = metrics.upstream_retries(&route.name, h1::Race::Closed.as_str());
-    let reset = metrics.upstream_retries(&route.name, h1::Race::Reset.as_str());
+    let observers = observers.clone();
+    let name = route.name.clone();
     upstream::Upstream::new(
         route,
         keepalive.max_idle,
         keepalive.idle_timeout,
-        Box::new(move |race| match race {
-            h1::Race::Closed => closed.inc(),
-            h1::Race::Reset => reset.inc(),
-        }),
+        Box::new(move |race| observers.count(Event::Retried { route: &name, race })),
     )
 }

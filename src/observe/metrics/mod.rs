@@ -32,6 +32,7 @@ use prometheus::{
 use tokio::time::Instant;
 
 use crate::config::MetricsSettings;
+use crate::observe::event::{Event, Rejection, Shed};
 
 use slo::live::Live;
 use slo::{ObjectiveKind, SloClass};
@@ -75,7 +76,8 @@ pub struct Metrics {
     open_connections: IntGaugeVec,
     max_connections: IntGaugeVec,
     receiving_body: IntGaugeVec,
-    shed_connections: IntCounterVec,
+    /// Indexed by `Shed as usize`, each series made at start.
+    shed_connections: [IntCounter; 3],
     log_lines_dropped: IntCounter,
     otlp_dropped: IntCounterVec,
     otlp_failures: IntCounterVec,
@@ -227,7 +229,10 @@ impl Metrics {
             open_connections: gauges(names::OPEN_CONNECTIONS)?,
             max_connections: gauges(names::MAX_CONNECTIONS)?,
             receiving_body: gauges(names::RECEIVING_BODY)?,
-            shed_connections: counter(names::SHED_CONNECTIONS)?,
+            shed_connections: {
+                let shed = counter(names::SHED_CONNECTIONS)?;
+                Shed::ALL.map(|reason| shed.with_label_values(&[reason.as_str()]))
+            },
             log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
             otlp_dropped: counter(names::OTLP_DROPPED)?,
             otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
@@ -450,35 +455,40 @@ impl Metrics {
         }
     }
 
-    /// Counts a request that matched no route.
-    pub fn unrouted(&self) {
-        self.unrouted.inc();
+    /// Counts what the proxy reports of itself.
+    pub fn count(&self, event: Event<'_>) {
+        match event {
+            Event::Unrouted => self.unrouted.inc(),
+            Event::Passthrough { route } => self.passthrough.with_label_values(&[route]).inc(),
+            Event::Rejected { route, reason } => self
+                .rejected
+                .with_label_values(&[route, reason.as_str()])
+                .inc(),
+            Event::DeclarationRefused { route, objective } => self
+                .declarations_refused
+                .with_label_values(&[route, objective.as_str()])
+                .inc(),
+            Event::Retried { route, race } => self
+                .upstream_retries
+                .with_label_values(&[route, race.as_str()])
+                .inc(),
+            Event::Shed(reason) => self.shed_connections[reason as usize].inc(),
+        }
     }
 
-    /// Counts a request answered without forwarding it; `reason` is one of
-    /// a fixed set (`max_in_flight`, `bad_host`).
-    pub fn rejected(&self, route: &str, reason: &'static str) {
-        self.rejected.with_label_values(&[route, reason]).inc();
-    }
-
-    /// Counts an objective a client declared on `route` that was not a
-    /// plausible duration.
-    pub fn declaration_refused(&self, route: &str, objective: slo::ObjectiveKind) {
-        self.declarations_refused
-            .with_label_values(&[route, objective.as_str()])
-            .inc();
-    }
-
-    /// Declares the rejection series of a route with `max_in_flight`, at 0,
-    /// so that its rate is defined before the first rejection.
-    pub fn limited(&self, route: &str) {
-        self.rejected.with_label_values(&[route, "max_in_flight"]);
-    }
-
-    /// The counter of a route's upstream retries for `reason` (`closed` or
-    /// `reset`).
-    pub fn upstream_retries(&self, route: &str, reason: &'static str) -> IntCounter {
-        self.upstream_retries.with_label_values(&[route, reason])
+    /// Makes the series of a route's own counters, at 0, so that their
+    /// rates are defined before anything happens: its upstream's retries,
+    /// and, when it limits its requests in flight (`limited`), its
+    /// rejections.
+    pub fn route(&self, route: &str, limited: bool) {
+        for race in [h1::Race::Closed, h1::Race::Reset] {
+            self.upstream_retries
+                .with_label_values(&[route, race.as_str()]);
+        }
+        if limited {
+            self.rejected
+                .with_label_values(&[route, Rejection::MaxInFlight.as_str()]);
+        }
     }
 
     /// Counts a request whose body is being read ahead, before it goes to
@@ -489,23 +499,12 @@ impl Metrics {
         ReceivingBody(gauge)
     }
 
-    /// The counter of client connections shed for `reason` while the
-    /// proxy listener was overloaded (`idle`, `head`, `body`).
-    pub fn shed_connections(&self, reason: &'static str) -> IntCounter {
-        self.shed_connections.with_label_values(&[reason])
-    }
-
     /// The gauge of `listener`'s open connections, its limit `max` set.
     pub fn connections(&self, listener: &str, max: usize) -> IntGauge {
         self.max_connections
             .with_label_values(&[listener])
             .set(i64::try_from(max).unwrap_or(i64::MAX));
         self.open_connections.with_label_values(&[listener])
-    }
-
-    /// Counts a request forwarded without metering.
-    pub fn passthrough(&self, route: &str) {
-        self.passthrough.with_label_values(&[route]).inc();
     }
 }
 
@@ -552,10 +551,16 @@ mod tests {
             meter::Operation::Chat,
             None,
         );
-        m.rejected("r", "bad_host");
-        m.declaration_refused("r", slo::ObjectiveKind::Ttft);
-        m.passthrough("r");
-        let _ = m.upstream_retries("r", "closed");
+        m.count(Event::Rejected {
+            route: "r",
+            reason: Rejection::BadHost,
+        });
+        m.count(Event::DeclarationRefused {
+            route: "r",
+            objective: slo::ObjectiveKind::Ttft,
+        });
+        m.count(Event::Passthrough { route: "r" });
+        m.route("r", true);
         let _ = m.connections("proxy", 1);
         let gathered = registry.gather();
         let catalogue: std::collections::BTreeMap<String, names::Family> =
