@@ -117,25 +117,19 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<O
         .body(())
         .unwrap()
         .into_parts();
+    let config = tokenmeter::config::Config::parse(
+        "routes:\n  - name: bench\n    upstream: http://127.0.0.1:8000\n",
+        "tokenmeter.yaml",
+        &tokenmeter::config::Overrides::default(),
+    )
+    .unwrap();
     let recorder = observers.request(Started {
-        route: "bench",
+        route: &config.routes[0],
+        api,
         model: Some("bench-model"),
-        slo: None,
-        tenant: None,
-        class: None,
         parts: &parts,
         client: "127.0.0.1:1".parse().unwrap(),
         trace: None,
-        api,
-        operation: meter::Operation::Chat,
-        upstream: &tokenmeter::config::Upstream {
-            scheme: http::uri::Scheme::HTTP,
-            authority: http::uri::Authority::from_static("127.0.0.1:8000"),
-            base_path: String::new(),
-        },
-        otel_provider_name: None,
-        stall_threshold: std::time::Duration::from_secs(1),
-        slow_reader_share: 0.2,
     });
     let mut meter = StreamMeter::new(Instant::now(), api, Limits::default(), recorder);
     let content_type: &[u8] = if is_sse(name) {

@@ -20,9 +20,8 @@ use std::time::{Duration, SystemTime};
 
 use tracing_appender::non_blocking::NonBlocking;
 
-use super::request::{Finished, Gaps, Started};
+use super::request::{Finished, Started};
 use super::trace::TraceId;
-use meter::Summary;
 
 /// Where access lines go: the process's log writer, and how lines are
 /// written there.
@@ -54,14 +53,7 @@ impl AccessLog {
         }
         LINE.with_borrow_mut(|buf| {
             buf.clear();
-            entry.line(
-                buf,
-                finished.summary,
-                &finished.gaps,
-                finished.slow_reader,
-                self.format,
-                SystemTime::now(),
-            );
+            entry.line(buf, finished, self.format, SystemTime::now());
             // One write is one line for the writer: it queues it whole or
             // drops it whole (and counts the drop).
             let _ = self.writer.clone().write(buf);
@@ -69,19 +61,15 @@ impl AccessLog {
     }
 }
 
-/// What the access line of a request says besides its summary, taken when
-/// it starts.
+/// What the access line of a request says besides its labels and
+/// summary, taken when it starts.
 pub struct Entry {
-    route: String,
     /// The model the request named (before label bounding), at most 200
     /// characters.
     model: Option<String>,
-    slo: Option<String>,
     /// The tenant its route found, when the route has one (a name of at
-    /// most 64 characters, `unknown` or `other`).
+    /// most 64 characters, `unknown` or `other`), before label bounding.
     tenant: Option<String>,
-    /// What it asks of the model.
-    operation: &'static str,
     method: http::Method,
     path: String,
     /// The request's `x-request-id` header, at most 128 characters.
@@ -99,8 +87,9 @@ pub struct Entry {
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 impl Entry {
-    /// The entry of a request that starts, as its observers are told of it.
-    pub fn new(r: &Started<'_>) -> Self {
+    /// The entry of a request that starts, as its observers are told of
+    /// it, attributed to `tenant` when its route has one.
+    pub fn new(r: &Started<'_>, tenant: Option<&str>) -> Self {
         let request_id = r
             .parts
             .headers
@@ -108,11 +97,8 @@ impl Entry {
             .and_then(|v| v.to_str().ok())
             .map(|id| truncated(id, 128).to_owned());
         Self {
-            route: r.route.to_owned(),
             model: r.model.map(str::to_owned),
-            slo: r.slo.map(str::to_owned),
-            tenant: r.tenant.map(str::to_owned),
-            operation: r.operation.name(),
+            tenant: tenant.map(str::to_owned),
             method: r.parts.method.clone(),
             path: truncated(r.parts.uri.path(), 256).to_owned(),
             request_id,
@@ -135,23 +121,15 @@ fn truncated(s: &str, max: usize) -> &str {
 }
 
 impl Entry {
-    /// Formats the line of a request that ended with `s`, its token events
-    /// `gaps` apart, a slow reader's or not, at `now`.
-    fn line(
-        &self,
-        buf: &mut Vec<u8>,
-        s: &Summary,
-        gaps: &Gaps,
-        slow_reader: bool,
-        format: Format,
-        now: SystemTime,
-    ) {
+    /// Formats the line of the request `f` that ended, at `now`.
+    fn line(&self, buf: &mut Vec<u8>, f: &Finished<'_>, format: Format, now: SystemTime) {
+        let (s, gaps, labels) = (f.summary, &f.gaps, f.labels);
         let mut l = Line::start(buf, format, now);
-        l.plain("route", &self.route);
+        l.plain("route", labels.route());
         l.string("model", self.model.as_deref());
-        l.string("slo", self.slo.as_deref());
+        l.string("slo", Some(labels.slo()).filter(|slo| !slo.is_empty()));
         l.string("tenant", self.tenant.as_deref());
-        l.plain("operation", self.operation);
+        l.plain("operation", labels.operation());
         l.string("response_model", s.response_model.as_deref());
         l.plain("method", self.method.as_str());
         l.plain("path", &self.path);
@@ -180,7 +158,7 @@ impl Entry {
         l.seconds_as_ms("outside_ms", s.outside_engine());
         l.ms("proxy_ms", s.proxy_time);
         l.ms("client_wait_ms", s.status.map(|_| s.client_wait));
-        if slow_reader {
+        if f.slow_reader {
             l.boolean("slow_reader", true);
         }
         l.number("output_tokens", s.output_tokens.map(|(n, _)| n));
@@ -387,8 +365,11 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+    use crate::config::Route;
+    use crate::observe::labels::{Bounds, Labels};
+    use crate::observe::request::Gaps;
     use crate::observe::trace::Trace;
-    use meter::{Outcome, ServerTimings, TokenSource, Usage};
+    use meter::{Outcome, ServerTimings, Summary, TokenSource, Usage};
 
     fn logged(model: Option<&str>, request_id: Option<&str>) -> Entry {
         let mut request = http::Request::post("/v1/chat/completions");
@@ -396,39 +377,65 @@ mod tests {
             request = request.header(REQUEST_ID_HEADER, id);
         }
         let (parts, ()) = request.body(()).unwrap().into_parts();
-        Entry::new(&started(&parts, model, None, None))
+        Entry::new(&started(&route(), &parts, model, None), None)
+    }
+
+    fn route() -> Route {
+        crate::observe::request::route("  - name: chat\n    upstream: http://127.0.0.1:8000\n")
     }
 
     fn started<'a>(
+        route: &'a Route,
         parts: &'a http::request::Parts,
         model: Option<&'a str>,
-        tenant: Option<&'a str>,
         trace: Option<Trace>,
     ) -> Started<'a> {
         Started {
-            route: "chat",
+            route,
+            api: meter::Api::OpenAi,
             model,
-            slo: Some("interactive"),
-            tenant,
-            class: None,
             parts,
             client: "[::1]:41234".parse().unwrap(),
             trace,
-            api: meter::Api::OpenAi,
-            operation: meter::Operation::Chat,
-            upstream: &UPSTREAM,
-            otel_provider_name: None,
-            stall_threshold: Duration::from_secs(1),
-            slow_reader_share: 0.2,
         }
     }
 
-    static UPSTREAM: std::sync::LazyLock<crate::config::Upstream> =
-        std::sync::LazyLock::new(|| crate::config::Upstream {
-            scheme: http::uri::Scheme::HTTP,
-            authority: http::uri::Authority::from_static("127.0.0.1:8000"),
-            base_path: String::new(),
-        });
+    /// The labels of the requests logged here: route `chat`, class
+    /// `interactive`, `chat` (the line names the model and tenant the
+    /// request gave, not their labels).
+    fn labels() -> Labels {
+        let counter = || prometheus::IntCounter::new("overflow", "overflow").unwrap();
+        let bounds = Bounds::new(
+            &crate::config::MetricsSettings::default(),
+            counter(),
+            counter(),
+        );
+        Labels::resolve(
+            &std::sync::Arc::new(bounds),
+            "chat",
+            None,
+            Some("interactive"),
+            None,
+            meter::Operation::Chat,
+        )
+    }
+
+    /// The line of `entry`, ended with `s`, a slow reader's or not.
+    fn written(entry: &Entry, s: &Summary, slow_reader: bool, format: Format) -> Vec<u8> {
+        let labels = labels();
+        let finished = Finished {
+            summary: s,
+            labels: &labels,
+            judged: None,
+            headers: None,
+            at: tokio::time::Instant::now(),
+            gaps: Gaps::default(),
+            slow_reader,
+        };
+        let mut buf = Vec::new();
+        entry.line(&mut buf, &finished, format, at());
+        buf
+    }
 
     fn summary() -> Summary {
         Summary {
@@ -465,9 +472,7 @@ mod tests {
     }
 
     fn line(l: &Entry, s: &Summary, format: Format) -> String {
-        let mut buf = Vec::new();
-        l.line(&mut buf, s, &Gaps::default(), false, format, at());
-        String::from_utf8(buf).unwrap()
+        String::from_utf8(written(l, s, false, format)).unwrap()
     }
 
     #[test]
@@ -523,7 +528,8 @@ mod tests {
             .into_parts();
         let mut headers = parts.headers.clone();
         let trace = Trace::of_request(crate::config::TraceSettings::default(), &mut headers);
-        let entry = Entry::new(&started(&parts, None, Some("team-a"), trace));
+        let route = route();
+        let entry = Entry::new(&started(&route, &parts, None, trace), Some("team-a"));
         let text = line(&entry, &summary(), Format::Json);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["fields"]["trace_id"], "0af7651916cd43dd8448eb211c80319c");
@@ -607,9 +613,8 @@ mod tests {
     fn the_clients_wait_is_written_and_a_slow_reader_marked() {
         let mut s = summary();
         s.client_wait = Duration::from_millis(2003);
-        let mut buf = Vec::new();
         let entry = logged(None, None);
-        entry.line(&mut buf, &s, &Gaps::default(), true, Format::Json, at());
+        let buf = written(&entry, &s, true, Format::Json);
         let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["fields"]["client_wait_ms"], 2003.0);
         assert_eq!(v["fields"]["slow_reader"], true);

@@ -4,13 +4,19 @@
 //!
 //! The forwarding code (`proxy`) knows this module by its face alone, the
 //! items re-exported here: it describes a request that starts
-//! ([`Started`]: route, model, class, tenant, trace), gets its recorder
-//! ([`Observers::request`], an [`Observed`] that the meter reports to), and
-//! counts what it answers itself (`Observers::unrouted`, `rejected`...).
-//! Behind that face:
+//! ([`Started`]: its route, API, model, head, client and trace), gets its
+//! recorder ([`Observers::request`], an [`Observed`] that the meter
+//! reports to), and reports what it does itself as typed [`Event`]s
+//! (`Observers::count`). It decides no label, no SLO class and no tenant,
+//! and names no metrics type. Behind that face:
 //!
 //! - [`recorder`]: the recorder of one request and the one fan-out of its
 //!   end: the SLO verdict, then each observer in turn;
+//! - [`labels`]: a request's labels, resolved once and read by every
+//!   observer, and the bounds of `model` and `tenant`;
+//! - [`class`]: the SLO class of a request, and the policy of the
+//!   configuration in force;
+//! - [`event`]: what the proxy reports of itself;
 //! - [`metrics`]: the Prometheus registry of the catalogue's families, the
 //!   per-request Prometheus recorder, the live series behind `/slo`, the
 //!   exemplars and the OpenMetrics exposition;
@@ -25,6 +31,9 @@
 //! comes from the forwarding path, through the meter.
 
 pub mod access;
+pub mod class;
+pub mod event;
+pub mod labels;
 pub mod metrics;
 pub mod otlp;
 pub mod recorder;
@@ -32,9 +41,9 @@ pub mod request;
 pub mod tenant;
 pub mod trace;
 
+pub use event::{Event, Rejection, Shed};
 pub use recorder::{Observed, Observers};
 pub use request::{Finished, Gaps, Started};
-pub use tenant::of_request as tenant_of;
 pub use trace::Trace;
 
 /// The meter of one request, reporting to its observers.

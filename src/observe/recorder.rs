@@ -15,24 +15,34 @@
 //! The observers are values the wiring owns ([`Observers`], made by `app`
 //! and held by the `Proxy`): the metrics (whose registry and live windows the admin
 //! listener reads), when the process logs, the access log's writer, and,
-//! when configured, the OTLP export.
+//! when configured, the OTLP export; with them, the [`Policy`] of the
+//! configuration in force. A request's SLO class, tenant and labels are
+//! resolved once, when it starts ([`Observers::request`]), and every
+//! observer reads the same [`Labels`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::IntCounter;
 use tokio::time::Instant;
 
+use http::HeaderMap;
+
 use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
+use super::class::Policy;
+use super::event::Event;
+use super::labels::Labels;
 use super::metrics::{ExemplarId, LiveRequest, Metrics, ReceivingBody, RequestRecorder};
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
+use super::trace::Trace;
+use crate::config::Config;
 use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
 use slo::sketch::Sketch;
 
-/// Everything that observes finished requests, shared by every request of
-/// a proxy (and kept across reloads).
+/// Everything that observes requests, shared by every request of a proxy
+/// (and kept across reloads), with the policy of the proxy's
+/// configuration.
 #[derive(Clone)]
 pub struct Observers {
     metrics: Arc<Metrics>,
@@ -41,15 +51,35 @@ pub struct Observers {
     access: Option<Arc<AccessLog>>,
     /// The OpenTelemetry export, when configured.
     otlp: Option<Arc<Otlp>>,
+    /// What the configuration in force says of how its requests are
+    /// observed.
+    policy: Arc<Policy>,
 }
 
 impl Observers {
+    /// The observers, with the default policy until they are
+    /// [`configured`](Self::configured).
     pub fn new(metrics: Arc<Metrics>, access: Option<AccessLog>, otlp: Option<Arc<Otlp>>) -> Self {
         Self {
             metrics,
             access: access.map(Arc::new),
             otlp,
+            policy: Arc::default(),
         }
+    }
+
+    /// The same observers, for the requests of `config`.
+    pub fn configured(&self, config: &Config) -> Self {
+        Self {
+            policy: Arc::new(Policy::of(config)),
+            ..self.clone()
+        }
+    }
+
+    /// The trace of a metered request with `headers`, which are rewritten
+    /// for the upstream as the configuration's `trace_context` asks.
+    pub fn trace(&self, headers: &mut HeaderMap) -> Option<Trace> {
+        Trace::of_request(self.policy.trace_context, headers)
     }
 
     /// The metrics the observers record into.
@@ -57,31 +87,17 @@ impl Observers {
         &self.metrics
     }
 
-    /// Counts a request that matched no route.
-    pub fn unrouted(&self) {
-        self.metrics.unrouted();
+    /// Counts what the proxy reports of itself.
+    pub fn count(&self, event: Event<'_>) {
+        self.metrics.count(event);
     }
 
-    /// Counts a request forwarded without metering.
-    pub fn passthrough(&self, route: &str) {
-        self.metrics.passthrough(route);
-    }
-
-    /// Counts a request the proxy answered itself; `reason` is one of a
-    /// fixed set (`max_in_flight`, `bad_host`).
-    pub fn rejected(&self, route: &str, reason: &'static str) {
-        self.metrics.rejected(route, reason);
-    }
-
-    /// Counts an objective a client declared on `route` that was not a
-    /// plausible duration.
-    pub fn declaration_refused(&self, route: &str, objective: slo::ObjectiveKind) {
-        self.metrics.declaration_refused(route, objective);
-    }
-
-    /// Declares the rejection series of a route with `max_in_flight`.
-    pub fn limited(&self, route: &str) {
-        self.metrics.limited(route);
+    /// Tells the observers of a route in force, so that its own counters
+    /// read 0 from the start: its upstream's retries and, when it limits
+    /// its requests in flight, its rejections.
+    pub fn route(&self, route: &crate::config::Route) {
+        self.metrics
+            .route(&route.name, route.max_in_flight.is_some());
     }
 
     /// Counts a request whose body is read ahead, until the guard drops.
@@ -89,61 +105,88 @@ impl Observers {
         self.metrics.receiving_body(route)
     }
 
-    /// The counter of a route's upstream retries for `reason`.
-    pub fn upstream_retries(&self, route: &str, reason: &'static str) -> IntCounter {
-        self.metrics.upstream_retries(route, reason)
-    }
-
-    /// The counter of client connections shed for `reason`.
-    pub fn shed_connections(&self, reason: &'static str) -> IntCounter {
-        self.metrics.shed_connections(reason)
-    }
-
-    /// The recorder of a request that starts now: counted in flight in the
-    /// metrics and in its live series.
+    /// The recorder of a request that starts now: its SLO class, tenant
+    /// and labels resolved, counted in flight in the metrics and in its
+    /// live series.
     pub fn request(&self, r: Started<'_>) -> Observed {
+        let route = &r.route.name;
+        let headers = &r.parts.headers;
+        let operation = r.api.operation(r.parts.uri.path());
+        let chosen = self
+            .policy
+            .choose(r.route, headers, r.model, operation, |objective| {
+                self.count(Event::DeclarationRefused { route, objective });
+            });
+        let tenant = r
+            .route
+            .tenant
+            .as_ref()
+            .map(|source| super::tenant::of_request(source, headers));
+        let labels = Labels::resolve(
+            self.metrics.bounds(),
+            route,
+            r.model,
+            chosen.label,
+            tenant,
+            operation,
+        );
         // Exemplars name the request's trace, else the id its client gave.
         let exemplar = match r.trace {
             Some(t) => Some(ExemplarId::Trace(t.trace_id.0)),
-            None => r
-                .parts
-                .headers
+            None => headers
                 .get(REQUEST_ID_HEADER)
                 .and_then(|id| ExemplarId::request(id.as_bytes())),
         };
-        let prometheus =
-            self.metrics
-                .request(r.route, r.model, r.slo, r.tenant, r.operation, exemplar);
+        let prometheus = self.metrics.request(&labels, exemplar);
+        let class = chosen.class;
         let live = self
             .metrics
-            .live_request(r.route, r.slo, r.class.as_ref().map(|c| c.window));
-        let access = self.access.as_ref().map(|log| {
-            let entry = Entry::new(&r);
-            (log.clone(), entry)
-        });
+            .live_request(&labels, class.as_ref().map(|c| c.window));
+        let access = self
+            .access
+            .as_ref()
+            .map(|log| (log.clone(), Entry::new(&r, tenant)));
         let otlp = self
             .otlp
             .as_ref()
             .map(|otlp| Box::new(Exported::new(otlp, &r)));
         Observed {
+            labels,
             prometheus,
             live,
-            tenants: r.tenant.map(|_| self.metrics.clone()),
+            tenants: tenant.map(|_| self.metrics.clone()),
             access,
             otlp,
-            class: r.class,
+            class,
             headers: None,
             itl: Sketch::new(),
             gaps: Gaps::default(),
-            stall_threshold: r.stall_threshold,
-            slow_reader_share: r.slow_reader_share,
+            stall_threshold: self.policy.stall_threshold,
+            slow_reader_share: self.policy.slow_reader_share,
         }
+    }
+}
+
+#[cfg(test)]
+impl Observers {
+    /// Observers of a registry of their own, with the default metrics
+    /// settings, no access log and no export.
+    pub(crate) fn detached() -> Self {
+        let metrics = Metrics::new(
+            &crate::config::MetricsSettings::default(),
+            &[],
+            prometheus::Registry::new(),
+        )
+        .unwrap();
+        Self::new(Arc::new(metrics), None, None)
     }
 }
 
 /// The recorder of one metered request: what it observes as it flows, and
 /// the fan-out of its end.
 pub struct Observed {
+    /// Its labels, which every observer reads.
+    labels: Labels,
     prometheus: RequestRecorder,
     live: LiveRequest,
     /// For a request with a tenant: the metrics whose live windows hold
@@ -167,12 +210,14 @@ pub struct Observed {
 
 impl Recorder for Observed {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
-        self.prometheus.response_headers(elapsed, status);
+        // The labels are final now that the upstream answered.
+        let moved = self.labels.admit(status);
+        self.prometheus
+            .response_headers(&self.labels, moved, elapsed);
         self.headers = Some(elapsed);
-        // The tenant's label is final now that the upstream answered.
         if let Some(metrics) = &self.tenants {
             self.live
-                .start_tenant(metrics.live(), self.prometheus.tenant(), Instant::now());
+                .start_tenant(metrics.live(), self.labels.tenant(), Instant::now());
         }
     }
 
@@ -181,7 +226,7 @@ impl Recorder for Observed {
     }
 
     fn first_visible_token(&mut self, ttft: Duration) {
-        self.prometheus.first_visible_token(ttft);
+        self.prometheus.first_visible_token(&self.labels, ttft);
     }
 
     fn inter_token(&mut self, gap: Duration) {
@@ -191,10 +236,12 @@ impl Recorder for Observed {
     }
 
     fn parse_error(&mut self, error: ParseError) {
-        self.prometheus.parse_error(error);
+        self.prometheus.parse_error(&self.labels, error);
     }
 
     fn finish(&mut self, summary: &Summary) {
+        // A name still waiting for an answer never got one.
+        self.labels.settle();
         let slow_reader = super::request::slow_reader(
             summary.elapsed,
             summary.client_wait,
@@ -202,6 +249,7 @@ impl Recorder for Observed {
         );
         let finished = Finished {
             summary,
+            labels: &self.labels,
             judged: self
                 .class
                 .as_deref()
@@ -216,62 +264,42 @@ impl Recorder for Observed {
             && !self.live.has_tenant()
         {
             self.live
-                .start_tenant(metrics.live(), self.prometheus.tenant(), finished.at);
+                .start_tenant(metrics.live(), self.labels.tenant(), finished.at);
         }
         self.live.finish(&finished, std::mem::take(&mut self.itl));
         if let Some((log, entry)) = &self.access {
             log.write(entry, &finished);
         }
         if let Some(otlp) = self.otlp.take() {
-            otlp.submit(self.prometheus.histogram_labels(), &finished);
+            otlp.submit(&finished);
         }
     }
 }
 
-/// What the OpenTelemetry export takes of a request when it starts; the
-/// rest comes when it finishes.
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::MetricsSettings;
     use meter::{Api, Limits, StreamMeter};
 
     fn observers() -> Observers {
-        let metrics = Metrics::new(
-            &MetricsSettings::default(),
-            &[],
-            prometheus::Registry::new(),
-        )
-        .unwrap();
-        Observers::new(Arc::new(metrics), None, None)
+        Observers::detached()
     }
 
-    static UPSTREAM: std::sync::LazyLock<crate::config::Upstream> =
-        std::sync::LazyLock::new(|| crate::config::Upstream {
-            scheme: http::uri::Scheme::HTTP,
-            authority: http::uri::Authority::from_static("127.0.0.1:8000"),
-            base_path: String::new(),
-        });
+    static ROUTE: std::sync::LazyLock<crate::config::Route> = std::sync::LazyLock::new(|| {
+        super::super::request::route("  - name: chat\n    upstream: http://127.0.0.1:8000\n")
+    });
 
     /// A request of route `chat` for model `m`, without trace or tenant.
     fn started(parts: &http::request::Parts) -> Started<'_> {
         Started {
-            route: "chat",
+            route: &ROUTE,
+            api: Api::OpenAi,
             model: Some("m"),
-            slo: None,
-            tenant: None,
-            class: None,
             parts,
             client: "127.0.0.1:1".parse().unwrap(),
             trace: None,
-            api: Api::OpenAi,
-            operation: meter::Operation::Chat,
-            upstream: &UPSTREAM,
-            otel_provider_name: None,
-            stall_threshold: Duration::from_secs(1),
-            slow_reader_share: 0.2,
         }
     }
 

@@ -2,44 +2,31 @@
 //! [`Finished`] when it ends.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::labels::Labels;
 use super::trace::Trace;
-use meter::{Api, Operation, Summary};
+use crate::config::Route;
+use meter::{Api, Summary};
 use slo::{SloClass, Verdict};
 
-/// What a metered request is observed as: its labels, its SLO class, and
-/// the request head and client the access line names.
+/// What the proxy tells of a metered request that starts: where it goes,
+/// what it is, and where it came from. Its SLO class, tenant and labels
+/// are resolved from this, once, by [`Observers::request`].
+///
+/// [`Observers::request`]: super::Observers::request
 pub struct Started<'a> {
-    pub route: &'a str,
+    /// The route it matched, in the configuration it started with.
+    pub route: &'a Route,
+    pub api: Api,
     /// The model the request body named, if any.
     pub model: Option<&'a str>,
-    /// The `slo` label.
-    pub slo: Option<&'a str>,
-    /// The tenant its route found (a name, `unknown` or `other`), when the
-    /// route attributes requests to tenants.
-    pub tenant: Option<&'a str>,
-    /// The class `slo` names, when defined: the request is judged against
-    /// it even if a reload changes the classes while it runs.
-    pub class: Option<Arc<SloClass>>,
     pub parts: &'a http::request::Parts,
     pub client: SocketAddr,
     /// The trace it belongs to, when it has one.
     pub trace: Option<Trace>,
-    /// Its API, what it asks of the model, and the upstream it goes to.
-    pub api: Api,
-    pub operation: Operation,
-    pub upstream: &'a crate::config::Upstream,
-    /// The route's `gen_ai.provider.name`, when it sets one.
-    pub otel_provider_name: Option<&'a str>,
-    /// A gap between its token events longer than this is a stall.
-    pub stall_threshold: Duration,
-    /// It is a slow reader's when its client held it up for more than this
-    /// share of its time.
-    pub slow_reader_share: f64,
 }
 
 /// The gaps between a request's token events, as far as they are worth
@@ -69,6 +56,8 @@ impl Gaps {
 /// Prometheus recorder, the live series, the access log, the OTLP export).
 pub struct Finished<'a> {
     pub summary: &'a Summary,
+    /// Its labels, final.
+    pub labels: &'a Labels,
     /// The class it was judged against and the verdict, when its `slo`
     /// names a defined class.
     pub judged: Option<(&'a SloClass, Verdict)>,
@@ -91,4 +80,13 @@ pub struct Finished<'a> {
 pub fn slow_reader(elapsed: Duration, client_wait: Duration, share: f64) -> bool {
     let whole = (elapsed + client_wait).as_secs_f64();
     whole > 0.0 && client_wait.as_secs_f64() > share * whole
+}
+
+/// The first route of a configuration whose `routes` are given (YAML).
+#[cfg(test)]
+pub(crate) fn route(routes: &str) -> Route {
+    let text = format!("routes:\n{routes}");
+    let overrides = crate::config::Overrides::default();
+    let mut config = crate::config::Config::parse(&text, "tokenmeter.yaml", &overrides).unwrap();
+    config.routes.remove(0)
 }

@@ -9,10 +9,10 @@
 
 use http::HeaderMap;
 
-use crate::config::{ApiKeys, TenantSource, is_tenant_name};
 /// The tenant of a request that names none (no header, no key, or a key
 /// that is not listed), and of one whose header value is no usable name.
-pub use crate::observe::metrics::{OTHER, UNKNOWN};
+pub use super::labels::{OTHER, UNKNOWN};
+use crate::config::{ApiKeys, TenantSource, is_tenant_name};
 
 /// The tenant `source` finds in `headers`: a name, `unknown`, or `other`
 /// for a header value that is no usable name.

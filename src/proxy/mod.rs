@@ -33,22 +33,20 @@ pub mod overload;
 pub mod rewrite;
 pub mod upstream;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::config::{Config, Protocol, Route};
 
-use crate::observe::{Observers, Started, Trace};
+use crate::observe::{Event, Observers, Rejection, Started, Trace};
 use client_body::{ReadAhead, read_ahead};
-use meter::{Api, Limits, Operation, StreamMeter};
+use meter::{Api, Limits, StreamMeter};
 use rewrite::{XForwarded, host_problem, remove_hop_by_hop, request_host, strip_port};
-use slo::SloClass;
 use upstream::FromUpstream;
 
 pub use body::ResponseBody;
@@ -79,24 +77,28 @@ pub struct Proxy {
     config: Arc<Config>,
     routes: Vec<RouteState>,
     /// What each metered request is reported to, and what the proxy
-    /// counts of the requests it answers itself.
+    /// reports of itself, configured for this configuration's requests.
     observers: Observers,
-    /// The defined SLO classes by name: a class a client declares by header
-    /// is used only if it is one of these, which bounds the `slo` label.
-    classes: HashMap<String, Arc<SloClass>>,
     max_request_body: usize,
     max_retry_body: usize,
-    /// A gap between token events longer than this is a stall.
-    stall_threshold: std::time::Duration,
-    /// A request whose client held it up for more than this share of its
-    /// time is a slow reader's.
-    slow_reader_share: f64,
     /// The proxy listener's overload state, shared across reloads.
     overload: Arc<Overload>,
     limits: Limits,
     forwarded: XForwarded,
     shutdown_grace: std::time::Duration,
-    trace_context: crate::config::TraceSettings,
+}
+
+/// A request being forwarded, as far as reporting how it ends needs: what
+/// the proxy knew of it before its body was read.
+struct Context<'a> {
+    /// When its head arrived.
+    t0: Instant,
+    client: SocketAddr,
+    route: &'a Route,
+    /// Its API, when its route meters it.
+    api: Option<Api>,
+    /// Its trace, when it is metered and has one.
+    trace: Option<Trace>,
 }
 
 impl Proxy {
@@ -129,6 +131,7 @@ impl Proxy {
         overload: Arc<Overload>,
         previous: Option<&Proxy>,
     ) -> Result<Self, rustls::Error> {
+        let observers = observers.configured(config);
         let keepalive = Keepalive::of(&config.proxy);
         let reusable = |route: &Route| {
             let previous = previous?;
@@ -153,9 +156,7 @@ impl Proxy {
                 let in_flight = previous
                     .and_then(|p| p.routes.iter().find(|old| old.route.name == route.name))
                     .map_or_else(Default::default, |old| old.in_flight.clone());
-                if route.max_in_flight.is_some() {
-                    observers.limited(&route.name);
-                }
+                observers.route(route);
                 Ok(RouteState {
                     upstream,
                     in_flight,
@@ -167,15 +168,8 @@ impl Proxy {
             config: Arc::new(config.clone()),
             routes,
             observers,
-            classes: config
-                .slo_classes
-                .iter()
-                .map(|c| (c.name.clone(), Arc::new(c.clone())))
-                .collect(),
             max_request_body: config.proxy.max_request_body_bytes,
             max_retry_body: config.proxy.max_retry_body_bytes,
-            stall_threshold: config.metrics.stall_threshold,
-            slow_reader_share: config.metrics.slow_reader_share,
             overload,
             limits: Limits {
                 body: config.proxy.max_response_body_bytes,
@@ -187,7 +181,6 @@ impl Proxy {
                 trusted_proxies: config.proxy.trusted_proxies.clone(),
             },
             shutdown_grace: config.proxy.shutdown_grace,
-            trace_context: config.trace_context,
         })
     }
 
@@ -210,11 +203,14 @@ impl Proxy {
         client_addr: SocketAddr,
     ) -> Response<ResponseBody> {
         if let Some(problem) = host_problem(&req) {
-            self.observers.rejected("", "bad_host");
+            self.observers.count(Event::Rejected {
+                route: "",
+                reason: Rejection::BadHost,
+            });
             return ProxyError::BadRequest(problem).response();
         }
         let Some(state) = self.find_route(&req) else {
-            self.observers.unrouted();
+            self.observers.count(Event::Unrouted);
             return ProxyError::NoRoute.response();
         };
         let route = &state.route;
@@ -226,21 +222,22 @@ impl Proxy {
         let (mut parts, body) = req.into_parts();
         // The trace is known, and the upstream's headers set, before
         // anything is metered, so every way the request ends names it.
-        let trace = api.and_then(|_| Trace::of_request(self.trace_context, &mut parts.headers));
-        let (body, model, ready) = match self
-            .read_ahead(route, t0, api.is_some(), &parts, body)
-            .await
-        {
+        let trace = api.and_then(|_| self.observers.trace(&mut parts.headers));
+        let cx = Context {
+            t0,
+            client: client_addr,
+            route,
+            api,
+            trace,
+        };
+        let (body, model, ready) = match self.read_ahead(&cx, &parts, body).await {
             Ok(read) => read,
             Err(e) => {
                 if let ClientBodyError::Timeout(BodyTimeout::Overload(_)) = e {
                     self.overload.shed(overload::Shed::Body);
                 }
                 let err = ProxyError::from(e);
-                if let Some(api) = api {
-                    let mut meter = self.meter(t0, client_addr, api, route, &parts, None, trace);
-                    meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
-                }
+                self.failed(&cx, &parts, None, &err);
                 tracing::debug!(route = %route.name, error = %err.message(), "request body failed");
                 return err.response();
             }
@@ -249,17 +246,17 @@ impl Proxy {
         // the route's requests in flight: one whose body is still coming is
         // no load on the upstream yet.
         let Some(admitted) = state.in_flight.admit(route.max_in_flight) else {
-            return self.reject(t0, client_addr, api, route, &parts, model.as_deref(), trace);
+            return self.reject(&cx, &parts, model.as_deref());
         };
-        let Some(api) = api else {
-            self.observers.passthrough(&route.name);
+        let Some(mut meter) = self.meter(&cx, &parts, model.as_deref()) else {
+            self.observers
+                .count(Event::Passthrough { route: &route.name });
             let req = Request::from_parts(parts, body);
             return match self.send(state, req, client_addr).await {
                 Ok(resp) => Self::respond(route, resp, None, None, admitted),
                 Err(e) => e.response(),
             };
         };
-        let mut meter = self.meter(t0, client_addr, api, route, &parts, model.as_deref(), trace);
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
             Ok(resp) => Self::respond(route, resp, Some(meter), ready, admitted),
@@ -271,9 +268,8 @@ impl Proxy {
         }
     }
 
-    /// Reads the body of a request whose head came at `t0` ahead of
-    /// forwarding it: up to `proxy.max_request_body` for a metered request
-    /// (`metered`), to learn its `model`, else up to `proxy.max_retry_body`,
+    /// Reads the body of the request `cx` ahead of forwarding it: up to
+    /// `proxy.max_request_body` for a metered request, to learn its `model`, else up to `proxy.max_retry_body`,
     /// so that a small body is held whole and can be sent again after the
     /// keep-alive race. The part read ahead must arrive within the route's
     /// `timeouts.request_body_total` of the head (and, while the listener
@@ -281,17 +277,16 @@ impl Proxy {
     /// request is counted as receiving its body.
     ///
     /// With the body and its model comes, when the whole body is held, the
-    /// moment the request was all there: `t0` if its body was there as soon
+    /// moment the request was all there: its `t0` if its body was there as soon
     /// as it was asked for, else when the last of it was read (the client's
     /// upload is not the proxy's time).
     async fn read_ahead(
         &self,
-        route: &Route,
-        t0: Instant,
-        metered: bool,
+        cx: &Context<'_>,
         parts: &http::request::Parts,
         body: Incoming,
     ) -> Result<(RequestBody, Option<String>, Option<Instant>), ClientBodyError> {
+        let (route, t0, metered) = (cx.route, cx.t0, cx.api.is_some());
         let content_length = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -325,99 +320,56 @@ impl Proxy {
 
     /// Answers a request past its route's `max_in_flight` without calling
     /// the upstream. A metered one is counted under `proxy_error`.
-    #[allow(clippy::too_many_arguments)]
     fn reject(
         &self,
-        t0: Instant,
-        client_addr: SocketAddr,
-        api: Option<Api>,
-        route: &Route,
+        cx: &Context<'_>,
         parts: &http::request::Parts,
         model: Option<&str>,
-        trace: Option<Trace>,
     ) -> Response<ResponseBody> {
+        let route = cx.route;
         let err = ProxyError::Overloaded(route.max_in_flight.unwrap_or_default());
-        self.observers.rejected(&route.name, "max_in_flight");
-        if let Some(api) = api {
-            let mut meter = self.meter(t0, client_addr, api, route, parts, model, trace);
-            meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
-        }
+        self.observers.count(Event::Rejected {
+            route: &route.name,
+            reason: Rejection::MaxInFlight,
+        });
+        self.failed(cx, parts, model, &err);
         tracing::debug!(route = %route.name, "request rejected: max_in_flight reached");
         err.response()
     }
 
-    /// The SLO class the client declares in the route's `slo_header`, if
-    /// it names a defined class.
-    fn declared_class(&self, route: &Route, headers: &HeaderMap) -> Option<&str> {
-        let value = headers.get(route.slo_header.as_ref()?)?.to_str().ok()?;
-        self.classes
-            .get_key_value(value.trim())
-            .map(|(name, _)| name.as_str())
-    }
-
-    /// The objectives the request declares for itself, when its route
-    /// reads them and it declares any: a class of its own. A declaration
-    /// with a value that is not a plausible duration is not used, and each
-    /// such value is counted.
-    fn declared_objectives(&self, route: &Route, headers: &HeaderMap) -> Option<Arc<SloClass>> {
-        let caps = route.slo_request_max.as_ref()?;
-        let values =
-            slo::declared::HEADERS.map(|(_, name)| headers.get(name).map(|v| v.as_bytes()));
-        match slo::declared::declared(values, caps) {
-            Ok(class) => class.map(Arc::new),
-            Err(refused) => {
-                for kind in refused {
-                    self.observers.declaration_refused(&route.name, kind);
-                }
-                tracing::debug!(route = %route.name, "declared objectives refused: not a positive number of milliseconds");
-                None
-            }
+    /// Reports a metered request that ended with `err` before it was sent
+    /// to the upstream.
+    fn failed(
+        &self,
+        cx: &Context<'_>,
+        parts: &http::request::Parts,
+        model: Option<&str>,
+        err: &ProxyError,
+    ) {
+        if let Some(mut meter) = self.meter(cx, parts, model) {
+            meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
         }
     }
 
-    /// The meter of a request that arrived at `t0` from `client_addr`, its
-    /// SLO class chosen from `model` and the class it declares, in `trace`.
-    #[allow(clippy::too_many_arguments)]
+    /// The meter of the request `cx` with the head `parts`, naming `model`,
+    /// when its route meters it. Its observers resolve its SLO class,
+    /// tenant and labels.
     fn meter(
         &self,
-        t0: Instant,
-        client_addr: SocketAddr,
-        api: Api,
-        route: &Route,
+        cx: &Context<'_>,
         parts: &http::request::Parts,
         model: Option<&str>,
-        trace: Option<Trace>,
-    ) -> Meter {
-        let operation = api.operation(parts.uri.path());
-        let (slo, class) = match self.declared_objectives(route, &parts.headers) {
-            Some(own) => (Some(slo::declared::DECLARED), Some(own)),
-            None => {
-                let declared = self.declared_class(route, &parts.headers);
-                let slo = slo_class(route, model, operation, declared);
-                (slo, slo.and_then(|name| self.classes.get(name)).cloned())
-            }
-        };
-        let tenant = route
-            .tenant
-            .as_ref()
-            .map(|source| crate::observe::tenant_of(source, &parts.headers));
+    ) -> Option<Meter> {
+        let api = cx.api?;
         let recorder = self.observers.request(Started {
-            route: &route.name,
-            model,
-            slo,
-            tenant,
-            class,
-            parts,
-            client: client_addr,
-            trace,
+            route: cx.route,
             api,
-            operation,
-            upstream: &route.upstream,
-            otel_provider_name: route.otel_provider_name.as_deref(),
-            stall_threshold: self.stall_threshold,
-            slow_reader_share: self.slow_reader_share,
+            model,
+            parts,
+            client: cx.client,
+            trace: cx.trace,
         });
-        StreamMeter::new(t0, api, self.limits, recorder)
+        Some(StreamMeter::new(cx.t0, api, self.limits, recorder))
     }
 
     fn find_route(&self, req: &Request<Incoming>) -> Option<&RouteState> {
@@ -504,34 +456,6 @@ impl Proxy {
 /// its queue, in milliseconds.
 const QUEUE_TIME: HeaderName = HeaderName::from_static("x-queue-time");
 
-/// The SLO class of a request: the one the client declared (already checked
-/// to be defined), else the one for its model, else the one for its
-/// operation, else the route's.
-fn slo_class<'a>(
-    route: &'a Route,
-    model: Option<&str>,
-    operation: Operation,
-    declared: Option<&'a str>,
-) -> Option<&'a str> {
-    declared
-        .or_else(|| {
-            let model = model?;
-            route
-                .slo_by_model
-                .iter()
-                .find(|(name, _)| name == model)
-                .map(|(_, class)| class.as_str())
-        })
-        .or_else(|| {
-            route
-                .slo_by_operation
-                .iter()
-                .find(|(op, _)| *op == operation)
-                .map(|(_, class)| class.as_str())
-        })
-        .or(route.slo.as_deref())
-}
-
 /// How many idle upstream connections are kept, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Keepalive {
@@ -552,17 +476,14 @@ impl Keepalive {
 fn new_upstream(
     route: &Route,
     keepalive: Keepalive,
-    metrics: &Observers,
+    observers: &Observers,
 ) -> Result<Arc<upstream::UpstreamClient>, rustls::Error> {
-    let closed = metrics.upstream_retries(&route.name, h1::Race::Closed.as_str());
-    let reset = metrics.upstream_retries(&route.name, h1::Race::Reset.as_str());
+    let observers = observers.clone();
+    let name = route.name.clone();
     upstream::UpstreamClient::new(
         route,
         keepalive.max_idle,
         keepalive.idle_timeout,
-        Box::new(move |race| match race {
-            h1::Race::Closed => closed.inc(),
-            h1::Race::Reset => reset.inc(),
-        }),
+        Box::new(move |race| observers.count(Event::Retried { route: &name, race })),
     )
 }

@@ -17,14 +17,15 @@
 //! shutdown, so a connection waits on one channel for both.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use prometheus::IntCounter;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::observe::Observers;
+/// Why a connection was shed (the `reason` it is counted under).
+pub use crate::observe::Shed;
+use crate::observe::{Event, Observers};
 
 /// What the proxy listener's connections are told.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,28 +36,6 @@ pub struct Signal {
     /// The listener is shutting down: connections finish what they are
     /// doing and close.
     pub stopping: bool,
-}
-
-/// Why a connection was shed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shed {
-    /// Kept alive between requests.
-    Idle,
-    /// No complete request head within the overload timeout.
-    Head,
-    /// A request body read ahead that did not arrive within it.
-    Body,
-}
-
-impl Shed {
-    /// The `reason` label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Shed::Idle => "idle",
-            Shed::Head => "head",
-            Shed::Body => "body",
-        }
-    }
 }
 
 /// The proxy listener's open connections, its overload threshold, and the
@@ -70,8 +49,10 @@ pub struct Overload {
     timeout: Duration,
     open: AtomicUsize,
     signal: watch::Sender<Signal>,
-    /// Indexed by `Shed as usize`.
-    shed: [IntCounter; 3],
+    /// Where each shed connection is counted.
+    observers: Observers,
+    /// Connections shed so far, for the log line of an episode's end.
+    shed: AtomicU64,
     /// When the current episode began, and the shed count then.
     episode: Mutex<Option<(Instant, u64)>>,
 }
@@ -91,8 +72,6 @@ impl Overload {
         let high = ((max as f64 * threshold.clamp(0.0, 1.0)).ceil() as usize).clamp(1, max);
         let low = high.saturating_sub((max / 10).max(1)).max(1).min(high);
         let (signal, _) = watch::channel(Signal::default());
-        let shed =
-            [Shed::Idle, Shed::Head, Shed::Body].map(|r| observers.shed_connections(r.as_str()));
         Self {
             max,
             high,
@@ -100,7 +79,8 @@ impl Overload {
             timeout,
             open: AtomicUsize::new(0),
             signal,
-            shed,
+            observers: observers.clone(),
+            shed: AtomicU64::new(0),
             episode: Mutex::new(None),
         }
     }
@@ -151,7 +131,7 @@ impl Overload {
             .episode
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let shed = self.shed_so_far();
+        let shed = self.shed.load(Ordering::Relaxed);
         if overloaded {
             *episode = Some((Instant::now(), shed));
             tracing::warn!(
@@ -171,13 +151,10 @@ impl Overload {
         }
     }
 
-    fn shed_so_far(&self) -> u64 {
-        self.shed.iter().map(IntCounter::get).sum()
-    }
-
     /// Counts a connection shed for `reason`.
     pub fn shed(&self, reason: Shed) {
-        self.shed[reason as usize].inc();
+        self.shed.fetch_add(1, Ordering::Relaxed);
+        self.observers.count(Event::Shed(reason));
     }
 
     /// Tells every connection the listener is shutting down.
@@ -224,14 +201,12 @@ mod tests {
     use super::*;
 
     fn overload(max: usize, threshold: f64) -> Overload {
-        let metrics = crate::observe::metrics::Metrics::new(
-            &crate::config::MetricsSettings::default(),
-            &[],
-            prometheus::Registry::new(),
+        Overload::new(
+            max,
+            threshold,
+            Duration::from_secs(3),
+            &Observers::detached(),
         )
-        .unwrap();
-        let observers = Observers::new(std::sync::Arc::new(metrics), None, None);
-        Overload::new(max, threshold, Duration::from_secs(3), &observers)
     }
 
     #[test]

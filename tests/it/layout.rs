@@ -688,3 +688,98 @@ fn the_config_module_builds_no_json_by_hand() {
         .collect();
     assert!(built.is_empty(), "{}", built.join("\n"));
 }
+
+impl Crates {
+    /// Where a path written in module `from` leads, through every `use`:
+    /// the module it ends in followed by the rest of the path, or, when it
+    /// leaves the crate, the outside crate's path.
+    fn leads_to(&self, from: &[String], segs: &[String], depth: usize) -> Vec<String> {
+        let Some(module) = self.modules.get(from) else {
+            return segs.to_vec();
+        };
+        if depth > 16 || segs.is_empty() {
+            return segs.to_vec();
+        }
+        let (mut cur, rest): (ModPath, &[String]) = match segs[0].as_str() {
+            "crate" => (vec![from[0].clone()], &segs[1..]),
+            "self" => (from.to_vec(), &segs[1..]),
+            "super" => {
+                let ups = segs.iter().take_while(|s| *s == "super").count();
+                (
+                    from[..from.len().saturating_sub(ups)].to_vec(),
+                    &segs[ups..],
+                )
+            }
+            name if module.children.contains(name) => (from.to_vec(), segs),
+            name => match module.imports.get(name) {
+                Some(target) if target[..] != segs[..1] => {
+                    let mut full = target.clone();
+                    full.extend_from_slice(&segs[1..]);
+                    return self.leads_to(from, &full, depth + 1);
+                }
+                _ => return segs.to_vec(),
+            },
+        };
+        for (i, seg) in rest.iter().enumerate() {
+            let Some(m) = self.modules.get(&cur) else {
+                break;
+            };
+            if m.children.contains(seg) {
+                cur.push(seg.clone());
+            } else if let Some(target) = m.imports.get(seg) {
+                let mut full = target.clone();
+                full.extend_from_slice(&rest[i + 1..]);
+                return self.leads_to(&cur.clone(), &full, depth + 1);
+            } else {
+                cur.extend_from_slice(&rest[i..]);
+                return cur;
+            }
+        }
+        cur
+    }
+}
+
+/// Forwarding names no metrics type: what the proxy counts it reports to
+/// `observe` as typed events, and how they are counted (Prometheus, the
+/// metrics module) is `observe`'s alone.
+#[test]
+fn the_proxy_names_no_metrics_type() {
+    let crates = workspace();
+    let proxy = ["tokenmeter", "proxy"].map(String::from);
+    let metrics = ["tokenmeter", "observe", "metrics"].map(String::from);
+    let mut found = Vec::new();
+    for (path, module) in crates.modules.range(proxy.to_vec()..) {
+        if !path.starts_with(&proxy) {
+            break;
+        }
+        let imports = module.imports.values();
+        for r in module.refs.iter().chain(imports) {
+            let to = crates.leads_to(path, r, 0);
+            if to.first().is_some_and(|c| c == "prometheus") || to.starts_with(&metrics) {
+                found.push(format!("{} names {}", module.file.display(), r.join("::")));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check sees a path through a re-export.
+    let source = "
+        mod observe { pub mod metrics { pub struct Counter; } pub use metrics::Counter as C; }
+        mod proxy { use prometheus::IntCounter; fn f(_: crate::observe::C) {} }
+    ";
+    let file = syn::parse_file(source).unwrap();
+    let mut crates = Crates::default();
+    crates.load_items(
+        vec![String::from("tokenmeter")],
+        Path::new("x.rs"),
+        Path::new("."),
+        &file.items,
+    );
+    let from = ["tokenmeter", "proxy"].map(String::from);
+    let led: Vec<Vec<String>> = crates.modules[&from[..]]
+        .refs
+        .iter()
+        .map(|r| crates.leads_to(&from, r, 0))
+        .collect();
+    assert!(led.iter().any(|to| to.starts_with(&metrics)), "{led:?}");
+    assert!(led.iter().any(|to| to[0] == "prometheus"), "{led:?}");
+}

@@ -4,10 +4,9 @@
 use prometheus::{CounterVec, HistogramVec, IntCounterVec, IntGaugeVec};
 
 use super::exemplars::Exemplars;
-use super::labels::Bounded;
 
-/// The families a request touches and the bounds of the labels its client
-/// chooses, built once and shared by every request (one `Arc`).
+/// The families a request touches, built once and shared by every request
+/// (one `Arc`).
 pub(super) struct Families {
     pub(super) ttft: HistogramVec,
     pub(super) ttft_visible: HistogramVec,
@@ -37,11 +36,6 @@ pub(super) struct Families {
     pub(super) slo_requests: IntCounterVec,
     pub(super) slo_violations: IntCounterVec,
     pub(super) slo_good_output_tokens: IntCounterVec,
-    pub(super) models: Bounded,
-    pub(super) tenants: Bounded,
-    /// Whether the histograms carry the tenant (else their `tenant` is
-    /// empty).
-    pub(super) tenant_histograms: bool,
     /// The exemplars of TTFT, TPOT, ITL and E2EL.
     pub(super) exemplars: Exemplars,
 }

@@ -17,10 +17,11 @@
 //! The registry is exposed in the Prometheus text format or, for scrapers
 //! that ask for it, in OpenMetrics with the latency histograms' exemplars
 //! (`openmetrics.rs`, `exemplars.rs`). Beside this file, which registers
-//! the families and counts what the proxy reports of itself: the families
-//! a request touches (`families.rs`), the bounds of the `model` and
-//! `tenant` labels (`labels.rs`), and one request's Prometheus recorder and
-//! live series (`request.rs`).
+//! the families and counts what the proxy reports of itself
+//! ([`Event`]s): the families a request touches (`families.rs`), and one
+//! request's Prometheus recorder and live series (`request.rs`), which
+//! observe the labels resolved for the request (`observe::labels`); the
+//! bounds of the `model` and `tenant` labels are registered here.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,23 +33,20 @@ use prometheus::{
 use tokio::time::Instant;
 
 use crate::config::MetricsSettings;
+use crate::observe::event::{Event, Rejection, Shed};
+use crate::observe::labels::{Bounds, Labels};
 
 use slo::live::Live;
 use slo::{ObjectiveKind, SloClass};
 
-/// Label value of a model or tenant name past the allow-list or the
 use names::{self, Family};
 
 mod exemplars;
 mod families;
-mod labels;
 mod openmetrics;
 mod request;
 
 use families::Families;
-use labels::{Bounded, Labeler};
-pub use labels::{OTHER, UNKNOWN};
-use request::Pending;
 pub use request::{LiveRequest, RequestRecorder, status_class};
 
 pub use exemplars::ExemplarId;
@@ -59,6 +57,8 @@ pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetric
 pub struct Metrics {
     /// What each request touches, shared by all of them.
     families: Arc<Families>,
+    /// The bounds of the `model` and `tenant` labels.
+    bounds: Arc<Bounds>,
     unrouted: IntCounter,
     passthrough: IntCounterVec,
     rejected: IntCounterVec,
@@ -75,7 +75,8 @@ pub struct Metrics {
     open_connections: IntGaugeVec,
     max_connections: IntGaugeVec,
     receiving_body: IntGaugeVec,
-    shed_connections: IntCounterVec,
+    /// Indexed by `Shed as usize`, each series made at start.
+    shed_connections: [IntCounter; 3],
     log_lines_dropped: IntCounter,
     otlp_dropped: IntCounterVec,
     otlp_failures: IntCounterVec,
@@ -182,15 +183,6 @@ impl Metrics {
             slo_requests: counter(names::SLO_REQUESTS)?,
             slo_violations: counter(names::SLO_VIOLATIONS)?,
             slo_good_output_tokens: counter(names::SLO_GOOD_OUTPUT_TOKENS)?,
-            models: Bounded {
-                labeler: Labeler::new(&settings.models),
-                overflow: plain(names::MODEL_OVERFLOW)?,
-            },
-            tenants: Bounded {
-                labeler: Labeler::new(&settings.tenants.bounds),
-                overflow: plain(names::TENANT_OVERFLOW)?,
-            },
-            tenant_histograms: settings.tenants.histograms,
             exemplars: Exemplars::new(
                 [
                     &ttft_buckets,
@@ -201,8 +193,14 @@ impl Metrics {
                 names::TTFT.labels,
             ),
         };
+        let bounds = Bounds::new(
+            settings,
+            plain(names::MODEL_OVERFLOW)?,
+            plain(names::TENANT_OVERFLOW)?,
+        );
         let metrics = Metrics {
             families: Arc::new(families),
+            bounds: Arc::new(bounds),
             unrouted: plain(names::UNROUTED)?,
             passthrough: counter(names::PASSTHROUGH)?,
             rejected: counter(names::REJECTED)?,
@@ -227,7 +225,10 @@ impl Metrics {
             open_connections: gauges(names::OPEN_CONNECTIONS)?,
             max_connections: gauges(names::MAX_CONNECTIONS)?,
             receiving_body: gauges(names::RECEIVING_BODY)?,
-            shed_connections: counter(names::SHED_CONNECTIONS)?,
+            shed_connections: {
+                let shed = counter(names::SHED_CONNECTIONS)?;
+                Shed::ALL.map(|reason| shed.with_label_values(&[reason.as_str()]))
+            },
             log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
             otlp_dropped: counter(names::OTLP_DROPPED)?,
             otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
@@ -361,59 +362,34 @@ impl Metrics {
         String::from_utf8(out).unwrap_or_default()
     }
 
-    /// Resolves the label handles of one metered request and counts it in
-    /// flight. `model` is the request's model name and `tenant` the name
-    /// its route found for it (`None`: the route has no tenant), both
-    /// bounded here; `slo` is the `slo` label. `exemplar`, when the request
-    /// has one, is what its latency observations' exemplars name;
-    /// `operation` is the `operation` label.
-    pub fn request(
-        &self,
-        route: &str,
-        model: Option<&str>,
-        slo: Option<&str>,
-        tenant: Option<&str>,
-        operation: meter::Operation,
-        exemplar: Option<ExemplarId>,
-    ) -> RequestRecorder {
-        let f = &self.families;
-        let mut pending = Pending::default();
-        let model = match model.filter(|m| !m.is_empty()) {
-            None => UNKNOWN.to_owned(),
-            Some(name) => f.models.label(name, &mut pending.model),
-        };
-        let tenant = match tenant {
-            None => String::new(),
-            Some("" | UNKNOWN) => UNKNOWN.to_owned(),
-            Some(OTHER) => {
-                f.tenants.overflow.inc();
-                OTHER.to_owned()
-            }
-            Some(name) => f.tenants.label(name, &mut pending.tenant),
-        };
-        let slo = slo.unwrap_or("").to_owned();
-        let in_flight = f
-            .in_flight
-            .with_label_values(&[route, model.as_str(), slo.as_str()]);
+    /// The bounds of the labels clients choose, by which each request's
+    /// labels are resolved.
+    pub fn bounds(&self) -> &Arc<Bounds> {
+        &self.bounds
+    }
+
+    /// The Prometheus recorder of one metered request of `labels`,
+    /// counted in flight, with the handles of its histograms resolved
+    /// (once its labels are final). `exemplar`, when the request has one,
+    /// is what its latency observations' exemplars name.
+    pub fn request(&self, labels: &Labels, exemplar: Option<ExemplarId>) -> RequestRecorder {
+        let in_flight = self.families.in_flight.with_label_values(&[
+            labels.route(),
+            labels.model(),
+            labels.slo(),
+        ]);
         in_flight.inc();
         let mut recorder = RequestRecorder {
-            families: f.clone(),
-            pending: (pending.model.is_some() || pending.tenant.is_some())
-                .then(|| Box::new(pending)),
+            families: self.families.clone(),
             handles: None,
             in_flight,
-            route: route.to_owned(),
-            model,
-            slo,
-            tenant,
-            operation: operation.name(),
             exemplar,
             max_gap: None,
         };
         // A pending name's are resolved at its response head, to its own
         // label or `other`: none is made before it is known which.
-        if !recorder.histograms_wait() {
-            recorder.handles = Some(recorder.resolve_handles());
+        if !labels.histograms_wait() {
+            recorder.handles = Some(recorder.resolve_handles(labels));
         }
         recorder
     }
@@ -431,17 +407,12 @@ impl Metrics {
         }
     }
 
-    /// The live series of a request of `route` under `slo`, told that the
-    /// request starts now (it is in flight there until it finishes).
-    /// `class_window` is the compliance window of its class, when it has a
-    /// defined one.
-    pub fn live_request(
-        &self,
-        route: &str,
-        slo: Option<&str>,
-        class_window: Option<Duration>,
-    ) -> LiveRequest {
-        let series = self.live.series(route, slo.unwrap_or(""), "");
+    /// The live series of a request of `labels` (its route and class),
+    /// told that the request starts now (it is in flight there until it
+    /// finishes). `class_window` is the compliance window of its class,
+    /// when it has a defined one.
+    pub fn live_request(&self, labels: &Labels, class_window: Option<Duration>) -> LiveRequest {
+        let series = self.live.series(labels.route(), labels.slo(), "");
         series.start(Instant::now());
         LiveRequest {
             series,
@@ -450,35 +421,40 @@ impl Metrics {
         }
     }
 
-    /// Counts a request that matched no route.
-    pub fn unrouted(&self) {
-        self.unrouted.inc();
+    /// Counts what the proxy reports of itself.
+    pub fn count(&self, event: Event<'_>) {
+        match event {
+            Event::Unrouted => self.unrouted.inc(),
+            Event::Passthrough { route } => self.passthrough.with_label_values(&[route]).inc(),
+            Event::Rejected { route, reason } => self
+                .rejected
+                .with_label_values(&[route, reason.as_str()])
+                .inc(),
+            Event::DeclarationRefused { route, objective } => self
+                .declarations_refused
+                .with_label_values(&[route, objective.as_str()])
+                .inc(),
+            Event::Retried { route, race } => self
+                .upstream_retries
+                .with_label_values(&[route, race.as_str()])
+                .inc(),
+            Event::Shed(reason) => self.shed_connections[reason as usize].inc(),
+        }
     }
 
-    /// Counts a request answered without forwarding it; `reason` is one of
-    /// a fixed set (`max_in_flight`, `bad_host`).
-    pub fn rejected(&self, route: &str, reason: &'static str) {
-        self.rejected.with_label_values(&[route, reason]).inc();
-    }
-
-    /// Counts an objective a client declared on `route` that was not a
-    /// plausible duration.
-    pub fn declaration_refused(&self, route: &str, objective: slo::ObjectiveKind) {
-        self.declarations_refused
-            .with_label_values(&[route, objective.as_str()])
-            .inc();
-    }
-
-    /// Declares the rejection series of a route with `max_in_flight`, at 0,
-    /// so that its rate is defined before the first rejection.
-    pub fn limited(&self, route: &str) {
-        self.rejected.with_label_values(&[route, "max_in_flight"]);
-    }
-
-    /// The counter of a route's upstream retries for `reason` (`closed` or
-    /// `reset`).
-    pub fn upstream_retries(&self, route: &str, reason: &'static str) -> IntCounter {
-        self.upstream_retries.with_label_values(&[route, reason])
+    /// Makes the series of a route's own counters, at 0, so that their
+    /// rates are defined before anything happens: its upstream's retries,
+    /// and, when it limits its requests in flight (`limited`), its
+    /// rejections.
+    pub fn route(&self, route: &str, limited: bool) {
+        for race in [h1::Race::Closed, h1::Race::Reset] {
+            self.upstream_retries
+                .with_label_values(&[route, race.as_str()]);
+        }
+        if limited {
+            self.rejected
+                .with_label_values(&[route, Rejection::MaxInFlight.as_str()]);
+        }
     }
 
     /// Counts a request whose body is being read ahead, before it goes to
@@ -489,23 +465,12 @@ impl Metrics {
         ReceivingBody(gauge)
     }
 
-    /// The counter of client connections shed for `reason` while the
-    /// proxy listener was overloaded (`idle`, `head`, `body`).
-    pub fn shed_connections(&self, reason: &'static str) -> IntCounter {
-        self.shed_connections.with_label_values(&[reason])
-    }
-
     /// The gauge of `listener`'s open connections, its limit `max` set.
     pub fn connections(&self, listener: &str, max: usize) -> IntGauge {
         self.max_connections
             .with_label_values(&[listener])
             .set(i64::try_from(max).unwrap_or(i64::MAX));
         self.open_connections.with_label_values(&[listener])
-    }
-
-    /// Counts a request forwarded without metering.
-    pub fn passthrough(&self, route: &str) {
-        self.passthrough.with_label_values(&[route]).inc();
     }
 }
 
@@ -520,9 +485,7 @@ impl Drop for ReceivingBody {
 
 #[cfg(test)]
 mod tests {
-    use super::labels::Label;
     use super::*;
-    use crate::config::LabelBounds;
     use crate::config::MetricsSettings;
 
     /// Every family of the catalogue is registered, and every family the
@@ -544,18 +507,25 @@ mod tests {
             );
         }
         // Families with series are gathered: each is the catalogue's.
-        let _ = m.request(
+        let labels = Labels::resolve(
+            m.bounds(),
             "r",
             Some("m"),
             Some("s"),
             Some("t"),
             meter::Operation::Chat,
-            None,
         );
-        m.rejected("r", "bad_host");
-        m.declaration_refused("r", slo::ObjectiveKind::Ttft);
-        m.passthrough("r");
-        let _ = m.upstream_retries("r", "closed");
+        let _ = m.request(&labels, None);
+        m.count(Event::Rejected {
+            route: "r",
+            reason: Rejection::BadHost,
+        });
+        m.count(Event::DeclarationRefused {
+            route: "r",
+            objective: slo::ObjectiveKind::Ttft,
+        });
+        m.count(Event::Passthrough { route: "r" });
+        m.route("r", true);
         let _ = m.connections("proxy", 1);
         let gathered = registry.gather();
         let catalogue: std::collections::BTreeMap<String, names::Family> =
@@ -579,96 +549,5 @@ mod tests {
             }
         }
         assert!(gathered.len() >= 10, "{}", gathered.len());
-    }
-
-    #[test]
-    fn labels_are_bounded_and_taken_only_on_an_answer() {
-        let l = Labeler::new(&LabelBounds {
-            allow: None,
-            max_distinct: 2,
-        });
-        // A name waits for the upstream's answer; asking again does not
-        // take a slot.
-        assert_eq!(l.label("a"), Label::Pending);
-        assert_eq!(l.label("a"), Label::Pending);
-        assert!(l.admit("a"));
-        assert_eq!(l.label("a"), Label::Use);
-        assert_eq!(l.label("b"), Label::Pending);
-        assert_eq!(l.label("c"), Label::Pending);
-        assert!(l.admit("c"));
-        // The slots are taken: b's answer came too late.
-        assert!(!l.admit("b"));
-        assert_eq!(l.label("b"), Label::Other);
-        assert_eq!(l.label("c"), Label::Use);
-        let l = Labeler::new(&LabelBounds {
-            allow: Some(vec!["x".into()]),
-            max_distinct: 100,
-        });
-        assert_eq!(l.label("x"), Label::Use);
-        assert_eq!(l.label("y"), Label::Other);
-        assert!(l.admit("x") && !l.admit("y"));
-    }
-
-    /// A recorder's labels: names bounded, `unknown` and `other` for what
-    /// names none or no usable one, the tenant empty for a route without
-    /// one and on the histograms unless asked for.
-    #[test]
-    fn a_requests_labels() {
-        use meter::Operation;
-        let mut settings = MetricsSettings::default();
-        settings.tenants.bounds.max_distinct = 1;
-        let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
-        let r = m.request("r", None, None, None, Operation::Chat, None);
-        assert_eq!(r.labels(), ["r", UNKNOWN, "", "", "chat"]);
-        let r = m.request(
-            "r",
-            Some("m"),
-            Some("s"),
-            Some(UNKNOWN),
-            Operation::Chat,
-            None,
-        );
-        assert_eq!(r.labels(), ["r", OTHER, "s", UNKNOWN, "chat"]);
-        let mut r = m.request(
-            "r",
-            Some("m"),
-            Some("s"),
-            Some("acme"),
-            Operation::Chat,
-            None,
-        );
-        assert_eq!(r.labels(), ["r", OTHER, "s", OTHER, "chat"]);
-        r.response_headers(Duration::ZERO, 200);
-        assert_eq!(r.labels(), ["r", "m", "s", "acme", "chat"]);
-        assert_eq!(r.histogram_labels(), ["r", "m", "s", "", "chat"]);
-        // The one slot is taken: another tenant is `other`, counted.
-        let r = m.request(
-            "r",
-            Some("m"),
-            Some("s"),
-            Some("globex"),
-            Operation::Chat,
-            None,
-        );
-        assert_eq!(r.labels(), ["r", "m", "s", OTHER, "chat"]);
-        let _ = m.request(
-            "r",
-            Some("m"),
-            Some("s"),
-            Some(OTHER),
-            Operation::Chat,
-            None,
-        );
-        assert_eq!(m.families.tenants.overflow.get(), 2);
-        // Refused by the upstream: never admitted.
-        settings.tenants.histograms = true;
-        let m = Metrics::new(&settings, &[], Registry::new()).unwrap();
-        let mut r = m.request("r", Some("m"), None, Some("acme"), Operation::Chat, None);
-        assert!(r.handles.is_none());
-        r.response_headers(Duration::ZERO, 404);
-        assert_eq!(r.labels(), ["r", OTHER, "", OTHER, "chat"]);
-        let mut r = m.request("r", Some("m"), None, Some("acme"), Operation::Chat, None);
-        r.response_headers(Duration::ZERO, 200);
-        assert_eq!(r.histogram_labels(), ["r", "m", "", "acme", "chat"]);
     }
 }

@@ -9,23 +9,13 @@ use tokio::time::Instant;
 
 use super::exemplars::{ExemplarId, Exemplified, SeriesExemplars};
 use super::families::Families;
+use crate::observe::labels::Labels;
 use crate::observe::request::Finished;
 use meter::{ParseError, Summary};
 use slo::aggregate::Aggregate;
 use slo::live::{Live, Series};
 use slo::sketch::Sketch;
 use slo::{SloClass, Verdict};
-
-/// Names not yet admitted to a label slot: each is, once the upstream
-/// answers the request with a 2xx, if a slot is still free (so that names
-/// clients make up, which upstreams refuse, never take the slots of real
-/// ones). Until then the request is labelled `other` for it. Boxed: only
-/// the first requests of a new name carry it.
-#[derive(Default)]
-pub(super) struct Pending {
-    pub(super) model: Option<String>,
-    pub(super) tenant: Option<String>,
-}
 
 /// A request's live series, told when it starts and fed once when it
 /// finishes (`/slo`, the error budget, the history).
@@ -67,22 +57,14 @@ impl LiveRequest {
 
 /// The Prometheus recorder of one request: handles of the series touched
 /// while the stream flows are resolved up front; the rest are counted when
-/// it finishes.
+/// it finishes. Its label values are the request's [`Labels`], which its
+/// recorder (`Observed`) holds and hands to each call that needs them.
 pub struct RequestRecorder {
     pub(super) families: Arc<Families>,
-    /// The names waiting for a 2xx to be admitted as labels.
-    pub(super) pending: Option<Box<Pending>>,
     /// The series observed while the stream flows; `None` only while a
     /// name the histograms carry is pending, until the response head.
     pub(super) handles: Option<Handles>,
     pub(super) in_flight: IntGauge,
-    pub(super) route: String,
-    pub(super) model: String,
-    pub(super) slo: String,
-    /// Empty when the route attributes no tenant.
-    pub(super) tenant: String,
-    /// What it asks of the model (`chat`, `embeddings`...).
-    pub(super) operation: &'static str,
     /// What its exemplars name, when it can be found again.
     pub(super) exemplar: Option<ExemplarId>,
     /// Its largest ITL gap so far (seconds): the ITL exemplar.
@@ -90,42 +72,8 @@ pub struct RequestRecorder {
 }
 
 impl RequestRecorder {
-    /// The `tenant` label of its counters (empty when its route has no
-    /// tenant; `other` while its name is pending).
-    pub fn tenant(&self) -> &str {
-        &self.tenant
-    }
-
-    /// The labels of the counters.
-    pub(super) fn labels(&self) -> [&str; 5] {
-        [
-            &self.route,
-            &self.model,
-            &self.slo,
-            &self.tenant,
-            self.operation,
-        ]
-    }
-
-    /// The labels of the histograms: the tenant only when asked for.
-    pub fn histogram_labels(&self) -> [&str; 5] {
-        let tenant = if self.families.tenant_histograms {
-            self.tenant.as_str()
-        } else {
-            ""
-        };
-        [&self.route, &self.model, &self.slo, tenant, self.operation]
-    }
-
-    /// Whether the histograms' labels wait for a pending name.
-    pub(super) fn histograms_wait(&self) -> bool {
-        self.pending.as_ref().is_some_and(|p| {
-            p.model.is_some() || (self.families.tenant_histograms && p.tenant.is_some())
-        })
-    }
-
-    pub(super) fn resolve_handles(&self) -> Handles {
-        let labels = self.histogram_labels();
+    pub(super) fn resolve_handles(&self, labels: &Labels) -> Handles {
+        let labels = labels.histograms();
         let f = &self.families;
         let exemplars = self.exemplar.as_ref().map(|_| f.exemplars.series(&labels));
         Handles {
@@ -175,58 +123,37 @@ pub(super) struct Handles {
     pub(super) exemplars: Option<Arc<SeriesExemplars>>,
 }
 
-impl RequestRecorder {
-    /// The upstream answered with `status`: each pending name is admitted
-    /// on a 2xx (if a slot is free), and this request moves to its label;
-    /// otherwise it stays `other`. Either way its stream's series are
-    /// resolved here.
-    pub(super) fn admit(&mut self, status: u16) {
-        let Some(pending) = self.pending.take() else {
-            return;
-        };
-        let answered = (200..300).contains(&status);
-        let f = self.families.clone();
-        if let Some(name) = pending.model {
-            if answered && f.models.labeler.admit(&name) {
-                let in_flight = f
-                    .in_flight
-                    .with_label_values(&[&self.route, &name, &self.slo]);
-                in_flight.inc();
-                self.in_flight.dec();
-                self.in_flight = in_flight;
-                self.model = name;
-            } else {
-                f.models.overflow.inc();
-            }
-        }
-        if let Some(name) = pending.tenant {
-            if answered && f.tenants.labeler.admit(&name) {
-                self.tenant = name;
-            } else {
-                f.tenants.overflow.inc();
-            }
-        }
-        if self.handles.is_none() {
-            self.handles = Some(self.resolve_handles());
-        }
-    }
-}
-
 /// What the meter reports as the stream flows, observed on the handles
 /// resolved for this request (atomics: no lock, no allocation).
 impl RequestRecorder {
-    pub fn response_headers(&mut self, elapsed: Duration, status: u16) {
-        self.admit(status);
+    /// The response head came `elapsed` after the request's, and the
+    /// upstream's answer made `labels` final (`moved`: its `model` label
+    /// changed, and with it the series it is in flight in). The stream's
+    /// series are resolved here if they waited for it.
+    pub fn response_headers(&mut self, labels: &Labels, moved: bool, elapsed: Duration) {
+        if moved {
+            let in_flight = self.families.in_flight.with_label_values(&[
+                labels.route(),
+                labels.model(),
+                labels.slo(),
+            ]);
+            in_flight.inc();
+            self.in_flight.dec();
+            self.in_flight = in_flight;
+        }
+        if self.handles.is_none() {
+            self.handles = Some(self.resolve_handles(labels));
+        }
         if let Some(h) = &self.handles {
             h.headers.observe(secs(elapsed));
         }
     }
 
-    pub fn first_visible_token(&mut self, ttft: Duration) {
+    pub fn first_visible_token(&mut self, labels: &Labels, ttft: Duration) {
         // Once per request, so resolving the handle here costs nothing per token.
         self.families
             .ttft_visible
-            .with_label_values(&self.histogram_labels())
+            .with_label_values(&labels.histograms())
             .observe(secs(ttft));
     }
 
@@ -247,10 +174,10 @@ impl RequestRecorder {
         }
     }
 
-    pub fn parse_error(&mut self, error: ParseError) {
+    pub fn parse_error(&mut self, labels: &Labels, error: ParseError) {
         self.families
             .parse_errors
-            .with_label_values(&[self.route.as_str(), error.kind()])
+            .with_label_values(&[labels.route(), error.kind()])
             .inc();
     }
 
@@ -258,25 +185,17 @@ impl RequestRecorder {
     /// and its verdict.
     pub fn finish(&mut self, finished: &Finished<'_>) {
         let s = finished.summary;
+        let l = finished.labels;
         self.in_flight.dec();
-        if let Some(pending) = self.pending.take() {
-            // Never admitted (no response head came): reported as `other`.
-            if pending.model.is_some() {
-                self.families.models.overflow.inc();
-            }
-            if pending.tenant.is_some() {
-                self.families.tenants.overflow.inc();
-            }
-        }
         if self.handles.is_none() {
-            self.handles = Some(self.resolve_handles());
+            self.handles = Some(self.resolve_handles(l));
         }
         if let Some(gap) = self.max_gap {
             self.exemplify(Exemplified::Itl, gap);
         }
-        let labels = self.labels();
+        let labels = l.counters();
         let [route, model, slo, tenant, operation] = labels;
-        let histogram = self.histogram_labels();
+        let histogram = l.histograms();
         let f = &self.families;
         f.requests
             .with_label_values(&[
@@ -299,7 +218,7 @@ impl RequestRecorder {
                 .inc_by(gaps.stalled.as_secs_f64());
         }
         if !s.server.is_empty() {
-            self.observe_server_phases(s);
+            self.observe_server_phases(l, s);
         }
         if s.status.is_some() {
             f.client_wait
@@ -351,7 +270,7 @@ impl RequestRecorder {
                 .inc_by(n);
         }
         if let Some((class, verdict)) = finished.judged {
-            self.count_verdict(class, verdict, s);
+            self.count_verdict(l, class, verdict, s);
         }
     }
 }
@@ -360,9 +279,9 @@ impl RequestRecorder {
     /// Observes the server's own phases of a request that reported any,
     /// and the time outside the engine (docs/metrics.md, "Where the time
     /// goes").
-    fn observe_server_phases(&self, s: &Summary) {
+    fn observe_server_phases(&self, labels: &Labels, s: &Summary) {
         let f = &self.families;
-        let histogram = self.histogram_labels();
+        let histogram = labels.histograms();
         for (family, phase) in [
             (&f.server_queue, s.server.queue),
             (&f.server_prefill, s.server.prefill),
@@ -380,7 +299,7 @@ impl RequestRecorder {
             }
             Some(_) => f
                 .outside_engine_negative
-                .with_label_values(&self.labels())
+                .with_label_values(&labels.counters())
                 .inc(),
             None => {}
         }
@@ -390,9 +309,15 @@ impl RequestRecorder {
     /// class is touched, so good, bad and each objective read 0 (not
     /// absent) until something happens, and ratios are defined from the
     /// first request on.
-    pub(super) fn count_verdict(&self, class: &SloClass, verdict: Verdict, s: &Summary) {
+    pub(super) fn count_verdict(
+        &self,
+        labels: &Labels,
+        class: &SloClass,
+        verdict: Verdict,
+        s: &Summary,
+    ) {
         let f = &self.families;
-        let labels = self.labels();
+        let labels = labels.counters();
         let [route, model, slo, tenant, operation] = labels;
         for label in ["good", "bad"] {
             let counter = f

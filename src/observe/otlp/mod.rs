@@ -320,9 +320,10 @@ impl Exported {
     /// What `otlp` will export of the request `r`.
     pub fn new(otlp: &Arc<Otlp>, r: &Started<'_>) -> Self {
         let (operation, well_known) = operation(r.api, r.parts.uri.path());
-        let provider = provider_name(r.otel_provider_name, well_known, r.api);
-        let authority = &r.upstream.authority;
-        let default_port = if r.upstream.scheme == http::uri::Scheme::HTTPS {
+        let provider = provider_name(r.route.otel_provider_name.as_deref(), well_known, r.api);
+        let upstream = &r.route.upstream;
+        let authority = &upstream.authority;
+        let default_port = if upstream.scheme == http::uri::Scheme::HTTPS {
             443
         } else {
             80
@@ -355,11 +356,11 @@ impl Exported {
         }
     }
 
-    /// Hands the finished request, with its label values (route, model,
-    /// slo, tenant, operation), to the export's queue, never waiting.
-    pub fn submit(self, labels: [&str; 5], f: &Finished<'_>) {
+    /// Hands the finished request, with its labels as its histograms have
+    /// them, to the export's queue, never waiting.
+    pub fn submit(self, f: &Finished<'_>) {
         let s = f.summary;
-        let [route, model, slo, tenant, _] = labels;
+        let [route, model, slo, tenant, _] = f.labels.histograms();
         let request = Request {
             route: route.to_owned(),
             model: model.to_owned(),

@@ -1,0 +1,394 @@
+//! A request's labels (`route`, `model`, `slo`, `tenant`, `operation`),
+//! resolved once when it starts and final once the upstream answers, and
+//! the bounds of the two its client chooses (`model`, `tenant`): an
+//! allow-list, or the first names the upstream answered with a 2xx, then
+//! `other`.
+//!
+//! Every observer of a request reads the same [`Labels`]: the Prometheus
+//! recorder, the live series, the access log and the OpenTelemetry
+//! export. None of them decides a label of its own.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use prometheus::IntCounter;
+
+use crate::config::{LabelBounds, MetricsSettings};
+
+/// The label of a request whose body could not be read for its model.
+pub const UNKNOWN: &str = "unknown";
+/// The label of a name past the bounds.
+pub const OTHER: &str = "other";
+
+/// The bounds of the labels clients choose, shared by every request and
+/// kept across reloads (they are the metrics' start-up settings).
+pub struct Bounds {
+    models: Bounded,
+    tenants: Bounded,
+    /// Whether the histograms carry the tenant (else their `tenant` is
+    /// empty).
+    tenant_histograms: bool,
+}
+
+impl Bounds {
+    /// The bounds `settings` give, each name past them counted in its
+    /// `overflow` counter.
+    pub fn new(
+        settings: &MetricsSettings,
+        model_overflow: IntCounter,
+        tenant_overflow: IntCounter,
+    ) -> Self {
+        Self {
+            models: Bounded {
+                labeler: Labeler::new(&settings.models),
+                overflow: model_overflow,
+            },
+            tenants: Bounded {
+                labeler: Labeler::new(&settings.tenants.bounds),
+                overflow: tenant_overflow,
+            },
+            tenant_histograms: settings.tenants.histograms,
+        }
+    }
+}
+
+/// Names not yet admitted to a label slot: each is, once the upstream
+/// answers the request with a 2xx, if a slot is still free (so that names
+/// clients make up, which upstreams refuse, never take the slots of real
+/// ones). Until then the request is labelled `other` for it. Boxed: only
+/// the first requests of a new name carry it.
+struct Pending {
+    bounds: Arc<Bounds>,
+    model: Option<String>,
+    tenant: Option<String>,
+}
+
+/// The label values of one request.
+pub struct Labels {
+    route: String,
+    /// Its model's name, `unknown` (it named none) or `other`.
+    model: String,
+    /// Its SLO class's name; empty when it has none.
+    slo: String,
+    /// Its tenant's name, `unknown` or `other`; empty when its route
+    /// attributes no tenant.
+    tenant: String,
+    /// What it asks of the model (`chat`, `embeddings`...).
+    operation: &'static str,
+    /// Whether the histograms carry the tenant.
+    tenant_histograms: bool,
+    /// The names waiting for a 2xx to be admitted as labels.
+    pending: Option<Box<Pending>>,
+}
+
+impl Labels {
+    /// The labels of a request of `route`, under the SLO class `slo`, for
+    /// `operation`, naming `model` and attributed to `tenant` (`None`: its
+    /// route attributes none), both bounded by `bounds`.
+    pub fn resolve(
+        bounds: &Arc<Bounds>,
+        route: &str,
+        model: Option<&str>,
+        slo: Option<&str>,
+        tenant: Option<&str>,
+        operation: meter::Operation,
+    ) -> Self {
+        let (mut model_pending, mut tenant_pending) = (None, None);
+        let model = match model.filter(|m| !m.is_empty()) {
+            None => UNKNOWN.to_owned(),
+            Some(name) => bounds.models.label(name, &mut model_pending),
+        };
+        let tenant = match tenant {
+            None => String::new(),
+            Some("" | UNKNOWN) => UNKNOWN.to_owned(),
+            Some(OTHER) => {
+                bounds.tenants.overflow.inc();
+                OTHER.to_owned()
+            }
+            Some(name) => bounds.tenants.label(name, &mut tenant_pending),
+        };
+        let pending = (model_pending.is_some() || tenant_pending.is_some()).then(|| {
+            Box::new(Pending {
+                bounds: bounds.clone(),
+                model: model_pending,
+                tenant: tenant_pending,
+            })
+        });
+        Self {
+            route: route.to_owned(),
+            model,
+            slo: slo.unwrap_or("").to_owned(),
+            tenant,
+            operation: operation.name(),
+            tenant_histograms: bounds.tenant_histograms,
+            pending,
+        }
+    }
+
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The `slo` label: empty when the request has no class.
+    pub fn slo(&self) -> &str {
+        &self.slo
+    }
+
+    /// The `tenant` label of its counters (empty when its route has no
+    /// tenant; `other` while its name is pending).
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    /// The labels of the counters.
+    pub fn counters(&self) -> [&str; 5] {
+        [
+            &self.route,
+            &self.model,
+            &self.slo,
+            &self.tenant,
+            self.operation,
+        ]
+    }
+
+    /// The labels of the histograms: the tenant only when asked for.
+    pub fn histograms(&self) -> [&str; 5] {
+        let tenant = if self.tenant_histograms {
+            self.tenant.as_str()
+        } else {
+            ""
+        };
+        [&self.route, &self.model, &self.slo, tenant, self.operation]
+    }
+
+    /// Whether the histograms' labels wait for a pending name.
+    pub fn histograms_wait(&self) -> bool {
+        self.pending
+            .as_ref()
+            .is_some_and(|p| p.model.is_some() || (self.tenant_histograms && p.tenant.is_some()))
+    }
+
+    /// The upstream answered with `status`: each pending name is admitted
+    /// on a 2xx (if a slot is free), and the request moves to its label;
+    /// otherwise it stays `other`, counted. Returns whether the `model`
+    /// label changed.
+    pub fn admit(&mut self, status: u16) -> bool {
+        let Some(pending) = self.pending.take() else {
+            return false;
+        };
+        let answered = (200..300).contains(&status);
+        let bounds = &pending.bounds;
+        let mut moved = false;
+        if let Some(name) = pending.model {
+            if answered && bounds.models.labeler.admit(&name) {
+                self.model = name;
+                moved = true;
+            } else {
+                bounds.models.overflow.inc();
+            }
+        }
+        if let Some(name) = pending.tenant {
+            if answered && bounds.tenants.labeler.admit(&name) {
+                self.tenant = name;
+            } else {
+                bounds.tenants.overflow.inc();
+            }
+        }
+        moved
+    }
+
+    /// The request ended without an answer: a name still pending was never
+    /// admitted, and is reported (and counted) as `other`.
+    pub fn settle(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            if pending.model.is_some() {
+                pending.bounds.models.overflow.inc();
+            }
+            if pending.tenant.is_some() {
+                pending.bounds.tenants.overflow.inc();
+            }
+        }
+    }
+}
+
+/// The bounds of one label clients choose, and the counter of the requests
+/// reported as `other` for it.
+struct Bounded {
+    labeler: Labeler,
+    /// Counts the requests reported as `other` for it.
+    overflow: IntCounter,
+}
+
+impl Bounded {
+    /// The label of a request naming `name` (not empty), or `other` while
+    /// it is pending (set in `pending`) or refused (counted).
+    fn label(&self, name: &str, pending: &mut Option<String>) -> String {
+        match self.labeler.label(name) {
+            Label::Use => name.to_owned(),
+            Label::Pending => {
+                *pending = Some(name.to_owned());
+                OTHER.to_owned()
+            }
+            Label::Other => {
+                self.overflow.inc();
+                OTHER.to_owned()
+            }
+        }
+    }
+}
+
+/// Bounds the values of a label clients choose (`model`, `tenant`).
+struct Labeler {
+    allow: Option<HashSet<String>>,
+    max_distinct: usize,
+    /// Names admitted so far without an allow-list.
+    seen: Mutex<HashSet<String>>,
+}
+
+impl Labeler {
+    fn new(cfg: &LabelBounds) -> Self {
+        Self {
+            allow: cfg.allow.as_ref().map(|a| a.iter().cloned().collect()),
+            max_distinct: cfg.max_distinct,
+            seen: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// What label a request naming `name` gets: its own, `other` for now
+    /// (a name not admitted yet while slots are free), or `other` for good
+    /// (not allow-listed, or no slot left).
+    fn label(&self, name: &str) -> Label {
+        match &self.allow {
+            Some(allow) if allow.contains(name) => Label::Use,
+            Some(_) => Label::Other,
+            None => {
+                let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                if seen.contains(name) {
+                    Label::Use
+                } else if seen.len() < self.max_distinct {
+                    Label::Pending
+                } else {
+                    Label::Other
+                }
+            }
+        }
+    }
+
+    /// Admits `name` to a label slot (the upstream answered it), if it has
+    /// one or one is free.
+    fn admit(&self, name: &str) -> bool {
+        if let Some(allow) = &self.allow {
+            return allow.contains(name);
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(name) {
+            return true;
+        }
+        if seen.len() < self.max_distinct {
+            seen.insert(name.to_owned());
+            return true;
+        }
+        false
+    }
+}
+
+/// What label a request's name gets.
+#[derive(Debug, PartialEq, Eq)]
+enum Label {
+    Use,
+    /// Not admitted yet: `other` until the upstream answers it with a 2xx.
+    Pending,
+    Other,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meter::Operation;
+
+    /// Bounds of `settings`, with their overflow counters (model, tenant).
+    fn bounds(settings: &MetricsSettings) -> (Arc<Bounds>, IntCounter, IntCounter) {
+        let models = IntCounter::new("models", "models").unwrap();
+        let tenants = IntCounter::new("tenants", "tenants").unwrap();
+        let bounds = Bounds::new(settings, models.clone(), tenants.clone());
+        (Arc::new(bounds), models, tenants)
+    }
+
+    #[test]
+    fn labels_are_bounded_and_taken_only_on_an_answer() {
+        let l = Labeler::new(&LabelBounds {
+            allow: None,
+            max_distinct: 2,
+        });
+        // A name waits for the upstream's answer; asking again does not
+        // take a slot.
+        assert_eq!(l.label("a"), Label::Pending);
+        assert_eq!(l.label("a"), Label::Pending);
+        assert!(l.admit("a"));
+        assert_eq!(l.label("a"), Label::Use);
+        assert_eq!(l.label("b"), Label::Pending);
+        assert_eq!(l.label("c"), Label::Pending);
+        assert!(l.admit("c"));
+        // The slots are taken: b's answer came too late.
+        assert!(!l.admit("b"));
+        assert_eq!(l.label("b"), Label::Other);
+        assert_eq!(l.label("c"), Label::Use);
+        let l = Labeler::new(&LabelBounds {
+            allow: Some(vec!["x".into()]),
+            max_distinct: 100,
+        });
+        assert_eq!(l.label("x"), Label::Use);
+        assert_eq!(l.label("y"), Label::Other);
+        assert!(l.admit("x") && !l.admit("y"));
+    }
+
+    /// A request's labels: names bounded, `unknown` and `other` for what
+    /// names none or no usable one, the tenant empty for a route without
+    /// one and on the histograms unless asked for.
+    #[test]
+    fn a_requests_labels() {
+        let mut settings = MetricsSettings::default();
+        settings.tenants.bounds.max_distinct = 1;
+        let (b, _, tenants) = bounds(&settings);
+        let chat = Operation::Chat;
+        let r = Labels::resolve(&b, "r", None, None, None, chat);
+        assert_eq!(r.counters(), ["r", UNKNOWN, "", "", "chat"]);
+        let r = Labels::resolve(&b, "r", Some("m"), Some("s"), Some(UNKNOWN), chat);
+        assert_eq!(r.counters(), ["r", OTHER, "s", UNKNOWN, "chat"]);
+        let mut r = Labels::resolve(&b, "r", Some("m"), Some("s"), Some("acme"), chat);
+        assert_eq!(r.counters(), ["r", OTHER, "s", OTHER, "chat"]);
+        assert!(r.admit(200), "the model label moved");
+        assert_eq!(r.counters(), ["r", "m", "s", "acme", "chat"]);
+        assert_eq!(r.histograms(), ["r", "m", "s", "", "chat"]);
+        // The one slot is taken: another tenant is `other`, counted.
+        let r = Labels::resolve(&b, "r", Some("m"), Some("s"), Some("globex"), chat);
+        assert_eq!(r.counters(), ["r", "m", "s", OTHER, "chat"]);
+        let _ = Labels::resolve(&b, "r", Some("m"), Some("s"), Some(OTHER), chat);
+        assert_eq!(tenants.get(), 2);
+        // Refused by the upstream: never admitted.
+        settings.tenants.histograms = true;
+        let (b, models, _) = bounds(&settings);
+        let mut r = Labels::resolve(&b, "r", Some("m"), None, Some("acme"), chat);
+        assert!(r.histograms_wait());
+        assert!(!r.admit(404));
+        assert_eq!(r.counters(), ["r", OTHER, "", OTHER, "chat"]);
+        assert!(!r.histograms_wait());
+        let mut r = Labels::resolve(&b, "r", Some("m"), None, Some("acme"), chat);
+        r.admit(200);
+        assert_eq!(r.histograms(), ["r", "m", "", "acme", "chat"]);
+        // Never answered: counted as `other` when it ends.
+        let mut r = Labels::resolve(&b, "r", Some("n"), None, None, chat);
+        let before = models.get();
+        r.settle();
+        assert_eq!(models.get(), before + 1);
+        assert_eq!(r.model(), OTHER);
+    }
+}
