@@ -34,8 +34,13 @@
 //! `/config` shows it, unknown-key messages offer it, and a bad value is
 //! reported with its line, column and key, with nothing else to write. A
 //! key that only a restart applies is also one line in [`RESTART_ONLY`]. A
-//! new section is a struct like `ProxySettings`, a field of `Config`, a
-//! field of `raw::RawConfig` and a line in `raw/read.rs`'s `known_keys`.
+//! new section is a struct like `ProxySettings` (with `Serialize`,
+//! `Deserialize`, `#[serde(default)]` and a `Default` impl), a field of
+//! `Config`, the same field as an `Option` in `raw::RawConfig`, its line in
+//! `raw/read.rs`'s `known_keys` (so an unknown key in it is named and a
+//! near one offered), and its default where `load/document.rs` builds a
+//! `Config` (from a file: `raw.section.clone().unwrap_or_default()`; from
+//! flags alone: `Default::default()`).
 
 mod kind;
 mod load;
