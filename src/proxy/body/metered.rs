@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use super::idle::Activity;
 use crate::observe::Observed;
-use crate::proxy::blame::Blame;
-use meter::{Outcome, Recorder, StreamMeter};
+use crate::proxy::blame::{Blame, Fault};
+use meter::{Recorder, StreamMeter};
 
 /// `inner`, each frame stamped with one clock reading and shown to the
 /// meter by shared reference, then returned as it came.
@@ -131,7 +131,7 @@ impl<B, R: Recorder> Activity for Metered<B, R> {
 
     fn timed_out(&mut self, now: Instant) {
         if let Some(m) = self.meter.as_mut() {
-            m.fail(now, Outcome::Timeout, None);
+            m.fail(now, Fault::Timeout.outcome(), None);
         }
     }
 }
@@ -145,7 +145,7 @@ mod tests {
 
     use super::*;
     use crate::proxy::body::testing::{Item, TestBody, frame};
-    use meter::{Api, Limits, ParseError, Summary};
+    use meter::{Api, Limits, Outcome, ParseError, Summary};
 
     /// Keeps the summary of the request, and counts finishes.
     #[derive(Default, Clone)]

@@ -82,6 +82,11 @@ fn upstream_for(
 
 /// The test CA's server side, offering `http/1.1` by ALPN.
 fn acceptor() -> tokio_rustls::TlsAcceptor {
+    acceptor_offering(b"http/1.1")
+}
+
+/// The test CA's server side, offering `alpn`.
+fn acceptor_offering(alpn: &[u8]) -> tokio_rustls::TlsAcceptor {
     use rustls::pki_types::pem::PemObject as _;
     let certs = rustls::pki_types::CertificateDer::pem_file_iter(tls_dir().join("server.pem"))
         .unwrap()
@@ -97,7 +102,7 @@ fn acceptor() -> tokio_rustls::TlsAcceptor {
     .with_no_client_auth()
     .with_single_cert(certs, key)
     .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
@@ -573,5 +578,63 @@ async fn a_streamed_request_body_goes_out_chunked(tls: bool) {
     assert_eq!(
         got,
         "POST /up HTTP/1.1\r\nhost: up\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    );
+}
+
+/// A response body that never ends, and never sends a frame.
+struct Silent;
+
+impl http_body::Body for Silent {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
+
+/// Over HTTP/2, an upstream that answers at once while the client's body
+/// is still being sent: when that body stalls, hyper resets the stream, and
+/// the response body's failure is the client's, not the upstream's.
+#[tokio::test]
+async fn over_h2_the_request_body_failing_after_the_head_is_the_clients() {
+    use crate::proxy::blame::{Blame, Fault};
+    use crate::proxy::client_body::BodyTimeout;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let tls = acceptor_offering(b"h2").accept(sock).await.unwrap();
+        let svc = hyper::service::service_fn(|_: Request<hyper::body::Incoming>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Silent))
+        });
+        let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+            .await;
+    });
+    let (upstream, _) = upstream_for(addr, true);
+    let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
+    let idle = Duration::from_millis(200);
+    let mut req = Request::new(RequestBody::streaming(ClientBody::new(incoming, idle)));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = format!("https://localhost:{}/up", addr.port())
+        .parse()
+        .unwrap();
+    let resp = send(&upstream, req).await.expect("a response head");
+    assert!(matches!(resp.body(), super::FromUpstream::Client(_)));
+    let mut body = resp.into_body();
+    let err = tokio::time::timeout(Duration::from_secs(5), body.frame())
+        .await
+        .expect("the stream's reset")
+        .expect("an error, not the end")
+        .unwrap_err();
+    assert_eq!(
+        err.fault(),
+        Fault::ClientTimeout(BodyTimeout::Idle(idle)),
+        "{err}"
     );
 }
