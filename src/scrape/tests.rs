@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use telemetry::{GpuLabel, GpuSelector, Server};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -98,7 +98,10 @@ impl TestServer {
     }
 }
 
-async fn serve(mut socket: TcpStream, answer: Answer, written: &AtomicU64) {
+async fn serve<S>(mut socket: S, answer: Answer, written: &AtomicU64)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     if matches!(answer, Answer::Close) {
         return;
     }
@@ -533,4 +536,170 @@ fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
         ..EngineFigures::default()
     });
     assert_eq!(no_queue.engine_load_at("chat", "any", at), None);
+}
+
+/// A self-signed certificate for `127.0.0.1`, its key, and a TLS client
+/// that trusts it and offers `h2` first, as a route's does.
+fn self_signed() -> (
+    rustls::pki_types::CertificateDer<'static>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+    Arc<rustls::ClientConfig>,
+) {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let cert = made.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.clone()).unwrap();
+    let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    (cert, key, Arc::new(client))
+}
+
+/// An HTTPS server answering `answer`, offering `h2` and `http/1.1`.
+async fn tls_server(
+    answer: Answer,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> http::Uri {
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(socket).await {
+                    serve(tls, answer, &AtomicU64::new(0)).await;
+                }
+            });
+        }
+    });
+    format!("https://{addr}/metrics").parse().unwrap()
+}
+
+#[tokio::test]
+async fn https_is_verified_against_the_target_s_roots_and_spoken_in_http_1_1() {
+    let (cert, key, client) = self_signed();
+    let url = tls_server(Answer::Page(VLLM), cert, key).await;
+    let plain = TestServer::start(Answer::Close).await;
+    let mut trusted = target("trusted", Kind::Engine, url.clone());
+    trusted.tls = Some(client.clone());
+    // Without the roots, the web PKI's do not know the certificate.
+    let untrusted = target("untrusted", Kind::Engine, url);
+    // A handshake the server ends.
+    let mut not_tls = target(
+        "not_tls",
+        Kind::Engine,
+        format!("https://{}/metrics", plain.addr).parse().unwrap(),
+    );
+    not_tls.tls = Some(client);
+    let shutdown = CancellationToken::new();
+    let scraper = Scraper::start(vec![trusted, untrusted, not_tls], &shutdown).unwrap();
+    let readings = scraper.readings();
+    attempts(readings, 0, 1).await;
+    assert_eq!(readings.engine_load("trusted", MODEL), Some(MODEL_LOAD));
+    for (index, route) in [(1, "untrusted"), (2, "not_tls")] {
+        attempts(readings, index, 1).await;
+        assert_eq!(
+            failures(readings, route, Source::Engine),
+            [(Reason::Tls, 1)],
+            "{route}"
+        );
+    }
+}
+
+/// Log lines, as the formatter writes them.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_failing_target_is_logged_once_per_episode_with_its_url_redacted() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // The test's runtime runs every task on this thread. A second
+    // dispatcher, held alive, makes tracing ask every live dispatcher about
+    // a callsite that another test's thread registers first; with one, it
+    // would ask only that thread's (none) and cache that nobody listens.
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let _second = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let _logging = tracing::dispatcher::set_default(&dispatch);
+    tracing::callsite::rebuild_interest_cache();
+
+    let server = TestServer::start(Answer::Close).await;
+    let mut chat = target(
+        "chat",
+        Kind::Engine,
+        format!("http://user:secret@{}/metrics?token=secret", server.addr)
+            .parse()
+            .unwrap(),
+    );
+    chat.shown_url = format!("http://***@{}/metrics?token=<redacted>", server.addr);
+    chat.interval = Duration::from_millis(200);
+    chat.timeout = Duration::from_millis(150);
+    let shutdown = CancellationToken::new();
+    let scraper = Scraper::start(vec![chat], &shutdown).unwrap();
+    let readings = scraper.readings();
+    attempts(readings, 0, 3).await;
+    server.answer(Answer::Page(VLLM));
+    let mut attempt = attempted(readings, 0);
+    while readings.engine_load("chat", MODEL).is_none() {
+        attempt += 1;
+        attempts(readings, 0, attempt).await;
+    }
+    server.answer(Answer::Close);
+    attempts(readings, 0, attempt + 2).await;
+    drop(scraper);
+
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let failing: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("scrape failing"))
+        .collect();
+    let recovered = lines
+        .iter()
+        .filter(|l| l.contains("scrape recovered"))
+        .count();
+    assert_eq!(failing.len(), 2, "{log}");
+    assert_eq!(recovered, 1, "{log}");
+    assert!(
+        failing
+            .iter()
+            .all(|l| l.contains("WARN") && l.contains("reason=\"http\"")),
+        "{log}"
+    );
+    assert!(log.contains("metrics?token=<redacted>"), "{log}");
+    assert!(!log.contains("secret"), "{log}");
 }
