@@ -275,46 +275,44 @@ async fn each_failure_is_counted_under_its_reason_and_serves_nothing() {
         ),
         ("hanging", Answer::Hang, Reason::Timeout),
     ];
+    // Each endpoint is scraped as an engine and as a DCGM exporter: both
+    // fail alike, each under its own source.
     let mut servers = Vec::new();
-    let mut targets = vec![target(
+    let mut expected = vec![(
         "down",
-        Kind::Engine,
         format!("http://{down}/metrics").parse().unwrap(),
+        Reason::Connect,
     )];
-    for (route, answer, _) in cases {
+    for (route, answer, reason) in cases {
         let server = TestServer::start(answer).await;
-        targets.push(target(route, Kind::Engine, server.url()));
+        expected.push((route, server.url(), reason));
         servers.push(server);
     }
-    // The GPU scraper fails alike, under its own source.
-    let gpu = TestServer::start(Answer::Page(VLLM)).await;
-    targets.push(target("unknown", Kind::Gpu(GpuSelector::all()), gpu.url()));
+    let targets = expected
+        .iter()
+        .flat_map(|(route, url, _)| {
+            [Kind::Engine, Kind::Gpu(GpuSelector::all())]
+                .map(|kind| target(route, kind, url.clone()))
+        })
+        .collect();
     let shutdown = CancellationToken::new();
     let scraper = Scraper::start(targets, &shutdown).unwrap();
     let readings = scraper.readings();
 
-    let expected = std::iter::once(("down", Source::Engine, Reason::Connect))
-        .chain(
-            cases
-                .iter()
-                .map(|(r, _, reason)| (*r, Source::Engine, *reason)),
-        )
-        .chain(std::iter::once((
-            "unknown",
-            Source::Gpu,
-            Reason::Unrecognized,
-        )));
-    for (index, (route, source, reason)) in expected.enumerate() {
+    let sources = expected.iter().flat_map(|(route, _, reason)| {
+        [Source::Engine, Source::Gpu].map(|source| (*route, source, *reason))
+    });
+    for (index, (route, source, reason)) in sources.enumerate() {
         attempts(readings, index, 2).await;
         let counts = failures(readings, route, source);
-        assert_eq!(counts.len(), 1, "{route}: {counts:?}");
-        assert_eq!(counts[0].0, reason, "{route}");
+        assert_eq!(counts.len(), 1, "{route} {source:?}: {counts:?}");
+        assert_eq!(counts[0].0, reason, "{route} {source:?}");
         // Counted once per scrape: every scrape so far failed alike (the
         // scrape that is now under way may have been counted already).
         let n = counts[0].1;
         assert!(
             (2..=attempted(readings, index) + 1).contains(&n),
-            "{route}: {n}"
+            "{route} {source:?}: {n}"
         );
     }
     assert!(readings.snapshot().is_empty());
