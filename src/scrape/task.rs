@@ -2,7 +2,7 @@
 //! failure into the target's slot, and a log line per episode of failure.
 //!
 //! The page is parsed on the blocking pool: a page of a few MiB takes
-//! milliseconds to read, which the runtime's threads spend forwarding.
+//! milliseconds to read, time the runtime's threads owe to forwarding.
 
 use std::sync::Arc;
 
