@@ -17,12 +17,16 @@
 //!   recorder the meter reports into and the fan-out of its end to the
 //!   Prometheus metrics, the live SLO windows, the access log and the
 //!   OpenTelemetry export; trace context and tenants.
+//! - [`scrape`]: each route's inference server and GPUs, their own
+//!   Prometheus pages scraped on an interval off the forwarding path, and
+//!   their latest fresh readings and failure counts.
 //! - [`dashboard`]: the Grafana dashboard, built from the SLO classes.
 //! - [`config`]: YAML, validated into immutable runtime types.
 //!
 //! The crates: `h1` (the HTTP/1.1 upstream client), `slo` (classes,
 //! judging, live windows, rules), `meter` (bytes of a response → token
-//! events, usage, outcome), `names` (the metric catalogue), `sim` (the
+//! events, usage, outcome), `names` (the metric catalogue), `telemetry`
+//! (reading an engine's and a DCGM exporter's pages), `sim` (the
 //! simulator of the tests, the demo and the benchmark), and `bench` (the
 //! benchmark rig, the `tokenmeter-bench` binary, outside the product).
 
@@ -32,3 +36,4 @@ pub mod config;
 pub mod dashboard;
 pub mod observe;
 pub mod proxy;
+pub mod scrape;

@@ -1,0 +1,116 @@
+//! Scraping each route's inference server and GPUs: their own Prometheus
+//! pages, fetched on an interval by a task per target, read with
+//! `telemetry`, and kept as each target's latest reading for the exporter
+//! and the request path to read.
+//!
+//! The scraper is off the forwarding path: no request ever waits on a
+//! scrape, and a read of the latest reading is an atomic load
+//! ([`Readings`]). An endpoint that is down, refuses, hangs, answers an
+//! error, garbage, a body over its bound or a page of names it does not
+//! know changes nothing but its own figures: each failure is counted by
+//! route, source and [`Reason`], logged once per episode (a warning when
+//! the target starts failing, an information when it recovers), and its
+//! last reading is served for [`STALE_AFTER_INTERVALS`] intervals, then
+//! removed rather than frozen.
+//!
+//! Its input is its own [`Target`], so that it knows nothing of the
+//! configuration's shape, and it registers no metric family: the exporter
+//! reads [`Readings::snapshot`] and [`Readings::failures`].
+//!
+//! The parts, lowest first: what is scraped and how it fails
+//! (`target.rs`), one GET bounded in bytes (`fetch.rs`), the store of
+//! readings and failure counts (`store.rs`), and the task of one target
+//! (`task.rs`).
+
+mod fetch;
+mod store;
+mod target;
+mod task;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+pub use store::{FailureCount, Latest, Reading, Readings, Snapshot};
+pub use target::{
+    DEFAULT_MAX_BODY, Error, Failure, Kind, Reason, STALE_AFTER_INTERVALS, Source, Target,
+};
+
+use fetch::Endpoint;
+use store::Slot;
+use task::Job;
+
+/// The running scrapes of a set of targets. Dropping it stops them, as
+/// does the cancellation token it was started under; its [`Readings`]
+/// outlive it, and go stale.
+pub struct Scraper {
+    readings: Readings,
+    /// Fires on drop: the tasks watch it.
+    stop: CancellationToken,
+}
+
+impl Scraper {
+    /// Checks every target, then spawns the task of each on the current
+    /// tokio runtime; they stop when `shutdown` fires or the scraper is
+    /// dropped. A reading is served for its target once its first scrape
+    /// succeeds.
+    pub fn start(targets: Vec<Target>, shutdown: &CancellationToken) -> Result<Self, Error> {
+        let mut seen = HashSet::new();
+        let mut jobs = Vec::with_capacity(targets.len());
+        for target in targets {
+            let source = target.kind.source();
+            if !seen.insert((target.route.clone(), source)) {
+                return Err(Error::Duplicate {
+                    route: target.route,
+                    source_label: source.as_str(),
+                });
+            }
+            if target.timeout.is_zero() || target.timeout >= target.interval {
+                return Err(Error::Timing {
+                    route: target.route,
+                    source_label: source.as_str(),
+                });
+            }
+            let endpoint = Endpoint::new(
+                &target.route,
+                &target.url,
+                &target.shown_url,
+                target.tls.as_ref(),
+            )?;
+            jobs.push((target, endpoint));
+        }
+        let slots: Arc<[Slot]> = jobs
+            .iter()
+            .map(|(target, _)| Slot::new(&target.route, target.kind.source(), target.interval))
+            .collect();
+        let stop = shutdown.child_token();
+        for (slot, (target, endpoint)) in jobs.into_iter().enumerate() {
+            let job = Job {
+                target,
+                endpoint,
+                slots: slots.clone(),
+                slot,
+            };
+            tokio::spawn(job.run(stop.clone()));
+        }
+        Ok(Self {
+            readings: Readings { slots },
+            stop,
+        })
+    }
+
+    /// The read side: cheap to clone, never waits.
+    pub fn readings(&self) -> &Readings {
+        &self.readings
+    }
+}
+
+impl Drop for Scraper {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,195 @@
+//! The latest reading of each target and its failure counts, where the
+//! scraping tasks write and everyone else reads.
+//!
+//! A task replaces a target's reading whole (`ArcSwapOption::store`), so a
+//! reader never waits: a read is an atomic load and a comparison of
+//! instants, short enough for the request path. A reading older than
+//! [`STALE_AFTER_INTERVALS`] intervals is not served, whether or not its
+//! task has removed it yet. Failures are atomics that only grow.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use telemetry::{EngineReading, GpuAggregate};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::target::{Reason, STALE_AFTER_INTERVALS, Source};
+
+/// What one scrape read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    /// The server and its figures per model.
+    Engine(EngineReading),
+    /// The target's selected GPUs, aggregated.
+    Gpu(GpuAggregate),
+}
+
+/// A target's latest reading, with when it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Latest {
+    /// When the scrape that read it ended.
+    pub at: Instant,
+    pub reading: Reading,
+}
+
+/// A fresh reading of one target, as [`Readings::snapshot`] lists it.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub route: Arc<str>,
+    pub source: Source,
+    pub latest: Arc<Latest>,
+}
+
+/// The failures of one target for one reason, since the scraper started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureCount {
+    pub route: Arc<str>,
+    pub source: Source,
+    pub reason: Reason,
+    pub count: u64,
+}
+
+/// One target's place in the store.
+pub(super) struct Slot {
+    pub(super) route: Arc<str>,
+    pub(super) source: Source,
+    /// The reading is served for this long after it was read.
+    fresh_for: Duration,
+    latest: ArcSwapOption<Latest>,
+    /// Indexed by [`Reason::index`].
+    failures: [AtomicU64; Reason::ALL.len()],
+    /// Scrapes ended, successful or not: what the tests await instead of
+    /// sleeping.
+    attempts: watch::Sender<u64>,
+}
+
+impl Slot {
+    pub(super) fn new(route: &str, source: Source, interval: Duration) -> Self {
+        Self {
+            route: Arc::from(route),
+            source,
+            fresh_for: interval.saturating_mul(STALE_AFTER_INTERVALS),
+            latest: ArcSwapOption::empty(),
+            failures: Default::default(),
+            attempts: watch::Sender::new(0),
+        }
+    }
+
+    /// The latest reading, if it is fresh at `now`.
+    pub(super) fn fresh(&self, now: Instant) -> Option<Arc<Latest>> {
+        self.latest
+            .load_full()
+            .filter(|latest| now.saturating_duration_since(latest.at) <= self.fresh_for)
+    }
+
+    pub(super) fn store(&self, latest: Latest) {
+        self.latest.store(Some(Arc::new(latest)));
+    }
+
+    /// Counts a failure, and removes the reading once it is stale so that
+    /// its memory goes too.
+    pub(super) fn fail(&self, reason: Reason, now: Instant) {
+        self.failures[reason.index()].fetch_add(1, Ordering::Relaxed);
+        if self.latest.load().is_some() && self.fresh(now).is_none() {
+            self.latest.store(None);
+        }
+    }
+
+    pub(super) fn attempted(&self) {
+        self.attempts.send_modify(|n| *n += 1);
+    }
+
+    /// The latest reading, fresh or not.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> Option<Arc<Latest>> {
+        self.latest.load_full()
+    }
+
+    #[cfg(test)]
+    pub(super) fn attempts(&self) -> watch::Receiver<u64> {
+        self.attempts.subscribe()
+    }
+}
+
+/// The read side of a scraper: cheap to clone, never waits.
+#[derive(Clone)]
+pub struct Readings {
+    pub(super) slots: Arc<[Slot]>,
+}
+
+impl Readings {
+    /// The requests running and waiting on `route`'s engine at its latest
+    /// fresh scrape, for `model`: the figures of the model the page names
+    /// so, else those of a page that names no model (a server of one
+    /// model). `None` when the route's engine is not scraped, its reading
+    /// is stale, the model is not on the page, or either figure is
+    /// unknown.
+    pub fn engine_load(&self, route: &str, model: &str) -> Option<f64> {
+        self.engine_load_at(route, model, Instant::now())
+    }
+
+    pub(super) fn engine_load_at(&self, route: &str, model: &str, now: Instant) -> Option<f64> {
+        let latest = self.slot(route, Source::Engine)?.fresh(now)?;
+        let Reading::Engine(engine) = &latest.reading else {
+            return None;
+        };
+        let reading = engine
+            .models
+            .iter()
+            .find(|m| m.model.as_deref() == Some(model))
+            .or_else(|| engine.models.iter().find(|m| m.model.is_none()))?;
+        Some(reading.figures.running? + reading.figures.waiting?)
+    }
+
+    /// The latest fresh reading of `route`'s target of `source`.
+    pub fn latest(&self, route: &str, source: Source) -> Option<Arc<Latest>> {
+        self.slot(route, source)?.fresh(Instant::now())
+    }
+
+    /// Every target's latest fresh reading, in the order the targets were
+    /// given; a target without one is left out (its figures have no
+    /// sample).
+    pub fn snapshot(&self) -> Vec<Snapshot> {
+        self.snapshot_at(Instant::now())
+    }
+
+    pub(super) fn snapshot_at(&self, now: Instant) -> Vec<Snapshot> {
+        self.slots
+            .iter()
+            .filter_map(|slot| {
+                Some(Snapshot {
+                    route: slot.route.clone(),
+                    source: slot.source,
+                    latest: slot.fresh(now)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Every target's failure count for every reason, zeros included, in
+    /// the order the targets were given and then of [`Reason::ALL`].
+    pub fn failures(&self) -> Vec<FailureCount> {
+        self.slots
+            .iter()
+            .flat_map(|slot| {
+                Reason::ALL.into_iter().map(|reason| FailureCount {
+                    route: slot.route.clone(),
+                    source: slot.source,
+                    reason,
+                    count: slot.failures[reason.index()].load(Ordering::Relaxed),
+                })
+            })
+            .collect()
+    }
+
+    /// The targets are few (one or two per route): a scan is shorter than
+    /// hashing the route.
+    fn slot(&self, route: &str, source: Source) -> Option<&Slot> {
+        self.slots
+            .iter()
+            .find(|slot| slot.source == source && &*slot.route == route)
+    }
+}
