@@ -29,6 +29,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
+use super::linger::Linger;
+
 /// The oldest a receive stamp may be and still date `t0`.
 pub const MAX_AGE: Duration = Duration::from_secs(10);
 
@@ -55,7 +57,15 @@ pub fn enable(listener: &TcpListener) -> io::Result<()> {
 pub fn stamped(stream: TcpStream) -> (Stamped, Arrival) {
     let latest = Arc::new(AtomicU64::new(0));
     let arrival = Arrival(latest.clone());
-    (Stamped { stream, latest }, arrival)
+    let linger = Linger::Open;
+    (
+        Stamped {
+            stream,
+            latest,
+            linger,
+        },
+        arrival,
+    )
 }
 
 /// When the data of a connection's latest read arrived (wall clock, ns
@@ -95,11 +105,13 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// A client connection whose reads keep the kernel's receive stamp of
-/// their data in the connection's [`Arrival`]. Writes go straight through.
+/// their data in the connection's [`Arrival`]. Writes go straight through;
+/// its close lingers ([`super::linger`]).
 #[derive(Debug)]
 pub struct Stamped {
     stream: TcpStream,
     latest: Arc<AtomicU64>,
+    linger: Linger,
 }
 
 /// The most one read takes.
@@ -226,7 +238,8 @@ impl AsyncWrite for Stamped {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        this.linger.poll_close(&mut this.stream, cx)
     }
 }
 

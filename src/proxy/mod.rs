@@ -29,6 +29,7 @@ pub mod body;
 pub mod client_body;
 pub(crate) mod delegate;
 pub mod error;
+mod linger;
 pub mod overload;
 pub mod rewrite;
 pub mod upstream;
