@@ -95,9 +95,9 @@ impl Observers {
     /// Tells the observers of a route in force, so that its own counters
     /// read 0 from the start: its upstream's retries and, when it limits
     /// its requests in flight, its rejections.
-    pub fn route(&self, route: &crate::config::Route) {
+    pub fn declare_route(&self, route: &crate::config::Route) {
         self.metrics
-            .route(&route.name, route.max_in_flight.is_some());
+            .declare_route(&route.name, route.max_in_flight.is_some());
     }
 
     /// Counts a request whose body is read ahead, until the guard drops.

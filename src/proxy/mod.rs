@@ -157,7 +157,7 @@ impl Proxy {
                 let in_flight = previous
                     .and_then(|p| p.routes.iter().find(|old| old.route.name == route.name))
                     .map_or_else(Default::default, |old| old.in_flight.clone());
-                observers.route(route);
+                observers.declare_route(route);
                 Ok(RouteState {
                     upstream,
                     in_flight,

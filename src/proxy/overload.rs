@@ -10,8 +10,8 @@
 //! closed at once, one that has sent no complete request head within the
 //! timeout of opening is closed, and a request whose body, read ahead, has
 //! not all arrived within the timeout of its head is answered `408`. What
-//! is shed is counted in `tokenmeter_shed_connections_total{reason}`; each
-//! episode is logged once when it starts and once when it ends.
+//! is shed is reported to the observers (`Event::Shed`), which count it;
+//! each episode is logged once when it starts and once when it ends.
 //!
 //! The signal is a `watch` channel that also carries the listener's
 //! shutdown, so a connection waits on one channel for both.

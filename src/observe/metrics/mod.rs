@@ -446,7 +446,7 @@ impl Metrics {
     /// rates are defined before anything happens: its upstream's retries,
     /// and, when it limits its requests in flight (`limited`), its
     /// rejections.
-    pub fn route(&self, route: &str, limited: bool) {
+    pub fn declare_route(&self, route: &str, limited: bool) {
         for race in [h1::Race::Closed, h1::Race::Reset] {
             self.upstream_retries
                 .with_label_values(&[route, race.as_str()]);
@@ -525,7 +525,7 @@ mod tests {
             objective: slo::ObjectiveKind::Ttft,
         });
         m.count(Event::Passthrough { route: "r" });
-        m.route("r", true);
+        m.declare_route("r", true);
         let _ = m.connections("proxy", 1);
         let gathered = registry.gather();
         let catalogue: std::collections::BTreeMap<String, names::Family> =
