@@ -27,8 +27,10 @@
 //! - [`request`]: a request as the observers see it, when it starts and
 //!   when it ends.
 //!
-//! None of it reads a clock on its own for a request's numbers: every time
-//! comes from the forwarding path, through the meter.
+//! None of it reads a clock for a request's numbers: every duration comes
+//! from the forwarding path, through the meter. The one clock it reads
+//! (`recorder.rs`) dates a request in the live windows, when its head
+//! arrives and when it ends, as the windows' own `now`.
 
 pub mod access;
 pub mod class;
