@@ -12,12 +12,12 @@ use std::time::Duration;
 use serde::Deserializer;
 
 use super::IpNet;
-use super::load::values::{
+use super::raw::Pos;
+use super::raw::field::{Item, checked, checked_items, checked_list, checked_or_empty};
+use super::values::{
     is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_ip_net, parse_percentage,
     parse_positive_count, parse_size,
 };
-use super::raw::Pos;
-use super::raw::field::{Item, checked, checked_items, checked_list, checked_or_empty};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.

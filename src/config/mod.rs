@@ -48,6 +48,7 @@ mod metrics;
 mod raw;
 mod restart;
 mod show;
+mod values;
 
 pub use metrics::{Buckets, LabelBounds, MetricsSettings, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};

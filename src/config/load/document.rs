@@ -6,13 +6,13 @@
 use std::path::Path;
 
 use super::super::raw::{self, RawConfig};
+use super::super::values::*;
 use super::super::{
     AdminSettings, Config, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, Timeouts,
     TraceSettings,
 };
 use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
-use super::values::*;
 
 impl Config {
     /// Reads and validates a config file, then applies `overrides`.

@@ -7,11 +7,11 @@ use std::time::Duration;
 use super::super::raw::{RawOtlp, Spanned};
 use super::super::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
+use super::super::values::*;
 use super::checker::Checker;
 use super::otel_env::{
     OtelEnv, parse_disabled, parse_headers, parse_millis, parse_resource_attributes,
 };
-use super::values::*;
 
 const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 const PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";

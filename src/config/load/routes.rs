@@ -8,8 +8,8 @@ use std::path::Path;
 use super::super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
 use super::super::{Protocol, Route, RouteMatch, Upstream};
 
+use super::super::values::*;
 use super::checker::Checker;
-use super::values::*;
 use meter::Operation;
 use slo::ObjectiveKind;
 use slo::declared::Caps;
