@@ -3,7 +3,7 @@
 //!
 //! Each reads the text written and checks it with the same parser and the
 //! same message as everywhere else in loading; a bad value is recorded with
-//! its location and does not stop the reading (see `raw/field.rs`), so
+//! its location and does not stop the reading (see `located.rs`), so
 //! every problem of a file is reported at once. The stand-in each gives for
 //! a bad value is never used: a config with a problem is refused.
 
@@ -12,8 +12,7 @@ use std::time::Duration;
 use serde::Deserializer;
 
 use super::IpNet;
-use super::raw::Pos;
-use super::raw::field::{Item, checked, checked_items, checked_list, checked_or_empty};
+use super::located::{Item, Pos, checked, checked_items, checked_list, checked_or_empty};
 use super::values::{
     is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_ip_net, parse_percentage,
     parse_positive_count, parse_size,

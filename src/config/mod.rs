@@ -12,7 +12,7 @@
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
-//! with its location instead of failing (`raw/field.rs`), unknown keys are
+//! with its location instead of failing (`located.rs`), unknown keys are
 //! collected with a did-you-mean (`raw/read.rs`), and `load` adds the rules
 //! across fields. Nothing outside this module sees the raw types or the
 //! YAML crate, so either can be replaced in one place.
@@ -44,6 +44,7 @@
 
 mod kind;
 mod load;
+mod located;
 mod metrics;
 mod raw;
 mod restart;

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{IpNet, Upstream};
+use super::{IpNet, Protocol, Upstream};
 
 /// `IP:port`.
 pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -283,6 +283,42 @@ pub(crate) fn parse_base_url(text: &str, credentials: &str) -> Result<Upstream, 
         authority,
         base_path: uri.path().trim_end_matches('/').to_owned(),
     })
+}
+
+/// Every accepted `protocol` value, for error messages.
+pub(crate) fn parse_protocol(text: &str) -> Result<Protocol, String> {
+    match text.trim() {
+        "auto" => Ok(Protocol::Auto),
+        "none" => Ok(Protocol::None),
+        name => meter::Api::from_name(name)
+            .map(Protocol::Api)
+            .ok_or_else(|| {
+                let names: Vec<&str> = std::iter::once("auto")
+                    .chain(meter::Api::NAMED.iter().map(|(name, _)| *name))
+                    .chain(std::iter::once("none"))
+                    .collect();
+                format!(
+                    "invalid protocol `{text}`: expected one of {}",
+                    names.join(", ")
+                )
+            }),
+    }
+}
+
+/// A `gen_ai.provider.name`: lowercase letters, digits, `_` and `.`, as the
+/// conventions' values are written, 1 to 64 of them.
+pub(crate) fn parse_provider_name(text: &str) -> Result<String, String> {
+    let ok = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "invalid provider name `{text}`: expected 1 to 64 of a-z, 0-9, `_` and `.`, such as vllm or azure.ai.openai"
+        ))
+    }
 }
 
 #[cfg(test)]

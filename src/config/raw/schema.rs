@@ -3,38 +3,12 @@
 //! documentation of each key (`docs/configuration.md` is written from them).
 
 use serde::Deserialize;
-use std::fmt;
 
 pub(crate) use super::super::{
     Buckets, LabelBounds, MetricsSettings, ProxySettings, TenantLabels, Timeouts, TraceSettings,
 };
 
-use serde::de::{Deserializer, MapAccess, Visitor};
-pub(crate) use serde_saphyr::Spanned;
-
-/// A 1-based position in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Pos {
-    pub line: u64,
-    pub column: u64,
-}
-
-/// Where a spanned value is used in the file (for an alias, the alias, not the
-/// anchor), or `None` when the YAML crate could not tell.
-pub(crate) fn pos<T>(value: &Spanned<T>) -> Option<Pos> {
-    location_pos(&value.referenced)
-}
-
-pub(crate) fn location_pos(location: &serde_saphyr::Location) -> Option<Pos> {
-    (location.line() > 0).then(|| Pos {
-        line: location.line(),
-        column: location.column(),
-    })
-}
-
-/// A YAML list of scalars, each kept as text with its location, the list
-/// itself with its own.
-pub(crate) type List = Spanned<Vec<Spanned<String>>>;
+pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -258,38 +232,6 @@ pub(crate) struct RawGoodput {
     /// (`0.9`). Default: none (goodput is counted but has no alerts).
     /// Required for a class without objectives.
     pub target: Option<Spanned<String>>,
-}
-
-/// A mapping whose keys the user chooses (model names, `p95`), in file
-/// order, each value kept as text with its location. Stage two decides which
-/// keys are allowed, and points at the value's location for a bad key (the
-/// same line): keys are plain strings because a located key cannot pass
-/// through `serde_ignored`, which reads every key as text itself.
-#[derive(Debug, Default)]
-pub(crate) struct Entries(pub Vec<(String, Spanned<String>)>);
-
-impl<'de> Deserialize<'de> for Entries {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntriesVisitor;
-
-        impl<'de> Visitor<'de> for EntriesVisitor {
-            type Value = Entries;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping of keys to values")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(key) = map.next_key()? {
-                    let value = map.next_value()?;
-                    entries.push((key, value));
-                }
-                Ok(Entries(entries))
-            }
-        }
-
-        deserializer.deserialize_map(EntriesVisitor)
-    }
 }
 
 /// `routes[i].match`: which requests a route accepts.
