@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use serde::Deserializer;
 
-use super::IpNet;
 use super::located::{Item, Pos, checked, checked_items, checked_list, checked_or_empty};
 use super::values::{
     is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_ip_net, parse_percentage,
-    parse_positive_count, parse_size,
+    parse_positive_count, parse_protocol, parse_provider_name, parse_size,
 };
+use super::{IpNet, Protocol};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -89,6 +89,47 @@ pub(super) fn token_count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Err
         _ => Err(format!(
             "invalid count `{text}`: expected a whole number, at least 1"
         )),
+    })
+}
+
+/// `true` or `false`, where no value (`key:`) is `false`, as leaving the
+/// key out is.
+pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    checked_or_empty(d, Some(false), false, parse_bool)
+}
+
+/// A duration greater than zero, where no value (`key:`) is `None`, as
+/// leaving the key out is.
+pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_duration(text).map(Some))
+}
+
+/// A route's `protocol` (`auto`, an API's name, `none`); no value is
+/// `None`, the default.
+pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Protocol>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_protocol(text).map(Some))
+}
+
+/// A route's `max_in_flight`: a whole number, at least 1; no value is
+/// `None`, no limit.
+pub(super) fn in_flight_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        match text.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(format!(
+                "invalid limit `{text}`: expected a whole number, at least 1 (leave the key out for no limit)"
+            )),
+        }
+    })
+}
+
+/// A `gen_ai.provider.name` (`vllm`, `azure.ai.openai`); no value is
+/// `None`, the protocol's.
+pub(super) fn provider_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_provider_name(text).map(Some)
     })
 }
 

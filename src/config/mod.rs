@@ -6,9 +6,13 @@
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics` and a route's `timeouts` are read so; the other sections still go through `raw` (serde types that
-//! keep each value as text with its location) and `load`, which turns them
-//! into these types.
+//! `metrics` and a route's `timeouts` are read so, and a route's keys that
+//! need nothing outside themselves (`protocol`, `preserve_host`,
+//! `strip_prefix`, `max_in_flight`, `slo_request_headers`,
+//! `slo_request_max`, `otel_provider_name`) are typed where `raw` reads
+//! them, each naming its kind; the other keys still go through `raw` (serde
+//! types that keep each value as text with its location) and `load`, which
+//! turns them into these types.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value

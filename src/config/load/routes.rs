@@ -149,40 +149,10 @@ impl Checker<'_> {
         // valid on its own.
         let upstream = upstream_override.clone().or(own_upstream);
 
-        let protocol = self
-            .value(
-                route.protocol.as_ref(),
-                &format!("{prefix}.protocol"),
-                parse_protocol,
-            )
-            .unwrap_or(Protocol::Auto);
+        let protocol = route.protocol.unwrap_or(Protocol::Auto);
 
         let timeouts = route.timeouts.unwrap_or_default();
 
-        let preserve_host = self
-            .value(
-                route.preserve_host.as_ref(),
-                &format!("{prefix}.preserve_host"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-        let strip_prefix = self
-            .value(
-                route.strip_prefix.as_ref(),
-                &format!("{prefix}.strip_prefix"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-        let max_in_flight = self.value(
-            route.max_in_flight.as_ref(),
-            &format!("{prefix}.max_in_flight"),
-            |text| match text.trim().parse::<usize>() {
-                Ok(n) if n >= 1 => Ok(n),
-                _ => Err(format!(
-                    "invalid limit `{text}`: expected a whole number, at least 1 (leave the key out for no limit)"
-                )),
-            },
-        );
         let tls_roots = route.tls.as_ref().and_then(|tls| {
             if upstream
                 .as_ref()
@@ -232,17 +202,12 @@ impl Checker<'_> {
             })
         });
 
-        let slo_request_max = self.slo_request_max(prefix, route);
+        let slo_request_max = slo_request_max(route);
 
         let tenant = route
             .tenant
             .as_ref()
             .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
-        let otel_provider_name = self.value(
-            route.otel_provider_name.as_ref(),
-            &format!("{prefix}.otel_provider_name"),
-            parse_provider_name,
-        );
 
         let built = match (name, matcher, upstream) {
             (Some(name), Some(matcher), Some(upstream)) => Some(Route {
@@ -251,9 +216,9 @@ impl Checker<'_> {
                 upstream,
                 protocol,
                 timeouts,
-                preserve_host,
-                strip_prefix,
-                max_in_flight,
+                preserve_host: route.preserve_host,
+                strip_prefix: route.strip_prefix,
+                max_in_flight: route.max_in_flight,
                 tls_roots,
                 slo,
                 slo_by_model,
@@ -261,7 +226,7 @@ impl Checker<'_> {
                 slo_header,
                 slo_request_max,
                 tenant,
-                otel_provider_name,
+                otel_provider_name: route.otel_provider_name.clone(),
             }),
             _ => None,
         };
@@ -379,31 +344,6 @@ impl Checker<'_> {
             }
         }
         out
-    }
-
-    /// `slo_request_headers` and `slo_request_max`: the caps of declared
-    /// objectives when the route reads them.
-    fn slo_request_max(&mut self, prefix: &str, route: &RawRoute) -> Option<Caps> {
-        let on = self
-            .value(
-                route.slo_request_headers.as_ref(),
-                &format!("{prefix}.slo_request_headers"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-        let raw = route.slo_request_max.as_ref();
-        let mut caps = Caps::default();
-        for (kind, field) in [
-            (ObjectiveKind::Ttft, raw.and_then(|m| m.ttft.as_ref())),
-            (ObjectiveKind::Tpot, raw.and_then(|m| m.tpot.as_ref())),
-            (ObjectiveKind::E2el, raw.and_then(|m| m.e2el.as_ref())),
-        ] {
-            let key = format!("{prefix}.slo_request_max.{}", kind.as_str());
-            if let Some(cap) = self.value(field, &key, parse_duration) {
-                caps.0[kind as usize] = cap;
-            }
-        }
-        on.then_some(caps)
     }
 
     pub(crate) fn methods(&mut self, key: &str, list: &raw::List) -> Option<Vec<http::Method>> {
@@ -563,4 +503,22 @@ pub(crate) fn check_class(names: Option<&[String]>, text: &str) -> Result<String
         }),
         _ => Ok(text.to_owned()),
     }
+}
+
+/// `slo_request_headers` and `slo_request_max`: the caps of declared
+/// objectives when the route reads them.
+fn slo_request_max(route: &RawRoute) -> Option<Caps> {
+    let mut caps = Caps::default();
+    if let Some(max) = &route.slo_request_max {
+        for (kind, cap) in [
+            (ObjectiveKind::Ttft, max.ttft),
+            (ObjectiveKind::Tpot, max.tpot),
+            (ObjectiveKind::E2el, max.e2el),
+        ] {
+            if let Some(cap) = cap {
+                caps.0[kind as usize] = cap;
+            }
+        }
+    }
+    route.slo_request_headers.then_some(caps)
 }

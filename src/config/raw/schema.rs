@@ -2,10 +2,15 @@
 //! written with its location. The `///` comments on the fields are the user
 //! documentation of each key (`docs/configuration.md` is written from them).
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
+use super::super::kind;
+
 pub(crate) use super::super::{
-    Buckets, LabelBounds, MetricsSettings, ProxySettings, TenantLabels, Timeouts, TraceSettings,
+    Buckets, LabelBounds, MetricsSettings, Protocol, ProxySettings, TenantLabels, Timeouts,
+    TraceSettings,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -98,22 +103,26 @@ pub(crate) struct RawRoute {
     /// endpoints such as `.../chat/completions` and `.../completions`),
     /// `openai` (every request, read as OpenAI chat/completions) or `none`
     /// (forward only). Default `auto`.
-    pub protocol: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::protocol")]
+    pub protocol: Option<Protocol>,
     /// Upstream timeouts.
     pub timeouts: Option<Timeouts>,
     /// TLS towards an `https` upstream.
     pub tls: Option<Spanned<RawTls>>,
     /// Forward the client's `Host` header instead of the upstream's authority.
     /// Default `false`.
-    pub preserve_host: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub preserve_host: bool,
     /// Remove the matched `path_prefix` before appending the request path to
     /// the upstream's base path. Default `false`.
-    pub strip_prefix: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub strip_prefix: bool,
     /// Most requests of this route in flight at once (from the request head
     /// to the end of the response body). Past it the proxy answers `503`
     /// with `retry-after: 1` at once, without reading the request or
     /// calling the upstream. A whole number, at least 1. Default: no limit.
-    pub max_in_flight: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::in_flight_limit")]
+    pub max_in_flight: Option<usize>,
     /// The route's SLO class, used as the `slo` label value (empty when
     /// unset). With `slo_files`, it must name a class defined there; without,
     /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.
@@ -132,7 +141,8 @@ pub(crate) struct RawRoute {
     /// Judge a request that declares its own objectives in the headers
     /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
     /// the class label `declared`. Default `false`.
-    pub slo_request_headers: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub slo_request_headers: bool,
     /// The largest bound a client may declare, per objective.
     pub slo_request_max: Option<RawDeclaredMax>,
     /// Whom each request is attributed to, the `tenant` label of the token
@@ -147,7 +157,8 @@ pub(crate) struct RawRoute {
     /// `[a-z0-9_.]+`, 1 to 64 characters. Default: the protocol's
     /// well-known value (`openai`, `anthropic`, `gcp.gemini`), else the
     /// protocol's name.
-    pub otel_provider_name: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::provider_name")]
+    pub otel_provider_name: Option<String>,
 }
 
 /// `routes[i].tenant`: where a request's tenant comes from.
@@ -253,11 +264,14 @@ pub(crate) struct RawMatch {
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawDeclaredMax {
     /// Default `60s`.
-    pub ttft: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub ttft: Option<Duration>,
     /// Default `10s`.
-    pub tpot: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub tpot: Option<Duration>,
     /// Default `1h`.
-    pub e2el: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub e2el: Option<Duration>,
 }
 
 /// `routes[i].tls`: how an `https` upstream's certificate is verified.
