@@ -13,8 +13,9 @@ use serde::Deserializer;
 
 use super::located::{Item, Pos, checked, checked_items, checked_list, checked_or_empty};
 use super::values::{
-    is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_ip_net, parse_percentage,
-    parse_positive_count, parse_protocol, parse_provider_name, parse_size,
+    is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_host, parse_ip_net,
+    parse_method, parse_path_prefix, parse_percentage, parse_positive_count, parse_protocol,
+    parse_provider_name, parse_size,
 };
 use super::{IpNet, Protocol};
 
@@ -130,6 +131,54 @@ pub(super) fn in_flight_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<
 pub(super) fn provider_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     checked_or_empty(d, Some(None), None, |text| {
         parse_provider_name(text).map(Some)
+    })
+}
+
+/// A route's `match.path_prefix`: starts with `/`; no value is `/`. The
+/// stand-in for a bad one is empty, which no valid prefix is (see
+/// `load/routes.rs`, which leaves such a match out of the shadowing check).
+pub(super) fn path_prefix<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    checked_or_empty(d, Some("/".to_owned()), String::new(), parse_path_prefix)
+}
+
+/// A route's `match.host`: a host name or address without port, held
+/// lowercase; no value is `None`, any host. The stand-in for a bad one is
+/// an empty host, which no valid one is.
+pub(super) fn host<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), Some(String::new()), |text| {
+        parse_host(text).map(Some)
+    })
+}
+
+/// A route's `match.methods`: at least one, each listed once; no value is
+/// `None`, any method. The stand-in for a bad list is an empty one, which
+/// no valid list is.
+pub(super) fn methods<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<http::Method>>, D::Error> {
+    checked_items(d, Some(None), Some(Vec::new()), |at, items| {
+        if items.is_empty() {
+            return Err(vec![(
+                at,
+                "must not be empty (leave `methods` out to accept any method)".to_owned(),
+            )]);
+        }
+        let mut problems = Vec::new();
+        let mut methods: Vec<http::Method> = Vec::with_capacity(items.len());
+        for item in items {
+            match parse_method(item.text) {
+                Err(message) => problems.push((item.pos, message)),
+                Ok(method) if methods.contains(&method) => {
+                    problems.push((item.pos, format!("method {method} is listed twice")));
+                }
+                Ok(method) => methods.push(method),
+            }
+        }
+        if problems.is_empty() {
+            Ok(Some(methods))
+        } else {
+            Err(problems)
+        }
     })
 }
 

@@ -6,13 +6,13 @@
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics` and a route's `timeouts` are read so, and a route's keys that
-//! need nothing outside themselves (`protocol`, `preserve_host`,
-//! `strip_prefix`, `max_in_flight`, `slo_request_headers`,
-//! `slo_request_max`, `otel_provider_name`) are typed where `raw` reads
-//! them, each naming its kind; the other keys still go through `raw` (serde
-//! types that keep each value as text with its location) and `load`, which
-//! turns them into these types.
+//! `metrics` and a route's `timeouts` and `match` are read so, and a
+//! route's other keys that need nothing outside themselves (`protocol`,
+//! `preserve_host`, `strip_prefix`, `max_in_flight`,
+//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`) are
+//! typed where `raw` reads them, each naming its kind; the other keys still
+//! go through `raw` (serde types that keep each value as text with its
+//! location) and `load`, which turns them into these types.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
@@ -442,16 +442,33 @@ pub struct Route {
     pub otel_provider_name: Option<String>,
 }
 
-/// Which requests a route accepts. All given conditions must hold.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `routes[i].match`: which requests a route accepts. All given
+/// conditions must hold. Default: every request (`path_prefix: /`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RouteMatch {
-    /// The request path starts with this (always starts with `/`).
+    /// The request path starts with this (plain string prefix). Starts with
+    /// `/`. Default `/`.
+    #[serde(deserialize_with = "kind::path_prefix")]
     pub path_prefix: String,
-    /// The request's host (without port), compared case-insensitively.
+    /// The request's host, without port, compared case-insensitively
+    /// (held lowercase). Default: any host.
+    #[serde(deserialize_with = "kind::host")]
     pub host: Option<String>,
-    /// Accepted methods; `None` accepts any.
-    #[serde(serialize_with = "show::methods")]
+    /// Accepted HTTP methods (case-insensitive, stored uppercase). Default
+    /// (`None`): any method.
+    #[serde(serialize_with = "show::methods", deserialize_with = "kind::methods")]
     pub methods: Option<Vec<http::Method>>,
+}
+
+impl Default for RouteMatch {
+    fn default() -> Self {
+        Self {
+            path_prefix: "/".to_owned(),
+            host: None,
+            methods: None,
+        }
+    }
 }
 
 /// An upstream base URL, split into what the proxy needs.

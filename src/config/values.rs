@@ -2,7 +2,7 @@
 //! counts, address ranges, label values, and upstream URLs (with the one
 //! redaction of a URL shown in a message).
 
-use std::net::SocketAddr;
+use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use super::{IpNet, Protocol, Upstream};
@@ -319,6 +319,56 @@ pub(crate) fn parse_provider_name(text: &str) -> Result<String, String> {
             "invalid provider name `{text}`: expected 1 to 64 of a-z, 0-9, `_` and `.`, such as vllm or azure.ai.openai"
         ))
     }
+}
+
+pub(crate) fn parse_path_prefix(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') {
+        return Err(format!("invalid path prefix `{text}`: must start with `/`"));
+    }
+    if text.contains(['?', '#']) || text.contains(char::is_whitespace) {
+        return Err(format!(
+            "invalid path prefix `{text}`: must be a plain path, without query, fragment or spaces"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A host name or IP address without port, stored lowercase.
+pub(crate) fn parse_host(text: &str) -> Result<String, String> {
+    let host = text.trim();
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner
+            .parse::<Ipv6Addr>()
+            .map(|_| host.to_ascii_lowercase())
+            .map_err(|_| format!("invalid host `{text}`: not an IPv6 address"));
+    }
+    if host.contains(':') {
+        return Err(format!(
+            "invalid host `{text}`: give the host without a port (IPv6 addresses in brackets)"
+        ));
+    }
+    let valid = !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+    if valid {
+        Ok(host.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "invalid host `{text}`: expected a host name such as api.example.com"
+        ))
+    }
+}
+
+pub(crate) fn parse_method(text: &str) -> Result<http::Method, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    if upper.is_empty() {
+        return Err("method must not be empty".to_owned());
+    }
+    http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
 }
 
 #[cfg(test)]

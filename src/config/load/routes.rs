@@ -2,7 +2,6 @@
 //! class and limits, and routes shadowed by an earlier one.
 
 use std::collections::HashMap;
-use std::net::Ipv6Addr;
 use std::path::Path;
 
 use super::super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
@@ -122,7 +121,11 @@ impl Checker<'_> {
             }),
         };
 
-        let matcher = self.route_match(prefix, route);
+        let matcher = route
+            .matcher
+            .as_ref()
+            .map_or_else(RouteMatch::default, |matcher| matcher.value.clone());
+        let matcher = read_whole(&matcher).then_some(matcher);
         let matcher_report = matcher.clone().map(|matcher| match &route.matcher {
             Some(raw_match) => MatchSite {
                 matcher,
@@ -233,53 +236,6 @@ impl Checker<'_> {
         (built, matcher_report)
     }
 
-    pub(crate) fn route_match(&mut self, prefix: &str, route: &RawRoute) -> Option<RouteMatch> {
-        let Some(raw_match) = &route.matcher else {
-            return Some(RouteMatch {
-                path_prefix: "/".to_owned(),
-                host: None,
-                methods: None,
-            });
-        };
-        let raw_match = &raw_match.value;
-        let mut ok = true;
-
-        let path_key = format!("{prefix}.match.path_prefix");
-        let path_prefix = match &raw_match.path_prefix {
-            None => Some("/".to_owned()),
-            Some(field) => self.value(Some(field), &path_key, parse_path_prefix),
-        };
-        ok &= path_prefix.is_some();
-
-        let host = match &raw_match.host {
-            None => None,
-            Some(field) => {
-                let host = self.value(Some(field), &format!("{prefix}.match.host"), parse_host);
-                ok &= host.is_some();
-                host
-            }
-        };
-
-        let methods = match &raw_match.methods {
-            None => None,
-            Some(list) => {
-                let key = format!("{prefix}.match.methods");
-                let methods = self.methods(&key, list);
-                ok &= methods.is_some();
-                methods
-            }
-        };
-
-        match path_prefix {
-            Some(path_prefix) if ok => Some(RouteMatch {
-                path_prefix,
-                host,
-                methods,
-            }),
-            _ => None,
-        }
-    }
-
     pub(crate) fn slo_by_model(
         &mut self,
         key: &str,
@@ -345,38 +301,6 @@ impl Checker<'_> {
         }
         out
     }
-
-    pub(crate) fn methods(&mut self, key: &str, list: &raw::List) -> Option<Vec<http::Method>> {
-        if list.value.is_empty() {
-            self.at(
-                raw::pos(list),
-                key,
-                "must not be empty (leave `methods` out to accept any method)",
-            );
-            return None;
-        }
-        let mut methods: Vec<http::Method> = Vec::with_capacity(list.value.len());
-        let mut ok = true;
-        for (i, item) in list.value.iter().enumerate() {
-            let item_key = format!("{key}[{i}]");
-            match parse_method(&item.value) {
-                Err(message) => {
-                    self.at(raw::pos(item), item_key, message);
-                    ok = false;
-                }
-                Ok(method) if methods.contains(&method) => {
-                    self.at(
-                        raw::pos(item),
-                        item_key,
-                        format!("method {method} is listed twice"),
-                    );
-                    ok = false;
-                }
-                Ok(method) => methods.push(method),
-            }
-        }
-        ok.then_some(methods)
-    }
 }
 
 /// Whether every request `later` accepts is also accepted by `earlier`, so
@@ -434,56 +358,6 @@ pub(crate) fn read_roots(base: &Path, text: &str) -> Result<super::super::TlsRoo
     })
 }
 
-pub(crate) fn parse_path_prefix(text: &str) -> Result<String, String> {
-    if !text.starts_with('/') {
-        return Err(format!("invalid path prefix `{text}`: must start with `/`"));
-    }
-    if text.contains(['?', '#']) || text.contains(char::is_whitespace) {
-        return Err(format!(
-            "invalid path prefix `{text}`: must be a plain path, without query, fragment or spaces"
-        ));
-    }
-    Ok(text.to_owned())
-}
-
-/// A host name or IP address without port, stored lowercase.
-pub(crate) fn parse_host(text: &str) -> Result<String, String> {
-    let host = text.trim();
-    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return inner
-            .parse::<Ipv6Addr>()
-            .map(|_| host.to_ascii_lowercase())
-            .map_err(|_| format!("invalid host `{text}`: not an IPv6 address"));
-    }
-    if host.contains(':') {
-        return Err(format!(
-            "invalid host `{text}`: give the host without a port (IPv6 addresses in brackets)"
-        ));
-    }
-    let valid = !host.is_empty()
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        });
-    if valid {
-        Ok(host.to_ascii_lowercase())
-    } else {
-        Err(format!(
-            "invalid host `{text}`: expected a host name such as api.example.com"
-        ))
-    }
-}
-
-pub(crate) fn parse_method(text: &str) -> Result<http::Method, String> {
-    let upper = text.trim().to_ascii_uppercase();
-    if upper.is_empty() {
-        return Err("method must not be empty".to_owned());
-    }
-    http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
-}
-
 /// An SLO class named by a route: a label value, and a defined class when
 /// SLO files are configured (`names`).
 pub(crate) fn check_class(names: Option<&[String]>, text: &str) -> Result<String, String> {
@@ -521,4 +395,17 @@ fn slo_request_max(route: &RawRoute) -> Option<Caps> {
         }
     }
     route.slo_request_headers.then_some(caps)
+}
+
+/// Whether a match was read without a problem. A bad value leaves its
+/// kind's stand-in, which no valid match holds (an empty path prefix, an
+/// empty host, an empty method list); such a match is left out of the
+/// shadowing check, as what it accepts is not known.
+fn read_whole(matcher: &RouteMatch) -> bool {
+    !matcher.path_prefix.is_empty()
+        && matcher.host.as_ref().is_none_or(|host| !host.is_empty())
+        && matcher
+            .methods
+            .as_ref()
+            .is_none_or(|methods| !methods.is_empty())
 }

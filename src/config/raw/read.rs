@@ -229,7 +229,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),
         ["routes"] => fields_of::<RawRoute>(),
-        ["routes", "match"] => fields_of::<RawMatch>(),
+        ["routes", "match"] => fields_of::<RouteMatch>(),
         ["routes", "timeouts"] => fields_of::<Timeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
         ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),

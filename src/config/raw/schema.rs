@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    Buckets, LabelBounds, MetricsSettings, Protocol, ProxySettings, TenantLabels, Timeouts,
-    TraceSettings,
+    Buckets, LabelBounds, MetricsSettings, Protocol, ProxySettings, RouteMatch, TenantLabels,
+    Timeouts, TraceSettings,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -93,7 +93,7 @@ pub(crate) struct RawRoute {
     /// Which requests this route accepts; all given conditions must hold.
     /// Default: every request (`path_prefix: /`).
     #[serde(rename = "match")]
-    pub matcher: Option<Spanned<RawMatch>>,
+    pub matcher: Option<Spanned<RouteMatch>>,
     /// Upstream base URL: `http` or `https`, with a host, without user info,
     /// query or fragment. Its path is kept as a base path (without a trailing
     /// `/`) that request paths are appended to. Required, unless `--upstream`
@@ -243,20 +243,6 @@ pub(crate) struct RawGoodput {
     /// (`0.9`). Default: none (goodput is counted but has no alerts).
     /// Required for a class without objectives.
     pub target: Option<Spanned<String>>,
-}
-
-/// `routes[i].match`: which requests a route accepts.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawMatch {
-    /// The request path starts with this (plain string prefix). Starts with
-    /// `/`. Default `/`.
-    pub path_prefix: Option<Spanned<String>>,
-    /// The request's host, without port, compared case-insensitively.
-    /// Default: any host.
-    pub host: Option<Spanned<String>>,
-    /// Accepted HTTP methods (case-insensitive, stored uppercase). Default:
-    /// any method.
-    pub methods: Option<List>,
 }
 
 /// `routes[i].slo_request_max`: the largest bound a client may declare for
