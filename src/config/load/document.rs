@@ -175,12 +175,10 @@ impl Checker<'_> {
 
         let admin_defaults = AdminSettings::default();
         let admin = AdminSettings {
-            max_connections: self
-                .value(
-                    raw.admin.as_ref().and_then(|a| a.max_connections.as_ref()),
-                    "admin.max_connections",
-                    parse_positive_count,
-                )
+            max_connections: raw
+                .admin
+                .as_ref()
+                .and_then(|admin| admin.max_connections)
                 .unwrap_or(admin_defaults.max_connections),
         };
 

@@ -81,7 +81,8 @@ pub(crate) struct RawAdmin {
     /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
     /// whatever visits the admin port cannot take the file descriptors
     /// forwarding needs. Applied at start only.
-    pub max_connections: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_count")]
+    pub max_connections: Option<usize>,
 }
 
 /// `routes[i]`: which requests a route takes and where they go.
