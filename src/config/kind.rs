@@ -99,6 +99,12 @@ pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     checked_or_empty(d, Some(false), false, parse_bool)
 }
 
+/// `true` or `false`, where no value (`key:`) is `None`, as leaving the
+/// key out is: the key's default is decided where it is used.
+pub(super) fn optional_boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_bool(text).map(Some))
+}
+
 /// A duration greater than zero, where no value (`key:`) is `None`, as
 /// leaving the key out is.
 pub(super) fn optional_duration<'de, D: Deserializer<'de>>(

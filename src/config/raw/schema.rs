@@ -52,9 +52,11 @@ pub(crate) struct RawOtlp {
     /// `http/protobuf` (default) or `grpc`.
     pub protocol: Option<Spanned<String>>,
     /// Export the metrics (boolean, default `true`).
-    pub metrics: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_boolean")]
+    pub metrics: Option<bool>,
     /// Export one span per metered request (boolean, default `true`).
-    pub traces: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_boolean")]
+    pub traces: Option<bool>,
     /// How often the metrics are exported. Default `60s`.
     pub metrics_interval: Option<Spanned<String>>,
     /// The longest a finished span waits for its batch. Default `5s`.
@@ -63,9 +65,11 @@ pub(crate) struct RawOtlp {
     pub timeout: Option<Spanned<String>>,
     /// Finished requests waiting for the exporter; past it they are
     /// dropped and counted. Default 2048.
-    pub queue: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_count")]
+    pub queue: Option<usize>,
     /// Most spans in one export. Default 512.
-    pub max_batch: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_count")]
+    pub max_batch: Option<usize>,
     /// The `service.name` of the exported resource. Default `tokenmeter`.
     pub service_name: Option<Spanned<String>>,
 }
