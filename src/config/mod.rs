@@ -6,13 +6,18 @@
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics` and a route's `timeouts` and `match` are read so, and a
-//! route's other keys that need nothing outside themselves (`protocol`,
+//! `metrics` and a route's `timeouts` and `match` are read so, and the
+//! other keys that need nothing outside themselves (a route's `protocol`,
 //! `preserve_host`, `strip_prefix`, `max_in_flight`,
-//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`) are
-//! typed where `raw` reads them, each naming its kind; the other keys still
-//! go through `raw` (serde types that keep each value as text with its
-//! location) and `load`, which turns them into these types.
+//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`;
+//! `admin.max_connections`; `otlp`'s `metrics`, `traces`, `queue`,
+//! `max_batch`, `service_name`) are typed where `raw` reads them, each
+//! naming its kind. The keys checked against something outside themselves
+//! (a route's upstream and the `--upstream` flag, `tls.ca_file` and the
+//! file's directory, SLO class names and `slo_files`, `listen` and the
+//! flags, `otlp` keys and their `OTEL_*` variables) still go through `raw`
+//! (serde types that keep each value as text with its location) and
+//! `load`, which turns them into these types.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value

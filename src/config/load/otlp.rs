@@ -170,7 +170,7 @@ impl Checker<'_> {
             .map(|i| resource_attributes.swap_remove(i).1);
         resource_attributes.retain(|(k, _)| k != "service.name");
         let (service_name, from) = match (&o.service_name, env.get("OTEL_SERVICE_NAME")) {
-            (Some(name), _) => (name.value.clone(), "otlp.service_name"),
+            (Some(name), _) => (name.clone(), "otlp.service_name"),
             (None, Some(name)) => (name.to_owned(), "OTEL_SERVICE_NAME"),
             (None, None) => match from_attributes {
                 Some(name) => (name, "OTEL_RESOURCE_ATTRIBUTES"),

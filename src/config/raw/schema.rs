@@ -71,7 +71,7 @@ pub(crate) struct RawOtlp {
     #[serde(default, deserialize_with = "kind::optional_count")]
     pub max_batch: Option<usize>,
     /// The `service.name` of the exported resource. Default `tokenmeter`.
-    pub service_name: Option<Spanned<String>>,
+    pub service_name: Option<String>,
 }
 
 /// `admin`: the admin listener.
