@@ -3,7 +3,7 @@
 //!
 //! Each reads the text written and checks it with the same parser and the
 //! same message as everywhere else in loading; a bad value is recorded with
-//! its location and does not stop the reading (see `raw/field.rs`), so
+//! its location and does not stop the reading (see `located.rs`), so
 //! every problem of a file is reported at once. The stand-in each gives for
 //! a bad value is never used: a config with a problem is refused.
 
@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use serde::Deserializer;
 
-use super::IpNet;
-use super::load::values::{
-    is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_ip_net, parse_percentage,
-    parse_positive_count, parse_size,
+use super::located::{Item, Pos, checked, checked_items, checked_list, checked_or_empty};
+use super::values::{
+    is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_host, parse_ip_net,
+    parse_method, parse_path_prefix, parse_percentage, parse_positive_count, parse_protocol,
+    parse_provider_name, parse_size,
 };
-use super::raw::Pos;
-use super::raw::field::{Item, checked, checked_items, checked_list, checked_or_empty};
+use super::{IpNet, Protocol};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -90,6 +90,101 @@ pub(super) fn token_count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Err
         _ => Err(format!(
             "invalid count `{text}`: expected a whole number, at least 1"
         )),
+    })
+}
+
+/// `true` or `false`, where no value (`key:`) is `false`, as leaving the
+/// key out is.
+pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    checked_or_empty(d, Some(false), false, parse_bool)
+}
+
+/// `true` or `false`, where no value (`key:`) is `None`, as leaving the
+/// key out is: the key's default is decided where it is used.
+pub(super) fn optional_boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_bool(text).map(Some))
+}
+
+/// A duration greater than zero, where no value (`key:`) is `None`, as
+/// leaving the key out is.
+pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_duration(text).map(Some))
+}
+
+/// A route's `protocol` (`auto`, an API's name, `none`); no value is
+/// `None`, the default.
+pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Protocol>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_protocol(text).map(Some))
+}
+
+/// A route's `max_in_flight`: a whole number, at least 1; no value is
+/// `None`, no limit.
+pub(super) fn in_flight_limit<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        match text.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(format!(
+                "invalid limit `{text}`: expected a whole number, at least 1 (leave the key out for no limit)"
+            )),
+        }
+    })
+}
+
+/// A `gen_ai.provider.name` (`vllm`, `azure.ai.openai`); no value is
+/// `None`, the protocol's.
+pub(super) fn provider_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_provider_name(text).map(Some)
+    })
+}
+
+/// A route's `match.path_prefix`: starts with `/`; no value is `/`. The
+/// stand-in for a bad one is empty, which no valid prefix is (see
+/// `load/routes.rs`, which leaves such a match out of the shadowing check).
+pub(super) fn path_prefix<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    checked_or_empty(d, Some("/".to_owned()), String::new(), parse_path_prefix)
+}
+
+/// A route's `match.host`: a host name or address without port, held
+/// lowercase; no value is `None`, any host. The stand-in for a bad one is
+/// an empty host, which no valid one is.
+pub(super) fn host<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), Some(String::new()), |text| {
+        parse_host(text).map(Some)
+    })
+}
+
+/// A route's `match.methods`: at least one, each listed once; no value is
+/// `None`, any method. The stand-in for a bad list is an empty one, which
+/// no valid list is.
+pub(super) fn methods<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<http::Method>>, D::Error> {
+    checked_items(d, Some(None), Some(Vec::new()), |at, items| {
+        if items.is_empty() {
+            return Err(vec![(
+                at,
+                "must not be empty (leave `methods` out to accept any method)".to_owned(),
+            )]);
+        }
+        let mut problems = Vec::new();
+        let mut methods: Vec<http::Method> = Vec::with_capacity(items.len());
+        for item in items {
+            match parse_method(item.text) {
+                Err(message) => problems.push((item.pos, message)),
+                Ok(method) if methods.contains(&method) => {
+                    problems.push((item.pos, format!("method {method} is listed twice")));
+                }
+                Ok(method) => methods.push(method),
+            }
+        }
+        if problems.is_empty() {
+            Ok(Some(methods))
+        } else {
+            Err(problems)
+        }
     })
 }
 

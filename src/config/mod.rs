@@ -6,13 +6,22 @@
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics` and a route's `timeouts` are read so; the other sections still go through `raw` (serde types that
-//! keep each value as text with its location) and `load`, which turns them
-//! into these types.
+//! `metrics` and a route's `timeouts` and `match` are read so, and the
+//! other keys that need nothing outside themselves (a route's `protocol`,
+//! `preserve_host`, `strip_prefix`, `max_in_flight`,
+//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`;
+//! `admin.max_connections`; `otlp`'s `metrics`, `traces`, `queue`,
+//! `max_batch`, `service_name`) are typed where `raw` reads them, each
+//! naming its kind. The keys checked against something outside themselves
+//! (a route's upstream and the `--upstream` flag, `tls.ca_file` and the
+//! file's directory, SLO class names and `slo_files`, `listen` and the
+//! flags, `otlp` keys and their `OTEL_*` variables) still go through `raw`
+//! (serde types that keep each value as text with its location) and
+//! `load`, which turns them into these types.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
-//! with its location instead of failing (`raw/field.rs`), unknown keys are
+//! with its location instead of failing (`located.rs`), unknown keys are
 //! collected with a did-you-mean (`raw/read.rs`), and `load` adds the rules
 //! across fields. Nothing outside this module sees the raw types or the
 //! YAML crate, so either can be replaced in one place.
@@ -44,10 +53,12 @@
 
 mod kind;
 mod load;
+mod located;
 mod metrics;
 mod raw;
 mod restart;
 mod show;
+mod values;
 
 pub use metrics::{Buckets, LabelBounds, MetricsSettings, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
@@ -436,16 +447,33 @@ pub struct Route {
     pub otel_provider_name: Option<String>,
 }
 
-/// Which requests a route accepts. All given conditions must hold.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `routes[i].match`: which requests a route accepts. All given
+/// conditions must hold. Default: every request (`path_prefix: /`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RouteMatch {
-    /// The request path starts with this (always starts with `/`).
+    /// The request path starts with this (plain string prefix). Starts with
+    /// `/`. Default `/`.
+    #[serde(deserialize_with = "kind::path_prefix")]
     pub path_prefix: String,
-    /// The request's host (without port), compared case-insensitively.
+    /// The request's host, without port, compared case-insensitively
+    /// (held lowercase). Default: any host.
+    #[serde(deserialize_with = "kind::host")]
     pub host: Option<String>,
-    /// Accepted methods; `None` accepts any.
-    #[serde(serialize_with = "show::methods")]
+    /// Accepted HTTP methods (case-insensitive, stored uppercase). Default
+    /// (`None`): any method.
+    #[serde(serialize_with = "show::methods", deserialize_with = "kind::methods")]
     pub methods: Option<Vec<http::Method>>,
+}
+
+impl Default for RouteMatch {
+    fn default() -> Self {
+        Self {
+            path_prefix: "/".to_owned(),
+            host: None,
+            methods: None,
+        }
+    }
 }
 
 /// An upstream base URL, split into what the proxy needs.

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use super::super::raw::{self, Pos, Spanned};
 use super::super::{Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, Upstream};
 
+use super::super::values::*;
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
-use super::values::*;
 
 /// Values given on the command line (or by environment variables), which
 /// take precedence over the file.

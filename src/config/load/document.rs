@@ -6,13 +6,13 @@
 use std::path::Path;
 
 use super::super::raw::{self, RawConfig};
+use super::super::values::*;
 use super::super::{
     AdminSettings, Config, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, Timeouts,
     TraceSettings,
 };
 use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
-use super::values::*;
 
 impl Config {
     /// Reads and validates a config file, then applies `overrides`.
@@ -175,12 +175,10 @@ impl Checker<'_> {
 
         let admin_defaults = AdminSettings::default();
         let admin = AdminSettings {
-            max_connections: self
-                .value(
-                    raw.admin.as_ref().and_then(|a| a.max_connections.as_ref()),
-                    "admin.max_connections",
-                    parse_positive_count,
-                )
+            max_connections: raw
+                .admin
+                .as_ref()
+                .and_then(|admin| admin.max_connections)
                 .unwrap_or(admin_defaults.max_connections),
         };
 

@@ -7,11 +7,11 @@ use std::time::Duration;
 use super::super::raw::{RawOtlp, Spanned};
 use super::super::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
+use super::super::values::*;
 use super::checker::Checker;
 use super::otel_env::{
     OtelEnv, parse_disabled, parse_headers, parse_millis, parse_resource_attributes,
 };
-use super::values::*;
 
 const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 const PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
@@ -110,13 +110,7 @@ impl Checker<'_> {
             timeout,
             section: raw.is_some(),
         };
-        let mut flag = |field: &Option<Spanned<String>>, key| {
-            self.value(field.as_ref(), key, parse_bool).unwrap_or(true)
-        };
-        let (metrics_on, traces_on) = (
-            flag(&o.metrics, "otlp.metrics"),
-            flag(&o.traces, "otlp.traces"),
-        );
+        let (metrics_on, traces_on) = (o.metrics.unwrap_or(true), o.traces.unwrap_or(true));
         let metrics = metrics_on
             .then(|| self.signal(&METRICS, &generic, env))
             .flatten();
@@ -165,12 +159,8 @@ impl Checker<'_> {
             Duration::from_secs(5),
         );
         origins.push(("traces_delay", from));
-        let queue = self
-            .value(o.queue.as_ref(), "otlp.queue", parse_positive_count)
-            .unwrap_or(2048);
-        let max_batch = self
-            .value(o.max_batch.as_ref(), "otlp.max_batch", parse_positive_count)
-            .unwrap_or(512);
+        let queue = o.queue.unwrap_or(2048);
+        let max_batch = o.max_batch.unwrap_or(512);
         let mut resource_attributes = self
             .env_value(env, "OTEL_RESOURCE_ATTRIBUTES", parse_resource_attributes)
             .unwrap_or_default();
@@ -180,7 +170,7 @@ impl Checker<'_> {
             .map(|i| resource_attributes.swap_remove(i).1);
         resource_attributes.retain(|(k, _)| k != "service.name");
         let (service_name, from) = match (&o.service_name, env.get("OTEL_SERVICE_NAME")) {
-            (Some(name), _) => (name.value.clone(), "otlp.service_name"),
+            (Some(name), _) => (name.clone(), "otlp.service_name"),
             (None, Some(name)) => (name.to_owned(), "OTEL_SERVICE_NAME"),
             (None, None) => match from_attributes {
                 Some(name) => (name, "OTEL_RESOURCE_ATTRIBUTES"),

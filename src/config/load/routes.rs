@@ -2,14 +2,13 @@
 //! class and limits, and routes shadowed by an earlier one.
 
 use std::collections::HashMap;
-use std::net::Ipv6Addr;
 use std::path::Path;
 
 use super::super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
 use super::super::{Protocol, Route, RouteMatch, Upstream};
 
+use super::super::values::*;
 use super::checker::Checker;
-use super::values::*;
 use meter::Operation;
 use slo::ObjectiveKind;
 use slo::declared::Caps;
@@ -122,7 +121,11 @@ impl Checker<'_> {
             }),
         };
 
-        let matcher = self.route_match(prefix, route);
+        let matcher = route
+            .matcher
+            .as_ref()
+            .map_or_else(RouteMatch::default, |matcher| matcher.value.clone());
+        let matcher = read_whole(&matcher).then_some(matcher);
         let matcher_report = matcher.clone().map(|matcher| match &route.matcher {
             Some(raw_match) => MatchSite {
                 matcher,
@@ -149,40 +152,10 @@ impl Checker<'_> {
         // valid on its own.
         let upstream = upstream_override.clone().or(own_upstream);
 
-        let protocol = self
-            .value(
-                route.protocol.as_ref(),
-                &format!("{prefix}.protocol"),
-                parse_protocol,
-            )
-            .unwrap_or(Protocol::Auto);
+        let protocol = route.protocol.unwrap_or(Protocol::Auto);
 
         let timeouts = route.timeouts.unwrap_or_default();
 
-        let preserve_host = self
-            .value(
-                route.preserve_host.as_ref(),
-                &format!("{prefix}.preserve_host"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-        let strip_prefix = self
-            .value(
-                route.strip_prefix.as_ref(),
-                &format!("{prefix}.strip_prefix"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-        let max_in_flight = self.value(
-            route.max_in_flight.as_ref(),
-            &format!("{prefix}.max_in_flight"),
-            |text| match text.trim().parse::<usize>() {
-                Ok(n) if n >= 1 => Ok(n),
-                _ => Err(format!(
-                    "invalid limit `{text}`: expected a whole number, at least 1 (leave the key out for no limit)"
-                )),
-            },
-        );
         let tls_roots = route.tls.as_ref().and_then(|tls| {
             if upstream
                 .as_ref()
@@ -232,17 +205,12 @@ impl Checker<'_> {
             })
         });
 
-        let slo_request_max = self.slo_request_max(prefix, route);
+        let slo_request_max = slo_request_max(route);
 
         let tenant = route
             .tenant
             .as_ref()
             .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
-        let otel_provider_name = self.value(
-            route.otel_provider_name.as_ref(),
-            &format!("{prefix}.otel_provider_name"),
-            parse_provider_name,
-        );
 
         let built = match (name, matcher, upstream) {
             (Some(name), Some(matcher), Some(upstream)) => Some(Route {
@@ -251,9 +219,9 @@ impl Checker<'_> {
                 upstream,
                 protocol,
                 timeouts,
-                preserve_host,
-                strip_prefix,
-                max_in_flight,
+                preserve_host: route.preserve_host,
+                strip_prefix: route.strip_prefix,
+                max_in_flight: route.max_in_flight,
                 tls_roots,
                 slo,
                 slo_by_model,
@@ -261,58 +229,11 @@ impl Checker<'_> {
                 slo_header,
                 slo_request_max,
                 tenant,
-                otel_provider_name,
+                otel_provider_name: route.otel_provider_name.clone(),
             }),
             _ => None,
         };
         (built, matcher_report)
-    }
-
-    pub(crate) fn route_match(&mut self, prefix: &str, route: &RawRoute) -> Option<RouteMatch> {
-        let Some(raw_match) = &route.matcher else {
-            return Some(RouteMatch {
-                path_prefix: "/".to_owned(),
-                host: None,
-                methods: None,
-            });
-        };
-        let raw_match = &raw_match.value;
-        let mut ok = true;
-
-        let path_key = format!("{prefix}.match.path_prefix");
-        let path_prefix = match &raw_match.path_prefix {
-            None => Some("/".to_owned()),
-            Some(field) => self.value(Some(field), &path_key, parse_path_prefix),
-        };
-        ok &= path_prefix.is_some();
-
-        let host = match &raw_match.host {
-            None => None,
-            Some(field) => {
-                let host = self.value(Some(field), &format!("{prefix}.match.host"), parse_host);
-                ok &= host.is_some();
-                host
-            }
-        };
-
-        let methods = match &raw_match.methods {
-            None => None,
-            Some(list) => {
-                let key = format!("{prefix}.match.methods");
-                let methods = self.methods(&key, list);
-                ok &= methods.is_some();
-                methods
-            }
-        };
-
-        match path_prefix {
-            Some(path_prefix) if ok => Some(RouteMatch {
-                path_prefix,
-                host,
-                methods,
-            }),
-            _ => None,
-        }
     }
 
     pub(crate) fn slo_by_model(
@@ -380,63 +301,6 @@ impl Checker<'_> {
         }
         out
     }
-
-    /// `slo_request_headers` and `slo_request_max`: the caps of declared
-    /// objectives when the route reads them.
-    fn slo_request_max(&mut self, prefix: &str, route: &RawRoute) -> Option<Caps> {
-        let on = self
-            .value(
-                route.slo_request_headers.as_ref(),
-                &format!("{prefix}.slo_request_headers"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-        let raw = route.slo_request_max.as_ref();
-        let mut caps = Caps::default();
-        for (kind, field) in [
-            (ObjectiveKind::Ttft, raw.and_then(|m| m.ttft.as_ref())),
-            (ObjectiveKind::Tpot, raw.and_then(|m| m.tpot.as_ref())),
-            (ObjectiveKind::E2el, raw.and_then(|m| m.e2el.as_ref())),
-        ] {
-            let key = format!("{prefix}.slo_request_max.{}", kind.as_str());
-            if let Some(cap) = self.value(field, &key, parse_duration) {
-                caps.0[kind as usize] = cap;
-            }
-        }
-        on.then_some(caps)
-    }
-
-    pub(crate) fn methods(&mut self, key: &str, list: &raw::List) -> Option<Vec<http::Method>> {
-        if list.value.is_empty() {
-            self.at(
-                raw::pos(list),
-                key,
-                "must not be empty (leave `methods` out to accept any method)",
-            );
-            return None;
-        }
-        let mut methods: Vec<http::Method> = Vec::with_capacity(list.value.len());
-        let mut ok = true;
-        for (i, item) in list.value.iter().enumerate() {
-            let item_key = format!("{key}[{i}]");
-            match parse_method(&item.value) {
-                Err(message) => {
-                    self.at(raw::pos(item), item_key, message);
-                    ok = false;
-                }
-                Ok(method) if methods.contains(&method) => {
-                    self.at(
-                        raw::pos(item),
-                        item_key,
-                        format!("method {method} is listed twice"),
-                    );
-                    ok = false;
-                }
-                Ok(method) => methods.push(method),
-            }
-        }
-        ok.then_some(methods)
-    }
 }
 
 /// Whether every request `later` accepts is also accepted by `earlier`, so
@@ -494,76 +358,6 @@ pub(crate) fn read_roots(base: &Path, text: &str) -> Result<super::super::TlsRoo
     })
 }
 
-/// Every accepted `protocol` value, for error messages.
-pub(crate) fn parse_protocol(text: &str) -> Result<Protocol, String> {
-    match text.trim() {
-        "auto" => Ok(Protocol::Auto),
-        "none" => Ok(Protocol::None),
-        name => meter::Api::from_name(name)
-            .map(Protocol::Api)
-            .ok_or_else(|| {
-                let names: Vec<&str> = std::iter::once("auto")
-                    .chain(meter::Api::NAMED.iter().map(|(name, _)| *name))
-                    .chain(std::iter::once("none"))
-                    .collect();
-                format!(
-                    "invalid protocol `{text}`: expected one of {}",
-                    names.join(", ")
-                )
-            }),
-    }
-}
-
-pub(crate) fn parse_path_prefix(text: &str) -> Result<String, String> {
-    if !text.starts_with('/') {
-        return Err(format!("invalid path prefix `{text}`: must start with `/`"));
-    }
-    if text.contains(['?', '#']) || text.contains(char::is_whitespace) {
-        return Err(format!(
-            "invalid path prefix `{text}`: must be a plain path, without query, fragment or spaces"
-        ));
-    }
-    Ok(text.to_owned())
-}
-
-/// A host name or IP address without port, stored lowercase.
-pub(crate) fn parse_host(text: &str) -> Result<String, String> {
-    let host = text.trim();
-    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return inner
-            .parse::<Ipv6Addr>()
-            .map(|_| host.to_ascii_lowercase())
-            .map_err(|_| format!("invalid host `{text}`: not an IPv6 address"));
-    }
-    if host.contains(':') {
-        return Err(format!(
-            "invalid host `{text}`: give the host without a port (IPv6 addresses in brackets)"
-        ));
-    }
-    let valid = !host.is_empty()
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        });
-    if valid {
-        Ok(host.to_ascii_lowercase())
-    } else {
-        Err(format!(
-            "invalid host `{text}`: expected a host name such as api.example.com"
-        ))
-    }
-}
-
-pub(crate) fn parse_method(text: &str) -> Result<http::Method, String> {
-    let upper = text.trim().to_ascii_uppercase();
-    if upper.is_empty() {
-        return Err("method must not be empty".to_owned());
-    }
-    http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
-}
-
 /// An SLO class named by a route: a label value, and a defined class when
 /// SLO files are configured (`names`).
 pub(crate) fn check_class(names: Option<&[String]>, text: &str) -> Result<String, String> {
@@ -585,18 +379,33 @@ pub(crate) fn check_class(names: Option<&[String]>, text: &str) -> Result<String
     }
 }
 
-/// A `gen_ai.provider.name`: lowercase letters, digits, `_` and `.`, as the
-/// conventions' values are written, 1 to 64 of them.
-pub(crate) fn parse_provider_name(text: &str) -> Result<String, String> {
-    let ok = (1..=64).contains(&text.len())
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
-    if ok {
-        Ok(text.to_owned())
-    } else {
-        Err(format!(
-            "invalid provider name `{text}`: expected 1 to 64 of a-z, 0-9, `_` and `.`, such as vllm or azure.ai.openai"
-        ))
+/// `slo_request_headers` and `slo_request_max`: the caps of declared
+/// objectives when the route reads them.
+fn slo_request_max(route: &RawRoute) -> Option<Caps> {
+    let mut caps = Caps::default();
+    if let Some(max) = &route.slo_request_max {
+        for (kind, cap) in [
+            (ObjectiveKind::Ttft, max.ttft),
+            (ObjectiveKind::Tpot, max.tpot),
+            (ObjectiveKind::E2el, max.e2el),
+        ] {
+            if let Some(cap) = cap {
+                caps.0[kind as usize] = cap;
+            }
+        }
     }
+    route.slo_request_headers.then_some(caps)
+}
+
+/// Whether a match was read without a problem. A bad value leaves its
+/// kind's stand-in, which no valid match holds (an empty path prefix, an
+/// empty host, an empty method list); such a match is left out of the
+/// shadowing check, as what it accepts is not known.
+fn read_whole(matcher: &RouteMatch) -> bool {
+    !matcher.path_prefix.is_empty()
+        && matcher.host.as_ref().is_none_or(|host| !host.is_empty())
+        && matcher
+            .methods
+            .as_ref()
+            .is_none_or(|methods| !methods.is_empty())
 }

@@ -6,7 +6,7 @@
 //! booleans) is kept as the text written in the file, with its location
 //! ([`Spanned`]), for stage two ([`super::load`]) to check. The sections
 //! read as their runtime types instead (`proxy`, `trace_context`) have
-//! typed fields, read by `field.rs` without failing: a bad value is
+//! typed fields, read by `super::located` without failing: a bad value is
 //! recorded with its location and the key is found from it. That way one
 //! bad value does not stop reading, and every problem is reported at once.
 //! The only errors this stage stops at are YAML syntax errors and values of
@@ -18,14 +18,14 @@
 //! path of every key no type claimed, and each path is then located by a
 //! second, structure-only pass over the document ([`Node`]).
 //!
-//! This module (`schema.rs`, the types; `read.rs`, the reading; `field.rs`,
-//! typed values) is the only one that knows the YAML crate. It must not
-//! apply defaults, or be visible outside `config`.
+//! This module (`schema.rs`, the types; `read.rs`, the reading) and
+//! `super::located` (positions and typed values) are the only ones that
+//! know the YAML crate. It must not apply defaults, or be visible outside
+//! `config`.
 //!
 //! The `///` comments on the fields below are the user documentation of each
 //! key (`docs/configuration.md` is written from them).
 
-pub(super) mod field;
 mod read;
 mod schema;
 

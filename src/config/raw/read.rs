@@ -47,7 +47,7 @@ pub(crate) struct UnknownKey {
     pub expected: &'static [&'static str],
 }
 
-/// A value of a typed field that could not be read (see `field.rs`).
+/// A value of a typed field that could not be read (see `super::super::located`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BadValue {
     /// Where the value is written.
@@ -91,7 +91,7 @@ fn read_as<T: de::DeserializeOwned>(
     known_keys: fn(&[Segment]) -> &'static [&'static str],
 ) -> Result<Document<T>, SyntaxError> {
     let mut ignored: Vec<Vec<Segment>> = Vec::new();
-    let (result, problems) = super::field::collecting(|| {
+    let (result, problems) = super::super::located::collecting(|| {
         serde_saphyr::with_deserializer_from_str(text, |deserializer| {
             serde_ignored::deserialize(deserializer, |path| {
                 if let Some(path) = key_path(&path) {
@@ -229,7 +229,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),
         ["routes"] => fields_of::<RawRoute>(),
-        ["routes", "match"] => fields_of::<RawMatch>(),
+        ["routes", "match"] => fields_of::<RouteMatch>(),
         ["routes", "timeouts"] => fields_of::<Timeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
         ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),

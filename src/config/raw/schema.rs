@@ -2,39 +2,18 @@
 //! written with its location. The `///` comments on the fields are the user
 //! documentation of each key (`docs/configuration.md` is written from them).
 
+use std::time::Duration;
+
 use serde::Deserialize;
-use std::fmt;
+
+use super::super::kind;
 
 pub(crate) use super::super::{
-    Buckets, LabelBounds, MetricsSettings, ProxySettings, TenantLabels, Timeouts, TraceSettings,
+    Buckets, LabelBounds, MetricsSettings, Protocol, ProxySettings, RouteMatch, TenantLabels,
+    Timeouts, TraceSettings,
 };
 
-use serde::de::{Deserializer, MapAccess, Visitor};
-pub(crate) use serde_saphyr::Spanned;
-
-/// A 1-based position in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Pos {
-    pub line: u64,
-    pub column: u64,
-}
-
-/// Where a spanned value is used in the file (for an alias, the alias, not the
-/// anchor), or `None` when the YAML crate could not tell.
-pub(crate) fn pos<T>(value: &Spanned<T>) -> Option<Pos> {
-    location_pos(&value.referenced)
-}
-
-pub(crate) fn location_pos(location: &serde_saphyr::Location) -> Option<Pos> {
-    (location.line() > 0).then(|| Pos {
-        line: location.line(),
-        column: location.column(),
-    })
-}
-
-/// A YAML list of scalars, each kept as text with its location, the list
-/// itself with its own.
-pub(crate) type List = Spanned<Vec<Spanned<String>>>;
+pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -73,9 +52,11 @@ pub(crate) struct RawOtlp {
     /// `http/protobuf` (default) or `grpc`.
     pub protocol: Option<Spanned<String>>,
     /// Export the metrics (boolean, default `true`).
-    pub metrics: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_boolean")]
+    pub metrics: Option<bool>,
     /// Export one span per metered request (boolean, default `true`).
-    pub traces: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_boolean")]
+    pub traces: Option<bool>,
     /// How often the metrics are exported. Default `60s`.
     pub metrics_interval: Option<Spanned<String>>,
     /// The longest a finished span waits for its batch. Default `5s`.
@@ -84,11 +65,13 @@ pub(crate) struct RawOtlp {
     pub timeout: Option<Spanned<String>>,
     /// Finished requests waiting for the exporter; past it they are
     /// dropped and counted. Default 2048.
-    pub queue: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_count")]
+    pub queue: Option<usize>,
     /// Most spans in one export. Default 512.
-    pub max_batch: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_count")]
+    pub max_batch: Option<usize>,
     /// The `service.name` of the exported resource. Default `tokenmeter`.
-    pub service_name: Option<Spanned<String>>,
+    pub service_name: Option<String>,
 }
 
 /// `admin`: the admin listener.
@@ -102,7 +85,8 @@ pub(crate) struct RawAdmin {
     /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
     /// whatever visits the admin port cannot take the file descriptors
     /// forwarding needs. Applied at start only.
-    pub max_connections: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_count")]
+    pub max_connections: Option<usize>,
 }
 
 /// `routes[i]`: which requests a route takes and where they go.
@@ -114,7 +98,7 @@ pub(crate) struct RawRoute {
     /// Which requests this route accepts; all given conditions must hold.
     /// Default: every request (`path_prefix: /`).
     #[serde(rename = "match")]
-    pub matcher: Option<Spanned<RawMatch>>,
+    pub matcher: Option<Spanned<RouteMatch>>,
     /// Upstream base URL: `http` or `https`, with a host, without user info,
     /// query or fragment. Its path is kept as a base path (without a trailing
     /// `/`) that request paths are appended to. Required, unless `--upstream`
@@ -124,22 +108,26 @@ pub(crate) struct RawRoute {
     /// endpoints such as `.../chat/completions` and `.../completions`),
     /// `openai` (every request, read as OpenAI chat/completions) or `none`
     /// (forward only). Default `auto`.
-    pub protocol: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::protocol")]
+    pub protocol: Option<Protocol>,
     /// Upstream timeouts.
     pub timeouts: Option<Timeouts>,
     /// TLS towards an `https` upstream.
     pub tls: Option<Spanned<RawTls>>,
     /// Forward the client's `Host` header instead of the upstream's authority.
     /// Default `false`.
-    pub preserve_host: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub preserve_host: bool,
     /// Remove the matched `path_prefix` before appending the request path to
     /// the upstream's base path. Default `false`.
-    pub strip_prefix: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub strip_prefix: bool,
     /// Most requests of this route in flight at once (from the request head
     /// to the end of the response body). Past it the proxy answers `503`
     /// with `retry-after: 1` at once, without reading the request or
     /// calling the upstream. A whole number, at least 1. Default: no limit.
-    pub max_in_flight: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::in_flight_limit")]
+    pub max_in_flight: Option<usize>,
     /// The route's SLO class, used as the `slo` label value (empty when
     /// unset). With `slo_files`, it must name a class defined there; without,
     /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.
@@ -158,7 +146,8 @@ pub(crate) struct RawRoute {
     /// Judge a request that declares its own objectives in the headers
     /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
     /// the class label `declared`. Default `false`.
-    pub slo_request_headers: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub slo_request_headers: bool,
     /// The largest bound a client may declare, per objective.
     pub slo_request_max: Option<RawDeclaredMax>,
     /// Whom each request is attributed to, the `tenant` label of the token
@@ -173,7 +162,8 @@ pub(crate) struct RawRoute {
     /// `[a-z0-9_.]+`, 1 to 64 characters. Default: the protocol's
     /// well-known value (`openai`, `anthropic`, `gcp.gemini`), else the
     /// protocol's name.
-    pub otel_provider_name: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::provider_name")]
+    pub otel_provider_name: Option<String>,
 }
 
 /// `routes[i].tenant`: where a request's tenant comes from.
@@ -260,62 +250,19 @@ pub(crate) struct RawGoodput {
     pub target: Option<Spanned<String>>,
 }
 
-/// A mapping whose keys the user chooses (model names, `p95`), in file
-/// order, each value kept as text with its location. Stage two decides which
-/// keys are allowed, and points at the value's location for a bad key (the
-/// same line): keys are plain strings because a located key cannot pass
-/// through `serde_ignored`, which reads every key as text itself.
-#[derive(Debug, Default)]
-pub(crate) struct Entries(pub Vec<(String, Spanned<String>)>);
-
-impl<'de> Deserialize<'de> for Entries {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntriesVisitor;
-
-        impl<'de> Visitor<'de> for EntriesVisitor {
-            type Value = Entries;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping of keys to values")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(key) = map.next_key()? {
-                    let value = map.next_value()?;
-                    entries.push((key, value));
-                }
-                Ok(Entries(entries))
-            }
-        }
-
-        deserializer.deserialize_map(EntriesVisitor)
-    }
-}
-
-/// `routes[i].match`: which requests a route accepts.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawMatch {
-    /// The request path starts with this (plain string prefix). Starts with
-    /// `/`. Default `/`.
-    pub path_prefix: Option<Spanned<String>>,
-    /// The request's host, without port, compared case-insensitively.
-    /// Default: any host.
-    pub host: Option<Spanned<String>>,
-    /// Accepted HTTP methods (case-insensitive, stored uppercase). Default:
-    /// any method.
-    pub methods: Option<List>,
-}
-
 /// `routes[i].slo_request_max`: the largest bound a client may declare for
 /// each objective; a larger one is judged at this bound.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawDeclaredMax {
     /// Default `60s`.
-    pub ttft: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub ttft: Option<Duration>,
     /// Default `10s`.
-    pub tpot: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub tpot: Option<Duration>,
     /// Default `1h`.
-    pub e2el: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub e2el: Option<Duration>,
 }
 
 /// `routes[i].tls`: how an `https` upstream's certificate is verified.

@@ -1,23 +1,89 @@
-//! Values that are read without failing: the typed fields of the schema.
+//! Values with where they are written: a position in the file, a value
+//! kept with its span, and the typed fields of the schema read without
+//! failing.
 //!
 //! serde stops at the first error, but a config is to report every problem
 //! at once. So a typed field (a duration, a size, a count...) is read as the
 //! text written with its location, and parsed by the field's own function
-//! ([`super::super::kind`]); a bad value is recorded here with its location
-//! and a stand-in takes its place, and reading goes on. [`collecting`] runs
-//! one document's reading and hands back what was recorded; the key of each
+//! ([`super::kind`]); a bad value is recorded here with its location and a
+//! stand-in takes its place, and reading goes on. [`collecting`] runs one
+//! document's reading and hands back what was recorded; the key of each
 //! problem is found afterwards from its location. A config with any problem
 //! is refused, so no stand-in is ever run on.
 //!
 //! Outside [`collecting`] nothing can be recorded, and a bad value is a
 //! plain serde error instead, so a value is never accepted unchecked.
+//!
+//! This is the bottom of the config module: the types of the schema
+//! (wherever they are defined), `kind.rs` and the reading in `raw` use it,
+//! and it uses none of them, so a schema type may hold a located value and
+//! name a kind without a module circle. With `raw`, it is the only part
+//! that knows the YAML crate.
 
 use std::cell::RefCell;
 
 use serde::de::Error as _;
+use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use std::fmt;
 
-use super::schema::{Pos, Spanned, pos};
+pub(crate) use serde_saphyr::Spanned;
+
+/// A 1-based position in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Pos {
+    pub line: u64,
+    pub column: u64,
+}
+
+/// Where a spanned value is used in the file (for an alias, the alias, not the
+/// anchor), or `None` when the YAML crate could not tell.
+pub(crate) fn pos<T>(value: &Spanned<T>) -> Option<Pos> {
+    location_pos(&value.referenced)
+}
+
+pub(crate) fn location_pos(location: &serde_saphyr::Location) -> Option<Pos> {
+    (location.line() > 0).then(|| Pos {
+        line: location.line(),
+        column: location.column(),
+    })
+}
+
+/// A YAML list of scalars, each kept as text with its location, the list
+/// itself with its own.
+pub(crate) type List = Spanned<Vec<Spanned<String>>>;
+
+/// A mapping whose keys the user chooses (model names, `p95`), in file
+/// order, each value kept as text with its location. Stage two decides which
+/// keys are allowed, and points at the value's location for a bad key (the
+/// same line): keys are plain strings because a located key cannot pass
+/// through `serde_ignored`, which reads every key as text itself.
+#[derive(Debug, Default)]
+pub(crate) struct Entries(pub Vec<(String, Spanned<String>)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor;
+
+        impl<'de> Visitor<'de> for EntriesVisitor {
+            type Value = Entries;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of keys to values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key()? {
+                    let value = map.next_value()?;
+                    entries.push((key, value));
+                }
+                Ok(Entries(entries))
+            }
+        }
+
+        deserializer.deserialize_map(EntriesVisitor)
+    }
+}
 
 /// A value that could not be read as its field's type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,7 +240,7 @@ where
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // Tests panic on purpose.
 mod tests {
-    use super::super::read;
+    use super::super::raw::read;
     use crate::config::ProxySettings;
 
     fn bad_values(text: &str) -> Vec<(u64, String, String)> {

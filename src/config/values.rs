@@ -2,10 +2,10 @@
 //! counts, address ranges, label values, and upstream URLs (with the one
 //! redaction of a URL shown in a message).
 
-use std::net::SocketAddr;
+use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use super::super::{IpNet, Upstream};
+use super::{IpNet, Protocol, Upstream};
 
 /// `IP:port`.
 pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -283,4 +283,221 @@ pub(crate) fn parse_base_url(text: &str, credentials: &str) -> Result<Upstream, 
         authority,
         base_path: uri.path().trim_end_matches('/').to_owned(),
     })
+}
+
+/// Every accepted `protocol` value, for error messages.
+pub(crate) fn parse_protocol(text: &str) -> Result<Protocol, String> {
+    match text.trim() {
+        "auto" => Ok(Protocol::Auto),
+        "none" => Ok(Protocol::None),
+        name => meter::Api::from_name(name)
+            .map(Protocol::Api)
+            .ok_or_else(|| {
+                let names: Vec<&str> = std::iter::once("auto")
+                    .chain(meter::Api::NAMED.iter().map(|(name, _)| *name))
+                    .chain(std::iter::once("none"))
+                    .collect();
+                format!(
+                    "invalid protocol `{text}`: expected one of {}",
+                    names.join(", ")
+                )
+            }),
+    }
+}
+
+/// A `gen_ai.provider.name`: lowercase letters, digits, `_` and `.`, as the
+/// conventions' values are written, 1 to 64 of them.
+pub(crate) fn parse_provider_name(text: &str) -> Result<String, String> {
+    let ok = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.');
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "invalid provider name `{text}`: expected 1 to 64 of a-z, 0-9, `_` and `.`, such as vllm or azure.ai.openai"
+        ))
+    }
+}
+
+pub(crate) fn parse_path_prefix(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') {
+        return Err(format!("invalid path prefix `{text}`: must start with `/`"));
+    }
+    if text.contains(['?', '#']) || text.contains(char::is_whitespace) {
+        return Err(format!(
+            "invalid path prefix `{text}`: must be a plain path, without query, fragment or spaces"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A host name or IP address without port, stored lowercase.
+pub(crate) fn parse_host(text: &str) -> Result<String, String> {
+    let host = text.trim();
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner
+            .parse::<Ipv6Addr>()
+            .map(|_| host.to_ascii_lowercase())
+            .map_err(|_| format!("invalid host `{text}`: not an IPv6 address"));
+    }
+    if host.contains(':') {
+        return Err(format!(
+            "invalid host `{text}`: give the host without a port (IPv6 addresses in brackets)"
+        ));
+    }
+    let valid = !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+    if valid {
+        Ok(host.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "invalid host `{text}`: expected a host name such as api.example.com"
+        ))
+    }
+}
+
+pub(crate) fn parse_method(text: &str) -> Result<http::Method, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    if upper.is_empty() {
+        return Err("method must not be empty".to_owned());
+    }
+    http::Method::from_bytes(upper.as_bytes()).map_err(|_| format!("invalid HTTP method `{text}`"))
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4194304"), Ok(4 << 20));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4MB"), Ok(4_000_000));
+        assert_eq!(parse_size("100kB"), Ok(100_000));
+        assert_eq!(parse_size("100KB"), Ok(100_000));
+        assert_eq!(parse_size("16 MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("7B"), Ok(7));
+        for bad in [
+            "",
+            "MiB",
+            "0",
+            "0MiB",
+            "1.5MiB",
+            "4mb",
+            "4 M",
+            "-1",
+            "99999999999999999999",
+            "20000000TiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "30", "0s", "-5s", "soon"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn upstreams() {
+        let up = parse_upstream("http://127.0.0.1:8000").expect("valid");
+        assert_eq!(up.url(), "http://127.0.0.1:8000");
+        assert_eq!(up.base_path, "");
+        let up = parse_upstream("HTTPS://Example.com/v1/").expect("valid");
+        assert_eq!(up.scheme, http::uri::Scheme::HTTPS);
+        assert_eq!(up.base_path, "/v1");
+        let up = parse_upstream("http://[::1]:8080/a/b").expect("valid");
+        assert_eq!(up.authority.as_str(), "[::1]:8080");
+        assert_eq!(up.base_path, "/a/b");
+        for bad in [
+            "127.0.0.1:8000",
+            "ftp://h/",
+            "http://u:p@h/",
+            "http://h/?x=1",
+            "http://h/?",
+            "http://h/#frag",
+            "http://:80/",
+            "http://h:99999/",
+            "http://h:0/",
+            "http://h:/",
+            "http://h/a b",
+            "",
+        ] {
+            assert!(parse_upstream(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn redact_url_hides_user_info_query_values_and_fragment() {
+        for (text, shown) in [
+            ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+            ("http://h/?api_key=s3cret", "http://h/?api_key=<redacted>"),
+            (
+                "http://h/v1?a=1&key=s3cret&b=",
+                "http://h/v1?a=<redacted>&key=<redacted>&b=",
+            ),
+            ("http://h/?a=b=s3cret", "http://h/?a=<redacted>"),
+            // A bare item may be a token itself: it goes whole.
+            ("http://h/?s3cret", "http://h/?<redacted>"),
+            ("http://h/?&&", "http://h/?&&"),
+            ("http://h/?", "http://h/?"),
+            ("http://h/#s3cret", "http://h/#<redacted>"),
+            ("http://h/#", "http://h/#"),
+            (
+                "http://h/?k=s3cret#s3cret?x=s3cret",
+                "http://h/?k=<redacted>#<redacted>",
+            ),
+            ("http://u:s3cret@h/", "http://***@h/"),
+            ("https://s3cret@h:8443", "https://***@h:8443"),
+            (
+                "http://u:s3cret@h/?k=v#f",
+                "http://***@h/?k=<redacted>#<redacted>",
+            ),
+            // Past a `/` a password may hold unencoded; a `?` or `#` in one
+            // starts the query or fragment, which are hidden anyway.
+            ("http://u:s3/cret@h/", "http://***@h/"),
+            ("http://u:s3?cret@h/", "http://u:s3?<redacted>"),
+            ("http://u:s3#cret@h/", "http://u:s3#<redacted>"),
+            // Not URLs, or not valid ones, alike.
+            ("http://h:bad/?key=s3cret", "http://h:bad/?key=<redacted>"),
+            ("h:8000/?key=s3cret", "h:8000/?key=<redacted>"),
+            ("u:s3cret@h:8000", "***@h:8000"),
+            ("//u:s3cret@h/", "//***@h/"),
+            ("", ""),
+        ] {
+            assert_eq!(redact_url(text), shown, "{text}");
+        }
+        assert!(matches!(
+            redact_url("http://h/?k="),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_metric_namespace("llm"));
+        assert!(is_metric_namespace("_x9"));
+        assert!(!is_metric_namespace("9x"));
+        assert!(!is_metric_namespace("a-b"));
+        assert!(!is_metric_namespace(""));
+        assert!(is_label_value("chat-v1.2:a_b"));
+        assert!(!is_label_value("a b"));
+        assert!(!is_label_value(""));
+    }
 }
