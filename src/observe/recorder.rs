@@ -36,6 +36,7 @@ use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
 use super::trace::Trace;
 use crate::config::Config;
+use crate::scrape::{Readings, Scraper};
 use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
 use slo::sketch::Sketch;
@@ -54,6 +55,10 @@ pub struct Observers {
     /// What the configuration in force says of how its requests are
     /// observed.
     policy: Arc<Policy>,
+    /// The scrapes of the routes' engines and GPUs in force, when any
+    /// route names one: dropped with the last proxy that holds them, which
+    /// stops their tasks.
+    scraper: Option<Arc<Scraper>>,
 }
 
 impl Observers {
@@ -65,7 +70,27 @@ impl Observers {
             access: access.map(Arc::new),
             otlp,
             policy: Arc::default(),
+            scraper: None,
         }
+    }
+
+    /// The same observers, reading the engines and GPUs that `scraper`
+    /// scrapes (none when `None`).
+    pub fn with_scraper(&self, scraper: Option<Arc<Scraper>>) -> Self {
+        Self {
+            scraper,
+            ..self.clone()
+        }
+    }
+
+    /// The scraper in force, when a route names an engine or GPU endpoint.
+    pub fn scraper(&self) -> Option<&Arc<Scraper>> {
+        self.scraper.as_ref()
+    }
+
+    /// The latest readings of the engines and GPUs in force.
+    pub fn readings(&self) -> Option<&Readings> {
+        self.scraper.as_deref().map(Scraper::readings)
     }
 
     /// The same observers, for the requests of `config`.
