@@ -270,8 +270,7 @@ pub(super) type Served<S> = Either<S, tokio_rustls::server::TlsStream<S>>;
 
 /// The TLS handshake of a connection when `tls` is set, within
 /// `timeout`; the connection as it came when not. `None` when the
-/// handshake failed or took too long: logged at debug, never per
-/// connection at a louder level (a scanner would flood the log).
+/// handshake failed or took too long.
 pub(super) async fn handshake<S>(
     stream: S,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -281,12 +280,29 @@ pub(super) async fn handshake<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let Some(tls) = tls else {
-        return Some(Either::Left(stream));
-    };
+    match tls {
+        None => Some(Either::Left(stream)),
+        Some(tls) => accept_tls(stream, tls, timeout, client_addr)
+            .await
+            .map(Either::Right),
+    }
+}
+
+/// The TLS handshake of a connection, within `timeout`. A failure is
+/// logged at debug, never per connection at a louder level: a scanner
+/// would flood the log.
+pub(super) async fn accept_tls<S>(
+    stream: S,
+    tls: Arc<rustls::ServerConfig>,
+    timeout: Duration,
+    client_addr: SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<S>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
     match tokio::time::timeout(timeout, accept).await {
-        Ok(Ok(tls)) => Some(Either::Right(tls)),
+        Ok(Ok(tls)) => Some(tls),
         Ok(Err(e)) => {
             tracing::debug!(%client_addr, error = %e, "TLS handshake failed");
             None
@@ -354,8 +370,21 @@ pub(super) async fn serve_proxy(
                     false
                 }
             };
-            if first {
-                serve_client(stream, client, &builder, live).await;
+            if !first {
+                return;
+            }
+            let (stream, arrival) = arrival::stamped(stream);
+            // The TLS in force when the connection opens; the handshake is
+            // before the request's t0, and is charged to no request.
+            let tls = live.load().config().tls.as_ref().map(|t| t.config.clone());
+            match tls {
+                None => serve_client(stream, arrival, client, &builder, live).await,
+                Some(tls) => {
+                    let addr = client.addr;
+                    if let Some(stream) = accept_tls(stream, tls, head_timeout, addr).await {
+                        serve_client(stream, arrival, client, &builder, live).await;
+                    }
+                }
             }
         });
     }

@@ -109,6 +109,10 @@ pub struct Config {
     pub trace_context: TraceSettings,
     /// OpenTelemetry export, when configured.
     pub otlp: Option<OtlpSettings>,
+    /// TLS on the proxy listener, when configured: offered to each new
+    /// connection (a reload that replaces the certificate applies to the
+    /// connections after it).
+    pub tls: Option<ServerTls>,
     /// The files this config was read from, which a reload watches.
     #[serde(flatten)]
     pub sources: Sources,

@@ -26,7 +26,6 @@
 
 mod common;
 
-mod admin_auth;
 mod attribution;
 mod bench;
 mod chaos;
@@ -37,6 +36,7 @@ mod deploy;
 mod forwarding;
 mod hardening;
 mod layout;
+mod listeners_tls;
 mod llamacpp;
 mod metering;
 mod operations;

@@ -115,6 +115,7 @@ impl Config {
             slo_classes: Vec::new(),
             trace_context: TraceSettings::default(),
             otlp,
+            tls: None,
             sources: super::super::Sources::default(),
         });
         match config {
@@ -206,7 +207,39 @@ impl Checker<'_> {
             slo_classes,
             trace_context: raw.trace_context.unwrap_or_default(),
             otlp: self.otlp(raw.otlp.as_ref(), &overrides.otel_env),
+            tls: raw
+                .tls
+                .as_ref()
+                .and_then(|tls| self.listener_tls(tls, base)),
             sources: std::mem::take(&mut self.sources),
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// The proxy listener's TLS, its files read against `base`; its
+    /// problems recorded at `tls.KEY`.
+    fn listener_tls(
+        &mut self,
+        tls: &raw::Spanned<crate::config::server_tls::RawServerTls>,
+        base: &Path,
+    ) -> Option<crate::config::ServerTls> {
+        // ALPN: HTTP/2 first, as the listener serves both.
+        let alpn: [&[u8]; 2] = [b"h2", b"http/1.1"];
+        match tls.value.read(Some(&tls.referenced), base, &alpn) {
+            Ok(read) => {
+                self.sources
+                    .files
+                    .extend(read.files().map(std::path::Path::to_path_buf));
+                Some(read)
+            }
+            Err(problems) => {
+                for (at, key, message) in problems {
+                    let pos = at.as_ref().and_then(crate::config::located::location_pos);
+                    self.at(pos, format!("tls.{key}"), message);
+                }
+                None
+            }
         }
     }
 }

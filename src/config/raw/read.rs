@@ -225,6 +225,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["metrics"] => fields_of::<MetricsSettings>(),
         ["trace_context"] => fields_of::<TraceSettings>(),
         ["otlp"] => fields_of::<RawOtlp>(),
+        ["tls"] => fields_of::<crate::config::server_tls::RawServerTls>(),
         ["metrics", "models"] => fields_of::<LabelBounds>(),
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),

@@ -40,6 +40,10 @@ pub(crate) struct RawConfig {
     /// OpenTelemetry export (OTLP) of the metrics and of one span per
     /// metered request. Default: off.
     pub otlp: Option<RawOtlp>,
+    /// TLS on the proxy listener: its certificate and key, and optionally
+    /// the authorities client certificates are verified against. Default:
+    /// plain HTTP.
+    pub tls: Option<Spanned<crate::config::server_tls::RawServerTls>>,
 }
 
 /// `otlp`: where and how the OpenTelemetry export goes.

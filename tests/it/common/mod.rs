@@ -435,6 +435,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
         slo_classes: Vec::new(),
         trace_context: Default::default(),
         otlp: None,
+        tls: None,
         sources: Default::default(),
     }
 }
