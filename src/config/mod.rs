@@ -7,24 +7,27 @@
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
 //! `metrics`, `scrape` and a route's `timeouts`, `match` and `gpu_select`
-//! are read so, and the other keys that need nothing outside themselves (a
-//! route's `protocol`, `preserve_host`, `strip_prefix`, `max_in_flight`,
+//! are read so, and a route's other keys (`name`, `upstream`, `protocol`,
+//! `preserve_host`, `strip_prefix`, `max_in_flight`, `tls.ca_file`, `slo`,
+//! `slo_by_model`, `slo_by_operation`, `slo_header`,
 //! `slo_request_headers`, `slo_request_max`, `otel_provider_name`,
-//! `engine_metrics`, `gpu_metrics`, `scrape_interval`;
-//! `admin.max_connections`; `otlp`'s `metrics`, `traces`, `queue`,
-//! `max_batch`, `service_name`) are typed where `raw` reads them, each
-//! naming its kind. The keys checked against something outside themselves
-//! (a route's upstream and the `--upstream` flag, `tls.ca_file` and the
-//! file's directory, SLO class names and `slo_files`, `listen` and the
-//! flags, `otlp` keys and their `OTEL_*` variables) still go through `raw`
-//! (serde types that keep each value as text with its location) and
-//! `load`, which turns them into these types.
+//! `engine_metrics`, `gpu_metrics`, `scrape_interval`), with
+//! `admin.max_connections` and `otlp`'s `metrics`, `traces`, `queue`,
+//! `max_batch`, `service_name`, are typed where `raw` reads them, each
+//! naming its kind. Still read as text with its location (`raw`'s
+//! `Spanned` values) and turned into these types by `load`: a route's
+//! `tenant` (whose messages must never name what is written as a key of
+//! `api_keys.keys`), `listen` and `admin.listen`, the `otlp` keys that the
+//! `OTEL_*` variables may also set, and the SLO files.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
 //! with its location instead of failing (`located.rs`), unknown keys are
-//! collected with a did-you-mean (`raw/read.rs`), and `load` adds the rules
-//! across fields. A rule across typed keys, which keep no location, names
+//! collected with a did-you-mean (`raw/read.rs`), and the rules across keys
+//! are checked in one place, `load/validate.rs` (listen addresses, required
+//! `name` and `upstream` against `--upstream`, unique names, shadowed
+//! routes, `tls` against the schemes, SLO classes against `slo_files`, the
+//! scrape keys). They see typed values, which keep no location: each names
 //! the key it reports (`routes[1].scrape_interval`) and the document's
 //! `Locator` finds where that key's value is written (`Checker::at_key`).
 //! Nothing outside this module sees the raw types or the

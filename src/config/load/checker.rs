@@ -70,23 +70,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Whether the file gives a value at `key` (a bad one included).
-    pub(crate) fn written(&self, key: &str) -> bool {
-        self.locator
-            .as_ref()
-            .is_some_and(|locator| locator.value(key).is_some())
-    }
-
-    /// Records a problem with the value at `key`, located in the file.
-    pub(crate) fn at_key(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        let key = key.into();
-        let pos = self
-            .locator
-            .as_ref()
-            .and_then(|locator| locator.value(&key));
-        self.at(pos, key, message);
-    }
-
     /// Records a problem in the file.
     pub(crate) fn at(
         &mut self,
@@ -101,6 +84,31 @@ impl<'a> Checker<'a> {
             key: key.into(),
             message: message.into(),
         });
+    }
+
+    /// Whether the file gives a value at `key` (a bad one included).
+    pub(crate) fn given(&self, key: &str) -> bool {
+        self.position(key).is_some()
+    }
+
+    /// Where the value at `key` is written, if it is.
+    pub(crate) fn position(&self, key: &str) -> Option<Pos> {
+        self.locator.as_ref()?.value(key)
+    }
+
+    /// Where the value at `within`, under the value at `key`, is written:
+    /// for a path whose keys the user chose (a model name may hold a `.`).
+    pub(crate) fn position_under(&self, key: &str, within: &[raw::Segment]) -> Option<Pos> {
+        let mut path = raw::segments(key)?;
+        path.extend_from_slice(within);
+        self.locator.as_ref()?.at(&path)
+    }
+
+    /// Records a problem with the value at `key`, located in the file.
+    pub(crate) fn at_key(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        let key = key.into();
+        let pos = self.position(&key);
+        self.at(pos, key, message);
     }
 
     /// The elements of a required list, or `None` after saying that it is

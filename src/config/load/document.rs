@@ -13,6 +13,7 @@ use super::super::{
 };
 use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
+use super::validate::Given;
 
 impl Config {
     /// Reads and validates a config file, then applies `overrides`.
@@ -72,18 +73,22 @@ impl Config {
         };
         let listen = overrides.listen.unwrap_or_else(default_listen);
         let admin_listen = overrides.admin_listen.unwrap_or_else(default_admin_listen);
-        // Port 0 asks the OS for a free port each, so it can be shared.
-        if listen == admin_listen && listen.port() != 0 {
-            let flag = if overrides.admin_listen.is_some() {
-                "--admin-listen"
-            } else {
-                "--listen"
-            };
-            checker.flag(
-                flag,
-                format!("the proxy and the admin listener cannot share the address {listen}"),
-            );
-        }
+        let origin = |given: bool, flag| match given {
+            true => Origin::Flag(flag),
+            false => Origin::Default,
+        };
+        checker.validate(
+            None,
+            &Given {
+                listen: (listen, origin(overrides.listen.is_some(), "--listen")),
+                admin: (
+                    admin_listen,
+                    origin(overrides.admin_listen.is_some(), "--admin-listen"),
+                ),
+                upstream_flag: true,
+                upstream: upstream.as_ref(),
+            },
+        );
         let otlp = checker.otlp(None, &overrides.otel_env);
         let config = upstream.map(|upstream| Config {
             listen,
@@ -161,23 +166,19 @@ impl Checker<'_> {
             ),
             (None, None) => (default_admin_listen(), Origin::Default),
         };
-        if listen == admin_listen && listen.port() != 0 {
-            // Point at the admin address if one was given (file or flag),
-            // else at the proxy address, which then collides with the default.
-            let origin = match admin_origin {
-                Origin::Default => listen_origin,
-                given => given,
-            };
-            self.report(
-                origin,
-                format!("the proxy and the admin listener cannot share the address {listen}"),
-            );
-        }
-
         let upstream_override = overrides
             .upstream
             .as_deref()
             .and_then(|url| self.upstream_override(url));
+        self.validate(
+            Some(raw),
+            &Given {
+                listen: (listen, listen_origin),
+                admin: (admin_listen, admin_origin),
+                upstream_flag: overrides.upstream.is_some(),
+                upstream: upstream_override.as_ref(),
+            },
+        );
 
         let admin_defaults = AdminSettings::default();
         let admin = AdminSettings {
@@ -195,13 +196,7 @@ impl Checker<'_> {
             admin,
             proxy: raw.proxy.clone().unwrap_or_default(),
             metrics: raw.metrics.clone().unwrap_or_default(),
-            routes: self.routes(
-                raw,
-                overrides.upstream.is_some(),
-                upstream_override,
-                &scrape,
-                base,
-            ),
+            routes: self.routes(raw, upstream_override.as_ref(), base),
             slo_classes,
             trace_context: raw.trace_context.unwrap_or_default(),
             otlp: self.otlp(raw.otlp.as_ref(), &overrides.otel_env),

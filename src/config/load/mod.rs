@@ -18,6 +18,7 @@ mod otel_env;
 mod otlp;
 mod routes;
 mod tenants;
+mod validate;
 
 pub use checker::Overrides;
 pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
@@ -33,7 +34,7 @@ mod tests {
     use super::checker::{default_admin_listen, default_listen};
     use super::error::*;
     use super::otlp::parse_otlp_endpoint;
-    use super::routes::*;
+    use super::validate::covers;
     use std::net::SocketAddr;
 
     #[test]

@@ -1,13 +1,14 @@
 //! Stage one of loading: the YAML document read into serde types that mirror
 //! it, plus every key the types do not know.
 //!
-//! In the sections still read here (`schema.rs`), every value that needs
-//! checking (addresses, sizes, durations, URLs, methods, names, numbers,
-//! booleans) is kept as the text written in the file, with its location
-//! ([`Spanned`]), for stage two ([`super::load`]) to check. The sections
-//! read as their runtime types instead (`proxy`, `trace_context`) have
-//! typed fields, read by `super::located` without failing: a bad value is
-//! recorded with its location and the key is found from it. That way one
+//! In the types here (`schema.rs`), a value checked against something
+//! outside it (the listen addresses, a route's `tenant`, the `otlp` keys
+//! that `OTEL_*` variables may also set, the SLO files' values) is kept as
+//! the text written in the file, with its location ([`Spanned`]), for
+//! stage two ([`super::load`]) to check. Every other field is typed, as
+//! are the sections read as their runtime types (`proxy`,
+//! `trace_context`...), and read by `super::located` without failing: a
+//! bad value is recorded with its location and the key is found from it. That way one
 //! bad value does not stop reading, and every problem is reported at once.
 //! The only errors this stage stops at are YAML syntax errors and values of
 //! the wrong shape (a list where a mapping belongs), which serde cannot get
@@ -29,7 +30,7 @@
 mod read;
 mod schema;
 
-pub(super) use read::{Document, Locator, Segment, UnknownKey, dotted, read, read_slo};
+pub(super) use read::{Document, Locator, Segment, UnknownKey, dotted, read, read_slo, segments};
 pub(super) use schema::*;
 
 #[cfg(test)]

@@ -452,9 +452,14 @@ impl<'t> Locator<'t> {
     /// it; keys holding `.` or `[` cannot be asked for) is written, or
     /// `None` when it is not in the document.
     pub(crate) fn value(&self, dotted: &str) -> Option<Pos> {
+        self.at(&segments(dotted)?)
+    }
+
+    /// Where the value at `path` is written.
+    pub(crate) fn at(&self, path: &[Segment]) -> Option<Pos> {
         let tree = self.tree.get_or_init(|| shape(self.text)).as_ref()?;
         let mut node = tree;
-        for segment in segments(dotted)? {
+        for segment in path {
             node = match (&node.value, segment) {
                 (Node::Map(entries), Segment::Key(key)) => {
                     &entries
@@ -463,7 +468,7 @@ impl<'t> Locator<'t> {
                         .find(|(k, _)| k.value.0.as_deref() == Some(key.as_str()))?
                         .1
                 }
-                (Node::Seq(items), Segment::Index(index)) => items.get(index)?,
+                (Node::Seq(items), Segment::Index(index)) => items.get(*index)?,
                 _ => return None,
             };
         }
@@ -472,7 +477,7 @@ impl<'t> Locator<'t> {
 }
 
 /// A dotted key path read back into its segments; `None` if it is not one.
-fn segments(dotted: &str) -> Option<Vec<Segment>> {
+pub(crate) fn segments(dotted: &str) -> Option<Vec<Segment>> {
     let mut out = Vec::new();
     for part in dotted.split('.') {
         let (key, mut rest) = part.split_once('[').map_or((part, ""), |(k, r)| (k, r));

@@ -10,7 +10,7 @@ use super::super::kind;
 
 pub(crate) use super::super::{
     Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, Protocol, ProxySettings,
-    RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
+    RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings, Upstream,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -97,16 +97,18 @@ pub(crate) struct RawAdmin {
 pub(crate) struct RawRoute {
     /// Unique route name, used as the `route` label. Required; matches
     /// `[a-zA-Z0-9_.:-]+`.
-    pub name: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::route_name")]
+    pub name: Option<String>,
     /// Which requests this route accepts; all given conditions must hold.
     /// Default: every request (`path_prefix: /`).
     #[serde(rename = "match")]
-    pub matcher: Option<Spanned<RouteMatch>>,
+    pub matcher: Option<RouteMatch>,
     /// Upstream base URL: `http` or `https`, with a host, without user info,
     /// query or fragment. Its path is kept as a base path (without a trailing
     /// `/`) that request paths are appended to. Required, unless `--upstream`
     /// is given on the command line, which replaces it in every route.
-    pub upstream: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::upstream")]
+    pub upstream: Option<Upstream>,
     /// Which requests are metered: `auto` (requests to known inference
     /// endpoints such as `.../chat/completions` and `.../completions`),
     /// `openai` (every request, read as OpenAI chat/completions) or `none`
@@ -116,7 +118,7 @@ pub(crate) struct RawRoute {
     /// Upstream timeouts.
     pub timeouts: Option<Timeouts>,
     /// TLS towards an `https` upstream or metrics page.
-    pub tls: Option<Spanned<RawTls>>,
+    pub tls: Option<RawTls>,
     /// Forward the client's `Host` header instead of the upstream's authority.
     /// Default `false`.
     #[serde(default, deserialize_with = "kind::flag")]
@@ -134,18 +136,22 @@ pub(crate) struct RawRoute {
     /// The route's SLO class, used as the `slo` label value (empty when
     /// unset). With `slo_files`, it must name a class defined there; without,
     /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.
-    pub slo: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::slo_class")]
+    pub slo: Option<String>,
     /// SLO class per model name (the request body's `model`, as sent), which
     /// takes precedence over `slo`: `{llama-3-8b: chat, codestral: code}`.
-    pub slo_by_model: Option<Spanned<Entries>>,
+    #[serde(default, deserialize_with = "kind::classes_by_model")]
+    pub slo_by_model: Vec<(String, String)>,
     /// SLO class per operation (`chat`, `embeddings`, `rerank`...), after
     /// `slo_by_model` and before `slo`: `{embeddings: embeddings}`.
-    pub slo_by_operation: Option<Spanned<Entries>>,
+    #[serde(default, deserialize_with = "kind::classes_by_operation")]
+    pub slo_by_operation: Vec<(meter::Operation, String)>,
     /// Request header a client may use to declare its SLO class
     /// (`x-slo-class`). It takes precedence over `slo_by_model` and `slo`;
     /// values that name no defined class are ignored (the route's class
     /// applies), so the label stays bounded. Requires `slo_files`.
-    pub slo_header: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::header_name")]
+    pub slo_header: Option<http::HeaderName>,
     /// Judge a request that declares its own objectives in the headers
     /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
     /// the class label `declared`. Default `false`.
@@ -295,5 +301,6 @@ pub(crate) struct RawTls {
     /// built in (for servers with an internal or self-signed CA). Relative
     /// to the directory of the config file; read when the configuration is
     /// loaded or reloaded. Default: the web PKI roots.
-    pub ca_file: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::text")]
+    pub ca_file: Option<String>,
 }
