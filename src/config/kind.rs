@@ -7,6 +7,7 @@
 //! every problem of a file is reported at once. The stand-in each gives for
 //! a bad value is never used: a config with a problem is refused.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::Deserializer;
@@ -16,11 +17,11 @@ use super::located::{
     checked_or_empty, checked_standing_in,
 };
 use super::values::{
-    is_label_value, is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_host,
-    parse_ip_net, parse_method, parse_metrics_url, parse_path_prefix, parse_percentage,
+    is_label_value, is_metric_namespace, parse_addr, parse_bool, parse_bound, parse_duration,
+    parse_host, parse_ip_net, parse_method, parse_metrics_url, parse_path_prefix, parse_percentage,
     parse_positive_count, parse_protocol, parse_provider_name, parse_size, parse_upstream,
 };
-use super::{IpNet, MetricsEndpoint, Protocol, Upstream};
+use super::{IpNet, MetricsEndpoint, Protocol, Upstream, default_admin_listen};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -225,6 +226,26 @@ pub(super) fn label_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String
             Err(problems)
         }
     })
+}
+
+/// An address (`IP:port`) where no value is `None`, the default.
+pub(super) fn address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_addr(text).map(Some))
+}
+
+/// `admin.listen`: an address; no value is the default, which also stands
+/// in for a bad one (so the other listener is checked against it, as when
+/// the key is left out).
+pub(super) fn admin_address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let default = default_admin_listen();
+    checked_or_empty(d, Some(default), default, parse_addr)
+}
+
+/// `admin.max_connections`: a whole number, at least 1; no value is the
+/// default.
+pub(super) fn admin_connections<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let default = super::AdminSettings::default().max_connections;
+    checked_or_empty(d, Some(default), default, parse_positive_count)
 }
 
 /// A route's `name`: a label value. No value is `None`, as leaving the

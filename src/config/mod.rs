@@ -6,18 +6,19 @@
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics`, `scrape` and a route's `timeouts`, `match` and `gpu_select`
-//! are read so, and a route's other keys (`name`, `upstream`, `protocol`,
+//! `metrics`, `scrape`, `admin` and a route's `timeouts`, `match` and
+//! `gpu_select` are read so, and a route's other keys (`name`, `upstream`, `protocol`,
 //! `preserve_host`, `strip_prefix`, `max_in_flight`, `tls.ca_file`, `slo`,
 //! `slo_by_model`, `slo_by_operation`, `slo_header`,
 //! `slo_request_headers`, `slo_request_max`, `otel_provider_name`,
-//! `engine_metrics`, `gpu_metrics`, `scrape_interval`), with
-//! `admin.max_connections` and `otlp`'s `metrics`, `traces`, `queue`,
-//! `max_batch`, `service_name`, are typed where `raw` reads them, each
-//! naming its kind. Still read as text with its location (`raw`'s
-//! `Spanned` values) and turned into these types by `load`: a route's
-//! `tenant` (whose messages must never name what is written as a key of
-//! `api_keys.keys`), `listen` and `admin.listen`, the `otlp` keys that the
+//! `engine_metrics`, `gpu_metrics`, `scrape_interval`), with `listen`
+//! (`admin`, with its `listen`, is read as `AdminSettings`) and `otlp`'s
+//! `metrics`, `traces`, `queue`, `max_batch`, `service_name`, are typed
+//! where `raw` reads them, each naming its kind; the flags that replace
+//! `listen`, `admin.listen` and `upstream` are applied after. Still read as
+//! text with its location (`raw`'s `Spanned` values) and turned into these
+//! types by `load`: a route's `tenant` (whose messages must never name what
+//! is written as a key of `api_keys.keys`), the `otlp` keys that the
 //! `OTEL_*` variables may also set, and the SLO files.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
@@ -86,16 +87,26 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
 /// Default admin listen address: loopback, so metrics are not exposed by accident.
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
 
+/// [`DEFAULT_LISTEN`] as an address.
+pub(crate) fn default_listen() -> SocketAddr {
+    DEFAULT_LISTEN
+        .parse()
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8080)))
+}
+
+/// [`DEFAULT_ADMIN_LISTEN`] as an address.
+pub(crate) fn default_admin_listen() -> SocketAddr {
+    DEFAULT_ADMIN_LISTEN
+        .parse()
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
+}
+
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     /// Address the proxy accepts client traffic on.
     pub listen: SocketAddr,
-    /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`).
-    /// Shown as `admin.listen`, where the file has it.
-    #[serde(skip)]
-    pub admin_listen: SocketAddr,
-    /// The admin listener's limits.
+    /// The admin listener: its address and limits.
     pub admin: AdminSettings,
     /// Forwarding behaviour shared by all routes.
     pub proxy: ProxySettings,
@@ -313,17 +324,29 @@ impl GpuSelect {
     }
 }
 
-/// The admin listener's limits.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `admin`: the admin listener (`/metrics`, `/healthz`, `/readyz`,
+/// `/slo`, `/config`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AdminSettings {
-    /// Most connections open at once (its own share of file descriptors).
+    /// Most client connections open at once on the admin listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
+    /// whatever visits the admin port cannot take the file descriptors
+    /// forwarding needs. Applied at start only.
+    #[serde(deserialize_with = "kind::admin_connections")]
     pub max_connections: usize,
+    /// Address (`IP:port`) of the admin listener. Default `127.0.0.1:9464`
+    /// (loopback, so metrics are not exposed by accident). Must differ from
+    /// `listen`. `--admin-listen` replaces it.
+    #[serde(deserialize_with = "kind::admin_address")]
+    pub listen: SocketAddr,
 }
 
 impl Default for AdminSettings {
     fn default() -> Self {
         Self {
             max_connections: 64,
+            listen: default_admin_listen(),
         }
     }
 }

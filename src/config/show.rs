@@ -48,13 +48,7 @@ impl Config {
     pub fn to_json(&self) -> Value {
         // The serializers here fail on nothing (every map key is text), so
         // the fallback is never taken.
-        let mut shown = serde_json::to_value(self).unwrap_or(Value::Null);
-        // The runtime keeps the admin address beside the section for its
-        // many readers; the file, and so `/config`, has it in `admin`.
-        if let Some(admin) = shown.get_mut("admin").and_then(Value::as_object_mut) {
-            admin.insert("listen".to_owned(), self.admin_listen.to_string().into());
-        }
-        shown
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use super::super::raw::{self, Pos, Spanned};
-use super::super::{Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, Upstream};
+use super::super::{Config, Upstream};
 
 use super::super::values::*;
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
@@ -23,18 +23,6 @@ pub struct Overrides {
     /// The OpenTelemetry SDKs' `OTEL_*` variables, for the `otlp`
     /// settings (the file wins where both give a value).
     pub otel_env: super::otel_env::OtelEnv,
-}
-
-pub(crate) fn default_listen() -> SocketAddr {
-    DEFAULT_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8080)))
-}
-
-pub(crate) fn default_admin_listen() -> SocketAddr {
-    DEFAULT_ADMIN_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
 }
 
 /// Collects errors while building the runtime config.
@@ -86,9 +74,17 @@ impl<'a> Checker<'a> {
         });
     }
 
-    /// Whether the file gives a value at `key` (a bad one included).
+    /// Whether a problem was reported at `key`.
+    pub(crate) fn reported(&self, key: &str) -> bool {
+        self.errors.iter().any(|e| e.key == key)
+    }
+
+    /// Whether the file gives `key` a value (a bad one included; `key:`
+    /// gives none).
     pub(crate) fn given(&self, key: &str) -> bool {
-        self.position(key).is_some()
+        self.locator
+            .as_ref()
+            .is_some_and(|locator| locator.has_value(key))
     }
 
     /// Where the value at `key` is written, if it is.

@@ -6,12 +6,12 @@
 use std::path::Path;
 
 use super::super::raw::{self, RawConfig};
-use super::super::values::*;
 use super::super::{
     AdminSettings, Config, GpuSelect, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch,
     ScrapeSettings, Timeouts, TraceSettings,
 };
-use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
+use super::super::{default_admin_listen, default_listen};
+use super::checker::{Checker, Origin, Overrides};
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 use super::validate::Given;
 
@@ -92,8 +92,10 @@ impl Config {
         let otlp = checker.otlp(None, &overrides.otel_env);
         let config = upstream.map(|upstream| Config {
             listen,
-            admin_listen,
-            admin: AdminSettings::default(),
+            admin: AdminSettings {
+                listen: admin_listen,
+                ..AdminSettings::default()
+            },
             proxy: ProxySettings::default(),
             metrics: MetricsSettings::default(),
             routes: vec![Route {
@@ -145,26 +147,26 @@ impl Checker<'_> {
             }
             None => Vec::new(),
         };
-        let listen_field = raw.listen.as_ref();
-        let admin_field = raw.admin.as_ref().and_then(|admin| admin.listen.as_ref());
-        let listen_file = self.value(listen_field, "listen", parse_addr);
-        let admin_file = self.value(admin_field, "admin.listen", parse_addr);
-
-        let (listen, listen_origin) = match (overrides.listen, listen_file) {
+        let file_listen = raw.listen.map(|addr| {
+            let pos = self.position("listen");
+            (addr, Origin::File(pos, "listen"))
+        });
+        let (listen, listen_origin) = match (overrides.listen, file_listen) {
             (Some(addr), _) => (addr, Origin::Flag("--listen")),
-            (None, Some(addr)) => (
-                addr,
-                Origin::File(listen_field.and_then(raw::pos), "listen"),
-            ),
+            (None, Some(file)) => file,
             (None, None) => (default_listen(), Origin::Default),
         };
-        let (admin_listen, admin_origin) = match (overrides.admin_listen, admin_file) {
-            (Some(addr), _) => (addr, Origin::Flag("--admin-listen")),
-            (None, Some(addr)) => (
-                addr,
-                Origin::File(admin_field.and_then(raw::pos), "admin.listen"),
-            ),
-            (None, None) => (default_admin_listen(), Origin::Default),
+        let mut admin = raw.admin.clone().unwrap_or_default();
+        // A bad address is reported already; the default stands in for it.
+        let admin_origin = match overrides.admin_listen {
+            Some(addr) => {
+                admin.listen = addr;
+                Origin::Flag("--admin-listen")
+            }
+            None if self.given("admin.listen") && !self.reported("admin.listen") => {
+                Origin::File(self.position("admin.listen"), "admin.listen")
+            }
+            None => Origin::Default,
         };
         let upstream_override = overrides
             .upstream
@@ -174,25 +176,15 @@ impl Checker<'_> {
             Some(raw),
             &Given {
                 listen: (listen, listen_origin),
-                admin: (admin_listen, admin_origin),
+                admin: (admin.listen, admin_origin),
                 upstream_flag: overrides.upstream.is_some(),
                 upstream: upstream_override.as_ref(),
             },
         );
 
-        let admin_defaults = AdminSettings::default();
-        let admin = AdminSettings {
-            max_connections: raw
-                .admin
-                .as_ref()
-                .and_then(|admin| admin.max_connections)
-                .unwrap_or(admin_defaults.max_connections),
-        };
-
         let scrape = raw.scrape.unwrap_or_default();
         Config {
             listen,
-            admin_listen,
             admin,
             proxy: raw.proxy.clone().unwrap_or_default(),
             metrics: raw.metrics.clone().unwrap_or_default(),

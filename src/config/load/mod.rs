@@ -31,7 +31,7 @@ mod tests {
     use super::super::raw;
     use super::super::values::*;
     use super::super::{DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, RouteMatch};
-    use super::checker::{default_admin_listen, default_listen};
+    use super::super::{default_admin_listen, default_listen};
     use super::error::*;
     use super::otlp::parse_otlp_endpoint;
     use super::validate::covers;

@@ -220,7 +220,7 @@ fn known_slo_keys(parent: &[Segment]) -> &'static [&'static str] {
 pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
     match keys_of(parent).as_slice() {
         [] => fields_of::<RawConfig>(),
-        ["admin"] => fields_of::<RawAdmin>(),
+        ["admin"] => fields_of::<AdminSettings>(),
         ["proxy"] => fields_of::<ProxySettings>(),
         ["metrics"] => fields_of::<MetricsSettings>(),
         ["trace_context"] => fields_of::<TraceSettings>(),
@@ -299,6 +299,8 @@ enum Node {
     Map(Vec<(Spanned<KeyText>, Spanned<Node>)>),
     Seq(Vec<Spanned<Node>>),
     Scalar,
+    /// No value (`key:`, `key: ~`).
+    Null,
 }
 
 impl<'de> Deserialize<'de> for Node {
@@ -336,10 +338,10 @@ impl<'de> Deserialize<'de> for Node {
                 Ok(Node::Scalar)
             }
             fn visit_unit<E>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Null)
             }
             fn visit_none<E>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Null)
             }
             fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
                 Node::deserialize(d)
@@ -457,6 +459,18 @@ impl<'t> Locator<'t> {
 
     /// Where the value at `path` is written.
     pub(crate) fn at(&self, path: &[Segment]) -> Option<Pos> {
+        self.node(path).and_then(pos)
+    }
+
+    /// Whether the file gives the key at `dotted` a value (a bad one
+    /// included; `key:` and `key: ~` give none).
+    pub(crate) fn has_value(&self, dotted: &str) -> bool {
+        segments(dotted)
+            .and_then(|path| self.node(&path))
+            .is_some_and(|node| !matches!(node.value, Node::Null))
+    }
+
+    fn node(&self, path: &[Segment]) -> Option<&Spanned<Node>> {
         let tree = self.tree.get_or_init(|| shape(self.text)).as_ref()?;
         let mut node = tree;
         for segment in path {
@@ -472,7 +486,7 @@ impl<'t> Locator<'t> {
                 _ => return None,
             };
         }
-        pos(node)
+        Some(node)
     }
 }
 
@@ -549,7 +563,7 @@ fn value_path_at(tree: &Spanned<Node>, at: Pos) -> Option<Vec<Segment>> {
                     path.pop();
                 }
             }
-            Node::Scalar => {}
+            Node::Scalar | Node::Null => {}
         }
     }
     let mut best = None;

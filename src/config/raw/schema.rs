@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, Protocol, ProxySettings,
-    RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings, Upstream,
+    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, Protocol,
+    ProxySettings, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings, Upstream,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -19,10 +19,11 @@ pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawConfig {
     /// Address (`IP:port`) the proxy accepts client traffic on.
-    /// Default `0.0.0.0:8080`.
-    pub listen: Option<Spanned<String>>,
+    /// Default `0.0.0.0:8080`. `--listen` replaces it.
+    #[serde(default, deserialize_with = "kind::address")]
+    pub listen: Option<std::net::SocketAddr>,
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
-    pub admin: Option<RawAdmin>,
+    pub admin: Option<AdminSettings>,
     /// Forwarding behaviour shared by all routes.
     pub proxy: Option<ProxySettings>,
     /// Metric naming, label bounds and histogram buckets.
@@ -75,21 +76,6 @@ pub(crate) struct RawOtlp {
     pub max_batch: Option<usize>,
     /// The `service.name` of the exported resource. Default `tokenmeter`.
     pub service_name: Option<String>,
-}
-
-/// `admin`: the admin listener.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawAdmin {
-    /// Address (`IP:port`) of the admin listener. Default `127.0.0.1:9464`
-    /// (loopback, so metrics are not exposed by accident). Must differ from
-    /// `listen`.
-    pub listen: Option<Spanned<String>>,
-    /// Most client connections open at once on the admin listener; more
-    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
-    /// whatever visits the admin port cannot take the file descriptors
-    /// forwarding needs. Applied at start only.
-    #[serde(default, deserialize_with = "kind::optional_count")]
-    pub max_connections: Option<usize>,
 }
 
 /// `routes[i]`: which requests a route takes and where they go.

@@ -402,8 +402,10 @@ pub async fn read_while(stream: &mut TcpStream, more: impl Fn(&[u8]) -> bool) ->
 pub fn config_for(upstream: SocketAddr) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        admin: Default::default(),
+        admin: tokenmeter::config::AdminSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Default::default()
+        },
         proxy: ProxySettings::default(),
         metrics: MetricsSettings::default(),
         routes: vec![Route {
