@@ -190,11 +190,11 @@ pub async fn start_with(
                 addr: config.listen,
                 source,
             })?;
-    let admin_listener = TcpListener::bind(config.admin_listen)
+    let admin_listener = TcpListener::bind(config.admin.listen)
         .await
         .map_err(|source| StartError::Bind {
             listener: "admin",
-            addr: config.admin_listen,
+            addr: config.admin.listen,
             source,
         })?;
     let bound = |listener, addr, l: &TcpListener| {
@@ -205,7 +205,7 @@ pub async fn start_with(
         })
     };
     let proxy_addr = bound("proxy", config.listen, &proxy_listener)?;
-    let admin_addr = bound("admin", config.admin_listen, &admin_listener)?;
+    let admin_addr = bound("admin", config.admin.listen, &admin_listener)?;
 
     let admin_state = Arc::new(AdminState {
         metrics: metrics.clone(),

@@ -94,18 +94,18 @@ impl WebConfig {
         files
     }
 
-    /// Reads the file `admin.web_config_file` names (`field`, in the
-    /// config file `config_file`, relative to `base`): the web config, or
-    /// every problem found, each with its file, line, column and key (an
-    /// unreadable file is reported at the key that names it).
+    /// Reads the file `admin.web_config_file` names (`path`, written at
+    /// `pos` of the config file `config_file`, relative to `base`): the web
+    /// config, or every problem found, each with its file, line, column and
+    /// key (an unreadable file is reported at the key that names it).
     pub(crate) fn read(
-        field: &Spanned<String>,
+        path: &str,
+        pos: Option<super::located::Pos>,
         config_file: &str,
         base: &Path,
     ) -> Result<Self, Vec<ConfigError>> {
-        let file = base.join(field.value.trim());
+        let file = base.join(path.trim());
         if let Err(e) = std::fs::metadata(&file) {
-            let pos = super::located::pos(field);
             return Err(vec![ConfigError {
                 file: config_file.to_owned(),
                 line: pos.map(|p| p.line),
@@ -231,10 +231,10 @@ impl super::Config {
             .web
             .as_ref()
             .is_some_and(|web| web.requires_auth());
-        (!self.admin_listen.ip().is_loopback() && !guarded).then(|| {
+        (!self.admin.listen.ip().is_loopback() && !guarded).then(|| {
             format!(
                 "the admin listener on {} is reachable beyond this host and asks for no credentials: anyone who reaches it reads /metrics, /config and /slo (set admin.web_config_file with basic_auth_users, or listen on loopback)",
-                self.admin_listen
+                self.admin.listen
             )
         })
     }
