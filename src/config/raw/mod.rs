@@ -213,7 +213,14 @@ mod reference {
     /// one by API key), read from the package's directory.
     const EVERY_KEY: &str = r#"
 listen: 127.0.0.1:18080
-admin: {listen: 127.0.0.1:19464, max_connections: 8}
+admin: {listen: 127.0.0.1:19464, max_connections: 8, web_config_file: tests/data/tls/web.yml}
+tls:
+  cert_file: tests/data/tls/server.pem
+  key_file: tests/data/tls/server.key
+  client_ca_file: tests/data/tls/ca.pem
+  client_auth_type: VerifyClientCertIfGiven
+  min_version: TLS12
+  max_version: TLS13
 proxy:
   max_request_body: 1MiB
   max_retry_body: 32KiB
