@@ -14,10 +14,10 @@ use serde::Deserializer;
 use super::located::{Item, Pos, checked, checked_items, checked_list, checked_or_empty};
 use super::values::{
     is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_host, parse_ip_net,
-    parse_method, parse_path_prefix, parse_percentage, parse_positive_count, parse_protocol,
-    parse_provider_name, parse_size,
+    parse_method, parse_metrics_url, parse_path_prefix, parse_percentage, parse_positive_count,
+    parse_protocol, parse_provider_name, parse_size,
 };
-use super::{IpNet, Protocol};
+use super::{IpNet, MetricsEndpoint, Protocol};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -182,6 +182,42 @@ pub(super) fn methods<'de, D: Deserializer<'de>>(
         }
         if problems.is_empty() {
             Ok(Some(methods))
+        } else {
+            Err(problems)
+        }
+    })
+}
+
+/// The URL of a page to scrape: `http` or `https`, with a host; no value
+/// is `None`, not scraped.
+pub(super) fn metrics_url<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<MetricsEndpoint>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_metrics_url(text).map(Some)
+    })
+}
+
+/// Values a label must have to be selected: a list of non-empty strings,
+/// at least one.
+pub(super) fn label_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    checked_items(d, None, Vec::new(), |at, items| {
+        if items.is_empty() {
+            return Err(vec![(
+                at,
+                "must not be empty (leave the key out to select any value)".to_owned(),
+            )]);
+        }
+        let problems: Vec<(Option<Pos>, String)> = items
+            .iter()
+            .filter(|item| item.text.trim().is_empty())
+            .map(|item| (item.pos, "must not be empty".to_owned()))
+            .collect();
+        if problems.is_empty() {
+            Ok(items
+                .iter()
+                .map(|item| item.text.trim().to_owned())
+                .collect())
         } else {
             Err(problems)
         }

@@ -6,10 +6,11 @@
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics` and a route's `timeouts` and `match` are read so, and the
-//! other keys that need nothing outside themselves (a route's `protocol`,
-//! `preserve_host`, `strip_prefix`, `max_in_flight`,
-//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`;
+//! `metrics`, `scrape` and a route's `timeouts`, `match` and `gpu_select`
+//! are read so, and the other keys that need nothing outside themselves (a
+//! route's `protocol`, `preserve_host`, `strip_prefix`, `max_in_flight`,
+//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`,
+//! `engine_metrics`, `gpu_metrics`, `scrape_interval`;
 //! `admin.max_connections`; `otlp`'s `metrics`, `traces`, `queue`,
 //! `max_batch`, `service_name`) are typed where `raw` reads them, each
 //! naming its kind. The keys checked against something outside themselves
@@ -23,7 +24,10 @@
 //! a typed field is read by a function of `kind.rs` that records a bad value
 //! with its location instead of failing (`located.rs`), unknown keys are
 //! collected with a did-you-mean (`raw/read.rs`), and `load` adds the rules
-//! across fields. Nothing outside this module sees the raw types or the
+//! across fields. A rule across typed keys, which keep no location, names
+//! the key it reports (`routes[1].scrape_interval`) and the document's
+//! `Locator` finds where that key's value is written (`Checker::at_key`).
+//! Nothing outside this module sees the raw types or the
 //! YAML crate, so either can be replaced in one place.
 //!
 //! # Adding a key
@@ -105,6 +109,9 @@ pub struct Config {
     pub trace_context: TraceSettings,
     /// OpenTelemetry export, when configured.
     pub otlp: Option<OtlpSettings>,
+    /// How the routes' engine and GPU pages are scraped, where a route does
+    /// not say otherwise.
+    pub scrape: ScrapeSettings,
     /// The files this config was read from, which a reload watches.
     #[serde(flatten)]
     pub sources: Sources,
@@ -229,6 +236,78 @@ pub struct TraceSettings {
     /// a valid `traceparent` is dropped). A boolean, default `false`.
     #[serde(deserialize_with = "kind::boolean")]
     pub start: bool,
+}
+
+/// `scrape`: how each route's `engine_metrics` and `gpu_metrics` pages are
+/// fetched, off the forwarding path. All of it applies on reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScrapeSettings {
+    /// How often each page is fetched, where a route gives no
+    /// `scrape_interval`. A duration, default `5s`.
+    #[serde(with = "kind::duration")]
+    pub interval: Duration,
+    /// How long one fetch may take, the body read included; past it the
+    /// scrape fails. Below the interval of every route scraped, so that a
+    /// slow page never has two fetches in flight. A duration, default `2s`.
+    #[serde(with = "kind::duration")]
+    pub timeout: Duration,
+    /// Largest page read; a larger one fails the scrape, so a runaway
+    /// exporter cannot take the proxy's memory. A size, default `4MiB`.
+    #[serde(deserialize_with = "kind::size")]
+    pub max_body: usize,
+}
+
+impl Default for ScrapeSettings {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            max_body: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// A page to scrape (`routes[i].engine_metrics`, `gpu_metrics`).
+#[derive(Clone, PartialEq)]
+pub struct MetricsEndpoint {
+    /// The URL as written, credentials and all: only the scraper reads it.
+    pub url: http::Uri,
+    /// The URL redacted as an upstream's is (user info, query values,
+    /// fragment), for `/config`, logs and messages.
+    pub shown: String,
+}
+
+/// Shows the redacted URL only, as `/config` does.
+impl std::fmt::Debug for MetricsEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("MetricsEndpoint").field(&self.shown).finish()
+    }
+}
+
+/// `routes[i].gpu_select`: which GPUs of the route's `gpu_metrics` page
+/// serve it, by the DCGM exporter's labels. A GPU is selected when it
+/// matches every list given; with none given, every GPU on the page is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GpuSelect {
+    /// Values of the exporter's `gpu` label (the device index, `"0"`). A
+    /// list of non-empty strings; default: any.
+    #[serde(deserialize_with = "kind::label_values")]
+    pub gpu: Vec<String>,
+    /// Values of its `UUID` label (`GPU-5fd4...`). Default: any.
+    #[serde(deserialize_with = "kind::label_values")]
+    pub uuid: Vec<String>,
+    /// Values of its `Hostname` label (the node). Default: any.
+    #[serde(deserialize_with = "kind::label_values")]
+    pub hostname: Vec<String>,
+}
+
+impl GpuSelect {
+    /// Whether no list is given: every GPU on the page is selected.
+    pub fn is_all(&self) -> bool {
+        self.gpu.is_empty() && self.uuid.is_empty() && self.hostname.is_empty()
+    }
 }
 
 /// The admin listener's limits.
@@ -445,6 +524,16 @@ pub struct Route {
     /// `gen_ai.provider.name` of its requests in the OpenTelemetry export;
     /// `None`: the protocol's.
     pub otel_provider_name: Option<String>,
+    /// The inference server's own Prometheus page; `None`: not scraped.
+    pub engine_metrics: Option<MetricsEndpoint>,
+    /// The page of the DCGM exporter of the GPUs serving the route; `None`:
+    /// not scraped.
+    pub gpu_metrics: Option<MetricsEndpoint>,
+    /// Which GPUs of `gpu_metrics` serve the route.
+    pub gpu_select: GpuSelect,
+    /// How often its pages are scraped; `None`: `scrape.interval`.
+    #[serde(serialize_with = "show::opt_secs")]
+    pub scrape_interval: Option<Duration>,
 }
 
 /// `routes[i].match`: which requests a route accepts. All given

@@ -46,6 +46,9 @@ pub(crate) struct Checker<'a> {
     pub(crate) slo_names: Option<Vec<String>>,
     /// SLO files and globs named by `slo_files`, as resolved.
     pub(crate) sources: super::super::Sources,
+    /// Where the file's values are written, for the rules across keys;
+    /// `None` without a file.
+    pub(crate) locator: Option<raw::Locator<'a>>,
 }
 
 /// Where a value in the final config came from, to point an error at it.
@@ -63,7 +66,25 @@ impl<'a> Checker<'a> {
             errors: Vec::new(),
             slo_names: None,
             sources: super::super::Sources::default(),
+            locator: None,
         }
+    }
+
+    /// Whether the file gives a value at `key` (a bad one included).
+    pub(crate) fn written(&self, key: &str) -> bool {
+        self.locator
+            .as_ref()
+            .is_some_and(|locator| locator.value(key).is_some())
+    }
+
+    /// Records a problem with the value at `key`, located in the file.
+    pub(crate) fn at_key(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        let key = key.into();
+        let pos = self
+            .locator
+            .as_ref()
+            .and_then(|locator| locator.value(&key));
+        self.at(pos, key, message);
     }
 
     /// Records a problem in the file.

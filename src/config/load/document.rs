@@ -8,8 +8,8 @@ use std::path::Path;
 use super::super::raw::{self, RawConfig};
 use super::super::values::*;
 use super::super::{
-    AdminSettings, Config, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, Timeouts,
-    TraceSettings,
+    AdminSettings, Config, GpuSelect, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch,
+    ScrapeSettings, Timeouts, TraceSettings,
 };
 use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
@@ -48,6 +48,7 @@ impl Config {
             }
         };
         let mut checker = Checker::new(file);
+        checker.locator = Some(raw::Locator::new(text));
         checker.document_problems(&document);
         // SLO files are named relative to the directory of this file.
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
@@ -111,10 +112,15 @@ impl Config {
                 slo_request_max: None,
                 tenant: None,
                 otel_provider_name: None,
+                engine_metrics: None,
+                gpu_metrics: None,
+                gpu_select: GpuSelect::default(),
+                scrape_interval: None,
             }],
             slo_classes: Vec::new(),
             trace_context: TraceSettings::default(),
             otlp,
+            scrape: ScrapeSettings::default(),
             sources: super::super::Sources::default(),
         });
         match config {
@@ -182,16 +188,24 @@ impl Checker<'_> {
                 .unwrap_or(admin_defaults.max_connections),
         };
 
+        let scrape = raw.scrape.unwrap_or_default();
         Config {
             listen,
             admin_listen,
             admin,
             proxy: raw.proxy.clone().unwrap_or_default(),
             metrics: raw.metrics.clone().unwrap_or_default(),
-            routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
+            routes: self.routes(
+                raw,
+                overrides.upstream.is_some(),
+                upstream_override,
+                &scrape,
+                base,
+            ),
             slo_classes,
             trace_context: raw.trace_context.unwrap_or_default(),
             otlp: self.otlp(raw.otlp.as_ref(), &overrides.otel_env),
+            scrape,
             sources: std::mem::take(&mut self.sources),
         }
     }

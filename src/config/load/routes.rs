@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
-use super::super::{Protocol, Route, RouteMatch, Upstream};
+use super::super::{Protocol, Route, RouteMatch, ScrapeSettings, Upstream};
 
 use super::super::values::*;
 use super::checker::Checker;
@@ -26,6 +26,7 @@ impl Checker<'_> {
         raw: &RawConfig,
         upstream_overridden: bool,
         upstream_override: Option<Upstream>,
+        scrape: &ScrapeSettings,
         base: &Path,
     ) -> Vec<Route> {
         let Some(raw_routes) = self.required_list(&raw.routes, "routes", "route") else {
@@ -36,10 +37,14 @@ impl Checker<'_> {
         // Match of each route that checked out, for the shadowing check.
         let mut matches: Vec<Option<MatchSite>> = Vec::new();
         let mut routes = Vec::with_capacity(raw_routes.len());
+        // Whether a scraped route takes `scrape.interval`, which must then
+        // be longer than `scrape.timeout`.
+        let mut on_shared_interval = false;
         for (i, raw_route) in raw_routes.iter().enumerate() {
             let prefix = format!("routes[{i}]");
             let route_pos = raw::pos(raw_route);
             let route = &raw_route.value;
+            on_shared_interval |= self.scrape_targets(&prefix, route, scrape);
 
             if let Some(name) = &route.name
                 && let Some(first) = names.insert(&name.value, i)
@@ -65,6 +70,24 @@ impl Checker<'_> {
                 routes.push(route);
             }
             matches.push(matcher);
+        }
+        // A bad interval's stand-in is zero, which is reported already.
+        if on_shared_interval && scrape.timeout >= scrape.interval && !scrape.interval.is_zero() {
+            let (timeout, interval) = (
+                humantime::format_duration(scrape.timeout),
+                humantime::format_duration(scrape.interval),
+            );
+            if self.written("scrape.timeout") {
+                self.at_key(
+                    "scrape.timeout",
+                    format!("{timeout} is not below scrape.interval ({interval}): a scrape must end before the next one starts"),
+                );
+            } else {
+                self.at_key(
+                    "scrape.interval",
+                    format!("{interval} is not longer than scrape.timeout ({timeout}): a scrape must end before the next one starts"),
+                );
+            }
         }
 
         for (j, later) in matches.iter().enumerate() {
@@ -156,15 +179,25 @@ impl Checker<'_> {
 
         let timeouts = route.timeouts.unwrap_or_default();
 
+        let https_page = [&route.engine_metrics, &route.gpu_metrics]
+            .into_iter()
+            .flatten()
+            .any(|page| page.url.scheme_str() == Some("https"));
         let tls_roots = route.tls.as_ref().and_then(|tls| {
             if upstream
                 .as_ref()
                 .is_some_and(|u| u.scheme != http::uri::Scheme::HTTPS)
+                && !https_page
             {
+                let pages = route.engine_metrics.is_some() || route.gpu_metrics.is_some();
                 self.at(
                     raw::pos(tls),
                     format!("{prefix}.tls"),
-                    "applies only to an https upstream",
+                    if pages {
+                        "applies only to an https upstream, engine_metrics or gpu_metrics"
+                    } else {
+                        "applies only to an https upstream"
+                    },
                 );
                 return None;
             }
@@ -230,10 +263,55 @@ impl Checker<'_> {
                 slo_request_max,
                 tenant,
                 otel_provider_name: route.otel_provider_name.clone(),
+                engine_metrics: route.engine_metrics.clone(),
+                gpu_metrics: route.gpu_metrics.clone(),
+                gpu_select: route.gpu_select.clone().unwrap_or_default(),
+                scrape_interval: route.scrape_interval,
             }),
             _ => None,
         };
         (built, matcher_report)
+    }
+
+    /// The rules of a route's scrape keys: `gpu_select` needs
+    /// `gpu_metrics`, `scrape_interval` a page to scrape, and a route's own
+    /// interval must be longer than `scrape.timeout`. Returns whether the
+    /// route is scraped on `scrape.interval`, which the caller checks once.
+    fn scrape_targets(&mut self, prefix: &str, route: &RawRoute, scrape: &ScrapeSettings) -> bool {
+        // A page written but bad is reported already, not as missing.
+        let page = |checker: &Self, key: &str, page: &Option<_>| {
+            page.is_some() || checker.written(&format!("{prefix}.{key}"))
+        };
+        let gpu = page(self, "gpu_metrics", &route.gpu_metrics);
+        let scraped = gpu || page(self, "engine_metrics", &route.engine_metrics);
+        if route.gpu_select.is_some() && !gpu {
+            self.at_key(
+                format!("{prefix}.gpu_select"),
+                "needs `gpu_metrics`: it selects GPUs of that page",
+            );
+        }
+        match route.scrape_interval {
+            Some(_) if !scraped => {
+                self.at_key(
+                    format!("{prefix}.scrape_interval"),
+                    "needs `engine_metrics` or `gpu_metrics`: there is nothing to scrape",
+                );
+                false
+            }
+            Some(interval) if interval <= scrape.timeout => {
+                self.at_key(
+                    format!("{prefix}.scrape_interval"),
+                    format!(
+                        "{} is not longer than scrape.timeout ({}): a scrape must end before the next one starts",
+                        humantime::format_duration(interval),
+                        humantime::format_duration(scrape.timeout)
+                    ),
+                );
+                false
+            }
+            Some(_) => false,
+            None => route.engine_metrics.is_some() || route.gpu_metrics.is_some(),
+        }
     }
 
     pub(crate) fn slo_by_model(

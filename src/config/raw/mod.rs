@@ -29,7 +29,7 @@
 mod read;
 mod schema;
 
-pub(super) use read::{Document, Segment, UnknownKey, dotted, read, read_slo};
+pub(super) use read::{Document, Locator, Segment, UnknownKey, dotted, read, read_slo};
 pub(super) use schema::*;
 
 #[cfg(test)]
@@ -121,6 +121,20 @@ mod tests {
         let error = read("listen: 0.0.0.0:1\nroutes: [\n").expect_err("fails");
         assert!(error.pos.is_some());
         assert_eq!(error.key, "");
+    }
+
+    #[test]
+    fn values_are_located_by_their_key_path() {
+        let text = "scrape: {timeout: 3s}\nroutes:\n  - name: a\n  - name: b\n    tls:\n      ca_file: x\n    gpu_select: {gpu: ['0']}\n";
+        let locator = Locator::new(text);
+        let at = |key: &str| locator.value(key).map(|p| (p.line, p.column));
+        assert_eq!(at("scrape.timeout"), Some((1, 19)));
+        assert_eq!(at("routes[1].tls"), Some((6, 7)));
+        assert_eq!(at("routes[1].gpu_select"), Some((7, 17)));
+        assert_eq!(at("routes[1].gpu_select.gpu[0]"), Some((7, 24)));
+        assert_eq!(at("routes[2]"), None);
+        assert_eq!(at("scrape.interval"), None);
+        assert_eq!(at("routes[x]"), None);
     }
 
     #[test]
@@ -242,6 +256,7 @@ otlp:
   queue: 100
   max_batch: 10
   service_name: tm
+scrape: {interval: 10s, timeout: 3s, max_body: 1MiB}
 routes:
   - name: a
     match: {path_prefix: /a/, host: a.example, methods: [POST]}
@@ -259,6 +274,10 @@ routes:
     slo_request_max: {ttft: 30s, tpot: 2s, e2el: 10m}
     tenant: {header: x-tenant}
     otel_provider_name: vllm
+    engine_metrics: https://127.0.0.1:8443/metrics
+    gpu_metrics: http://127.0.0.1:9400/metrics
+    gpu_select: {gpu: ["0"], uuid: [GPU-1], hostname: [node-a]}
+    scrape_interval: 4s
   - name: b
     upstream: http://127.0.0.1:8000
     tenant:

@@ -225,6 +225,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["metrics"] => fields_of::<MetricsSettings>(),
         ["trace_context"] => fields_of::<TraceSettings>(),
         ["otlp"] => fields_of::<RawOtlp>(),
+        ["scrape"] => fields_of::<ScrapeSettings>(),
         ["metrics", "models"] => fields_of::<LabelBounds>(),
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),
@@ -232,6 +233,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["routes", "match"] => fields_of::<RouteMatch>(),
         ["routes", "timeouts"] => fields_of::<Timeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
+        ["routes", "gpu_select"] => fields_of::<GpuSelect>(),
         ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),
         ["routes", "tenant"] => fields_of::<RawTenant>(),
         ["routes", "tenant", "api_keys"] => fields_of::<RawApiKeys>(),
@@ -427,6 +429,67 @@ impl<'de> Deserialize<'de> for KeyText {
         // or mapping must not make the whole pass fail.
         deserializer.deserialize_any(KeyVisitor)
     }
+}
+
+/// Where the values of a document are written, found by key path: for the
+/// rules across keys, which see typed values that keep no location. The
+/// document's shape is read at the first question only, so a valid config
+/// costs nothing.
+pub(crate) struct Locator<'t> {
+    text: &'t str,
+    tree: std::cell::OnceCell<Option<Spanned<Node>>>,
+}
+
+impl<'t> Locator<'t> {
+    pub(crate) fn new(text: &'t str) -> Self {
+        Self {
+            text,
+            tree: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Where the value at `dotted` (`routes[1].tls`, as [`dotted`] writes
+    /// it; keys holding `.` or `[` cannot be asked for) is written, or
+    /// `None` when it is not in the document.
+    pub(crate) fn value(&self, dotted: &str) -> Option<Pos> {
+        let tree = self.tree.get_or_init(|| shape(self.text)).as_ref()?;
+        let mut node = tree;
+        for segment in segments(dotted)? {
+            node = match (&node.value, segment) {
+                (Node::Map(entries), Segment::Key(key)) => {
+                    &entries
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k.value.0.as_deref() == Some(key.as_str()))?
+                        .1
+                }
+                (Node::Seq(items), Segment::Index(index)) => items.get(index)?,
+                _ => return None,
+            };
+        }
+        pos(node)
+    }
+}
+
+/// A dotted key path read back into its segments; `None` if it is not one.
+fn segments(dotted: &str) -> Option<Vec<Segment>> {
+    let mut out = Vec::new();
+    for part in dotted.split('.') {
+        let (key, mut rest) = part.split_once('[').map_or((part, ""), |(k, r)| (k, r));
+        if key.is_empty() {
+            return None;
+        }
+        out.push(Segment::Key(key.to_owned()));
+        while !rest.is_empty() {
+            let (index, after) = rest.split_once(']')?;
+            out.push(Segment::Index(index.parse().ok()?));
+            rest = match after {
+                "" => "",
+                after => after.strip_prefix('[')?,
+            };
+        }
+    }
+    Some(out)
 }
 
 /// Where the last key of `path` is written.

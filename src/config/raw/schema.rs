@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    Buckets, LabelBounds, MetricsSettings, Protocol, ProxySettings, RouteMatch, TenantLabels,
-    Timeouts, TraceSettings,
+    Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, Protocol, ProxySettings,
+    RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -40,6 +40,9 @@ pub(crate) struct RawConfig {
     /// OpenTelemetry export (OTLP) of the metrics and of one span per
     /// metered request. Default: off.
     pub otlp: Option<RawOtlp>,
+    /// How the routes' `engine_metrics` and `gpu_metrics` pages are
+    /// scraped.
+    pub scrape: Option<ScrapeSettings>,
 }
 
 /// `otlp`: where and how the OpenTelemetry export goes.
@@ -112,7 +115,7 @@ pub(crate) struct RawRoute {
     pub protocol: Option<Protocol>,
     /// Upstream timeouts.
     pub timeouts: Option<Timeouts>,
-    /// TLS towards an `https` upstream.
+    /// TLS towards an `https` upstream or metrics page.
     pub tls: Option<Spanned<RawTls>>,
     /// Forward the client's `Host` header instead of the upstream's authority.
     /// Default `false`.
@@ -164,6 +167,24 @@ pub(crate) struct RawRoute {
     /// protocol's name.
     #[serde(default, deserialize_with = "kind::provider_name")]
     pub otel_provider_name: Option<String>,
+    /// The inference server's own Prometheus page (vLLM, SGLang, TGI,
+    /// llama.cpp with `--metrics`), scraped on the route's interval, off
+    /// the forwarding path: `http` or `https` with a host. Default: not
+    /// scraped.
+    #[serde(default, deserialize_with = "kind::metrics_url")]
+    pub engine_metrics: Option<MetricsEndpoint>,
+    /// The page of the NVIDIA DCGM exporter of the GPUs serving the route,
+    /// scraped as `engine_metrics` is. Default: not scraped.
+    #[serde(default, deserialize_with = "kind::metrics_url")]
+    pub gpu_metrics: Option<MetricsEndpoint>,
+    /// Which GPUs of `gpu_metrics` serve the route. Only with
+    /// `gpu_metrics`. Default: every GPU on the page.
+    pub gpu_select: Option<GpuSelect>,
+    /// How often this route's pages are scraped, instead of
+    /// `scrape.interval`; longer than `scrape.timeout`. Only with
+    /// `engine_metrics` or `gpu_metrics`.
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub scrape_interval: Option<Duration>,
 }
 
 /// `routes[i].tenant`: where a request's tenant comes from.
@@ -265,13 +286,14 @@ pub(crate) struct RawDeclaredMax {
     pub e2el: Option<Duration>,
 }
 
-/// `routes[i].tls`: how an `https` upstream's certificate is verified.
+/// `routes[i].tls`: how the certificate of an `https` upstream or metrics
+/// page is verified.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawTls {
-    /// PEM file of the certificate authorities to trust for this upstream,
-    /// instead of the web PKI roots built in (for servers with an internal
-    /// or self-signed CA). Relative to the directory of the config file;
-    /// read when the configuration is loaded or reloaded. Default: the web
-    /// PKI roots.
+    /// PEM file of the certificate authorities to trust for this upstream
+    /// and the route's `https` metrics pages, instead of the web PKI roots
+    /// built in (for servers with an internal or self-signed CA). Relative
+    /// to the directory of the config file; read when the configuration is
+    /// loaded or reloaded. Default: the web PKI roots.
     pub ca_file: Option<Spanned<String>>,
 }

@@ -431,10 +431,15 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             slo_header: None,
             tenant: None,
             otel_provider_name: None,
+            engine_metrics: None,
+            gpu_metrics: None,
+            gpu_select: Default::default(),
+            scrape_interval: None,
         }],
         slo_classes: Vec::new(),
         trace_context: Default::default(),
         otlp: None,
+        scrape: Default::default(),
         sources: Default::default(),
     }
 }
