@@ -47,5 +47,6 @@ mod protocols;
 mod reload;
 mod sim;
 mod slo;
+mod telemetry;
 mod tls;
 mod transparency;
