@@ -179,6 +179,30 @@ fn normalized(body: &[u8]) -> String {
     out
 }
 
+/// The good and all output token rates of route `chat`, class
+/// `interactive`, over the 1h window, as `/slo` has them.
+async fn window_rates(admin: SocketAddr) -> (f64, f64) {
+    let slo = admin_json(admin, "/slo").await;
+    let series = slo["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["route"] == "chat" && s["slo"] == "interactive" && s["tenant"] == "")
+        .unwrap()
+        .clone();
+    let window = series["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == "1h")
+        .unwrap()
+        .clone();
+    (
+        window["goodput"]["token_rate"].as_f64().unwrap(),
+        window["output_token_rate"].as_f64().unwrap(),
+    )
+}
+
 fn near(got: f64, want: f64, tolerance: f64) -> bool {
     (got - want).abs() <= tolerance * want.abs()
 }
@@ -204,7 +228,7 @@ async fn a_dcgm_page_and_the_engine_s_own_are_exported_with_the_route() {
     }
     let route = [("route", "chat")];
     let s = scrape_until(proxy.admin_addr, |s| {
-        sum(s, "llm_slo_requests_total", &[("verdict", "good")]) == 4.0
+        sum(s, "llm_slo_requests_total", &[("verdict", "good")]) >= 4.0
             && sum(s, "llm_gpu_seconds_total", &route) > 0.0
             && !s.iter().all(|x| x.name != "llm_engine_requests_running")
     })
@@ -245,8 +269,32 @@ async fn a_dcgm_page_and_the_engine_s_own_are_exported_with_the_route() {
             && x.labels.get("model").map(String::as_str) == Some("sim-model")),
         "{s:?}"
     );
+    // Once a scrape comes after the requests: nothing running or waiting,
+    // the KV cache empty.
+    let idle = |s: &[Sample]| {
+        s.iter().any(|x| {
+            x.name == "llm_engine_requests_running"
+                && x.labels.get("model").map(String::as_str) == Some("sim-model")
+                && x.value == 0.0
+        })
+    };
+    let s = scrape_until(proxy.admin_addr, idle).await;
+    assert!(idle(&s), "{s:?}");
     assert_eq!(value(&s, "llm_engine_requests_waiting", &model), 0.0);
     assert_eq!(value(&s, "llm_engine_kv_cache_usage_ratio", &model), 0.0);
+    // A request of 3 prompt tokens, 2 of them found in the prefix cache,
+    // between two scrapes: the engine's hit ratio over that span.
+    let (head, body) = chat_request("sim-model", true, &[("x-sim-cached-tokens", "2")]);
+    assert_eq!(
+        raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+        200
+    );
+    let hits = scrape_until(proxy.admin_addr, |s| {
+        value(s, "llm_engine_prefix_cache_hit_ratio", &model) > 0.0
+    })
+    .await;
+    let ratio = value(&hits, "llm_engine_prefix_cache_hit_ratio", &model);
+    assert!(near(ratio, 2.0 / 3.0, 1e-9), "hit ratio {ratio}");
     for reason in ["connect", "timeout", "parse", "too_large"] {
         for target in ["engine", "gpu"] {
             assert_eq!(
@@ -269,35 +317,26 @@ async fn a_dcgm_page_and_the_engine_s_own_are_exported_with_the_route() {
     assert!(sum(&later, "llm_gpu_seconds_total", &route) >= first + 0.8);
 
     // Good output tokens per GPU-second: the window's good token rate over
-    // the two GPUs, as /slo has it.
-    let slo = admin_json(proxy.admin_addr, "/slo").await;
-    let series = slo["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["route"] == "chat" && s["slo"] == "interactive" && s["tenant"] == "")
-        .unwrap()
-        .clone();
-    let window = series["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["window"] == "1h")
-        .unwrap()
-        .clone();
-    let token_rate = window["goodput"]["token_rate"].as_f64().unwrap();
-    let all_rate = window["output_token_rate"].as_f64().unwrap();
-    assert!(token_rate > 0.0, "{window}");
+    // the two GPUs, as /slo has it. With no request since, the window's
+    // rates only fall as it covers more time: the exported figures lie
+    // between /slo's read before them and /slo's read after.
+    let before = window_rates(proxy.admin_addr).await;
     let (_, s) = scrape(proxy.admin_addr).await;
+    let after = window_rates(proxy.admin_addr).await;
+    assert!(after.0 > 0.0, "{after:?}");
     let labels = [("route", "chat"), ("slo", "interactive"), ("window", "1h")];
     let good = value(&s, "llm_slo_good_output_tokens_per_gpu_second", &labels);
     let all = value(&s, "llm_output_tokens_per_gpu_second", &labels);
-    // The window's rates fall as it covers more time between the two reads.
+    let within =
+        |got: f64, low: f64, high: f64| got >= low * (1.0 - 1e-9) && got <= high * (1.0 + 1e-9);
     assert!(
-        near(good, token_rate / 2.0, 0.2),
-        "{good} vs {token_rate} / 2"
+        within(good, after.0 / 2.0, before.0 / 2.0),
+        "{good}: {before:?} {after:?}"
     );
-    assert!(near(all, all_rate / 2.0, 0.2), "{all} vs {all_rate} / 2");
+    assert!(
+        within(all, after.1 / 2.0, before.1 / 2.0),
+        "{all}: {before:?} {after:?}"
+    );
     assert!(good <= all);
     proxy.stop().await;
 }
@@ -600,5 +639,64 @@ async fn an_https_page_is_trusted_with_the_route_s_ca() {
         0.0
     );
     assert_eq!(sum(&s, "llm_gpus", &[("route", "untrusted")]), 0.0);
+    proxy.stop().await;
+}
+
+/// The families pass `promtool check metrics` in the text format, and are
+/// in the OpenMetrics exposition too.
+#[tokio::test]
+async fn the_exposition_with_engine_and_gpu_families_is_valid_needs_tool_promtool() {
+    let sim = batched_sim().await;
+    let dcgm = Endpoint::start(Answer::Page(DCGM)).await;
+    let (refused, _held) = closed_port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = load(
+        dir.path(),
+        &format!(
+            "scrape: {{interval: 200ms, timeout: 150ms}}\nslo_files: [slo/*.yaml]\nroutes:\n  - name: down\n    match: {{path_prefix: /down/}}\n    upstream: http://{sim}\n    engine_metrics: http://{refused}/metrics\n  - name: chat\n    upstream: http://{sim}\n    slo: interactive\n    engine_metrics: http://{sim}/metrics\n    gpu_metrics: {}\n",
+            dcgm.url()
+        ),
+    );
+    let proxy = start(config).await;
+    let resp = chat(proxy.proxy_addr, "/v1/chat/completions").await;
+    assert_eq!(resp.status, 200);
+    scrape_until(proxy.admin_addr, |s| {
+        value(s, "llm_gpus", &[("route", "chat")]) == 5.0
+            && s.iter().any(|x| x.name == "llm_engine_requests_running")
+            && s.iter()
+                .any(|x| x.name == "llm_slo_good_output_tokens_per_gpu_second")
+    })
+    .await;
+    let (text, _) = scrape(proxy.admin_addr).await;
+    // The prefix cache's ratio needs lookups between two scrapes: the
+    // first test has it.
+    for family in names::TELEMETRY
+        .iter()
+        .filter(|f| **f != names::ENGINE_PREFIX_HIT)
+    {
+        let name = family.name("llm");
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "{name} missing:\n{text}"
+        );
+    }
+    let (ok, out) = crate::metering::promtool_check_metrics(&text);
+    assert!(ok, "promtool check metrics failed:\n{out}");
+    let om = raw_exchange(
+        proxy.admin_addr,
+        "GET /metrics HTTP/1.1\r\nhost: test\r\naccept: application/openmetrics-text;version=1.0.0\r\nconnection: close\r\n\r\n",
+        b"",
+    )
+    .await;
+    let om = String::from_utf8(om.body()).unwrap();
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    for needle in [
+        "llm_gpus{route=\"chat\"} 5",
+        "tokenmeter_scrape_failures_total{",
+        "llm_gpu_seconds_total{",
+        "llm_engine_requests_running{",
+    ] {
+        assert!(om.contains(needle), "{needle} missing:\n{om}");
+    }
     proxy.stop().await;
 }
