@@ -14,6 +14,7 @@
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::common::*;
 use tokenmeter::config::{Config, Overrides};
@@ -699,4 +700,75 @@ async fn the_exposition_with_engine_and_gpu_families_is_valid_needs_tool_promtoo
         assert!(om.contains(needle), "{needle} missing:\n{om}");
     }
     proxy.stop().await;
+}
+
+/// Two replicas in front of one engine's GPUs, scraped by Prometheus: each
+/// counts the route's two GPUs' seconds, and docs/metrics.md's query of
+/// good output tokens per GPU-second sums the replicas' good tokens over
+/// those GPUs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn good_tokens_per_gpu_second_over_replicas_in_prometheus_needs_tool_prometheus() {
+    use crate::prometheus::{api, encode, eventually, eventually_near, start_prometheus};
+    let sim = batched_sim().await;
+    let dcgm = Endpoint::start(Answer::Page(DCGM)).await;
+    let main = format!(
+        "scrape: {{interval: 200ms, timeout: 150ms}}\nslo_files: [slo/*.yaml]\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    slo: interactive\n    gpu_metrics: {}\n    gpu_select: {{hostname: [node-a], gpu: [\"0\", \"1\"]}}\n",
+        dcgm.url()
+    );
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(load(da.path(), &main)).await;
+    let b = start(load(db.path(), &main)).await;
+    let p = start_prometheus(&[a.admin_addr, b.admin_addr]).await;
+    eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 2.0).await;
+    let gpu_seconds = "avg by (route) (rate(llm_gpu_seconds_total[5s]))";
+    eventually_near(&p, gpu_seconds, &[("route", "chat")], 2.0, 0.2).await;
+
+    // Clients on both replicas until the check is done.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = [a.proxy_addr, a.proxy_addr, b.proxy_addr]
+        .into_iter()
+        .map(|addr| {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    assert_eq!(chat(addr, "/v1/chat/completions").await.status, 200);
+                }
+            })
+        })
+        .collect();
+    let documented = "sum by (route, model, slo) (rate(llm_slo_good_output_tokens_total[10s])) / on (route) group_left avg by (route) (rate(llm_gpu_seconds_total[10s]))";
+    let two_gpus = "sum by (route, model, slo) (rate(llm_slo_good_output_tokens_total[10s])) / 2";
+    let labels = [
+        ("route", "chat"),
+        ("model", "sim-model"),
+        ("slo", "interactive"),
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let (got, want) = loop {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let at = |expr: &str| format!("query?query={}&time={now}", encode(expr));
+        let got = crate::prometheus::series(&api(&p, &at(documented)).await, &labels);
+        let want = crate::prometheus::series(&api(&p, &at(two_gpus)).await, &labels);
+        if let (Some(got), Some(want)) = (got, want)
+            && want > 0.0
+            && near(got, want, 0.1)
+        {
+            break (got, want);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{documented}: {got:?}, {two_gpus}: {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(near(got, want, 0.1), "{got} vs {want}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for client in clients {
+        client.await.unwrap();
+    }
+    a.stop().await;
+    b.stop().await;
 }
