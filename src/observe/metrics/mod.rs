@@ -53,6 +53,9 @@ pub use request::{LiveRequest, RequestRecorder, status_class};
 pub use exemplars::ExemplarId;
 use exemplars::{Exemplars, Exemplified};
 pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
+pub use telemetry::{
+    EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
+};
 
 /// All metric families, registered.
 pub struct Metrics {
@@ -282,6 +285,12 @@ impl Metrics {
         readings: impl Fn() -> Option<crate::scrape::Readings> + Send + Sync + 'static,
     ) {
         self.telemetry.read_from(readings);
+    }
+
+    /// The routes' engine and GPU figures now, as the exposition has them,
+    /// for `/slo` and the live page.
+    pub fn telemetry(&self) -> TelemetryReport {
+        self.telemetry.report(Instant::now())
     }
 
     /// Per class, its targets and thresholds as gauges, so PromQL and

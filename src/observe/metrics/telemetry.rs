@@ -23,7 +23,7 @@ use prometheus::{CounterVec, GaugeVec, IntCounterVec, Opts};
 use tokio::time::Instant;
 
 use slo::live::Live;
-use telemetry::{GpuAggregate, Spread};
+use telemetry::Spread;
 
 use crate::scrape::{Reading, Readings, Reason, Source};
 
@@ -144,84 +144,49 @@ impl Telemetry {
             return;
         };
         self.count(counted, readings);
-        let mut gpus: Vec<(Arc<str>, usize)> = Vec::new();
-        for snapshot in readings.snapshot_at(now) {
-            let route = &*snapshot.route;
-            match &snapshot.latest.reading {
-                Reading::Engine(engine) => {
-                    if let Some(server) = engine.server {
-                        self.engine_info
-                            .with_label_values(&[route, server.as_str()])
-                            .set(1.0);
-                    }
-                    for model in &engine.models {
-                        let labels = [route, model.model.as_deref().unwrap_or("")];
-                        let f = &model.figures;
-                        for (family, value) in [
-                            (&self.running, f.running),
-                            (&self.waiting, f.waiting),
-                            (&self.kv_cache, f.kv_cache_usage),
-                            (&self.prefix_hit, f.prefix_cache_hit_rate),
-                        ] {
-                            if let Some(value) = value {
-                                family.with_label_values(&labels).set(value);
-                            }
+        for route in self.report_of(readings, now).routes {
+            let name = route.route.as_str();
+            if let Some(engine) = &route.engine {
+                self.engine_info
+                    .with_label_values(&[name, engine.server])
+                    .set(1.0);
+                for m in &engine.models {
+                    let labels = [name, m.model.as_str()];
+                    for (family, value) in [
+                        (&self.running, m.running),
+                        (&self.waiting, m.waiting),
+                        (&self.kv_cache, m.kv_cache_usage_ratio),
+                        (&self.prefix_hit, m.prefix_cache_hit_ratio),
+                    ] {
+                        if let Some(value) = value {
+                            family.with_label_values(&labels).set(value);
                         }
                     }
                 }
-                Reading::Gpu(aggregate) => {
-                    self.gpu_figures(route, aggregate);
-                    gpus.push((snapshot.route.clone(), aggregate.count));
+            }
+            if let Some(gpus) = &route.gpus {
+                self.gpus.with_label_values(&[name]).set(gpus.count as f64);
+                for (family, figure) in [
+                    (&self.utilization, gpus.utilization_ratio),
+                    (&self.framebuffer, gpus.framebuffer_used_bytes),
+                    (&self.graphics, gpus.graphics_engine_active_ratio),
+                    (&self.sm, gpus.sm_active_ratio),
+                    (&self.dram, gpus.dram_active_ratio),
+                ] {
+                    for (stat, value) in [("mean", figure.mean), ("max", figure.max)] {
+                        if let Some(value) = value {
+                            family.with_label_values(&[name, stat]).set(value);
+                        }
+                    }
                 }
             }
-        }
-        self.per_gpu(&gpus, now);
-    }
-
-    fn gpu_figures(&self, route: &str, a: &GpuAggregate) {
-        self.gpus.with_label_values(&[route]).set(a.count as f64);
-        const MIB: f64 = 1024.0 * 1024.0;
-        for (family, spread, scale) in [
-            (&self.utilization, a.utilization_percent, 0.01),
-            (&self.framebuffer, a.framebuffer_used_mib, MIB),
-            (&self.graphics, a.graphics_engine_active, 1.0),
-            (&self.sm, a.sm_active, 1.0),
-            (&self.dram, a.dram_active, 1.0),
-        ] {
-            let Spread { mean, max, .. } = spread;
-            for (stat, value) in [("mean", mean), ("max", max)] {
-                if let Some(value) = value {
-                    family.with_label_values(&[route, stat]).set(value * scale);
-                }
-            }
-        }
-    }
-
-    /// Output tokens per GPU-second over each live window, of each route
-    /// whose GPUs are known: the window's token rates over the GPUs the
-    /// route has now.
-    fn per_gpu(&self, gpus: &[(Arc<str>, usize)], now: Instant) {
-        if gpus.iter().all(|(_, count)| *count == 0) {
-            return;
-        }
-        let report = self.live.report(now, "");
-        for series in &report.series {
-            let Some(count) = gpus
-                .iter()
-                .find(|(route, count)| **route == *series.route && *count > 0)
-                .map(|(_, count)| *count as f64)
-            else {
-                continue;
-            };
-            for window in &series.windows {
-                let labels = [series.route.as_str(), series.slo.as_str(), window.window];
+            for rate in &route.per_gpu_second {
+                let labels = [name, rate.slo.as_str(), rate.window];
                 self.tokens_per_gpu
                     .with_label_values(&labels)
-                    .set(window.output_token_rate / count);
-                if let Some(goodput) = &window.goodput {
-                    self.good_per_gpu
-                        .with_label_values(&labels)
-                        .set(goodput.token_rate / count);
+                    .set(rate.output_tokens);
+                if let Some(good) = rate.good_output_tokens {
+                    self.good_per_gpu.with_label_values(&labels).set(good);
                 }
             }
         }
@@ -253,6 +218,158 @@ impl Telemetry {
                 counter.inc_by(seconds - before);
             }
         }
+    }
+}
+
+/// The engines' and GPUs' figures of each route, as `/slo` and the live
+/// page may show them: what the families hold at this moment, by route.
+#[derive(Debug, Clone, Default, serde::Serialize, PartialEq)]
+pub struct TelemetryReport {
+    pub routes: Vec<RouteTelemetry>,
+}
+
+/// One route's fresh figures; a part with no fresh reading is `None`.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct RouteTelemetry {
+    pub route: String,
+    pub engine: Option<EngineView>,
+    pub gpus: Option<GpuView>,
+    /// Output tokens per GPU-second over each live window, per class.
+    pub per_gpu_second: Vec<PerGpuSecond>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct EngineView {
+    /// `vllm`, `sglang`, `tgi` or `llamacpp`.
+    pub server: &'static str,
+    pub models: Vec<EngineModelView>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct EngineModelView {
+    /// As the server labels it; empty for a server of one model.
+    pub model: String,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    pub kv_cache_usage_ratio: Option<f64>,
+    pub prefix_cache_hit_ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct GpuView {
+    pub count: usize,
+    pub utilization_ratio: MeanMax,
+    pub framebuffer_used_bytes: MeanMax,
+    pub graphics_engine_active_ratio: MeanMax,
+    pub sm_active_ratio: MeanMax,
+    pub dram_active_ratio: MeanMax,
+}
+
+/// A figure over the route's GPUs: the mean over those that report it and
+/// the busiest's; both `None` when none does.
+#[derive(Debug, Clone, Copy, serde::Serialize, PartialEq)]
+pub struct MeanMax {
+    pub mean: Option<f64>,
+    pub max: Option<f64>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct PerGpuSecond {
+    pub slo: String,
+    pub window: &'static str,
+    /// `None` for requests of no class, which are not judged.
+    pub good_output_tokens: Option<f64>,
+    pub output_tokens: f64,
+}
+
+impl Telemetry {
+    /// The figures of the scraper in force at `now`; empty when no route
+    /// names an endpoint.
+    pub(super) fn report(&self, now: Instant) -> TelemetryReport {
+        match self.readings.get().and_then(|of| of()) {
+            Some(readings) => self.report_of(&readings, now),
+            None => TelemetryReport::default(),
+        }
+    }
+
+    /// The fresh figures of `readings` at `now`, by route (in the order of
+    /// their targets), with output tokens per GPU-second over the live
+    /// windows of each route whose GPUs are known: the window's token rates
+    /// over the GPUs the route has now.
+    fn report_of(&self, readings: &Readings, now: Instant) -> TelemetryReport {
+        let mut routes: Vec<RouteTelemetry> = Vec::new();
+        for snapshot in readings.snapshot_at(now) {
+            let at = match routes.iter().position(|r| *r.route == *snapshot.route) {
+                Some(at) => at,
+                None => {
+                    routes.push(RouteTelemetry {
+                        route: snapshot.route.to_string(),
+                        engine: None,
+                        gpus: None,
+                        per_gpu_second: Vec::new(),
+                    });
+                    routes.len() - 1
+                }
+            };
+            let route = &mut routes[at];
+            match &snapshot.latest.reading {
+                Reading::Engine(engine) => {
+                    route.engine = engine.server.map(|server| EngineView {
+                        server: server.as_str(),
+                        models: engine
+                            .models
+                            .iter()
+                            .map(|m| EngineModelView {
+                                model: m.model.clone().unwrap_or_default(),
+                                running: m.figures.running,
+                                waiting: m.figures.waiting,
+                                kv_cache_usage_ratio: m.figures.kv_cache_usage,
+                                prefix_cache_hit_ratio: m.figures.prefix_cache_hit_rate,
+                            })
+                            .collect(),
+                    });
+                }
+                Reading::Gpu(a) => {
+                    let view = |s: Spread, scale: f64| MeanMax {
+                        mean: s.mean.map(|v| v * scale),
+                        max: s.max.map(|v| v * scale),
+                    };
+                    route.gpus = Some(GpuView {
+                        count: a.count,
+                        utilization_ratio: view(a.utilization_percent, 0.01),
+                        framebuffer_used_bytes: view(a.framebuffer_used_mib, 1024.0 * 1024.0),
+                        graphics_engine_active_ratio: view(a.graphics_engine_active, 1.0),
+                        sm_active_ratio: view(a.sm_active, 1.0),
+                        dram_active_ratio: view(a.dram_active, 1.0),
+                    });
+                }
+            }
+        }
+        if routes
+            .iter()
+            .any(|r| r.gpus.as_ref().is_some_and(|g| g.count > 0))
+        {
+            let live = self.live.report(now, "");
+            for route in &mut routes {
+                let Some(count) = route.gpus.as_ref().map(|g| g.count).filter(|n| *n > 0) else {
+                    continue;
+                };
+                for series in live.series.iter().filter(|s| s.route == route.route) {
+                    for window in &series.windows {
+                        route.per_gpu_second.push(PerGpuSecond {
+                            slo: series.slo.clone(),
+                            window: window.window,
+                            good_output_tokens: window
+                                .goodput
+                                .as_ref()
+                                .map(|g| g.token_rate / count as f64),
+                            output_tokens: window.output_token_rate / count as f64,
+                        });
+                    }
+                }
+            }
+        }
+        TelemetryReport { routes }
     }
 }
 

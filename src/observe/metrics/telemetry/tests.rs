@@ -298,3 +298,33 @@ fn the_families_are_the_catalogue_s() {
         }
     }
 }
+
+#[test]
+fn the_report_shows_what_the_families_hold() {
+    let t = telemetry();
+    assert_eq!(t.report(Instant::now()), TelemetryReport::default());
+    let r = readings();
+    let at = Instant::now();
+    r.store_by_hand(0, Latest { at, reading: engine() });
+    r.store_by_hand(1, Latest { at, reading: gpus(2) });
+    let source = r.clone();
+    t.read_from(move || Some(source.clone()));
+    let report = t.report(at);
+    assert_eq!(report.routes.len(), 1);
+    let chat = &report.routes[0];
+    assert_eq!(chat.route, "chat");
+    let engine = chat.engine.as_ref().unwrap();
+    assert_eq!(engine.server, "vllm");
+    assert_eq!(engine.models[0].model, "llama");
+    assert_eq!(engine.models[0].running, Some(12.0));
+    assert_eq!(engine.models[0].prefix_cache_hit_ratio, Some(0.25));
+    let gpus = chat.gpus.as_ref().unwrap();
+    assert_eq!(gpus.count, 2);
+    assert_eq!(gpus.utilization_ratio.max, Some(0.9));
+    assert_eq!(gpus.dram_active_ratio.mean, None);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["routes"][0]["gpus"]["sm_active_ratio"]["mean"], 0.3);
+    // Stale: nothing.
+    let later = t.report(at + INTERVAL * 4);
+    assert!(later.routes.is_empty(), "{later:?}");
+}
