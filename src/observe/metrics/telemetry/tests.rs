@@ -305,8 +305,20 @@ fn the_report_shows_what_the_families_hold() {
     assert_eq!(t.report(Instant::now()), TelemetryReport::default());
     let r = readings();
     let at = Instant::now();
-    r.store_by_hand(0, Latest { at, reading: engine() });
-    r.store_by_hand(1, Latest { at, reading: gpus(2) });
+    r.store_by_hand(
+        0,
+        Latest {
+            at,
+            reading: engine(),
+        },
+    );
+    r.store_by_hand(
+        1,
+        Latest {
+            at,
+            reading: gpus(2),
+        },
+    );
     let source = r.clone();
     t.read_from(move || Some(source.clone()));
     let report = t.report(at);
