@@ -512,14 +512,21 @@ async fn figures_of_a_page_that_stops_answering_are_removed_not_frozen() {
     proxy.stop().await;
 }
 
+/// A reload that leaves the targets as they were keeps the running
+/// scraper, and so its reading: a page that has stopped answering still
+/// has its figures until they go stale. One that changes a target starts a
+/// new scraper, which has read nothing yet; the failure counts go on
+/// across both.
 #[tokio::test]
-async fn scrape_failures_keep_counting_across_reloads() {
+async fn a_reload_keeps_the_scraper_unless_its_targets_change() {
     let sim = batched_sim().await;
-    let (refused, _held) = closed_port();
+    let engine = Endpoint::start(Answer::Page(VLLM)).await;
     let dir = tempfile::tempdir().unwrap();
+    // Readings stay fresh for 3 intervals: 6 s, far longer than a reload.
     let main = |extra: &str| {
         format!(
-            "scrape: {{interval: 200ms, timeout: 150ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    engine_metrics: http://{refused}/metrics\n{extra}"
+            "scrape: {{interval: 2s, timeout: 500ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    engine_metrics: {}\n{extra}",
+            engine.url()
         )
     };
     let config = load(dir.path(), &main(""));
@@ -540,6 +547,22 @@ async fn scrape_failures_keep_counting_across_reloads() {
     )
     .await
     .unwrap();
+    let model = [("route", "chat"), ("model", VLLM_MODEL)];
+    let read = |s: &[Sample]| {
+        s.iter().any(|x| {
+            x.name == "llm_engine_requests_running"
+                && x.labels.get("route").map(String::as_str) == Some("chat")
+        })
+    };
+    let s = scrape_until(proxy.admin_addr, read).await;
+    assert_eq!(value(&s, "llm_engine_requests_running", &model), 21.0);
+    engine.set(Answer::Hang);
+
+    // A change elsewhere: the same scraper, its reading still fresh.
+    std::fs::write(&path, main("    strip_prefix: true\n")).unwrap();
+    proxy.reload().await.unwrap();
+    let (_, s) = scrape(proxy.admin_addr).await;
+    assert_eq!(value(&s, "llm_engine_requests_running", &model), 21.0);
     let failures = |s: &[Sample]| {
         value(
             s,
@@ -547,30 +570,25 @@ async fn scrape_failures_keep_counting_across_reloads() {
             &[
                 ("route", "chat"),
                 ("target", "engine"),
-                ("reason", "connect"),
+                ("reason", "timeout"),
             ],
         )
     };
-    let s = scrape_until(proxy.admin_addr, |s| failures(s) >= 2.0).await;
     let before = failures(&s);
-    assert!(before >= 2.0);
-    // A change elsewhere: the same scraper goes on, its count with it.
-    std::fs::write(&path, main("    strip_prefix: true\n")).unwrap();
-    proxy.reload().await.unwrap();
-    let (_, s) = scrape(proxy.admin_addr).await;
-    assert!(failures(&s) >= before);
-    // A changed target: a new scraper, whose failures add to the count.
+
+    // A changed target: a new scraper, which has read nothing (its page
+    // hangs), and whose failures add to the count.
     std::fs::write(
         &path,
-        main("    strip_prefix: true\n    scrape_interval: 300ms\n"),
+        main("    strip_prefix: true\n    scrape_interval: 1500ms\n"),
     )
     .unwrap();
     proxy.reload().await.unwrap();
     let (_, s) = scrape(proxy.admin_addr).await;
-    let at_reload = failures(&s);
-    assert!(at_reload >= before);
-    let s = scrape_until(proxy.admin_addr, |s| failures(s) >= at_reload + 2.0).await;
-    assert!(failures(&s) >= at_reload + 2.0);
+    assert!(!read(&s), "a new scraper has no reading yet");
+    assert!(failures(&s) >= before);
+    let s = scrape_until(proxy.admin_addr, |s| failures(s) >= before + 1.0).await;
+    assert!(failures(&s) >= before + 1.0);
     proxy.stop().await;
 }
 
