@@ -48,5 +48,6 @@ mod protocols;
 mod reload;
 mod sim;
 mod slo;
+mod telemetry;
 mod tls;
 mod transparency;

@@ -45,6 +45,7 @@ mod exemplars;
 mod families;
 mod openmetrics;
 mod request;
+mod telemetry;
 
 use families::Families;
 pub use request::{LiveRequest, RequestRecorder, status_class};
@@ -52,6 +53,9 @@ pub use request::{LiveRequest, RequestRecorder, status_class};
 pub use exemplars::ExemplarId;
 use exemplars::{Exemplars, Exemplified};
 pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
+pub use telemetry::{
+    EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
+};
 
 /// All metric families, registered.
 pub struct Metrics {
@@ -84,7 +88,9 @@ pub struct Metrics {
     /// log writer), once the binary has set it.
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
-    live: Live,
+    live: Arc<Live>,
+    /// The routes' engines and GPUs, read at each exposition.
+    telemetry: Arc<telemetry::Telemetry>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -198,6 +204,12 @@ impl Metrics {
             plain(names::MODEL_OVERFLOW)?,
             plain(names::TENANT_OVERFLOW)?,
         );
+        let live = Arc::new(Live::new(
+            Instant::now(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        ));
         let metrics = Metrics {
             families: Arc::new(families),
             bounds: Arc::new(bounds),
@@ -233,12 +245,12 @@ impl Metrics {
             otlp_dropped: counter(names::OTLP_DROPPED)?,
             otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
             log_drops: std::sync::OnceLock::new(),
-            live: Live::new(
-                Instant::now(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64()),
-            ),
+            live: live.clone(),
+            telemetry: {
+                let t = Arc::new(telemetry::Telemetry::new(ns, live)?);
+                registry.register(Box::new(telemetry::Registered(t.clone())))?;
+                t
+            },
             exemplified: vec![
                 (names::TTFT.name(ns), Exemplified::Ttft),
                 (names::TPOT.name(ns), Exemplified::Tpot),
@@ -263,6 +275,22 @@ impl Metrics {
     /// total) at each scrape. Only the first source set is used.
     pub fn count_log_drops(&self, dropped: impl Fn() -> u64 + Send + Sync + 'static) {
         let _ = self.log_drops.set(Box::new(dropped));
+    }
+
+    /// Reads the routes' engines and GPUs at each exposition from
+    /// `readings`: the readings of the scraper in force, if any. Only the
+    /// first source set is used.
+    pub fn read_scrapes(
+        &self,
+        readings: impl Fn() -> Option<crate::scrape::Readings> + Send + Sync + 'static,
+    ) {
+        self.telemetry.read_from(readings);
+    }
+
+    /// The routes' engine and GPU figures now, as the exposition has them,
+    /// for `/slo` and the live page.
+    pub fn telemetry(&self) -> TelemetryReport {
+        self.telemetry.report(Instant::now())
     }
 
     /// Per class, its targets and thresholds as gauges, so PromQL and
