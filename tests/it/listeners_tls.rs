@@ -275,15 +275,24 @@ async fn the_admin_listener_asks_for_credentials_over_tls_and_serves_a_new_certi
     .await;
     assert_eq!(got.status, 200);
     assert_eq!(got.served, "second");
-    let failures = String::from_utf8_lossy(
+    let page = String::from_utf8_lossy(
         &https_get_body(admin, client, "/metrics", ("prometheus", "s3cret")).await,
     )
-    .lines()
-    .find(|l| l.starts_with("tokenmeter_config_reload_total{result=\"failure\"}"))
-    .map(str::to_owned);
+    .into_owned();
+    let line = |start: &str| {
+        page.lines()
+            .find(|l| l.starts_with(start))
+            .map(str::to_owned)
+    };
     assert_eq!(
-        failures.as_deref(),
+        line("tokenmeter_config_reload_total{result=\"failure\"}").as_deref(),
         Some("tokenmeter_config_reload_total{result=\"failure\"} 1")
+    );
+    // The plain-HTTP request above is a handshake failure, not a log line.
+    assert_eq!(
+        line("tokenmeter_tls_handshake_failures_total{listener=\"admin\",reason=\"protocol\"}")
+            .as_deref(),
+        Some("tokenmeter_tls_handshake_failures_total{listener=\"admin\",reason=\"protocol\"} 1")
     );
     running.shutdown();
     running.wait().await;

@@ -388,6 +388,12 @@ pub const SHED_CONNECTIONS: Family = own(
     &["reason"],
     "Client connections closed early while the proxy listener was overloaded (reason: idle = kept alive between requests; head = no complete request head within the overload timeout; body = a request body read ahead that did not arrive within the overload timeout, answered 408).",
 );
+pub const TLS_HANDSHAKE_FAILURES: Family = own(
+    "tokenmeter_tls_handshake_failures_total",
+    Counter,
+    &["listener", "reason"],
+    "TLS handshakes that did not complete on a listener with TLS (listener: proxy or admin; reason: timeout = not done within the request head timeout; closed = the client closed or reset the connection; protocol = not TLS, or no version, cipher or ALPN protocol in common; certificate = a client certificate missing, refused or not verified; other).",
+);
 pub const LOG_LINES_DROPPED: Family = own(
     "tokenmeter_log_lines_dropped_total",
     Counter,
@@ -527,7 +533,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 48] = [
+pub const ALL: [Family; 49] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -572,6 +578,7 @@ pub const ALL: [Family; 48] = [
     MAX_CONNECTIONS,
     RECEIVING_BODY,
     SHED_CONNECTIONS,
+    TLS_HANDSHAKE_FAILURES,
     LOG_LINES_DROPPED,
     OTLP_DROPPED,
     OTLP_EXPORT_FAILURES,

@@ -33,7 +33,7 @@ use prometheus::{
 use tokio::time::Instant;
 
 use crate::config::MetricsSettings;
-use crate::observe::event::{Event, Rejection, Shed};
+use crate::observe::event::{Event, HandshakeFailure, Listener, Rejection, Shed};
 use crate::observe::labels::{Bounds, Labels};
 
 use slo::live::Live;
@@ -81,6 +81,8 @@ pub struct Metrics {
     receiving_body: IntGaugeVec,
     /// Indexed by `Shed as usize`, each series made at start.
     shed_connections: [IntCounter; 3],
+    /// By listener, then reason (their `ALL` order).
+    tls_handshake_failures: [[IntCounter; 5]; 2],
     log_lines_dropped: IntCounter,
     otlp_dropped: IntCounterVec,
     otlp_failures: IntCounterVec,
@@ -240,6 +242,14 @@ impl Metrics {
             shed_connections: {
                 let shed = counter(names::SHED_CONNECTIONS)?;
                 Shed::ALL.map(|reason| shed.with_label_values(&[reason.as_str()]))
+            },
+            tls_handshake_failures: {
+                let failed = counter(names::TLS_HANDSHAKE_FAILURES)?;
+                Listener::ALL.map(|listener| {
+                    HandshakeFailure::ALL.map(|reason| {
+                        failed.with_label_values(&[listener.as_str(), reason.as_str()])
+                    })
+                })
             },
             log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
             otlp_dropped: counter(names::OTLP_DROPPED)?,
@@ -467,6 +477,9 @@ impl Metrics {
                 .with_label_values(&[route, race.as_str()])
                 .inc(),
             Event::Shed(reason) => self.shed_connections[reason as usize].inc(),
+            Event::Handshake(listener, reason) => {
+                self.tls_handshake_failures[listener as usize][reason as usize].inc()
+            }
         }
     }
 
