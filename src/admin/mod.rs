@@ -72,9 +72,13 @@ async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> im
     } else {
         ("text/plain; version=0.0.4; charset=utf-8", false)
     };
+    // The headroom is read against the engines' loads of the proxy in force.
+    let proxy = state.live.load();
     (
         [(header::CONTENT_TYPE, content_type)],
-        state.metrics.encode(openmetrics),
+        state
+            .metrics
+            .encode_with(openmetrics, proxy.observers().readings()),
     )
 }
 

@@ -190,6 +190,12 @@ impl Proxy {
         &self.config
     }
 
+    /// What its requests are reported to (the admin listener reads the
+    /// engines' latest loads there).
+    pub fn observers(&self) -> &Observers {
+        &self.observers
+    }
+
     /// How long in-flight requests may take to finish on shutdown.
     pub fn shutdown_grace(&self) -> std::time::Duration {
         self.shutdown_grace

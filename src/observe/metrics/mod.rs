@@ -35,12 +35,16 @@ use tokio::time::Instant;
 use crate::config::MetricsSettings;
 use crate::observe::event::{Event, Rejection, Shed};
 use crate::observe::labels::{Bounds, Labels};
+use crate::observe::load::InFlight;
+use crate::scrape::Readings;
 
+use slo::capacity::Capacity;
 use slo::live::Live;
 use slo::{ObjectiveKind, SloClass};
 
 use names::{self, Family};
 
+mod capacity;
 mod exemplars;
 mod families;
 mod openmetrics;
@@ -85,6 +89,14 @@ pub struct Metrics {
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
     live: Live,
+    /// The latency–load curves, over the same windows.
+    capacity: Arc<Capacity>,
+    /// The knee and headroom gauges, set from the curves at each scrape.
+    capacity_gauges: capacity::Gauges,
+    /// The metered requests in flight by route and model label: each
+    /// request's load at arrival, and the load now where no engine is
+    /// scraped.
+    in_flight_load: Arc<InFlight>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -183,6 +195,8 @@ impl Metrics {
             slo_requests: counter(names::SLO_REQUESTS)?,
             slo_violations: counter(names::SLO_VIOLATIONS)?,
             slo_good_output_tokens: counter(names::SLO_GOOD_OUTPUT_TOKENS)?,
+            slo_load_requests: counter(names::SLO_LOAD_REQUESTS)?,
+            slo_load_violations: counter(names::SLO_LOAD_VIOLATIONS)?,
             exemplars: Exemplars::new(
                 [
                     &ttft_buckets,
@@ -198,6 +212,16 @@ impl Metrics {
             plain(names::MODEL_OVERFLOW)?,
             plain(names::TENANT_OVERFLOW)?,
         );
+        // The curves' windows start with the live windows', so that both
+        // slide together.
+        let origin = Instant::now();
+        let live = Live::new(
+            origin,
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
+        let capacity = Arc::new(Capacity::new(origin));
         let metrics = Metrics {
             families: Arc::new(families),
             bounds: Arc::new(bounds),
@@ -233,12 +257,14 @@ impl Metrics {
             otlp_dropped: counter(names::OTLP_DROPPED)?,
             otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
             log_drops: std::sync::OnceLock::new(),
-            live: Live::new(
-                Instant::now(),
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64()),
-            ),
+            live,
+            capacity,
+            capacity_gauges: capacity::Gauges {
+                knee: gauges(names::SLO_CAPACITY)?,
+                headroom: gauges(names::SLO_HEADROOM)?,
+                shown: Mutex::default(),
+            },
+            in_flight_load: Arc::default(),
             exemplified: vec![
                 (names::TTFT.name(ns), Exemplified::Ttft),
                 (names::TPOT.name(ns), Exemplified::Tpot),
@@ -336,6 +362,16 @@ impl Metrics {
         &self.live
     }
 
+    /// The latency–load curves.
+    pub fn capacity(&self) -> &Arc<Capacity> {
+        &self.capacity
+    }
+
+    /// The metered requests in flight by route and model label.
+    pub fn in_flight_load(&self) -> &Arc<InFlight> {
+        &self.in_flight_load
+    }
+
     /// The registry the metrics live in.
     pub fn registry(&self) -> &Registry {
         &self.registry
@@ -345,6 +381,19 @@ impl Metrics {
     /// or with `openmetrics` the OpenMetrics text format, which has the
     /// latency histograms' exemplars.
     pub fn encode(&self, openmetrics: bool) -> String {
+        self.encode_with(openmetrics, None)
+    }
+
+    /// [`encode`](Self::encode), with the knee and headroom gauges read
+    /// against the engines' loads in `readings` where they are scraped.
+    pub fn encode_with(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
+        let _gauges = self.capacity_gauges.update(
+            &self.capacity,
+            &self.live,
+            &self.in_flight_load,
+            readings,
+            Instant::now(),
+        );
         if let Some(dropped) = self.log_drops.get() {
             let (now, counted) = (dropped(), self.log_lines_dropped.get());
             if now > counted {
@@ -418,6 +467,7 @@ impl Metrics {
             series,
             class_window,
             tenant: None,
+            capacity: self.capacity.clone(),
         }
     }
 
