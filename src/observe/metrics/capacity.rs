@@ -1,4 +1,5 @@
-//! The knee and headroom gauges of the latency–load curves
+//! The knee and headroom gauges of the latency–load curves, and the
+//! curves as `/slo` reports them
 //! (docs/metrics.md, "The latency–load curve and its knee"), computed from
 //! the curves when `/metrics` is scraped rather than kept up to date per
 //! request: a knee is a function of the windows at the moment it is read,
@@ -15,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::observe::load::{self, InFlight};
 use crate::scrape::Readings;
-use slo::capacity::{Capacity, knee};
+use slo::capacity::{Capacity, CurveReport, knee};
 use slo::live::Live;
 
 /// The label values of one series: route, model, slo, window, bound.
@@ -77,4 +78,25 @@ impl Gauges {
         *shown = (knees, headrooms);
         shown
     }
+}
+
+/// Every curve whose class is in force, over each window at `now`, with
+/// its knee and headroom against the load now (as the gauges read it):
+/// what `/slo` shows, sorted by route, model and class.
+pub(super) fn report(
+    capacity: &Capacity,
+    live: &Live,
+    in_flight: &InFlight,
+    readings: Option<&Readings>,
+    now: Instant,
+) -> Vec<CurveReport> {
+    capacity
+        .curves()
+        .iter()
+        .filter_map(|curve| {
+            let class = live.class(curve.slo())?;
+            let load_now = load::now(in_flight, readings, curve.route(), curve.model());
+            Some(curve.report(now, &class, Some(load_now)))
+        })
+        .collect()
 }

@@ -367,6 +367,23 @@ impl Metrics {
         &self.capacity
     }
 
+    /// Every latency–load curve whose class is in force at `now`, with its
+    /// knee and headroom per window against the load now (the engine's
+    /// where `readings` has it, else the requests in flight).
+    pub fn capacity_report(
+        &self,
+        now: Instant,
+        readings: Option<&Readings>,
+    ) -> Vec<slo::capacity::CurveReport> {
+        capacity::report(
+            &self.capacity,
+            &self.live,
+            &self.in_flight_load,
+            readings,
+            now,
+        )
+    }
+
     /// The metered requests in flight by route and model label.
     pub fn in_flight_load(&self) -> &Arc<InFlight> {
         &self.in_flight_load
