@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::timeout::TimeoutLayer;
 
+pub mod auth;
 mod page;
 
 use arc_swap::ArcSwap;
@@ -41,6 +42,8 @@ pub struct AdminState {
     pub live: Arc<ArcSwap<Proxy>>,
     /// False until the proxy listener is bound, and again once draining.
     pub ready: AtomicBool,
+    /// Checks credentials against the web config's users.
+    pub verifier: auth::Verifier,
 }
 
 /// The admin router.
@@ -59,6 +62,10 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(10),
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard,
         ))
         .with_state(state)
 }

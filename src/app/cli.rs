@@ -264,6 +264,9 @@ fn check(path: &std::path::Path, overrides: &Overrides) -> Result<ExitCode, Comm
     match Config::load(path, overrides) {
         Ok(c) => {
             println!("{}: ok ({} routes)", path.display(), c.routes.len());
+            if let Some(warning) = c.admin_exposure() {
+                println!("warning: {warning}");
+            }
             match &c.otlp {
                 None => println!("otlp: off"),
                 Some(o) => {

@@ -55,6 +55,10 @@ pub(crate) struct DemoArgs {
     /// Requests per second of the built-in load (0 for none).
     #[arg(long, default_value_t = 2.0)]
     pub rate: f64,
+    /// Run the ramp of concurrent clients on route `batched` (a
+    /// batch-limited engine), whose latency-vs-load curve shows a knee.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub ramp: bool,
 }
 
 fn sim_config(args: &SimArgs) -> SimConfig {
@@ -108,14 +112,27 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         SimConfig::default(),
         stop.clone().cancelled_owned(),
     ));
+    // The ramp's engine: a batch-limited simulator, whose knee the ramp
+    // shows.
+    let batched_listener = TcpListener::bind(SocketAddr::new(args.sim_listen.ip(), 0))
+        .await
+        .map_err(CommandError::io("binding the batch-limited simulator"))?;
+    let batched_addr = batched_listener
+        .local_addr()
+        .map_err(CommandError::io("the batch-limited simulator's address"))?;
+    let batched_task = tokio::spawn(sim::serve(
+        batched_listener,
+        batched_sim(),
+        stop.clone().cancelled_owned(),
+    ));
 
     let overrides = Overrides {
         listen: Some(args.listen),
         admin_listen: Some(args.admin_listen),
-        upstream: Some(format!("http://{sim_addr}")),
         ..Default::default()
     };
-    let files = DemoFiles::write().map_err(CommandError::io("writing the demo config"))?;
+    let files = DemoFiles::write(sim_addr, batched_addr)
+        .map_err(CommandError::io("writing the demo config"))?;
     let config = Config::load(&files.config, &overrides).map_err(CommandError::Config)?;
     let running = super::start_with(config, None, Some(access)).await?;
     let proxy = running.proxy_addr;
@@ -140,6 +157,26 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         args.rate
     );
 
+    let ramp = args.ramp.then(|| {
+        println!(
+            "  a ramp of {} concurrent clients (each step {}s) runs on route `batched`, a {BATCHED_SLOTS}-slot engine:",
+            RAMP_STEPS.map(|s| s.to_string()).join(", "),
+            RAMP_HOLD.as_secs()
+        );
+        println!(
+            "  the page's latency-vs-load chart shows its knee at {BATCHED_SLOTS} within about {} minutes",
+            (RAMP_STEPS.len() as u64 * RAMP_HOLD.as_secs()).div_ceil(60) + 1
+        );
+        tokio::spawn(sim::ramp::run_ramp(
+            format!("http://{proxy}/batched"),
+            sim::ramp::Ramp {
+                steps: RAMP_STEPS.to_vec(),
+                hold: RAMP_HOLD,
+                max_tokens: BATCHED_TOKENS,
+            },
+            stop.clone().cancelled_owned(),
+        ))
+    });
     let load = tokio::spawn(sim::load::run_load(
         format!("http://{proxy}"),
         args.rate,
@@ -152,12 +189,48 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         "load: {} sent, {} ok, {} failed (some failures are simulated on purpose)",
         summary.sent, summary.ok, summary.failed
     );
+    if let Some(ramp) = ramp {
+        let summary = ramp.await.unwrap_or_default();
+        println!(
+            "ramp: {} sent, {} ok, {} failed",
+            summary.sent, summary.ok, summary.failed
+        );
+    }
     running.stop().await;
-    match sim_task.await {
-        Ok(result) => result.map_err(CommandError::io("the simulator"))?,
-        Err(e) => tracing::error!(error = %e, "simulator task failed"),
+    for (name, task) in [
+        ("simulator", sim_task),
+        ("batch-limited simulator", batched_task),
+    ] {
+        match task.await {
+            Ok(result) => result.map_err(CommandError::io(name))?,
+            Err(e) => tracing::error!(error = %e, "{name} task failed"),
+        }
     }
     Ok(())
+}
+
+/// Slots of the ramp's engine: where its knee is.
+const BATCHED_SLOTS: u32 = 4;
+/// Output tokens of a ramp request.
+const BATCHED_TOKENS: u32 = 40;
+/// The ramp's steps: up to twice the slots, past the knee.
+const RAMP_STEPS: [u32; 7] = [1, 2, 3, 4, 5, 6, 8];
+/// How long each step lasts: a request holds its slot about 0.75 s, so a
+/// step of one client sends about 26, above the 20 judged requests a load
+/// bucket needs before the knee is believed.
+const RAMP_HOLD: Duration = Duration::from_secs(20);
+
+/// The ramp's engine: a first token after 150 ms and one every 15 ms, 40
+/// of them, so a request holds its slot about 0.75 s and one that waits
+/// for a slot misses the `chat` class's TTFT of 500 ms at p95.
+fn batched_sim() -> SimConfig {
+    SimConfig {
+        ttft: Duration::from_millis(150),
+        itl: Duration::from_millis(15),
+        tokens: BATCHED_TOKENS,
+        slots: std::num::NonZeroU32::new(BATCHED_SLOTS),
+        ..SimConfig::default()
+    }
 }
 
 /// The demo's config: one route per SLO preset class in front of the
@@ -182,29 +255,40 @@ const PRESETS: [(&str, &str); 4] = [
     ("batch.yaml", include_str!("../../config/slo/batch.yaml")),
 ];
 
-const DEMO_CONFIG: &str = "\
-# tokenmeter demo: the simulator behind one route per kind of traffic.
+/// The demo's config, for the simulators at `sim` and `batched`.
+fn demo_config(sim: SocketAddr, batched: SocketAddr) -> String {
+    format!(
+        "\
+# tokenmeter demo: the simulator behind one route per kind of traffic, and
+# a batch-limited engine whose capacity a ramp of clients explores.
 slo_files: [slo/*.yaml]
 routes:
+  - name: batched
+    match: {{path_prefix: /batched/}}
+    strip_prefix: true
+    upstream: http://{batched}
+    slo: chat
   - name: chat
-    match: {path_prefix: /v1/chat/}
-    upstream: http://127.0.0.1:8000
+    match: {{path_prefix: /v1/chat/}}
+    upstream: http://{sim}
     slo: chat
     slo_header: x-slo-class
   - name: completions
-    upstream: http://127.0.0.1:8000
+    upstream: http://{sim}
     slo: code-completion
-";
+"
+    )
+}
 
 impl DemoFiles {
-    fn write() -> std::io::Result<Self> {
+    fn write(sim: SocketAddr, batched: SocketAddr) -> std::io::Result<Self> {
         let dir = std::env::temp_dir().join(format!("tokenmeter-demo-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("slo"))?;
         for (name, text) in PRESETS {
             std::fs::write(dir.join("slo").join(name), text)?;
         }
         let config = dir.join("tokenmeter.yaml");
-        std::fs::write(&config, DEMO_CONFIG)?;
+        std::fs::write(&config, demo_config(sim, batched))?;
         Ok(Self { dir, config })
     }
 }

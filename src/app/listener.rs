@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{Client, serve_client};
@@ -215,6 +216,7 @@ pub(super) async fn serve_admin(
     listener: TcpListener,
     router: axum::Router,
     limit: Limit,
+    live: Arc<ArcSwap<Proxy>>,
     stop: CancellationToken,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -227,11 +229,24 @@ pub(super) async fn serve_admin(
     while let Some((stream, client_addr, slot)) = accept(&listener, &limit, &stop).await {
         let (builder, service) = (builder.clone(), service.clone());
         let (head_timeout, stop) = (limit.head_timeout, stop.clone());
+        // The web config in force when the connection opens: a reload
+        // that replaces its certificate applies to the next connection.
+        let tls = live
+            .load()
+            .config()
+            .admin
+            .web
+            .as_ref()
+            .and_then(|web| web.tls.as_ref())
+            .map(|tls| tls.config.clone());
         tokio::spawn(async move {
             let _slot = slot;
             if !first_byte(&stream, head_timeout, client_addr, &stop).await {
                 return;
             }
+            let Some(stream) = handshake(stream, tls, head_timeout, client_addr).await else {
+                return;
+            };
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             let mut conn = std::pin::pin!(conn);
             let result = tokio::select! {
@@ -247,6 +262,39 @@ pub(super) async fn serve_admin(
                 tracing::debug!(%client_addr, error = %e, "admin connection ended with an error");
             }
         });
+    }
+}
+
+/// A connection as it is served: plain, or TLS over TCP.
+pub(super) type Served<S> = Either<S, tokio_rustls::server::TlsStream<S>>;
+
+/// The TLS handshake of a connection when `tls` is set, within
+/// `timeout`; the connection as it came when not. `None` when the
+/// handshake failed or took too long: logged at debug, never per
+/// connection at a louder level (a scanner would flood the log).
+pub(super) async fn handshake<S>(
+    stream: S,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    timeout: Duration,
+    client_addr: SocketAddr,
+) -> Option<Served<S>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let Some(tls) = tls else {
+        return Some(Either::Left(stream));
+    };
+    let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
+    match tokio::time::timeout(timeout, accept).await {
+        Ok(Ok(tls)) => Some(Either::Right(tls)),
+        Ok(Err(e)) => {
+            tracing::debug!(%client_addr, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%client_addr, "TLS handshake timed out");
+            None
+        }
     }
 }
 

@@ -211,6 +211,7 @@ pub async fn start_with(
         metrics: metrics.clone(),
         live: live.clone(),
         ready: true.into(),
+        verifier: Default::default(),
     });
     let shutdown = CancellationToken::new();
     let admin_stop = CancellationToken::new();
@@ -218,9 +219,13 @@ pub async fn start_with(
         admin_listener,
         admin::router(admin_state.clone()),
         connections.admin,
+        live.clone(),
         admin_stop.clone(),
     ));
     tracing::info!(%proxy_addr, %admin_addr, routes = config.routes.len(), "tokenmeter started");
+    if let Some(warning) = config.admin_exposure() {
+        tracing::warn!("{warning}");
+    }
     for r in &config.routes {
         tracing::info!(route = %r.name, prefix = %r.matcher.path_prefix, upstream = %r.upstream.url(), "route");
     }

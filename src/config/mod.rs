@@ -57,11 +57,15 @@ mod located;
 mod metrics;
 mod raw;
 mod restart;
+mod server_tls;
 mod show;
 mod values;
+mod web;
 
 pub use metrics::{Buckets, LabelBounds, MetricsSettings, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
+pub use server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsFileError, TlsVersion};
+pub use web::WebConfig;
 
 pub use load::{
     ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides, is_tenant_name,
@@ -231,17 +235,23 @@ pub struct TraceSettings {
     pub start: bool,
 }
 
-/// The admin listener's limits.
+/// The admin listener's limits, and who may read it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AdminSettings {
     /// Most connections open at once (its own share of file descriptors).
     pub max_connections: usize,
+    /// TLS, users and headers from `admin.web_config_file` (the Prometheus
+    /// exporter-toolkit's web config); `None`: plain HTTP, open to whoever
+    /// reaches the address.
+    #[serde(rename = "web_config_file")]
+    pub web: Option<WebConfig>,
 }
 
 impl Default for AdminSettings {
     fn default() -> Self {
         Self {
             max_connections: 64,
+            web: None,
         }
     }
 }

@@ -569,6 +569,18 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
         "no goodput verdicts"
     );
     assert!(sum(&s, "llm_requests_total", &[("route", "chat")]) >= 3.0);
+    // The ramp's clients reach the batch-limited engine through its route.
+    let s = scrape_until(admin, |s| {
+        sum(s, "llm_requests_total", &[("route", "batched")]) >= 2.0
+    })
+    .await;
+    assert!(
+        sum(
+            &s,
+            "llm_requests_total",
+            &[("route", "batched"), ("slo", "chat")]
+        ) >= 2.0
+    );
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -581,6 +593,7 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
     assert!(status.success(), "exit status {status}");
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
     assert!(rest.iter().any(|l| l.starts_with("load: ")), "{rest:?}");
+    assert!(rest.iter().any(|l| l.starts_with("ramp: ")), "{rest:?}");
 }
 
 /// Logging never blocks forwarding: with its standard error never read (a

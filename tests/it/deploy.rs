@@ -261,11 +261,13 @@ fn kubernetes_manifests_match_the_kubernetes_schemas_needs_tool_kubernetes_valid
         "pip install kubernetes-validate",
     );
     assert!(!text.contains("ERROR") && !text.contains("FAIL"), "{text}");
-    // Every built-in kind was checked; only the Prometheus Operator's
-    // custom resources have no schema here (checked below instead).
+    // Every built-in kind was checked; only the Prometheus Operator's and
+    // KEDA's custom resources have no schema here (checked below instead).
     for line in text.lines().filter(|l| l.contains("Couldn't find schema")) {
         assert!(
-            line.contains("kind ServiceMonitor") || line.contains("kind PrometheusRule"),
+            line.contains("kind ServiceMonitor")
+                || line.contains("kind PrometheusRule")
+                || line.contains("kind ScaledObject"),
             "{line}"
         );
     }
@@ -340,4 +342,71 @@ fn yaml_files_are_clean_needs_tool_yamllint() {
         &["--strict", "-c", ".yamllint", "config", "deploy"],
         "pip install yamllint",
     );
+}
+
+/// The KEDA example's query asks for the engines the load needs at the
+/// knee: requests in flight through every replica over the knee, and
+/// nothing (so KEDA holds its fallback) while the knee is unknown or 0.
+#[test]
+fn keda_query_asks_for_the_engines_the_load_needs_needs_tool_promtool() {
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&read("deploy/kubernetes/autoscaling.yaml")).unwrap();
+    let scaled = docs.iter().find(|d| d["kind"] == "ScaledObject").unwrap();
+    let trigger = &scaled["spec"]["triggers"][0];
+    assert_eq!(trigger["type"], "prometheus");
+    assert_eq!(trigger["metadata"]["ignoreNullValues"], "false");
+    let threshold: f64 = trigger["metadata"]["threshold"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(threshold > 0.0 && threshold <= 1.0, "{threshold}");
+    let query = trigger["metadata"]["query"].as_str().unwrap().trim();
+    // Every series it reads is one tokenmeter exports or its generated
+    // rules record.
+    assert!(
+        names::IN_FLIGHT.name("llm") == "llm_requests_in_flight"
+            && query.contains("llm_requests_in_flight{")
+    );
+    let knee = "slo:llm_slo_capacity_concurrency:increase5m";
+    assert!(query.contains(knee), "{query}");
+
+    let indent = |text: &str| text.replace('\n', "\n          ");
+    let test = format!(
+        r#"rule_files: []
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      # Two tokenmeter replicas, 3 and 4 requests in flight to the route.
+      - series: 'llm_requests_in_flight{{instance="a",route="chat",model="m",slo="chat"}}'
+        values: '3x10'
+      - series: 'llm_requests_in_flight{{instance="b",route="chat",model="m",slo="chat"}}'
+        values: '4x10'
+      - series: 'llm_requests_in_flight{{instance="a",route="completions",model="m",slo="code"}}'
+        values: '50x10'
+      # The knee: 4 for five minutes, then unknown (no sample), then 0.
+      - series: '{knee}{{route="chat",model="m",slo="chat",bound="measured"}}'
+        values: '4x4 stale 0x3'
+    promql_expr_test:
+      - expr: |
+          {q}
+        eval_time: 2m
+        exp_samples:
+          - labels: '{{}}'
+            value: 1.75
+      - expr: |
+          {q}
+        eval_time: 5m
+        exp_samples: []
+      - expr: |
+          {q}
+        eval_time: 8m
+        exp_samples: []
+"#,
+        q = indent(query),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("keda.test.yaml"), test).unwrap();
+    promtool(&["test", "rules", "keda.test.yaml"], dir.path());
 }

@@ -26,6 +26,7 @@
 
 mod common;
 
+mod admin_auth;
 mod attribution;
 mod bench;
 mod chaos;

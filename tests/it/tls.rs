@@ -356,6 +356,41 @@ async fn an_h2_stream_is_forwarded_metered_on_one_shared_connection() {
     proxy.stop().await;
 }
 
+/// An idle HTTP/2 upstream connection is closed after the idle timeout,
+/// though no request comes to find it idle; the next request opens
+/// another, and is answered.
+#[tokio::test]
+async fn an_idle_h2_upstream_connection_is_closed_after_the_idle_timeout() {
+    let (closed_tx, mut closed) = tokio::sync::mpsc::unbounded_channel();
+    let (upstream, connections) = tls_listener(self_signed_acceptor(&[b"h2"]), move |tls| {
+        let closed = closed_tx.clone();
+        async move {
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), hyper::service::service_fn(scripted))
+                .await;
+            let _ = closed.send(());
+        }
+    })
+    .await;
+    let mut config = config(upstream, &trust_self_signed());
+    config.proxy.upstream_idle_timeout = Duration::from_secs(1);
+    let proxy = start(config).await;
+    let (head, _) = stream_request("deepseek-chat-text.sse");
+    let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
+    assert_eq!(resp.status, 200);
+    // 1 s idle, then given up; 10 s is far beyond that on any machine, and
+    // without the idle timeout the connection never closes.
+    tokio::time::timeout(Duration::from_secs(10), closed.recv())
+        .await
+        .expect("the idle connection was not closed")
+        .unwrap();
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+    let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
+    assert_eq!(resp.status, 200);
+    assert_eq!(connections.load(Ordering::SeqCst), 2, "a new connection");
+    proxy.stop().await;
+}
+
 /// An upstream that answers the first request on each connection (with a
 /// keep-alive hint) and closes the connection, unanswered, when a second
 /// request arrives on it. Returns its address.

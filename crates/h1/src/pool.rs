@@ -91,7 +91,8 @@ impl<T: Transport + Send + 'static> Pool<T> {
 }
 
 impl<T: Transport> Pool<T> {
-    /// Drops idle connections that expired.
+    /// Drops every idle connection that expired: the reaper's sweep, off
+    /// the request path (a scan of the whole pool).
     fn prune(&self, now: Instant) {
         let expired: VecDeque<Idle<T>> = {
             let Ok(mut idle) = self.idle.lock() else {
@@ -110,16 +111,20 @@ impl<T: Transport> Pool<T> {
         drop(expired);
     }
 
-    /// An idle connection that is still open. A kept-alive connection can
-    /// be closed by the upstream just as it is taken (servers close idle
-    /// connections after their own keep-alive timeout, uvicorn's is 5 s):
-    /// one found closed is dropped and the next one taken.
+    /// An idle connection that is still open and has not expired, the one
+    /// given back last (its buffers are warm, and the older ones expire
+    /// first). A kept-alive connection can be closed by the upstream just
+    /// as it is taken (servers close idle connections after their own
+    /// keep-alive timeout, uvicorn's is 5 s): one found closed or expired
+    /// is dropped and the next one taken. Each connection is looked at
+    /// once, so a checkout costs the same whatever the pool's size.
     pub fn checkout(&self) -> Option<Conn<T>> {
-        self.prune(Instant::now());
+        let now = Instant::now();
         loop {
+            // The lock is held for the pop only; a connection dropped here
+            // is closed outside it.
             let mut c = self.idle.lock().ok()?.pop_back()?;
-            // A connection the upstream closed while idle is dropped here.
-            if c.conn.is_open() {
+            if c.expires > now && c.conn.is_open() {
                 return Some(c.conn);
             }
         }
@@ -140,7 +145,8 @@ impl<T: Transport> Pool<T> {
         if keep_for.is_zero() {
             return;
         }
-        let surplus = {
+        let mut closing = Vec::new();
+        {
             let Ok(mut idle) = self.idle.lock() else {
                 return;
             };
@@ -149,14 +155,19 @@ impl<T: Transport> Pool<T> {
                     conn,
                     expires: now + keep_for,
                 });
-                None
             } else {
-                Some(conn)
+                closing.push(conn);
             }
-        };
-        // A connection beyond `max_idle` is closed, outside the lock.
-        drop(surplus);
-        self.prune(now);
+            // The oldest expire first (a shorter `Keep-Alive` hint behind
+            // them is found by the checkout that takes it, or the reaper):
+            // a look at the front, once per connection dropped.
+            while idle.front().is_some_and(|c| c.expires <= now) {
+                closing.extend(idle.pop_front().map(|c| c.conn));
+            }
+        }
+        // A connection beyond `max_idle`, or expired, is closed outside the
+        // lock.
+        drop(closing);
     }
 
     /// Sends `req` on `conn`, a new connection to this pool's upstream,

@@ -93,6 +93,7 @@ mod body;
 mod config;
 pub mod load;
 mod plan;
+pub mod ramp;
 mod script;
 pub mod stamp;
 

@@ -9,7 +9,7 @@ use super::super::raw::{self, RawConfig};
 use super::super::values::*;
 use super::super::{
     AdminSettings, Config, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, Timeouts,
-    TraceSettings,
+    TraceSettings, WebConfig,
 };
 use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
@@ -180,6 +180,20 @@ impl Checker<'_> {
                 .as_ref()
                 .and_then(|admin| admin.max_connections)
                 .unwrap_or(admin_defaults.max_connections),
+            web: raw
+                .admin
+                .as_ref()
+                .and_then(|admin| admin.web_config_file.as_ref())
+                .and_then(|field| match WebConfig::read(field, self.file, base) {
+                    Ok(web) => {
+                        self.sources.files.extend(web.files());
+                        Some(web)
+                    }
+                    Err(errors) => {
+                        self.errors.extend(errors);
+                        None
+                    }
+                }),
         };
 
         Config {

@@ -87,6 +87,9 @@ pub(crate) struct RawAdmin {
     /// forwarding needs. Applied at start only.
     #[serde(default, deserialize_with = "kind::optional_count")]
     pub max_connections: Option<usize>,
+    /// A Prometheus exporter-toolkit web config file: TLS, basic-auth users
+    /// and headers of the admin listener. Relative to this file.
+    pub web_config_file: Option<Spanned<String>>,
 }
 
 /// `routes[i]`: which requests a route takes and where they go.

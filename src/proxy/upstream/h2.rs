@@ -3,15 +3,21 @@
 //! and the request body that keeps the client's error.
 //!
 //! One connection per upstream, shared by every request (each takes a clone
-//! of its handle), made again once it closes or has been idle for the
-//! pool's idle timeout.
+//! of its handle), made again once it closes. Idle for the pool's idle
+//! timeout, it is given up (its last handle dropped, so hyper closes it once
+//! its streams end) by a task that watches it, whether or not another
+//! request comes. While it is open, hyper PINGs the upstream every
+//! [`PING_INTERVAL`] and closes it when an answer takes longer than
+//! [`PING_TIMEOUT`]: a connection that died silently (a peer gone, a NAT
+//! entry dropped) fails its streams and is made again, instead of holding
+//! requests until their timeouts.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
@@ -25,10 +31,19 @@ use crate::proxy::rewrite::fitted;
 /// A handle of an HTTP/2 connection, which sends requests on it.
 pub(super) type Sender = http2::SendRequest<H2Body>;
 
+/// How often an open HTTP/2 connection is PINGed, idle or not.
+pub(super) const PING_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a PING may go unanswered before the connection is closed.
+pub(super) const PING_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The HTTP/2 handshake over `stream` (TLS that chose `h2`); the
 /// connection runs on a task of its own until it closes.
 pub(super) async fn handshake(stream: TlsStream<TcpStream>) -> Result<Sender, Error> {
     let (send, conn) = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .keep_alive_interval(PING_INTERVAL)
+        .keep_alive_timeout(PING_TIMEOUT)
+        .keep_alive_while_idle(true)
         .handshake(TokioIo::new(stream))
         .await
         .map_err(Error::H2Handshake)?;
@@ -42,7 +57,7 @@ pub(super) async fn handshake(stream: TlsStream<TcpStream>) -> Result<Sender, Er
 
 /// The HTTP/2 connection an upstream shares, if it has one.
 pub(super) struct Shared {
-    kept: Mutex<Option<Kept>>,
+    kept: Arc<Mutex<Option<Kept>>>,
     idle_timeout: Duration,
 }
 
@@ -50,24 +65,38 @@ struct Kept {
     send: Sender,
     /// When a request last took it.
     used: Instant,
+    /// Tells this connection from the next one the upstream makes.
+    generation: u64,
 }
 
 impl Shared {
     /// No connection yet; one is given up after `idle_timeout` unused.
     pub(super) fn new(idle_timeout: Duration) -> Self {
         Self {
-            kept: Mutex::new(None),
+            kept: Arc::new(Mutex::new(None)),
             idle_timeout,
         }
     }
 
-    /// Keeps `send`'s connection to be shared (the last one made wins).
+    /// Keeps `send`'s connection to be shared (the last one made wins),
+    /// and watches it: idle for the idle timeout, it is given up.
     pub(super) fn keep(&self, send: &Sender) {
-        if let Ok(mut kept) = self.kept.lock() {
-            *kept = Some(Kept {
-                send: send.clone(),
-                used: Instant::now(),
-            });
+        let Ok(mut kept) = self.kept.lock() else {
+            return;
+        };
+        let generation = kept.as_ref().map_or(0, |k| k.generation.wrapping_add(1));
+        *kept = Some(Kept {
+            send: send.clone(),
+            used: Instant::now(),
+            generation,
+        });
+        drop(kept);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(give_up_when_idle(
+                Arc::downgrade(&self.kept),
+                generation,
+                self.idle_timeout,
+            ));
         }
     }
 
@@ -86,6 +115,36 @@ impl Shared {
                 None
             }
             None => None,
+        }
+    }
+}
+
+/// Drops the kept handle of connection `generation` once it has been idle
+/// for `idle_timeout`; returns early when another connection replaced it
+/// or the upstream is gone. Requests running on it keep their streams:
+/// hyper closes the connection when the last one ends.
+async fn give_up_when_idle(
+    kept: Weak<Mutex<Option<Kept>>>,
+    generation: u64,
+    idle_timeout: Duration,
+) {
+    let mut deadline = Instant::now() + idle_timeout;
+    loop {
+        tokio::time::sleep_until(deadline).await;
+        let Some(kept) = kept.upgrade() else { return };
+        let Ok(mut kept) = kept.lock() else { return };
+        match &*kept {
+            Some(k) if k.generation == generation => {
+                let until = k.used + idle_timeout;
+                if Instant::now() >= until || k.send.is_closed() {
+                    // The last handle: hyper closes the connection.
+                    *kept = None;
+                    tracing::debug!("upstream HTTP/2 connection idle: given up");
+                    return;
+                }
+                deadline = until;
+            }
+            _ => return,
         }
     }
 }

@@ -1,0 +1,361 @@
+//! The admin listener's web configuration file (`admin.web_config_file`):
+//! the Prometheus exporter-toolkit's format, which node_exporter and every
+//! official exporter read with `--web.config.file`, so that the
+//! ServiceMonitors and scrape configs written for them work unchanged.
+//!
+//! ```yaml
+//! tls_server_config:
+//!   cert_file: tls.crt
+//!   key_file: tls.key
+//!   client_ca_file: ca.crt            # optional: mutual TLS
+//!   client_auth_type: RequireAndVerifyClientCert
+//!   min_version: TLS12
+//! http_server_config:
+//!   headers:
+//!     Strict-Transport-Security: max-age=31536000
+//! basic_auth_users:
+//!   prometheus: $2y$10$...            # bcrypt
+//! ```
+//!
+//! Relative paths are against the file's directory, as the exporters
+//! read them. An unknown key, a hash that is not bcrypt, a header the
+//! format does not allow, or a certificate that cannot be read is an error
+//! with the file, line, column and key. The file and its certificates are
+//! read again by each reload.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use http::{HeaderName, HeaderValue};
+use serde::{Deserialize, Serialize};
+use serde_saphyr::Spanned;
+
+use super::load::ConfigError;
+use super::server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsVersion};
+
+/// The headers the exporter-toolkit lets a web config set.
+const ALLOWED_HEADERS: [&str; 5] = [
+    "Strict-Transport-Security",
+    "X-Content-Type-Options",
+    "X-Frame-Options",
+    "X-XSS-Protection",
+    "Content-Security-Policy",
+];
+
+/// The admin listener's TLS, users and headers, read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WebConfig {
+    /// The file, as resolved.
+    #[serde(serialize_with = "super::show::path")]
+    pub file: PathBuf,
+    /// TLS on the admin listener, when the file configures it.
+    pub tls: Option<ServerTls>,
+    /// Users allowed in, with their bcrypt hashes (shown: the names).
+    #[serde(serialize_with = "user_names")]
+    pub users: BTreeMap<String, String>,
+    /// Headers added to every admin response.
+    #[serde(serialize_with = "header_pairs")]
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+fn user_names<S: serde::Serializer>(
+    users: &BTreeMap<String, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(users.keys())
+}
+
+fn header_pairs<S: serde::Serializer>(
+    headers: &[(HeaderName, HeaderValue)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(
+        headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.to_str().unwrap_or("<not text>"))),
+    )
+}
+
+impl WebConfig {
+    /// Whether a request must authenticate.
+    pub fn requires_auth(&self) -> bool {
+        !self.users.is_empty()
+    }
+
+    /// The files a reload watches: this one and its certificates.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.file.clone()];
+        if let Some(tls) = &self.tls {
+            files.extend(tls.files().map(Path::to_path_buf));
+        }
+        files
+    }
+
+    /// Reads the file `admin.web_config_file` names (`field`, in the
+    /// config file `config_file`, relative to `base`): the web config, or
+    /// every problem found, each with its file, line, column and key (an
+    /// unreadable file is reported at the key that names it).
+    pub(crate) fn read(
+        field: &Spanned<String>,
+        config_file: &str,
+        base: &Path,
+    ) -> Result<Self, Vec<ConfigError>> {
+        let file = base.join(field.value.trim());
+        if let Err(e) = std::fs::metadata(&file) {
+            let pos = super::located::pos(field);
+            return Err(vec![ConfigError {
+                file: config_file.to_owned(),
+                line: pos.map(|p| p.line),
+                column: pos.map(|p| p.column),
+                key: "admin.web_config_file".to_owned(),
+                message: format!("cannot read `{}`: {e}", file.display()),
+            }]);
+        }
+        Self::load(&file)
+    }
+
+    /// Reads `file`; every problem found is returned, each with its line,
+    /// column and key.
+    pub fn load(file: &Path) -> Result<Self, Vec<ConfigError>> {
+        let shown = file.display().to_string();
+        let error = |pos: Option<&serde_saphyr::Location>, key: &str, message: String| {
+            let (line, column) = pos
+                .filter(|l| l.line() > 0)
+                .map_or((None, None), |l| (Some(l.line()), Some(l.column())));
+            ConfigError {
+                file: shown.clone(),
+                line,
+                column,
+                key: key.to_owned(),
+                message,
+            }
+        };
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| vec![error(None, "", format!("cannot read the web config: {e}"))])?;
+        let raw: RawWebConfig = if text.trim().is_empty() {
+            RawWebConfig::default()
+        } else {
+            serde_saphyr::from_str(&text)
+                .map_err(|e| vec![error(e.location().as_ref(), "", e.to_string())])?
+        };
+        let base = file.parent().unwrap_or(Path::new("."));
+        let mut errors = Vec::new();
+
+        let tls = raw.tls_server_config.as_ref().and_then(|t| {
+            let t = &t.value;
+            let key = |k: &str| format!("tls_server_config.{k}");
+            let mut bad = |at: &Spanned<String>, k: &str, m: String| {
+                errors.push(error(Some(&at.referenced), &key(k), m));
+            };
+            let client_auth = match &t.client_auth_type {
+                None => Some(ClientAuth::NoClientCert),
+                Some(text) => ClientAuth::parse(&text.value)
+                    .map_err(|m| bad(text, "client_auth_type", m))
+                    .ok(),
+            };
+            let version =
+                |v: &Option<Spanned<String>>,
+                 default,
+                 k,
+                 bad: &mut dyn FnMut(&Spanned<String>, &str, String)| match v {
+                    None => Some(default),
+                    Some(text) => TlsVersion::parse(&text.value)
+                        .map_err(|m| bad(text, k, m))
+                        .ok(),
+                };
+            let min_version = version(&t.min_version, TlsVersion::Tls12, "min_version", &mut bad);
+            let max_version = version(&t.max_version, TlsVersion::Tls13, "max_version", &mut bad);
+            let (Some(cert), Some(key_file)) = (&t.cert_file, &t.key_file) else {
+                errors.push(error(
+                    raw.tls_server_config.as_ref().map(|t| &t.referenced),
+                    "tls_server_config",
+                    "needs both `cert_file` and `key_file`".to_owned(),
+                ));
+                return None;
+            };
+            let files = ServerTlsFiles {
+                cert_file: PathBuf::from(&cert.value),
+                key_file: PathBuf::from(&key_file.value),
+                client_ca_file: t.client_ca_file.as_ref().map(|c| PathBuf::from(&c.value)),
+                client_auth: client_auth?,
+                min_version: min_version?,
+                max_version: max_version?,
+            };
+            ServerTls::load(&files, base, &[b"h2", b"http/1.1"])
+                .map_err(|e| {
+                    let at = match e.key {
+                        "cert_file" => Some(cert),
+                        "key_file" => Some(key_file),
+                        "client_ca_file" => t.client_ca_file.as_ref(),
+                        "client_auth_type" => t.client_auth_type.as_ref(),
+                        "min_version" => t.min_version.as_ref(),
+                        _ => None,
+                    };
+                    errors.push(error(
+                        at.map(|a| &a.referenced),
+                        &format!("tls_server_config.{}", e.key),
+                        e.message,
+                    ));
+                })
+                .ok()
+        });
+
+        let mut headers = Vec::new();
+        if let Some(http) = &raw.http_server_config {
+            for (name, value) in &http.value.headers {
+                let key = format!("http_server_config.headers.{name}");
+                let Some(allowed) = ALLOWED_HEADERS
+                    .iter()
+                    .find(|a| a.eq_ignore_ascii_case(name))
+                else {
+                    errors.push(error(
+                        Some(&value.referenced),
+                        &key,
+                        format!(
+                            "header `{name}` cannot be set here; allowed: {}",
+                            ALLOWED_HEADERS.join(", ")
+                        ),
+                    ));
+                    continue;
+                };
+                match (
+                    HeaderName::from_bytes(allowed.as_bytes()),
+                    HeaderValue::from_str(&value.value),
+                ) {
+                    (Ok(name), Ok(v)) => headers.push((name, v)),
+                    _ => errors.push(error(
+                        Some(&value.referenced),
+                        &key,
+                        "not a valid header value".to_owned(),
+                    )),
+                }
+            }
+        }
+
+        let mut users = BTreeMap::new();
+        for (name, hash) in &raw.basic_auth_users {
+            let key = format!("basic_auth_users.{name}");
+            if name.is_empty() || name.contains(':') {
+                errors.push(error(
+                    Some(&hash.referenced),
+                    &key,
+                    "a user name is not empty and has no `:`".to_owned(),
+                ));
+            } else if let Err(m) = check_bcrypt(&hash.value) {
+                errors.push(error(Some(&hash.referenced), &key, m));
+            } else {
+                users.insert(name.clone(), hash.value.clone());
+            }
+        }
+
+        if errors.is_empty() {
+            Ok(Self {
+                file: file.to_path_buf(),
+                tls,
+                users,
+                headers,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+impl super::Config {
+    /// A warning when the admin listener is open to more than this host
+    /// with nobody asked for credentials: whoever reaches the address reads
+    /// the metrics, the configuration and the live page. Said at start-up
+    /// and by `tokenmeter check`.
+    pub fn admin_exposure(&self) -> Option<String> {
+        let guarded = self
+            .admin
+            .web
+            .as_ref()
+            .is_some_and(|web| web.requires_auth());
+        (!self.admin_listen.ip().is_loopback() && !guarded).then(|| {
+            format!(
+                "the admin listener on {} is reachable beyond this host and asks for no credentials: anyone who reaches it reads /metrics, /config and /slo (set admin.web_config_file with basic_auth_users, or listen on loopback)",
+                self.admin_listen
+            )
+        })
+    }
+}
+
+/// A bcrypt hash in the modular crypt format: `$2a$`, `$2b$` or `$2y$`, a
+/// cost of 4 to 31, and 53 characters of salt and hash.
+fn check_bcrypt(hash: &str) -> Result<(), String> {
+    let fail = || {
+        Err(
+            "not a bcrypt hash (expected `$2y$`, `$2b$` or `$2a$`, a cost and 53 characters, as `htpasswd -nBC 10 USER` prints)"
+                .to_owned(),
+        )
+    };
+    let Some(rest) = ["$2a$", "$2b$", "$2y$"]
+        .iter()
+        .find_map(|p| hash.strip_prefix(p))
+    else {
+        return fail();
+    };
+    let Some((cost, tail)) = rest.split_once('$') else {
+        return fail();
+    };
+    let cost_ok = cost.len() == 2 && cost.parse::<u32>().is_ok_and(|c| (4..=31).contains(&c));
+    let tail_ok = tail.len() == 53
+        && tail
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/');
+    if cost_ok && tail_ok { Ok(()) } else { fail() }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebConfig {
+    tls_server_config: Option<Spanned<RawTls>>,
+    http_server_config: Option<Spanned<RawHttp>>,
+    #[serde(default)]
+    basic_auth_users: BTreeMap<String, Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert_file: Option<Spanned<String>>,
+    key_file: Option<Spanned<String>>,
+    client_ca_file: Option<Spanned<String>>,
+    client_auth_type: Option<Spanned<String>>,
+    min_version: Option<Spanned<String>>,
+    max_version: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    /// Accepted for compatibility; the admin listener speaks HTTP/1.1 and
+    /// HTTP/2 either way.
+    #[allow(dead_code)]
+    http2: Option<bool>,
+    #[serde(default)]
+    headers: BTreeMap<String, Spanned<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bcrypt_hashes_are_told_from_anything_else() {
+        let good = "$2y$10$X0rOoyPsS9ITUvFvvBjOyuCs1Dv1Y0rMT2Y29z2S.lCnOsNUEj5dW";
+        assert_eq!(check_bcrypt(good), Ok(()));
+        assert_eq!(check_bcrypt(&good.replace("$2y$", "$2b$")), Ok(()));
+        for bad in [
+            "",
+            "secret",
+            "$2y$10$short",
+            "$1$abcdefgh$abcdefghijklmnopqrstuv",
+            "$2y$03$X0rOoyPsS9ITUvFvvBjOyuCs1Dv1Y0rMT2Y29z2S.lCnOsNUEj5dW",
+            "$2y$10$X0rOoyPsS9ITUvFvvBjOyuCs1Dv1Y0rMT2Y29z2S.lCnOsNUEj5d!",
+        ] {
+            assert!(check_bcrypt(bad).is_err(), "{bad}");
+        }
+    }
+}
