@@ -29,6 +29,7 @@ mod common;
 mod admin_auth;
 mod attribution;
 mod bench;
+mod capacity;
 mod chaos;
 mod cli;
 mod compat;
