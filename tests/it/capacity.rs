@@ -107,8 +107,16 @@ const M: (&str, &str) = ("slo", "chat");
 /// `judged` requests: the knee at 4, measured, in every window; the
 /// headroom against the idle route; the buckets behind the knee.
 async fn knee_is_4(proxy: &tokenmeter::app::Running, judged: f64) {
+    // Once the route is idle: where the engine is scraped, its reading
+    // says so by the next scrape.
+    let idle = |s: &[Sample]| {
+        ["1m", "5m", "1h"].iter().all(|w| {
+            let labels = [M, ("window", *w), ("bound", "measured")];
+            value(s, "llm_slo_headroom_concurrency", &labels) == 4.0
+        })
+    };
     let s = scrape_until(proxy.admin_addr, |s| {
-        sum(s, "llm_slo_load_requests_total", &[M]) >= judged
+        sum(s, "llm_slo_load_requests_total", &[M]) >= judged && idle(s)
     })
     .await;
     assert_eq!(sum(&s, "llm_slo_load_requests_total", &[M]), judged);
