@@ -100,3 +100,137 @@ pub(super) fn report(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::time::Duration;
+
+    use prometheus::Opts;
+
+    use super::*;
+    use meter::{Outcome, ServerTimings, Summary, TokenSource, Usage};
+    use slo::capacity::LoadSample;
+    use slo::{Goodput, Objective, ObjectiveKind, SloClass};
+
+    /// TTFT p95 ≤ 500 ms.
+    fn class() -> SloClass {
+        SloClass {
+            name: "chat".into(),
+            description: String::new(),
+            window: slo::DEFAULT_WINDOW,
+            objectives: vec![Objective {
+                kind: ObjectiveKind::Ttft,
+                threshold: Duration::from_millis(500),
+                target: 0.95,
+            }],
+            goodput: Goodput {
+                require: vec![ObjectiveKind::Ttft],
+                target: None,
+            },
+            per_tenant_alerts: false,
+            exclude_slow_readers: false,
+        }
+    }
+
+    fn sample(ttft_ms: u64) -> LoadSample {
+        let ttft = Duration::from_millis(ttft_ms);
+        let s = Summary {
+            outcome: Outcome::Ok,
+            status: Some(200),
+            streamed: true,
+            ttft: Some(ttft),
+            ttft_visible: Some(ttft),
+            e2el: Some(ttft),
+            elapsed: ttft,
+            tpot: None,
+            output_tokens: Some((1, TokenSource::Usage)),
+            usage: Usage::default(),
+            server: ServerTimings::default(),
+            client_wait: Duration::ZERO,
+            proxy_time: None,
+            response_model: None,
+            events: 1,
+            token_events: 1,
+            first_token_event: Some(0),
+            first_visible_event: Some(0),
+            terminal_event: None,
+            parse_errors: 0,
+        };
+        LoadSample::new(&class(), &s, slo::judge(&class(), &s, false)).unwrap()
+    }
+
+    fn gauge(name: &str) -> IntGaugeVec {
+        IntGaugeVec::new(Opts::new(name, name), names::SLO_CAPACITY.labels).unwrap()
+    }
+
+    /// The series set, as `window/bound=value`, sorted.
+    fn shown(g: &IntGaugeVec) -> Vec<String> {
+        let mut out: Vec<String> = prometheus::core::Collector::collect(g)[0]
+            .get_metric()
+            .iter()
+            .map(|m| {
+                let label = |n: &str| {
+                    m.get_label()
+                        .iter()
+                        .find(|l| l.name() == n)
+                        .map(|l| l.value().to_owned())
+                        .unwrap()
+                };
+                format!(
+                    "{}/{}={}",
+                    label("window"),
+                    label("bound"),
+                    m.get_gauge().get_value()
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// A knee that is a lower bound, then measured once a bucket above it
+    /// breaks: the `lower` series go, the `measured` ones come; a curve of
+    /// a class no longer in force has none; the headroom is read against
+    /// the requests in flight now.
+    #[tokio::test(start_paused = true)]
+    async fn the_gauges_hold_this_scrapes_knees_only() {
+        let now = Instant::now();
+        let (capacity, live, in_flight) =
+            (Capacity::new(now), Live::new(now, 0.0), InFlight::default());
+        live.set_classes(&[class()]);
+        let gauges = Gauges {
+            knee: gauge("knee"),
+            headroom: gauge("headroom"),
+            shown: Mutex::default(),
+        };
+        let curve = capacity.curve("r", "m", "chat");
+        capacity.curve("r", "m", "gone").record(now, 1, &sample(10));
+        for _ in 0..20 {
+            curve.record(now, 1, &sample(10));
+        }
+        let (_held, _) = in_flight.enter("r", "m");
+        drop(gauges.update(&capacity, &live, &in_flight, None, now));
+        let windows = |bound: &str, v: i64| -> Vec<String> {
+            let mut w: Vec<String> = ["1h", "1m", "5m"]
+                .iter()
+                .map(|w| format!("{w}/{bound}={v}"))
+                .collect();
+            w.sort();
+            w
+        };
+        assert_eq!(shown(&gauges.knee), windows("lower", 1));
+        assert_eq!(shown(&gauges.headroom), windows("lower", 0));
+        for _ in 0..20 {
+            curve.record(now, 2, &sample(900));
+        }
+        drop(gauges.update(&capacity, &live, &in_flight, None, now));
+        assert_eq!(shown(&gauges.knee), windows("measured", 1));
+        assert_eq!(shown(&gauges.headroom), windows("measured", 0));
+        // Nothing is claimed once the windows are empty.
+        let later = now + Duration::from_secs(3700);
+        drop(gauges.update(&capacity, &live, &in_flight, None, later));
+        assert!(shown(&gauges.knee).is_empty());
+        assert!(shown(&gauges.headroom).is_empty());
+    }
+}
