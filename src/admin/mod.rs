@@ -32,6 +32,7 @@ use arc_swap::ArcSwap;
 use crate::observe::metrics::Metrics;
 use crate::proxy::Proxy;
 use slo::aggregate::Quantiles;
+use slo::capacity::CurveReport;
 use slo::live::Report;
 
 /// What the admin endpoints read.
@@ -80,9 +81,13 @@ async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> im
     } else {
         ("text/plain; version=0.0.4; charset=utf-8", false)
     };
+    // The headroom is read against the engines' loads of the proxy in force.
+    let proxy = state.live.load();
     (
         [(header::CONTENT_TYPE, content_type)],
-        state.metrics.encode(openmetrics),
+        state
+            .metrics
+            .encode_with(openmetrics, proxy.observers().readings()),
     )
 }
 
@@ -110,10 +115,19 @@ async fn slo(
     Query(query): Query<SloQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let report = state.metrics.live().report(
-        tokio::time::Instant::now(),
-        query.tenant.as_deref().unwrap_or(""),
-    );
+    let now = tokio::time::Instant::now();
+    let tenant = query.tenant.as_deref().unwrap_or("");
+    let report = state.metrics.live().report(now, tenant);
+    // The curves are of every tenant's requests: a tenant's view has none.
+    let capacity = if tenant.is_empty() {
+        let proxy = state.live.load();
+        state
+            .metrics
+            .capacity_report(now, proxy.observers().readings())
+    } else {
+        Vec::new()
+    };
+    let report = SloReport { report, capacity };
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -134,7 +148,7 @@ async fn slo(
     if !text {
         return axum::Json(report).into_response();
     }
-    let table = render_text(&report);
+    let table = render_text(&report.report) + &render_capacity(&report.capacity);
     if accept.contains("text/html") && query.format.is_none() {
         let escaped = table
             .replace('&', "&amp;")
@@ -146,6 +160,15 @@ async fn slo(
         return ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
     }
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], table).into_response()
+}
+
+/// `/slo`'s JSON: the live windows' report, and beside its fields the
+/// latency–load curves (`capacity`), one per route, model and class.
+#[derive(serde::Serialize)]
+struct SloReport {
+    #[serde(flatten)]
+    report: Report,
+    capacity: Vec<CurveReport>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -271,6 +294,53 @@ pub fn render_text(report: &Report) -> String {
                     c.burn_rate.map_or("-".to_owned(), |b| format!("{b:.2}"))
                 );
             }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The curves as text: per curve, a row per window (its knee, bound,
+/// headroom and first breaking load), then each window's buckets as
+/// `load_le:judged state`.
+pub fn render_capacity(curves: &[CurveReport]) -> String {
+    let mut out = String::new();
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    for c in curves {
+        let _ = writeln!(
+            out,
+            "capacity  route {}  model {}  slo {}  load now {}  ({} judged a bucket)",
+            c.route,
+            c.model,
+            c.slo,
+            or_dash(c.load_now.map(|l| l.to_string())),
+            c.min_judged
+        );
+        let _ = writeln!(
+            out,
+            "{:<6} {:<14} {:>5} {:<9} {:>8} {:>11}",
+            "window", "knee", "value", "bound", "headroom", "first break"
+        );
+        for w in &c.windows {
+            let k = &w.knee;
+            let _ = writeln!(
+                out,
+                "{:<6} {:<14} {:>5} {:<9} {:>8} {:>11}",
+                w.window,
+                k.state,
+                or_dash(k.concurrency.map(|v| v.to_string())),
+                k.bound.unwrap_or("-"),
+                or_dash(k.headroom.map(|v| v.to_string())),
+                or_dash(k.first_break.map(|v| v.to_string())),
+            );
+        }
+        for w in &c.windows {
+            let buckets: Vec<String> = w
+                .buckets
+                .iter()
+                .map(|b| format!("{}:{} {}", b.load_le, b.judged, b.state))
+                .collect();
+            let _ = writeln!(out, "       {} buckets  {}", w.window, buckets.join("  "));
         }
         out.push('\n');
     }

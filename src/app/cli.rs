@@ -48,7 +48,8 @@ enum Command {
         config: PathBuf,
     },
     /// Write Prometheus recording and alerting rules for the config's SLO
-    /// classes (burn-rate alerts as in the Google SRE workbook).
+    /// classes (burn-rate alerts as in the Google SRE workbook, and the
+    /// fleet's latency-load knee and headroom).
     Rules {
         /// The config file (its `slo_files` define the classes).
         #[arg(long, short, env = "TOKENMETER_CONFIG")]
@@ -196,7 +197,11 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
                 );
                 return Ok(ExitCode::FAILURE);
             }
-            let file = slo::rules::rules(&loaded.slo_classes, &loaded.metrics.namespace);
+            let namespace = &loaded.metrics.namespace;
+            let mut file = slo::rules::rules(&loaded.slo_classes, namespace);
+            // The fleet's latency–load curves and knees, after the ratios.
+            file.groups
+                .extend(slo::rules::capacity_groups(&loaded.slo_classes, namespace));
             let yaml = slo::rules::to_yaml(&file).map_err(CommandError::Rules)?;
             write_output(out.as_deref(), &yaml)?;
             Ok(ExitCode::SUCCESS)

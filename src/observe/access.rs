@@ -168,6 +168,14 @@ impl Entry {
         );
         l.number("input_tokens", s.usage.input);
         l.number("parse_errors", Some(u64::from(s.parse_errors)));
+        let load = &f.load;
+        l.number("load", Some(load.curve()));
+        l.number("in_flight", Some(load.in_flight));
+        if let Some(engine) = &load.engine {
+            l.number("engine_running", engine.running);
+            l.number("engine_waiting", engine.waiting);
+            l.share("kv_cache_usage", engine.kv_cache_usage);
+        }
         l.end();
     }
 }
@@ -273,6 +281,15 @@ impl<'a> Line<'a> {
         }
     }
 
+    /// A finite share (0.75), as Rust writes the shortest float that reads
+    /// back the same: a JSON number in both formats.
+    fn share(&mut self, key: &str, value: Option<f64>) {
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            self.key(key);
+            let _ = write!(self.buf, "{v}");
+        }
+    }
+
     fn boolean(&mut self, key: &str, value: bool) {
         self.key(key);
         self.buf
@@ -367,6 +384,7 @@ mod tests {
     use super::*;
     use crate::config::Route;
     use crate::observe::labels::{Bounds, Labels};
+    use crate::observe::load::{EngineLoad, Load};
     use crate::observe::request::Gaps;
     use crate::observe::trace::Trace;
     use meter::{Outcome, ServerTimings, Summary, TokenSource, Usage};
@@ -431,6 +449,10 @@ mod tests {
             at: tokio::time::Instant::now(),
             gaps: Gaps::default(),
             slow_reader,
+            load: Load {
+                in_flight: 3,
+                engine: None,
+            },
         };
         let mut buf = Vec::new();
         entry.line(&mut buf, &finished, format, at());
@@ -509,7 +531,9 @@ mod tests {
                     "output_tokens": 50,
                     "output_source": "usage",
                     "input_tokens": 12,
-                    "parse_errors": 0
+                    "parse_errors": 0,
+                    "load": 3,
+                    "in_flight": 3
                 },
                 "target": "tokenmeter::access"
             })
@@ -647,7 +671,7 @@ mod tests {
              model=\"m1\" slo=\"interactive\" operation=chat method=POST path=/v1/chat/completions \
              request_id=\"req-7\" client=[::1]:41234 status=200 outcome=\"ok\" streamed=true ttft_ms=2.042 \
              tpot_ms=19.984 e2el_ms=1182.000 elapsed_ms=1182.000 client_wait_ms=0.000 output_tokens=50 \
-             output_source=\"usage\" input_tokens=12 parse_errors=0\n"
+             output_source=\"usage\" input_tokens=12 parse_errors=0 load=3 in_flight=3\n"
         );
         let coloured = line(&l, &summary(), Format::Text { ansi: true });
         assert!(coloured.contains("\x1b[32m INFO\x1b[0m"), "{coloured}");
@@ -655,6 +679,46 @@ mod tests {
             coloured.contains("\x1b[3mroute\x1b[0m\x1b[2m=\x1b[0mchat"),
             "{coloured}"
         );
+    }
+
+    /// Where the route's engine is scraped, the line has its figures, and
+    /// the load is its running plus waiting requests.
+    #[test]
+    fn the_load_at_arrival_has_the_engines_figures_where_it_is_scraped() {
+        let labels = labels();
+        let s = summary();
+        let finished = Finished {
+            summary: &s,
+            labels: &labels,
+            judged: None,
+            headers: None,
+            at: tokio::time::Instant::now(),
+            gaps: Gaps::default(),
+            slow_reader: false,
+            load: Load {
+                in_flight: 2,
+                engine: Some(EngineLoad {
+                    running: Some(4),
+                    waiting: Some(1),
+                    kv_cache_usage: Some(0.875),
+                }),
+            },
+        };
+        let entry = logged(None, None);
+        let mut buf = Vec::new();
+        entry.line(&mut buf, &finished, Format::Text { ansi: false }, at());
+        let text = String::from_utf8(buf).unwrap();
+        assert!(
+            text.ends_with(
+                " load=5 in_flight=2 engine_running=4 engine_waiting=1 kv_cache_usage=0.875\n"
+            ),
+            "{text}"
+        );
+        let mut buf = Vec::new();
+        entry.line(&mut buf, &finished, Format::Json, at());
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v["fields"]["kv_cache_usage"], 0.875);
+        assert_eq!(v["fields"]["engine_waiting"], 1);
     }
 
     #[test]

@@ -31,6 +31,7 @@ use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::class::Policy;
 use super::event::Event;
 use super::labels::Labels;
+use super::load::{EngineLoad, Entered, InFlight, Load};
 use super::metrics::{ExemplarId, LiveRequest, Metrics, ReceivingBody, RequestRecorder};
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
@@ -163,6 +164,17 @@ impl Observers {
                 .and_then(|id| ExemplarId::request(id.as_bytes())),
         };
         let prometheus = self.metrics.request(&labels, exemplar);
+        // Its load at arrival: counted in flight by route and model label
+        // now, itself included, and the engine's figures where it is
+        // scraped.
+        let in_flight = self.metrics.in_flight_load().clone();
+        let (entered, count) = in_flight.enter(route, labels.model());
+        let load = Load {
+            in_flight: count,
+            engine: self
+                .readings()
+                .and_then(|r| EngineLoad::of(r, route, labels.model())),
+        };
         let class = chosen.class;
         let live = self
             .metrics
@@ -186,6 +198,9 @@ impl Observers {
             headers: None,
             itl: Sketch::new(),
             gaps: Gaps::default(),
+            load,
+            in_flight,
+            entered: Some(entered),
             stall_threshold: self.policy.stall_threshold,
             slow_reader_share: self.policy.slow_reader_share,
         }
@@ -229,6 +244,12 @@ pub struct Observed {
     itl: Sketch,
     /// Its stalls and longest gap.
     gaps: Gaps,
+    /// The load it met when it was sent.
+    load: Load,
+    /// The requests in flight by route and model label, and its place
+    /// among them until it finishes.
+    in_flight: Arc<InFlight>,
+    entered: Option<Entered>,
     stall_threshold: Duration,
     slow_reader_share: f64,
 }
@@ -237,6 +258,13 @@ impl Recorder for Observed {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
         // The labels are final now that the upstream answered.
         let moved = self.labels.admit(status);
+        if moved && self.entered.is_some() {
+            // In flight under its own model label from now on.
+            let (entered, _) = self
+                .in_flight
+                .enter(self.labels.route(), self.labels.model());
+            self.entered = Some(entered);
+        }
         self.prometheus
             .response_headers(&self.labels, moved, elapsed);
         self.headers = Some(elapsed);
@@ -267,6 +295,7 @@ impl Recorder for Observed {
     fn finish(&mut self, summary: &Summary) {
         // A name still waiting for an answer never got one.
         self.labels.settle();
+        self.entered = None;
         let slow_reader = super::request::slow_reader(
             summary.elapsed,
             summary.client_wait,
@@ -283,6 +312,7 @@ impl Recorder for Observed {
             at: Instant::now(),
             gaps: self.gaps,
             slow_reader,
+            load: self.load,
         };
         self.prometheus.finish(&finished);
         if let Some(metrics) = &self.tenants

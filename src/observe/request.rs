@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::labels::Labels;
+use super::load::Load;
 use super::trace::Trace;
 use crate::config::Route;
 use meter::{Api, Summary};
@@ -72,6 +73,8 @@ pub struct Finished<'a> {
     /// Its client held it up for more than `metrics.slow_reader_share` of
     /// its time.
     pub slow_reader: bool,
+    /// The load it met when it was sent.
+    pub load: Load,
 }
 
 /// Whether a request that lasted `elapsed` (on the clock that stops while

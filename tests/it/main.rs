@@ -28,6 +28,7 @@ mod common;
 
 mod attribution;
 mod bench;
+mod capacity;
 mod chaos;
 mod cli;
 mod compat;

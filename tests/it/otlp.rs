@@ -418,6 +418,12 @@ async fn export_and_compare(protocol: OtlpProtocol) {
     assert_eq!(a["http.response.status_code"], "200");
     assert_eq!(a["gen_ai.usage.output_tokens"], "8");
     assert_eq!(a["tokenmeter.outcome"], "ok");
+    // Its load at arrival: requests in flight, itself included (no engine
+    // is scraped, so that is the load its curve counts).
+    let in_flight: u64 = a["tokenmeter.load.in_flight"].parse().unwrap();
+    assert!(in_flight >= 1, "{a:?}");
+    assert_eq!(a["tokenmeter.load"], a["tokenmeter.load.in_flight"]);
+    assert!(!a.contains_key("tokenmeter.engine.running"), "{a:?}");
     let event = &sampled["events"][0];
     assert_eq!(event["name"], "first_token");
     let start: u64 = sampled["startTimeUnixNano"]

@@ -382,6 +382,11 @@ impl Live {
         map.values().cloned().collect()
     }
 
+    /// The class in force named `name`.
+    pub fn class(&self, name: &str) -> Option<Arc<SloClass>> {
+        self.classes().get(name).cloned()
+    }
+
     fn classes(&self) -> BTreeMap<String, Arc<SloClass>> {
         self.classes
             .lock()

@@ -36,6 +36,9 @@ pub(super) struct Families {
     pub(super) slo_requests: IntCounterVec,
     pub(super) slo_violations: IntCounterVec,
     pub(super) slo_good_output_tokens: IntCounterVec,
+    /// Judged requests and their violations by load bucket at arrival.
+    pub(super) slo_load_requests: IntCounterVec,
+    pub(super) slo_load_violations: IntCounterVec,
     /// The exemplars of TTFT, TPOT, ITL and E2EL.
     pub(super) exemplars: Exemplars,
 }

@@ -35,12 +35,16 @@ use tokio::time::Instant;
 use crate::config::MetricsSettings;
 use crate::observe::event::{Event, HandshakeFailure, Listener, Rejection, Shed};
 use crate::observe::labels::{Bounds, Labels};
+use crate::observe::load::InFlight;
+use crate::scrape::Readings;
 
+use slo::capacity::Capacity;
 use slo::live::Live;
 use slo::{ObjectiveKind, SloClass};
 
 use names::{self, Family};
 
+mod capacity;
 mod exemplars;
 mod families;
 mod openmetrics;
@@ -93,6 +97,14 @@ pub struct Metrics {
     live: Arc<Live>,
     /// The routes' engines and GPUs, read at each exposition.
     telemetry: Arc<telemetry::Telemetry>,
+    /// The latency–load curves, over the same windows.
+    capacity: Arc<Capacity>,
+    /// The knee and headroom gauges, set from the curves at each scrape.
+    capacity_gauges: capacity::Gauges,
+    /// The metered requests in flight by route and model label: each
+    /// request's load at arrival, and the load now where no engine is
+    /// scraped.
+    in_flight_load: Arc<InFlight>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -191,6 +203,8 @@ impl Metrics {
             slo_requests: counter(names::SLO_REQUESTS)?,
             slo_violations: counter(names::SLO_VIOLATIONS)?,
             slo_good_output_tokens: counter(names::SLO_GOOD_OUTPUT_TOKENS)?,
+            slo_load_requests: counter(names::SLO_LOAD_REQUESTS)?,
+            slo_load_violations: counter(names::SLO_LOAD_VIOLATIONS)?,
             exemplars: Exemplars::new(
                 [
                     &ttft_buckets,
@@ -206,12 +220,16 @@ impl Metrics {
             plain(names::MODEL_OVERFLOW)?,
             plain(names::TENANT_OVERFLOW)?,
         );
+        // The curves' windows start with the live windows', so that both
+        // slide together.
+        let origin = Instant::now();
         let live = Arc::new(Live::new(
-            Instant::now(),
+            origin,
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
         ));
+        let capacity = Arc::new(Capacity::new(origin));
         let metrics = Metrics {
             families: Arc::new(families),
             bounds: Arc::new(bounds),
@@ -261,6 +279,13 @@ impl Metrics {
                 registry.register(Box::new(telemetry::Registered(t.clone())))?;
                 t
             },
+            capacity,
+            capacity_gauges: capacity::Gauges {
+                knee: gauges(names::SLO_CAPACITY)?,
+                headroom: gauges(names::SLO_HEADROOM)?,
+                shown: Mutex::default(),
+            },
+            in_flight_load: Arc::default(),
             exemplified: vec![
                 (names::TTFT.name(ns), Exemplified::Ttft),
                 (names::TPOT.name(ns), Exemplified::Tpot),
@@ -374,6 +399,33 @@ impl Metrics {
         &self.live
     }
 
+    /// The latency–load curves.
+    pub fn capacity(&self) -> &Arc<Capacity> {
+        &self.capacity
+    }
+
+    /// Every latency–load curve whose class is in force at `now`, with its
+    /// knee and headroom per window against the load now (the engine's
+    /// where `readings` has it, else the requests in flight).
+    pub fn capacity_report(
+        &self,
+        now: Instant,
+        readings: Option<&Readings>,
+    ) -> Vec<slo::capacity::CurveReport> {
+        capacity::report(
+            &self.capacity,
+            &self.live,
+            &self.in_flight_load,
+            readings,
+            now,
+        )
+    }
+
+    /// The metered requests in flight by route and model label.
+    pub fn in_flight_load(&self) -> &Arc<InFlight> {
+        &self.in_flight_load
+    }
+
     /// The registry the metrics live in.
     pub fn registry(&self) -> &Registry {
         &self.registry
@@ -383,6 +435,19 @@ impl Metrics {
     /// or with `openmetrics` the OpenMetrics text format, which has the
     /// latency histograms' exemplars.
     pub fn encode(&self, openmetrics: bool) -> String {
+        self.encode_with(openmetrics, None)
+    }
+
+    /// [`encode`](Self::encode), with the knee and headroom gauges read
+    /// against the engines' loads in `readings` where they are scraped.
+    pub fn encode_with(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
+        let _gauges = self.capacity_gauges.update(
+            &self.capacity,
+            &self.live,
+            &self.in_flight_load,
+            readings,
+            Instant::now(),
+        );
         if let Some(dropped) = self.log_drops.get() {
             let (now, counted) = (dropped(), self.log_lines_dropped.get());
             if now > counted {
@@ -456,6 +521,7 @@ impl Metrics {
             series,
             class_window,
             tenant: None,
+            capacity: self.capacity.clone(),
         }
     }
 

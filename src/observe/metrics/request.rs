@@ -13,6 +13,7 @@ use crate::observe::labels::Labels;
 use crate::observe::request::Finished;
 use meter::{ParseError, Summary};
 use slo::aggregate::Aggregate;
+use slo::capacity::{Capacity, LoadSample, knee};
 use slo::live::{Live, Series};
 use slo::sketch::Sketch;
 use slo::{SloClass, Verdict};
@@ -25,6 +26,9 @@ pub struct LiveRequest {
     pub(super) class_window: Option<Duration>,
     /// The series of its tenant's requests, once its tenant label is final.
     pub(super) tenant: Option<Arc<Series>>,
+    /// The latency–load curves, which a judged request is folded into by
+    /// its load at arrival.
+    pub(super) capacity: Arc<Capacity>,
 }
 
 impl LiveRequest {
@@ -51,6 +55,17 @@ impl LiveRequest {
         let input_ttft = s.usage.input.zip(s.ttft.map(|d| d.as_secs_f64()));
         for series in std::iter::once(&self.series).chain(&self.tenant) {
             series.record(f.at, &request, self.class_window, input_ttft);
+        }
+        if let Some((class, verdict)) = f.judged
+            && on_curve(f.labels, class)
+            && let Some(sample) = LoadSample::new(class, s, verdict)
+        {
+            let l = f.labels;
+            self.capacity.curve(l.route(), l.model(), l.slo()).record(
+                f.at,
+                f.load.curve(),
+                &sample,
+            );
         }
     }
 }
@@ -271,11 +286,55 @@ impl RequestRecorder {
         }
         if let Some((class, verdict)) = finished.judged {
             self.count_verdict(l, class, verdict, s);
+            if on_curve(l, class) && verdict.label().is_some() {
+                self.count_load(l, class, verdict, finished.load.curve());
+            }
         }
     }
 }
 
+/// Whether requests of `labels`, judged against `class`, are kept on a
+/// latency–load curve: those of the classes of the SLO files that have a
+/// target. A request judged against the bounds it declared has no target
+/// to hold a bucket to.
+fn on_curve(labels: &Labels, class: &SloClass) -> bool {
+    labels.slo() != slo::declared::DECLARED
+        && (!class.objectives.is_empty() || class.goodput.target.is_some())
+}
+
 impl RequestRecorder {
+    /// Counts a judged request by the load it met at arrival, `load`: its
+    /// verdict and violations in the bucket of that load. Every series of
+    /// the bucket is touched, as [`count_verdict`](Self::count_verdict)
+    /// does, so that its ratios are defined from its first request.
+    fn count_load(&self, labels: &Labels, class: &SloClass, verdict: Verdict, load: u64) {
+        let f = &self.families;
+        let (route, model, slo) = (labels.route(), labels.model(), labels.slo());
+        let bucket = knee::load_label(load);
+        for label in ["good", "bad"] {
+            let counter = f
+                .slo_load_requests
+                .with_label_values(&[route, model, slo, bucket, label]);
+            if verdict.label() == Some(label) {
+                counter.inc();
+            }
+        }
+        let violations = verdict.violations();
+        for objective in &class.objectives {
+            let kind = objective.kind;
+            let counter = f.slo_load_violations.with_label_values(&[
+                route,
+                model,
+                slo,
+                bucket,
+                kind.as_str(),
+            ]);
+            if violations.contains(kind) {
+                counter.inc();
+            }
+        }
+    }
+
     /// Observes the server's own phases of a request that reported any,
     /// and the time outside the engine (docs/metrics.md, "Where the time
     /// goes").

@@ -14,6 +14,8 @@ use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
+use crate::observe::load::Load;
+
 /// A finished metered request, as it is exported.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -45,6 +47,8 @@ pub struct Request {
     pub elapsed: Duration,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// The load it met when it was sent (span attributes only).
+    pub load: Load,
     /// Its span, when it has one to export.
     pub span: Option<SpanIds>,
     /// When it ended.
@@ -253,6 +257,33 @@ impl ResponseModels {
     }
 }
 
+/// The load a request met at arrival, as span attributes: the load its
+/// curve counts it at, the requests in flight, and the engine's figures
+/// where they were read. Not on the metrics: a load is a span's detail,
+/// and as an attribute of the histograms it would multiply their series.
+fn load_attributes(load: &Load, attributes: &mut Vec<KeyValue>) {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    attributes.push(KeyValue::new("tokenmeter.load", count(load.curve())));
+    attributes.push(KeyValue::new(
+        "tokenmeter.load.in_flight",
+        count(load.in_flight),
+    ));
+    let Some(engine) = &load.engine else {
+        return;
+    };
+    for (key, value) in [
+        ("tokenmeter.engine.running", engine.running),
+        ("tokenmeter.engine.waiting", engine.waiting),
+    ] {
+        if let Some(n) = value {
+            attributes.push(KeyValue::new(key, count(n)));
+        }
+    }
+    if let Some(share) = engine.kv_cache_usage {
+        attributes.push(KeyValue::new("tokenmeter.engine.kv_cache_usage", share));
+    }
+}
+
 /// The span of a finished request.
 pub(super) fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> SpanData {
     let start = r.end.checked_sub(r.elapsed).unwrap_or(r.end);
@@ -280,6 +311,7 @@ pub(super) fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> S
     if let Some(d) = r.tpot {
         attributes.push(KeyValue::new("tokenmeter.tpot_seconds", d.as_secs_f64()));
     }
+    load_attributes(&r.load, &mut attributes);
     let status = match r.outcome {
         "ok" => Status::Ok,
         // The client left: not the server's error.

@@ -22,7 +22,7 @@
 //! This module does no I/O and reads no clock: the caller passes `now`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -232,12 +232,17 @@ impl Curve {
     }
 }
 
-/// Every curve, by (route, model, `slo` label): all bounded before they
+/// Every curve, by route, model and `slo` label: all bounded before they
 /// get here (routes and classes by config, models by the label bounds).
+/// Nested maps, so that finding a request's curve borrows its labels and
+/// takes only the read side of the lock; a curve is created once.
+type Curves = BTreeMap<String, BTreeMap<String, BTreeMap<String, Arc<Curve>>>>;
+
+/// Every curve, by (route, model, `slo` label).
 #[derive(Debug)]
 pub struct Capacity {
     origin: Instant,
-    curves: Mutex<BTreeMap<(String, String, String), Arc<Curve>>>,
+    curves: RwLock<Curves>,
 }
 
 impl Capacity {
@@ -246,16 +251,29 @@ impl Capacity {
     pub fn new(origin: Instant) -> Self {
         Self {
             origin,
-            curves: Mutex::new(BTreeMap::new()),
+            curves: RwLock::new(BTreeMap::new()),
         }
     }
 
     /// The curve of (route, model, slo), created on first use. Called once
     /// per request, when its labels are final.
     pub fn curve(&self, route: &str, model: &str, slo: &str) -> Arc<Curve> {
-        let key = (route.to_owned(), model.to_owned(), slo.to_owned());
-        let mut map = self.curves.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(key)
+        let found = {
+            let map = self.curves.read().unwrap_or_else(|e| e.into_inner());
+            map.get(route)
+                .and_then(|models| models.get(model))
+                .and_then(|classes| classes.get(slo))
+                .cloned()
+        };
+        if let Some(curve) = found {
+            return curve;
+        }
+        let mut map = self.curves.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(route.to_owned())
+            .or_default()
+            .entry(model.to_owned())
+            .or_default()
+            .entry(slo.to_owned())
             .or_insert_with(|| {
                 Arc::new(Curve {
                     route: route.to_owned(),
@@ -270,8 +288,26 @@ impl Capacity {
 
     /// Every curve, sorted by (route, model, slo).
     pub fn curves(&self) -> Vec<Arc<Curve>> {
-        let map = self.curves.lock().unwrap_or_else(|e| e.into_inner());
-        map.values().cloned().collect()
+        let map = self.curves.read().unwrap_or_else(|e| e.into_inner());
+        map.values()
+            .flat_map(BTreeMap::values)
+            .flat_map(BTreeMap::values)
+            .cloned()
+            .collect()
+    }
+
+    /// How many curves there are.
+    pub fn len(&self) -> usize {
+        let map = self.curves.read().unwrap_or_else(|e| e.into_inner());
+        map.values()
+            .flat_map(BTreeMap::values)
+            .map(BTreeMap::len)
+            .sum()
+    }
+
+    /// Whether there is no curve yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -1,0 +1,244 @@
+//! The load a metered request meets when it is sent (docs/metrics.md, "The
+//! latency–load curve and its knee"): the requests in flight to its route
+//! and model then, itself included, and, where the route's engine is
+//! scraped, the engine's running and waiting requests and KV-cache use at
+//! its latest fresh scrape.
+//!
+//! The requests in flight are counted per route and model label, across
+//! classes and tenants, in [`InFlight`]: an atomic per pair, found through
+//! a map that readers load without a lock (`ArcSwap`) and that is copied
+//! only when a pair is first seen. Pairs are bounded by the routes and the
+//! model label's bounds, so the copies are few. A request resolves its
+//! counter once, when it starts, as it does its Prometheus handles.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::scrape::{Latest, Reading, Readings, Source};
+use telemetry::EngineFigures;
+
+/// The load one request met when it was sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Load {
+    /// Requests in flight to its route and model label then, itself
+    /// included.
+    pub in_flight: u64,
+    /// Its engine's figures, where the route's engine is scraped and the
+    /// reading is fresh and names the model (or no model).
+    pub engine: Option<EngineLoad>,
+}
+
+/// An engine's figures for one model at its latest fresh scrape, each
+/// where its page has it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EngineLoad {
+    pub running: Option<u64>,
+    pub waiting: Option<u64>,
+    /// A share, 0 to 1.
+    pub kv_cache_usage: Option<f64>,
+}
+
+impl EngineLoad {
+    /// `route`'s engine figures for `model` in `readings`, when its latest
+    /// reading is fresh: the figures of the model the page names so, else
+    /// those of a page that names no model (a server of one model), as
+    /// [`Readings::engine_load`] reads them.
+    pub fn of(readings: &Readings, route: &str, model: &str) -> Option<Self> {
+        let latest = readings.latest(route, Source::Engine)?;
+        Self::of_reading(&latest, model)
+    }
+
+    fn of_reading(latest: &Latest, model: &str) -> Option<Self> {
+        let Reading::Engine(engine) = &latest.reading else {
+            return None;
+        };
+        let reading = engine
+            .models
+            .iter()
+            .find(|m| m.model.as_deref() == Some(model))
+            .or_else(|| engine.models.iter().find(|m| m.model.is_none()))?;
+        Some(Self::from(&reading.figures))
+    }
+
+    /// Running plus waiting, when both are known: the load the engine
+    /// carries, every replica's requests and any other client's.
+    pub fn requests(&self) -> Option<u64> {
+        Some(self.running? + self.waiting?)
+    }
+}
+
+impl From<&EngineFigures> for EngineLoad {
+    fn from(f: &EngineFigures) -> Self {
+        // Gauges of counts, written as floats by the servers' clients.
+        let count = |v: Option<f64>| {
+            v.filter(|v| v.is_finite() && *v >= 0.0)
+                .map(|v| v.round() as u64)
+        };
+        Self {
+            running: count(f.running),
+            waiting: count(f.waiting),
+            kv_cache_usage: f.kv_cache_usage.filter(|v| v.is_finite()),
+        }
+    }
+}
+
+impl Load {
+    /// The load the request's curve counts it at: the engine's running
+    /// plus waiting requests where both are known, else the requests in
+    /// flight.
+    pub fn curve(&self) -> u64 {
+        self.engine
+            .and_then(|e| e.requests())
+            .unwrap_or(self.in_flight)
+    }
+}
+
+/// The load on `route` and `model` now: the engine's running plus waiting
+/// requests where its reading is fresh and has both, else the requests in
+/// flight counted by `in_flight`. What the headroom is read against.
+pub fn now(in_flight: &InFlight, readings: Option<&Readings>, route: &str, model: &str) -> u64 {
+    readings
+        .and_then(|r| EngineLoad::of(r, route, model))
+        .and_then(|e| e.requests())
+        .unwrap_or_else(|| in_flight.count(route, model))
+}
+
+type Counts = HashMap<Box<str>, HashMap<Box<str>, Arc<AtomicU64>>>;
+
+/// The metered requests in flight per route and model label, shared by
+/// every request and kept across reloads.
+#[derive(Default)]
+pub struct InFlight {
+    counts: ArcSwap<Counts>,
+    /// Held while a new pair's counter is added, so two first requests of
+    /// a pair share one.
+    grow: Mutex<()>,
+}
+
+impl InFlight {
+    /// Counts a request of `route` and `model` in flight until the
+    /// returned guard drops, and returns the count with it included.
+    pub fn enter(&self, route: &str, model: &str) -> (Entered, u64) {
+        let counter = self.counter(route, model);
+        let count = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        (Entered(counter), count)
+    }
+
+    /// Requests of `route` and `model` in flight now.
+    pub fn count(&self, route: &str, model: &str) -> u64 {
+        self.counts
+            .load()
+            .get(route)
+            .and_then(|models| models.get(model))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn counter(&self, route: &str, model: &str) -> Arc<AtomicU64> {
+        if let Some(c) = self.counts.load().get(route).and_then(|m| m.get(model)) {
+            return c.clone();
+        }
+        let _grow = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = Counts::clone(&self.counts.load());
+        let counter = counts
+            .entry(route.into())
+            .or_default()
+            .entry(model.into())
+            .or_default()
+            .clone();
+        self.counts.store(Arc::new(counts));
+        counter
+    }
+}
+
+/// A request counted in flight; dropping it counts it out.
+pub struct Entered(Arc<AtomicU64>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use telemetry::{EngineReading, ModelReading};
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_request_counts_itself_and_leaves_when_its_guard_drops() {
+        let f = InFlight::default();
+        let (a, n) = f.enter("r", "m");
+        assert_eq!(n, 1);
+        let (b, n) = f.enter("r", "m");
+        assert_eq!(n, 2);
+        // Other models and routes are counted apart.
+        assert_eq!(f.enter("r", "other").1, 1);
+        assert_eq!(f.enter("s", "m").1, 1);
+        drop(a);
+        assert_eq!(f.count("r", "m"), 1);
+        drop(b);
+        assert_eq!((f.count("r", "m"), f.count("r", "x")), (0, 0));
+        assert_eq!(f.enter("r", "m").1, 1);
+    }
+
+    fn engine(models: Vec<ModelReading>) -> Latest {
+        Latest {
+            at: Instant::now(),
+            reading: Reading::Engine(EngineReading {
+                models,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn model(name: Option<&str>, running: f64, waiting: Option<f64>) -> ModelReading {
+        ModelReading {
+            model: name.map(str::to_owned),
+            figures: EngineFigures {
+                running: Some(running),
+                waiting,
+                kv_cache_usage: Some(0.5),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_curve_reads_the_engine_where_it_has_both_counts() {
+        let latest = engine(vec![
+            model(Some("a"), 3.0, Some(2.0)),
+            model(None, 1.0, None),
+        ]);
+        let a = EngineLoad::of_reading(&latest, "a").unwrap();
+        assert_eq!(
+            a,
+            EngineLoad {
+                running: Some(3),
+                waiting: Some(2),
+                kv_cache_usage: Some(0.5)
+            }
+        );
+        let load = Load {
+            in_flight: 1,
+            engine: Some(a),
+        };
+        assert_eq!(load.curve(), 5);
+        // A model the page does not name reads the page's unnamed figures,
+        // which lack the waiting count: the in-flight count it is.
+        let b = EngineLoad::of_reading(&latest, "b").unwrap();
+        assert_eq!(b.requests(), None);
+        let load = Load {
+            in_flight: 4,
+            engine: Some(b),
+        };
+        assert_eq!(load.curve(), 4);
+        assert_eq!(Load::default().curve(), 0);
+        let named_only = engine(vec![model(Some("a"), 1.0, Some(0.0))]);
+        assert_eq!(EngineLoad::of_reading(&named_only, "b"), None);
+    }
+}
