@@ -127,7 +127,13 @@ async fn slo(
     } else {
         Vec::new()
     };
-    let report = SloReport { report, capacity };
+    // The engines and GPUs are the process's, whoever asks.
+    let telemetry = state.metrics.telemetry();
+    let report = SloReport {
+        report,
+        capacity,
+        telemetry,
+    };
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -163,12 +169,15 @@ async fn slo(
 }
 
 /// `/slo`'s JSON: the live windows' report, and beside its fields the
-/// latency–load curves (`capacity`), one per route, model and class.
+/// latency–load curves (`capacity`), one per route, model and class, and
+/// the engine and GPU figures of each route whose pages are scraped
+/// (`telemetry`).
 #[derive(serde::Serialize)]
 struct SloReport {
     #[serde(flatten)]
     report: Report,
     capacity: Vec<CurveReport>,
+    telemetry: crate::observe::metrics::TelemetryReport,
 }
 
 #[derive(Debug, serde::Deserialize)]

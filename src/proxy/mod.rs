@@ -192,7 +192,6 @@ impl Proxy {
         &self.config
     }
 
-
     /// How long in-flight requests may take to finish on shutdown.
     pub fn shutdown_grace(&self) -> std::time::Duration {
         self.shutdown_grace

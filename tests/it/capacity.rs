@@ -31,7 +31,7 @@ use std::time::Duration;
 use crate::common::*;
 use tokenmeter::config::Config;
 
-const SLO_FILE: &str = "\
+pub(crate) const SLO_FILE: &str = "\
 classes:
   - name: chat
     description: TTFT p95 within 500 ms
@@ -46,7 +46,7 @@ classes:
 /// Routes model `m`, allow-listed so that its label is its own from the
 /// first request, in class `chat` or the one `x-slo-class` names; `top`
 /// and `route` are more keys at the top and of the route.
-fn main_file(top: &str, route: &str) -> String {
+pub(crate) fn main_file(top: &str, route: &str) -> String {
     format!(
         "slo_files: [slo/*.yaml]\n\
          metrics:\n  models:\n    allow: [m]\n\
@@ -57,7 +57,7 @@ fn main_file(top: &str, route: &str) -> String {
 
 /// 4 slots, each request held 700 ms, serving model `m` (its page's
 /// `model_name`).
-fn four_slots() -> sim::SimConfig {
+pub(crate) fn four_slots() -> sim::SimConfig {
     sim::SimConfig {
         slots: std::num::NonZeroU32::new(4),
         model: "m".to_owned(),
@@ -88,7 +88,7 @@ async fn phase(proxies: &[SocketAddr], c: usize, n: usize) {
 }
 
 /// The phases, each `(concurrency, requests of class chat per client)`.
-async fn ramp(proxies: &[SocketAddr], plan: &[(usize, usize)]) {
+pub(crate) async fn ramp(proxies: &[SocketAddr], plan: &[(usize, usize)]) {
     for &(c, n) in plan {
         phase(proxies, c, n).await;
     }

@@ -370,6 +370,11 @@ fn keda_query_asks_for_the_engines_the_load_needs_needs_tool_promtool() {
     );
     let knee = "slo:llm_slo_capacity_concurrency:increase5m";
     assert!(query.contains(knee), "{query}");
+    let rules = read("deploy/prometheus/rules.yml");
+    assert!(
+        rules.contains(&format!("record: {knee}")),
+        "{knee} is not recorded by the shipped rules"
+    );
 
     let indent = |text: &str| text.replace('\n', "\n          ");
     let test = format!(

@@ -245,6 +245,7 @@ async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy(
     for (path, kind) in [
         ("/", "text/html; charset=utf-8"),
         ("/assets/page.js", "text/javascript; charset=utf-8"),
+        ("/assets/load.js", "text/javascript; charset=utf-8"),
         ("/assets/page.css", "text/css; charset=utf-8"),
     ] {
         let resp = get(admin, path).await;
@@ -257,6 +258,125 @@ async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy(
         );
         assert_eq!(resp.header("x-content-type-options"), Some("nosniff"));
     }
+    proxy.stop().await;
+}
+
+/// A DCGM exporter's page (the fixture of `tests/data/telemetry/`) served
+/// on a socket of its own, to every GET.
+async fn dcgm_page() -> SocketAddr {
+    let page = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/telemetry/dcgm-h100.prom"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let page = page.clone();
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    page.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.write_all(&page).await;
+            });
+        }
+    });
+    addr
+}
+
+/// The trade-off row, drawn by Chromium: a 4-slot engine loaded at 4 and
+/// then 6 concurrent requests shows its latency-vs-load curve with the
+/// knee at 4, and, with its engine and GPU pages scraped, the KV/GPU
+/// activity, engine queue and tokens per GPU-second charts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_draws_latency_against_load_and_the_engine_and_gpus_needs_tools_chromium_and_node() {
+    use crate::capacity::{SLO_FILE, four_slots, main_file, ramp};
+    let sim = start_sim(four_slots()).await;
+    let dcgm = dcgm_page().await;
+    let main = main_file(
+        // Often enough that a phase's requests read its load, as in
+        // crate::capacity.
+        "scrape:\n  interval: 100ms\n  timeout: 80ms\n",
+        &format!(
+            "    engine_metrics: http://{sim}/metrics\n    gpu_metrics: http://{dcgm}/metrics\n"
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start(config_from_files(
+        dir.path(),
+        &main,
+        &[("chat.yaml", SLO_FILE)],
+        sim,
+    ))
+    .await;
+    // 24 requests at a load of 4, then 24 at 6: the first bucket holds,
+    // the second breaks (crate::capacity says why).
+    ramp(&[proxy.proxy_addr], &[(4, 6), (6, 4)]).await;
+    let admin = proxy.admin_addr;
+    scrape_until(admin, |s| {
+        value(
+            s,
+            "llm_slo_capacity_concurrency",
+            &[("slo", "chat"), ("window", "5m"), ("bound", "measured")],
+        ) == 4.0
+            && sum(s, "llm_gpus", &[]) > 0.0
+    })
+    .await;
+
+    let url = format!("http://{admin}/#route=chat&slo=chat");
+    let loaded = tokio::task::spawn_blocking(move || {
+        let mut b = Browser::open(&url);
+        let loaded = b.next();
+        b.say("done");
+        loaded
+    })
+    .await
+    .unwrap();
+    assert_eq!(loaded["event"], "loaded", "{loaded}");
+    let load = &loaded["charts"]["load"];
+    assert_eq!(load["hidden"], false, "{load}");
+    assert_eq!(load["labelled"], true, "{load}");
+    assert_eq!(load["knee"], "4", "{load}");
+    assert_eq!(load["knee_state"], "measured", "{load}");
+    // The percentile and the goodput at both loads (and at the lower
+    // loads the clients met as they started), and the objective.
+    for name in ["TTFT p95", "goodput"] {
+        let (points, _) = drawn(&loaded, "load", name);
+        assert!(points >= 2, "{name}: {load}");
+    }
+    let (_, ttft) = drawn(&loaded, "load", "TTFT p95");
+    assert!(ttft > 0.5, "the break's p95 is over the threshold: {ttft}");
+    assert_eq!(load["thresholds"], serde_json::json!([0.5]));
+    assert!(load["note"].as_str().unwrap().contains("Knee: 4"), "{load}");
+    // The engine and the GPUs: a point per refresh since the page opened.
+    for (chart, series) in [
+        (
+            "engine",
+            &["KV cache use", "SM active (mean)", "DRAM active (mean)"][..],
+        ),
+        ("queue", &["running", "waiting"]),
+        ("per_gpu", &["good", "all"]),
+    ] {
+        assert_eq!(loaded["charts"][chart]["hidden"], false, "{chart}");
+        assert_eq!(loaded["charts"][chart]["labelled"], true, "{chart}");
+        for name in series {
+            let (points, _) = drawn(&loaded, chart, name);
+            assert!(points >= 1, "{chart}/{name}: {}", loaded["charts"][chart]);
+        }
+    }
+    let (_, sm) = drawn(&loaded, "engine", "SM active (mean)");
+    assert!(sm > 0.0 && sm <= 1.0, "{sm}");
     proxy.stop().await;
 }
 
@@ -368,7 +488,10 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_
     assert_eq!(loaded["event"], "loaded", "{loaded}");
     assert_eq!(loaded["options"], serde_json::json!(["chat · interactive"]));
     for chart in loaded["charts"].as_object().unwrap().values() {
-        assert!(chart["hidden"] == true || chart["labelled"] == true, "{chart}");
+        assert!(
+            chart["hidden"] == true || chart["labelled"] == true,
+            "{chart}"
+        );
     }
     // No engine or GPU is scraped: their charts are not shown; the
     // latency-vs-load chart is, with the load every request met.
