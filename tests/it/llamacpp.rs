@@ -637,3 +637,77 @@ async fn llama_server_gauges_are_re_exported_with_the_route_needs_tool_llama_ser
     );
     proxy.stop().await;
 }
+
+/// The latency–load curve of a real engine: llama-server with two slots
+/// (`--parallel 2 --metrics`) under closed-loop load at 1, 2, 3 and 4
+/// concurrent streams, against a class with TTFT p95 ≤ 50 ms. Up to two
+/// streams start at once (a first token in a few milliseconds); a third
+/// waits for a slot, up to a whole request (about 70 ms, 240 tokens, on
+/// one thread), so the knee is 2, measured.
+///
+/// The load is the requests in flight to the route (no `engine_metrics`
+/// here): a request lasts less than any scrape interval, so the engine's
+/// counts, read at the latest scrape, would date most requests' load
+/// from another moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_server_with_two_slots_has_its_knee_at_2_needs_tool_llama_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    write_model(&model);
+    // Room for 240 tokens a request (the tiny model's context is 256).
+    let server = LlamaServer::start(&model, 2, &["--metrics", "--n-predict", "240"]);
+    server.wait_healthy().await;
+    let slo = "classes:\n  - name: chat\n    objectives:\n      ttft: {p95: 50ms}\n";
+    let main = "slo_files: [slo/*.yaml]\nroutes:\n  - name: llama\n    upstream: http://127.0.0.1:1\n    slo: chat\n";
+    let proxy = start(config_from_files(
+        dir.path(),
+        main,
+        &[("chat.yaml", slo)],
+        server.addr,
+    ))
+    .await;
+    let body = serde_json::json!({
+        "prompt": "Once upon a time",
+        "n_predict": 240,
+        "ignore_eos": true,
+        "stream": true,
+    });
+    // (clients, requests each): about 24 requests at each load.
+    let plan = [(1, 24), (2, 12), (3, 8), (4, 6)];
+    for (clients, each) in plan {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..clients {
+            let (addr, body) = (proxy.proxy_addr, body.clone());
+            tasks.spawn(async move {
+                for _ in 0..each {
+                    let resp = post(addr, "/completion", &body).await;
+                    assert_eq!(resp.status, 200);
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+    }
+    let judged: f64 = plan.iter().map(|(c, n)| (c * n) as f64).sum();
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_slo_load_requests_total", &[("route", "llama")]) >= judged
+    })
+    .await;
+    let knee: Vec<&Sample> = s
+        .iter()
+        .filter(|x| {
+            x.name == "llm_slo_capacity_concurrency"
+                && x.labels.get("route").map(String::as_str) == Some("llama")
+                && x.labels.get("window").map(String::as_str) == Some("5m")
+        })
+        .collect();
+    assert_eq!(knee.len(), 1, "{knee:?}\n{}", server.log());
+    assert_eq!(
+        knee[0].labels.get("bound").map(String::as_str),
+        Some("measured"),
+        "{knee:?}"
+    );
+    assert_eq!(knee[0].value, 2.0, "{knee:?}");
+    proxy.stop().await;
+}
