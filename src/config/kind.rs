@@ -18,10 +18,11 @@ use super::located::{
 };
 use super::values::{
     is_label_value, is_metric_namespace, parse_addr, parse_bool, parse_bound, parse_duration,
-    parse_host, parse_ip_net, parse_method, parse_metrics_url, parse_path_prefix, parse_percentage,
-    parse_positive_count, parse_protocol, parse_provider_name, parse_size, parse_upstream,
+    parse_host, parse_ip_net, parse_method, parse_metrics_url, parse_otlp_endpoint,
+    parse_otlp_protocol, parse_path_prefix, parse_percentage, parse_positive_count, parse_protocol,
+    parse_provider_name, parse_size, parse_upstream,
 };
-use super::{IpNet, MetricsEndpoint, Protocol, Upstream, default_admin_listen};
+use super::{IpNet, MetricsEndpoint, OtlpProtocol, Protocol, Upstream, default_admin_listen};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -246,6 +247,22 @@ pub(super) fn admin_address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAdd
 pub(super) fn admin_connections<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     let default = super::AdminSettings::default().max_connections;
     checked_or_empty(d, Some(default), default, parse_positive_count)
+}
+
+/// `otlp.endpoint`: a collector's `http://host:port`; no value is `None`.
+pub(super) fn otlp_endpoint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_otlp_endpoint(text).map(Some)
+    })
+}
+
+/// `otlp.protocol`: `http/protobuf` or `grpc`; no value is `None`.
+pub(super) fn otlp_protocol<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<OtlpProtocol>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_otlp_protocol(text).map(Some)
+    })
 }
 
 /// A route's `name`: a label value. No value is `None`, as leaving the

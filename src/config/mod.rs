@@ -12,14 +12,15 @@
 //! `slo_by_model`, `slo_by_operation`, `slo_header`,
 //! `slo_request_headers`, `slo_request_max`, `otel_provider_name`,
 //! `engine_metrics`, `gpu_metrics`, `scrape_interval`), with `listen`
-//! (`admin`, with its `listen`, is read as `AdminSettings`) and `otlp`'s
-//! `metrics`, `traces`, `queue`, `max_batch`, `service_name`, are typed
-//! where `raw` reads them, each naming its kind; the flags that replace
-//! `listen`, `admin.listen` and `upstream` are applied after. Still read as
-//! text with its location (`raw`'s `Spanned` values) and turned into these
-//! types by `load`: a route's `tenant` (whose messages must never name what
-//! is written as a key of `api_keys.keys`), the `otlp` keys that the
-//! `OTEL_*` variables may also set, and the SLO files.
+//! (`admin`, with its `listen`, is read as `AdminSettings`) and every key
+//! of `otlp`, are typed where `raw` reads them, each naming its kind. The
+//! flags that replace `listen`, `admin.listen` and `upstream` are applied
+//! after, and the `OTEL_*` variables fill in the `otlp` keys the file does
+//! not give (`load/otlp.rs`, which merges the two and says where each
+//! setting came from). Still read as text with its location (`raw`'s
+//! `Spanned` values) and turned into these types by `load`: a route's
+//! `tenant` (whose messages must never name what is written as a key of
+//! `api_keys.keys`) and the SLO files.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value

@@ -5,7 +5,7 @@
 use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use super::{IpNet, MetricsEndpoint, Protocol, Upstream};
+use super::{IpNet, MetricsEndpoint, OtlpProtocol, Protocol, Upstream};
 
 /// `IP:port`.
 pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -325,6 +325,39 @@ pub(crate) fn parse_metrics_url(text: &str) -> Result<MetricsEndpoint, String> {
         return Err(format!("invalid URL `{shown}`: invalid port"));
     }
     Ok(MetricsEndpoint { url, shown })
+}
+
+/// An `otlp.protocol` (or `OTEL_EXPORTER_OTLP_PROTOCOL`).
+pub(crate) fn parse_otlp_protocol(text: &str) -> Result<OtlpProtocol, String> {
+    match text {
+        "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
+        "grpc" => Ok(OtlpProtocol::Grpc),
+        "http/json" => Err("`http/json` is not supported: use http/protobuf or grpc".to_owned()),
+        other => Err(format!(
+            "unknown protocol `{other}`: use http/protobuf or grpc"
+        )),
+    }
+}
+
+/// An OTLP collector's URL: `http://host:port`, nothing after the port
+/// (the signals' paths are the exporter's). TLS is not spoken: a collector
+/// or agent beside the proxy receives, and forwards over TLS if need be.
+/// Errors show the URL redacted (`redact_url`).
+pub(crate) fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
+    let upstream = parse_base_url(text, "a collector beside the proxy holds the credentials")?;
+    if upstream.scheme != http::uri::Scheme::HTTP {
+        return Err(format!(
+            "`{}`: only http:// is supported; run an OpenTelemetry Collector beside the proxy to forward over TLS",
+            redact_url(text)
+        ));
+    }
+    if !upstream.base_path.is_empty() {
+        return Err(format!(
+            "`{}`: give the collector's address without a path (the exporter adds /v1/metrics and /v1/traces)",
+            redact_url(text)
+        ));
+    }
+    Ok(format!("http://{}", upstream.authority))
 }
 
 /// Every accepted `protocol` value, for error messages.

@@ -2,8 +2,7 @@
 //! it, plus every key the types do not know.
 //!
 //! In the types here (`schema.rs`), a value checked against something
-//! outside it (the listen addresses, a route's `tenant`, the `otlp` keys
-//! that `OTEL_*` variables may also set, the SLO files' values) is kept as
+//! outside it (a route's `tenant`, the SLO files' values) is kept as
 //! the text written in the file, with its location ([`Spanned`]), for
 //! stage two ([`super::load`]) to check. Every other field is typed, as
 //! are the sections read as their runtime types (`proxy`,

@@ -9,8 +9,9 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, Protocol,
-    ProxySettings, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings, Upstream,
+    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, OtlpProtocol,
+    Protocol, ProxySettings, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
+    Upstream,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -52,9 +53,11 @@ pub(crate) struct RawOtlp {
     /// The collector: `http://host:port` (OTLP/HTTP: the signals' paths
     /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is).
     /// Required.
-    pub endpoint: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::otlp_endpoint")]
+    pub endpoint: Option<String>,
     /// `http/protobuf` (default) or `grpc`.
-    pub protocol: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::otlp_protocol")]
+    pub protocol: Option<OtlpProtocol>,
     /// Export the metrics (boolean, default `true`).
     #[serde(default, deserialize_with = "kind::optional_boolean")]
     pub metrics: Option<bool>,
@@ -62,11 +65,14 @@ pub(crate) struct RawOtlp {
     #[serde(default, deserialize_with = "kind::optional_boolean")]
     pub traces: Option<bool>,
     /// How often the metrics are exported. Default `60s`.
-    pub metrics_interval: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub metrics_interval: Option<Duration>,
     /// The longest a finished span waits for its batch. Default `5s`.
-    pub traces_delay: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub traces_delay: Option<Duration>,
     /// How long one export may take, retries included. Default `10s`.
-    pub timeout: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub timeout: Option<Duration>,
     /// Finished requests waiting for the exporter; past it they are
     /// dropped and counted. Default 2048.
     #[serde(default, deserialize_with = "kind::optional_count")]
