@@ -17,10 +17,11 @@ use super::located::{
     checked_or_empty, checked_standing_in,
 };
 use super::values::{
-    is_label_value, is_metric_namespace, parse_addr, parse_bool, parse_bound, parse_duration,
-    parse_host, parse_ip_net, parse_method, parse_metrics_url, parse_otlp_endpoint,
-    parse_otlp_protocol, parse_path_prefix, parse_percentage, parse_positive_count, parse_protocol,
-    parse_provider_name, parse_size, parse_upstream,
+    is_label_value, is_metric_namespace, is_tenant_name, parse_addr, parse_bool, parse_bound,
+    parse_duration, parse_host, parse_ip_net, parse_key_hash, parse_method, parse_metrics_url,
+    parse_otlp_endpoint, parse_otlp_protocol, parse_path_prefix, parse_percentage,
+    parse_positive_count, parse_protocol, parse_provider_name, parse_size, parse_tenant_header,
+    parse_upstream,
 };
 use super::{IpNet, MetricsEndpoint, OtlpProtocol, Protocol, Upstream, default_admin_listen};
 
@@ -265,6 +266,82 @@ pub(super) fn otlp_protocol<'de, D: Deserializer<'de>>(
     })
 }
 
+/// `tenant.header`: a header's name, but not one that carries
+/// credentials; no value is `None`.
+pub(super) fn tenant_header<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<http::HeaderName>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_tenant_header(text).map(Some)
+    })
+}
+
+/// `tenant.api_keys.headers`: header names, at least one; no value is
+/// `None`, the default.
+pub(super) fn key_headers<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<http::HeaderName>>, D::Error> {
+    checked_items(d, Some(None), Some(Vec::new()), |at, items| {
+        if items.is_empty() {
+            return Err(vec![(at, "must not be empty".to_owned())]);
+        }
+        let mut problems = Vec::new();
+        let mut headers = Vec::with_capacity(items.len());
+        for item in items {
+            match http::HeaderName::from_bytes(item.text.trim().to_ascii_lowercase().as_bytes()) {
+                Ok(header) => headers.push(header),
+                Err(_) => problems.push((item.pos, format!("invalid header name `{}`", item.text))),
+            }
+        }
+        if problems.is_empty() {
+            Ok(Some(headers))
+        } else {
+            Err(problems)
+        }
+    })
+}
+
+/// `tenant.api_keys.keys`: tenant name by the SHA-256 of an API key, at
+/// least one; no value is `None`. What is written as a key is never
+/// shown, in a message or a key path: it may be an API key pasted by
+/// mistake.
+pub(super) fn key_hashes<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::collections::HashMap<[u8; 32], String>>, D::Error> {
+    checked_entries(d, None, true, |at, entries| {
+        let mut tenants = std::collections::HashMap::with_capacity(entries.len());
+        let mut problems = Vec::new();
+        if entries.is_empty() {
+            problems.push((at, "must list at least one key hash".to_owned()));
+        }
+        for entry in entries {
+            let Some(digest) = parse_key_hash(entry.key) else {
+                problems.push((
+                    entry.pos,
+                    "a key of `keys` must be the SHA-256 of an API key, 64 hex digits \
+                     (`tokenmeter hash-key` prints it), never the key itself"
+                        .to_owned(),
+                ));
+                continue;
+            };
+            let name = entry.text.trim();
+            if !is_tenant_name(name) {
+                problems.push((
+                    entry.pos,
+                    format!(
+                        "invalid tenant name `{name}`: 1 to 64 visible ASCII characters, no spaces"
+                    ),
+                ));
+                continue;
+            }
+            if tenants.insert(digest, name.to_owned()).is_some() {
+                problems.push((entry.pos, "the same key hash is listed twice".to_owned()));
+            }
+        }
+        (Some(tenants), problems)
+    })
+}
+
 /// A route's `name`: a label value. No value is `None`, as leaving the
 /// key out is (it is required: see `load/validate.rs`). A bad name stands
 /// in as written, so that it is still compared with the others.
@@ -314,7 +391,7 @@ pub(super) fn header_name<'de, D: Deserializer<'de>>(
 pub(super) fn classes_by_model<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<(String, String)>, D::Error> {
-    checked_entries(d, |entries| {
+    checked_entries(d, Vec::new(), false, |_, entries| {
         class_map(entries, "model", |model| {
             if model.is_empty() {
                 Err("model name must not be empty".to_owned())
@@ -330,7 +407,7 @@ pub(super) fn classes_by_model<'de, D: Deserializer<'de>>(
 pub(super) fn classes_by_operation<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<(meter::Operation, String)>, D::Error> {
-    checked_entries(d, |entries| {
+    checked_entries(d, Vec::new(), false, |_, entries| {
         class_map(entries, "operation", |name| {
             meter::Operation::from_name(name).ok_or_else(|| {
                 let known: Vec<&str> = meter::Operation::ALL.iter().map(|op| op.name()).collect();

@@ -7,20 +7,17 @@
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
 //! `metrics`, `scrape`, `admin` and a route's `timeouts`, `match` and
-//! `gpu_select` are read so, and a route's other keys (`name`, `upstream`, `protocol`,
-//! `preserve_host`, `strip_prefix`, `max_in_flight`, `tls.ca_file`, `slo`,
-//! `slo_by_model`, `slo_by_operation`, `slo_header`,
-//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`,
-//! `engine_metrics`, `gpu_metrics`, `scrape_interval`), with `listen`
-//! (`admin`, with its `listen`, is read as `AdminSettings`) and every key
-//! of `otlp`, are typed where `raw` reads them, each naming its kind. The
-//! flags that replace `listen`, `admin.listen` and `upstream` are applied
-//! after, and the `OTEL_*` variables fill in the `otlp` keys the file does
-//! not give (`load/otlp.rs`, which merges the two and says where each
-//! setting came from). Still read as text with its location (`raw`'s
-//! `Spanned` values) and turned into these types by `load`: a route's
-//! `tenant` (whose messages must never name what is written as a key of
-//! `api_keys.keys`) and the SLO files.
+//! `gpu_select` are read so, and every other key of the main file (a
+//! route's `name`, `upstream`, `tls.ca_file`, `slo`, `slo_by_model`,
+//! `slo_header`, `tenant`, `engine_metrics`...; `listen`; every key of
+//! `otlp`) is typed where `raw` reads it, naming its kind, and the route
+//! built from it (`load/routes.rs`). The flags that replace `listen`,
+//! `admin.listen` and `upstream` are applied after, and the `OTEL_*`
+//! variables fill in the `otlp` keys the file does not give
+//! (`load/otlp.rs`, which merges the two and says where each setting came
+//! from). Only the SLO files' values are still read as text with their
+//! location (`raw`'s `Spanned`) and turned into `SloClass` by
+//! `load/classes.rs`.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
@@ -28,8 +25,8 @@
 //! collected with a did-you-mean (`raw/read.rs`), and the rules across keys
 //! are checked in one place, `load/validate.rs` (listen addresses, required
 //! `name` and `upstream` against `--upstream`, unique names, shadowed
-//! routes, `tls` against the schemes, SLO classes against `slo_files`, the
-//! scrape keys). They see typed values, which keep no location: each names
+//! routes, `tls` against the schemes, SLO classes against `slo_files`, a
+//! route's `tenant`, the scrape keys). They see typed values, which keep no location: each names
 //! the key it reports (`routes[1].scrape_interval`) and the document's
 //! `Locator` finds where that key's value is written (`Checker::at_key`).
 //! Nothing outside this module sees the raw types or the
@@ -72,9 +69,8 @@ mod values;
 pub use metrics::{Buckets, LabelBounds, MetricsSettings, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
 
-pub use load::{
-    ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides, is_tenant_name,
-};
+pub use load::{ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides};
+pub use values::is_tenant_name;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -3,6 +3,8 @@
 //! redaction of a URL shown in a message).
 
 use std::net::{Ipv6Addr, SocketAddr};
+
+use http::HeaderName;
 use std::time::Duration;
 
 use super::{IpNet, MetricsEndpoint, OtlpProtocol, Protocol, Upstream};
@@ -358,6 +360,50 @@ pub(crate) fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
         ));
     }
     Ok(format!("http://{}", upstream.authority))
+}
+
+/// The header of `routes[i].tenant.header`: any but those that carry
+/// credentials, whose values must never become label values.
+pub(crate) fn parse_tenant_header(text: &str) -> Result<HeaderName, String> {
+    let name = HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+        .map_err(|_| format!("invalid header name `{text}`"))?;
+    if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+        return Err(format!(
+            "`{name}` carries credentials, which must not become label values: \
+             use `api_keys` to attribute requests by key"
+        ));
+    }
+    Ok(name)
+}
+
+/// Headers whose values are secrets.
+pub(crate) const CREDENTIAL_HEADERS: [&str; 6] = [
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "cookie",
+    "x-goog-api-key",
+];
+
+/// 32 bytes from 64 hex digits (either case).
+pub(crate) fn parse_key_hash(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim().as_bytes();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in text.chunks_exact(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A tenant name usable as a label value and in a log line: 1 to 64
+/// visible ASCII characters.
+pub fn is_tenant_name(text: &str) -> bool {
+    (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// Every accepted `protocol` value, for error messages.

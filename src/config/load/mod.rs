@@ -17,13 +17,11 @@ mod error;
 mod otel_env;
 mod otlp;
 mod routes;
-mod tenants;
 mod validate;
 
 pub use checker::Overrides;
 pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
 pub use otel_env::{ENV_FILE, OtelEnv};
-pub use tenants::is_tenant_name;
 
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::super::raw::{RawConfig, RawRoute};
-use super::super::{Protocol, Route, RouteMatch, Upstream};
+use super::super::raw::{RawConfig, RawRoute, RawTenant};
+use super::super::{ApiKeys, Protocol, Route, RouteMatch, TenantSource, Upstream};
 
 use super::checker::Checker;
 use slo::ObjectiveKind;
@@ -59,10 +59,7 @@ impl Checker<'_> {
                     None
                 }
             });
-        let tenant = route
-            .tenant
-            .as_ref()
-            .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
+        let tenant = route.tenant.as_ref().and_then(tenant);
         let matcher = route.matcher.clone().unwrap_or_default();
         if !read_whole(&matcher) {
             return None;
@@ -128,6 +125,24 @@ pub(crate) fn read_roots(base: &Path, text: &str) -> Result<super::super::TlsRoo
         file,
         certificates: certificates.into_iter().map(|c| c.to_vec()).collect(),
     })
+}
+
+/// Where a route's requests get their tenant: by header, or by API key
+/// (hashed) from the headers given or `authorization` and `x-api-key`.
+fn tenant(raw: &RawTenant) -> Option<TenantSource> {
+    match (&raw.header, &raw.api_keys) {
+        (Some(header), None) => Some(TenantSource::Header(header.clone())),
+        (None, Some(api_keys)) => Some(TenantSource::ApiKeys(ApiKeys {
+            headers: api_keys.headers.clone().unwrap_or_else(|| {
+                vec![
+                    http::header::AUTHORIZATION,
+                    http::HeaderName::from_static("x-api-key"),
+                ]
+            }),
+            tenants: api_keys.keys.clone()?,
+        })),
+        _ => None,
+    }
 }
 
 /// `slo_request_headers` and `slo_request_max`: the caps of declared

@@ -52,6 +52,7 @@ impl Checker<'_> {
             self.required(&prefix, route, given.upstream_flag);
             self.tls(&prefix, route, given.upstream);
             self.classes(&prefix, route);
+            self.tenant(&prefix, route);
             on_shared_interval |= self.scrape_targets(&prefix, route, &scrape);
         }
         self.shared_interval(on_shared_interval, &scrape);
@@ -166,6 +167,33 @@ impl Checker<'_> {
             }
         };
         self.at(pos, key, message);
+    }
+
+    /// A route's `tenant` comes from a header or API keys, one of the two,
+    /// and API keys need their `keys`.
+    fn tenant(&mut self, prefix: &str, route: &RawRoute) {
+        let Some(tenant) = &route.tenant else {
+            return;
+        };
+        let key = format!("{prefix}.tenant");
+        // A header written but bad is reported already, not as missing.
+        let header = tenant.header.is_some() || self.given(&format!("{key}.header"));
+        match (header, &tenant.api_keys) {
+            (true, Some(_)) => self.at_key(key, "give `header` or `api_keys`, not both"),
+            (false, None) => self.at_key(
+                key,
+                "needs `header` (a request header naming the tenant) or `api_keys`",
+            ),
+            (false, Some(api_keys)) if api_keys.keys.is_none() => {
+                let pos = self.position(&key);
+                self.at(
+                    pos,
+                    format!("{key}.api_keys.keys"),
+                    "required key is missing",
+                );
+            }
+            _ => {}
+        }
     }
 
     /// The rules of a route's scrape keys: `gpu_select` needs

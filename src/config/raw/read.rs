@@ -118,6 +118,10 @@ fn read_as<T: de::DeserializeOwned>(
                 .pos
                 .zip(tree.as_ref())
                 .and_then(|(at, tree)| value_path_at(tree, at))
+                .map(|mut path| {
+                    path.truncate(path.len().saturating_sub(problem.up));
+                    path
+                })
                 .map(|path| dotted(&path))
                 .unwrap_or_default(),
             pos: problem.pos,

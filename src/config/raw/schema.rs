@@ -156,7 +156,7 @@ pub(crate) struct RawRoute {
     /// header's value (`header`) or the caller's API key mapped to a name
     /// (`api_keys`), one of the two. Default: no tenant (the label is
     /// empty).
-    pub tenant: Option<Spanned<RawTenant>>,
+    pub tenant: Option<RawTenant>,
     /// The `gen_ai.provider.name` of the route's requests in the
     /// OpenTelemetry export, for an upstream the protocol does not name
     /// (`vllm`, or a well-known value such as `azure.ai.openai`).
@@ -190,7 +190,8 @@ pub(crate) struct RawRoute {
 pub(crate) struct RawTenant {
     /// The request header that names the tenant (`x-tenant`, `x-team`): its
     /// value, trimmed, is the tenant. A request without it is `unknown`.
-    pub header: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::tenant_header")]
+    pub header: Option<http::HeaderName>,
     /// Tenants by API key: the key a request carries is hashed (SHA-256) and
     /// looked up in `keys`. The configuration holds only the hashes.
     pub api_keys: Option<RawApiKeys>,
@@ -202,11 +203,13 @@ pub(crate) struct RawApiKeys {
     /// The headers a key is read from, the first one present: from
     /// `authorization`, the token of `Bearer <token>`; from any other, the
     /// whole value. Default `[authorization, x-api-key]`.
-    pub headers: Option<List>,
+    #[serde(default, deserialize_with = "kind::key_headers")]
+    pub headers: Option<Vec<http::HeaderName>>,
     /// Tenant name by the SHA-256 of the key, in lowercase hex (what
     /// `tokenmeter hash-key` prints): `{9f86d0…: team-a}`. A request whose
     /// key is not listed, or that has none, is `unknown`. Required.
-    pub keys: Option<Spanned<Entries>>,
+    #[serde(default, deserialize_with = "kind::key_hashes")]
+    pub keys: Option<std::collections::HashMap<[u8; 32], String>>,
 }
 
 /// An SLO file: `classes`, a list of SLO classes.
