@@ -7,16 +7,16 @@
 //! and `upstream` (which `--upstream` may give instead), names unique, no
 //! route shadowed by an earlier one; `tls` only where something is `https`;
 //! SLO classes defined by the `slo_files`, and `slo_header` only with them;
-//! `gpu_select` only with `gpu_metrics`, `scrape_interval` only with a page
+//! a tenant by header or by API keys, one of the two, and API keys with
+//! their `keys`; `gpu_select` only with `gpu_metrics`, `scrape_interval` only with a page
 //! to scrape, and `scrape.timeout` below the interval of every scraped
 //! route.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use super::super::RouteMatch;
 use super::super::raw::{RawConfig, Segment};
-use super::super::{Route, ScrapeSettings, Upstream};
+use super::super::{Route, RouteMatch, ScrapeSettings, Upstream};
 use super::checker::{Checker, Origin};
 
 /// What the rules need beyond the file: the command line's part.
