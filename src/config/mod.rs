@@ -1,22 +1,23 @@
 //! Configuration: YAML in, validated immutable runtime types out.
 //!
-//! The types in this file are what the rest of the program runs on (every
-//! value checked and defaulted), and, section by section, they are also the
-//! schema of the file: a section's struct derives `Deserialize` with its
-//! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
-//! comments are the user documentation of its keys, and it derives
-//! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics`, `scrape`, `admin` and each route (`Route`, in `route.rs`,
-//! with its `match`, `timeouts` and `gpu_select`) are read so; the few
-//! other keys of the main file (`listen`, `slo_files`, every key of
-//! `otlp`) are typed where `raw` reads them, each naming its kind. A route
-//! as read is then completed by `load/routes.rs` (`--upstream` applied,
-//! its CA file read). The flags that replace `listen`, `admin.listen` and
-//! `upstream` are applied after the file, and the `OTEL_*` variables fill
-//! in the `otlp` keys the file does not give (`load/otlp.rs`, which merges
-//! the two and says where each setting came from). Only the SLO files'
-//! values are still read as text with their location (`raw`'s `Spanned`)
-//! and turned into `SloClass` by `load/classes.rs`.
+//! The types in this file and in `route.rs` are what the rest of the
+//! program runs on (every value checked and defaulted), and, section by
+//! section, they are also the schema of the file: a section's struct
+//! derives `Deserialize` with its defaults (`#[serde(default)]` and its
+//! `Default` impl), its `///` field comments are the user documentation of
+//! its keys, and it derives `Serialize` for `/config` (`show.rs`).
+//! `proxy`, `trace_context`, `metrics`, `scrape`, `admin` and each route
+//! (`Route`, with its `match`, `timeouts` and `gpu_select`) are read so;
+//! the few other keys of the main file (`listen`, every key of `otlp`) are
+//! typed where `raw` reads them, each naming its kind. A route as read is
+//! then completed by `load/routes.rs` (`--upstream` applied, its CA file
+//! read). The flags that replace `listen`, `admin.listen` and `upstream`
+//! are applied after the file, and the `OTEL_*` variables fill in the
+//! `otlp` keys the file does not give (`load/otlp.rs`, which merges the two
+//! and says where each setting came from). Still read as text with its
+//! location (`raw`'s `Spanned`): `slo_files` (paths and globs resolved
+//! against the file's directory) and the SLO files' values, turned into
+//! `SloClass` by `load/classes.rs`.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
@@ -25,11 +26,11 @@
 //! are checked in one place, `load/validate.rs` (listen addresses, required
 //! `name` and `upstream` against `--upstream`, unique names, shadowed
 //! routes, `tls` against the schemes, SLO classes against `slo_files`, a
-//! route's `tenant`, the scrape keys). They see typed values, which keep no location: each names
-//! the key it reports (`routes[1].scrape_interval`) and the document's
-//! `Locator` finds where that key's value is written (`Checker::at_key`).
-//! Nothing outside this module sees the raw types or the
-//! YAML crate, so either can be replaced in one place.
+//! route's `tenant`, the scrape keys). They see typed values, which keep no
+//! location: each names the key it reports (`routes[1].scrape_interval`)
+//! and the document's `Locator` finds where that key's value is written
+//! (`Checker::at_key`). Nothing outside this module sees the raw types or
+//! the YAML crate, so either can be replaced in one place.
 //!
 //! # Adding a key
 //!
