@@ -23,7 +23,9 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use tokio::sync::Semaphore;
 
-use super::AdminState;
+use arc_swap::ArcSwap;
+
+use crate::proxy::Proxy;
 
 /// bcrypt hashes computed at once, at most.
 pub const CONCURRENT_HASHES: usize = 2;
@@ -135,9 +137,16 @@ fn basic(value: &HeaderValue) -> Option<(String, String)> {
     Some((user.to_owned(), password.to_owned()))
 }
 
+/// What the guard of the admin routes reads: the web config in force (the
+/// proxy's configuration's) and the verifier of its credentials.
+pub struct Guard {
+    pub live: Arc<ArcSwap<Proxy>>,
+    pub verifier: Verifier,
+}
+
 /// The layer of every admin route: the web config's headers on every
 /// answer, and its users' credentials asked for on all but the probes.
-pub async fn guard(State(state): State<Arc<AdminState>>, request: Request, next: Next) -> Response {
+pub async fn guard(State(state): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     let proxy = state.live.load_full();
     let Some(web) = proxy.config().admin.web.as_ref() else {
         return next.run(request).await;

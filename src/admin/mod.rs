@@ -42,8 +42,6 @@ pub struct AdminState {
     pub live: Arc<ArcSwap<Proxy>>,
     /// False until the proxy listener is bound, and again once draining.
     pub ready: AtomicBool,
-    /// Checks credentials against the web config's users.
-    pub verifier: auth::Verifier,
 }
 
 /// The admin router.
@@ -65,7 +63,10 @@ pub fn router(state: Arc<AdminState>) -> Router {
             Duration::from_secs(10),
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            Arc::new(auth::Guard {
+                live: state.live.clone(),
+                verifier: auth::Verifier::default(),
+            }),
             auth::guard,
         ))
         .with_state(state)

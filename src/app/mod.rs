@@ -227,7 +227,6 @@ pub async fn start_with(
         metrics: metrics.clone(),
         live: live.clone(),
         ready: true.into(),
-        verifier: Default::default(),
     });
     let admin_stop = CancellationToken::new();
     let admin_task = tokio::spawn(serve_admin(

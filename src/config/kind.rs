@@ -10,18 +10,23 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::Deserializer;
+use serde::{Deserialize, Deserializer};
 
 use super::located::{
     Entry, Item, Pos, Problems, checked, checked_entries, checked_items, checked_list,
     checked_or_empty, checked_standing_in,
 };
 use super::values::{
-    is_label_value, is_metric_namespace, parse_addr, parse_bool, parse_bound, parse_duration,
-    parse_host, parse_ip_net, parse_method, parse_metrics_url, parse_path_prefix, parse_percentage,
-    parse_positive_count, parse_protocol, parse_provider_name, parse_size, parse_upstream,
+    is_label_value, is_metric_namespace, is_tenant_name, parse_addr, parse_bool, parse_bound,
+    parse_duration, parse_host, parse_ip_net, parse_key_hash, parse_method, parse_metrics_url,
+    parse_otlp_endpoint, parse_otlp_protocol, parse_path_prefix, parse_percentage,
+    parse_positive_count, parse_protocol, parse_provider_name, parse_size, parse_tenant_header,
+    parse_upstream,
 };
-use super::{IpNet, MetricsEndpoint, Protocol, Upstream, default_admin_listen};
+use super::{
+    ApiKeys, IpNet, MetricsEndpoint, OtlpProtocol, Protocol, TenantSource, TlsRoots, Upstream,
+    default_admin_listen,
+};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -118,9 +123,9 @@ pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
 }
 
 /// A route's `protocol` (`auto`, an API's name, `none`); no value is
-/// `None`, the default.
-pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Protocol>, D::Error> {
-    checked_or_empty(d, Some(None), None, |text| parse_protocol(text).map(Some))
+/// `auto`, the default.
+pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<Protocol, D::Error> {
+    checked_or_empty(d, Some(Protocol::Auto), Protocol::Auto, parse_protocol)
 }
 
 /// A route's `max_in_flight`: a whole number, at least 1; no value is
@@ -248,14 +253,105 @@ pub(super) fn admin_connections<'de, D: Deserializer<'de>>(d: D) -> Result<usize
     checked_or_empty(d, Some(default), default, parse_positive_count)
 }
 
-/// A route's `name`: a label value. No value is `None`, as leaving the
+/// `otlp.endpoint`: a collector's `http://host:port`; no value is `None`.
+pub(super) fn otlp_endpoint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_otlp_endpoint(text).map(Some)
+    })
+}
+
+/// `otlp.protocol`: `http/protobuf` or `grpc`; no value is `None`.
+pub(super) fn otlp_protocol<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<OtlpProtocol>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_otlp_protocol(text).map(Some)
+    })
+}
+
+/// `tenant.header`: a header's name, but not one that carries
+/// credentials; no value is `None`.
+pub(super) fn tenant_header<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<http::HeaderName>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_tenant_header(text).map(Some)
+    })
+}
+
+/// `tenant.api_keys.headers`: header names, at least one; no value is
+/// `None`, the default.
+pub(super) fn key_headers<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<http::HeaderName>>, D::Error> {
+    checked_items(d, Some(None), Some(Vec::new()), |at, items| {
+        if items.is_empty() {
+            return Err(vec![(at, "must not be empty".to_owned())]);
+        }
+        let mut problems = Vec::new();
+        let mut headers = Vec::with_capacity(items.len());
+        for item in items {
+            match http::HeaderName::from_bytes(item.text.trim().to_ascii_lowercase().as_bytes()) {
+                Ok(header) => headers.push(header),
+                Err(_) => problems.push((item.pos, format!("invalid header name `{}`", item.text))),
+            }
+        }
+        if problems.is_empty() {
+            Ok(Some(headers))
+        } else {
+            Err(problems)
+        }
+    })
+}
+
+/// `tenant.api_keys.keys`: tenant name by the SHA-256 of an API key, at
+/// least one; no value is `None`. What is written as a key is never
+/// shown, in a message or a key path: it may be an API key pasted by
+/// mistake.
+pub(super) fn key_hashes<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::collections::HashMap<[u8; 32], String>>, D::Error> {
+    checked_entries(d, None, true, |at, entries| {
+        let mut tenants = std::collections::HashMap::with_capacity(entries.len());
+        let mut problems = Vec::new();
+        if entries.is_empty() {
+            problems.push((at, "must list at least one key hash".to_owned()));
+        }
+        for entry in entries {
+            let Some(digest) = parse_key_hash(entry.key) else {
+                problems.push((
+                    entry.pos,
+                    "a key of `keys` must be the SHA-256 of an API key, 64 hex digits \
+                     (`tokenmeter hash-key` prints it), never the key itself"
+                        .to_owned(),
+                ));
+                continue;
+            };
+            let name = entry.text.trim();
+            if !is_tenant_name(name) {
+                problems.push((
+                    entry.pos,
+                    format!(
+                        "invalid tenant name `{name}`: 1 to 64 visible ASCII characters, no spaces"
+                    ),
+                ));
+                continue;
+            }
+            if tenants.insert(digest, name.to_owned()).is_some() {
+                problems.push((entry.pos, "the same key hash is listed twice".to_owned()));
+            }
+        }
+        (Some(tenants), problems)
+    })
+}
+
+/// A route's `name`: a label value. No value is empty, as leaving the
 /// key out is (it is required: see `load/validate.rs`). A bad name stands
 /// in as written, so that it is still compared with the others.
-pub(super) fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let as_written = |text: &str| Some(text.to_owned());
-    checked_standing_in(d, Some(None), as_written, |text| {
+pub(super) fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    checked_standing_in(d, Some(String::new()), str::to_owned, |text| {
         if is_label_value(text) {
-            Ok(Some(text.to_owned()))
+            Ok(text.to_owned())
         } else {
             Err(format!(
                 "invalid route name `{text}`: must match [a-zA-Z0-9_.:-]+"
@@ -265,9 +361,127 @@ pub(super) fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Strin
 }
 
 /// A route's `upstream`: an `http`/`https` base URL with a host, without
-/// user info, query or fragment. No value is `None`.
-pub(super) fn upstream<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Upstream>, D::Error> {
-    checked_or_empty(d, Some(None), None, |text| parse_upstream(text).map(Some))
+/// user info, query or fragment. No value, or a bad one, leaves the
+/// stand-in (the key is required unless `--upstream` gives it).
+pub(super) fn upstream<'de, D: Deserializer<'de>>(d: D) -> Result<Upstream, D::Error> {
+    checked_or_empty(
+        d,
+        Some(Upstream::stand_in()),
+        Upstream::stand_in(),
+        parse_upstream,
+    )
+}
+
+/// `routes[i].tls`: how the certificate of an `https` upstream or metrics
+/// page is verified.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct TlsFile {
+    /// PEM file of the certificate authorities to trust for this upstream
+    /// and the route's `https` metrics pages, instead of the web PKI roots
+    /// built in (for servers with an internal or self-signed CA). Relative
+    /// to the directory of the config file; read when the configuration is
+    /// loaded or reloaded. Default: the web PKI roots.
+    #[serde(default, deserialize_with = "text")]
+    pub ca_file: Option<String>,
+}
+
+/// A route's `tls`: its `ca_file` as written (read when the route is
+/// loaded, from the config file's directory); none without one.
+pub(super) fn tls<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TlsRoots>, D::Error> {
+    let file = Option::<TlsFile>::deserialize(d)?.and_then(|tls| tls.ca_file);
+    Ok(file.map(|file| TlsRoots {
+        file: file.into(),
+        certificates: Vec::new(),
+    }))
+}
+
+/// `routes[i].slo_request_max`: the largest bound a client may declare for
+/// each objective; a larger one is judged at this bound.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct DeclaredMax {
+    /// Default `60s`.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub ttft: Option<Duration>,
+    /// Default `10s`.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub tpot: Option<Duration>,
+    /// Default `1h`.
+    #[serde(default, deserialize_with = "optional_duration")]
+    pub e2el: Option<Duration>,
+}
+
+/// A route's `slo_request_max`, each bound not given the default's; none
+/// without the key (the defaults apply if the route reads declarations).
+pub(super) fn declared_max<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<slo::declared::Caps>, D::Error> {
+    use slo::ObjectiveKind;
+    let Some(max) = Option::<DeclaredMax>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let mut caps = slo::declared::Caps::default();
+    for (kind, cap) in [
+        (ObjectiveKind::Ttft, max.ttft),
+        (ObjectiveKind::Tpot, max.tpot),
+        (ObjectiveKind::E2el, max.e2el),
+    ] {
+        if let Some(cap) = cap {
+            caps.0[kind as usize] = cap;
+        }
+    }
+    Ok(Some(caps))
+}
+
+/// `routes[i].tenant`: where a request's tenant comes from.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct TenantFile {
+    /// The request header that names the tenant (`x-tenant`, `x-team`): its
+    /// value, trimmed, is the tenant. A request without it is `unknown`.
+    #[serde(default, deserialize_with = "tenant_header")]
+    pub header: Option<http::HeaderName>,
+    /// Tenants by API key: the key a request carries is hashed (SHA-256) and
+    /// looked up in `keys`. The configuration holds only the hashes.
+    pub api_keys: Option<ApiKeysFile>,
+}
+
+/// `routes[i].tenant.api_keys`: tenants by API key.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ApiKeysFile {
+    /// The headers a key is read from, the first one present: from
+    /// `authorization`, the token of `Bearer <token>`; from any other, the
+    /// whole value. Default `[authorization, x-api-key]`.
+    #[serde(default, deserialize_with = "key_headers")]
+    pub headers: Option<Vec<http::HeaderName>>,
+    /// Tenant name by the SHA-256 of the key, in lowercase hex (what
+    /// `tokenmeter hash-key` prints): `{9f86d0…: team-a}`. A request whose
+    /// key is not listed, or that has none, is `unknown`. Required.
+    #[serde(default, deserialize_with = "key_hashes")]
+    pub keys: Option<std::collections::HashMap<[u8; 32], String>>,
+}
+
+/// A route's `tenant`: by header, or by API key (hashed) from the headers
+/// given or `authorization` and `x-api-key`; none when it gives neither or
+/// both, or API keys without `keys` (the rules across its keys are
+/// `load/validate.rs`'s).
+pub(super) fn tenant<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TenantSource>, D::Error> {
+    let Some(tenant) = Option::<TenantFile>::deserialize(d)? else {
+        return Ok(None);
+    };
+    Ok(match (tenant.header, tenant.api_keys) {
+        (Some(header), None) => Some(TenantSource::Header(header)),
+        (None, Some(api_keys)) => api_keys.keys.map(|tenants| {
+            TenantSource::ApiKeys(ApiKeys {
+                headers: api_keys.headers.unwrap_or_else(|| {
+                    vec![
+                        http::header::AUTHORIZATION,
+                        http::HeaderName::from_static("x-api-key"),
+                    ]
+                }),
+                tenants,
+            })
+        }),
+        _ => None,
+    })
 }
 
 /// A text value (a path, a name) taken as written; no value is `None`.
@@ -297,7 +511,7 @@ pub(super) fn header_name<'de, D: Deserializer<'de>>(
 pub(super) fn classes_by_model<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<(String, String)>, D::Error> {
-    checked_entries(d, |entries| {
+    checked_entries(d, Vec::new(), false, |_, entries| {
         class_map(entries, "model", |model| {
             if model.is_empty() {
                 Err("model name must not be empty".to_owned())
@@ -313,7 +527,7 @@ pub(super) fn classes_by_model<'de, D: Deserializer<'de>>(
 pub(super) fn classes_by_operation<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<(meter::Operation, String)>, D::Error> {
-    checked_entries(d, |entries| {
+    checked_entries(d, Vec::new(), false, |_, entries| {
         class_map(entries, "operation", |name| {
             meter::Operation::from_name(name).ok_or_else(|| {
                 let known: Vec<&str> = meter::Operation::ALL.iter().map(|op| op.name()).collect();

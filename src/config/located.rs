@@ -92,6 +92,10 @@ pub(crate) struct Problem {
     pub pos: Option<Pos>,
     /// What is wrong with it.
     pub message: String,
+    /// How many keys of the value's path to leave out of the key reported:
+    /// 1 for an entry whose key must not be shown (an API key's hash may
+    /// be the key itself, pasted by mistake).
+    pub up: usize,
 }
 
 thread_local! {
@@ -111,9 +115,14 @@ pub(crate) fn collecting<T>(read: impl FnOnce() -> T) -> (T, Vec<Problem>) {
 
 /// Records a problem; `false` when no document is being collected.
 fn record(pos: Option<Pos>, message: String) -> bool {
+    record_up(pos, message, 0)
+}
+
+/// Records a problem reported `up` keys above its value.
+fn record_up(pos: Option<Pos>, message: String, up: usize) -> bool {
     PROBLEMS.with(|problems| match problems.borrow_mut().as_mut() {
         Some(list) => {
-            list.push(Problem { pos, message });
+            list.push(Problem { pos, message, up });
             true
         }
         None => false,
@@ -265,18 +274,25 @@ pub struct Entry<'a> {
 }
 
 /// Reads a mapping of scalars ([`Entries`]) and checks it with `check`,
-/// which gives the value (of the entries that checked out) and every
-/// problem; a problem is located at its entry's value (the same line as its
-/// key), so its key path ends in the entry's key. No value (`key:`) is no
-/// entries.
+/// which sees where the mapping is written and its entries, and gives the
+/// value (of the entries that checked out) and every problem; a problem is
+/// located at its entry's value (the same line as its key), so its key
+/// path ends in the entry's key, unless `hide_keys` (then it is the
+/// mapping's). No value (`key:`) is `empty`.
 pub fn checked_entries<'de, D, T>(
     deserializer: D,
-    check: impl FnOnce(&[Entry<'_>]) -> (T, Problems),
+    empty: T,
+    hide_keys: bool,
+    check: impl FnOnce(Option<Pos>, &[Entry<'_>]) -> (T, Problems),
 ) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
 {
-    let map = Option::<Entries>::deserialize(deserializer)?.unwrap_or_default();
+    let map = Spanned::<Option<Entries>>::deserialize(deserializer)?;
+    let at = pos(&map);
+    let Some(map) = map.value else {
+        return Ok(empty);
+    };
     let entries: Vec<Entry<'_>> = map
         .0
         .iter()
@@ -286,9 +302,10 @@ where
             text: &value.value,
         })
         .collect();
-    let (value, problems) = check(&entries);
-    for (at, message) in problems {
-        if !record(at, message.clone()) {
+    let (value, problems) = check(at, &entries);
+    for (problem_at, message) in problems {
+        let up = usize::from(hide_keys && problem_at != at);
+        if !record_up(problem_at, message.clone(), up) {
             return Err(D::Error::custom(message));
         }
     }

@@ -1,25 +1,23 @@
 //! Configuration: YAML in, validated immutable runtime types out.
 //!
-//! The types in this file are what the rest of the program runs on (every
-//! value checked and defaulted), and, section by section, they are also the
-//! schema of the file: a section's struct derives `Deserialize` with its
-//! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
-//! comments are the user documentation of its keys, and it derives
-//! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics`, `scrape`, `admin` and a route's `timeouts`, `match` and
-//! `gpu_select` are read so, and a route's other keys (`name`, `upstream`, `protocol`,
-//! `preserve_host`, `strip_prefix`, `max_in_flight`, `tls.ca_file`, `slo`,
-//! `slo_by_model`, `slo_by_operation`, `slo_header`,
-//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`,
-//! `engine_metrics`, `gpu_metrics`, `scrape_interval`), with `listen`
-//! (`admin`, with its `listen`, is read as `AdminSettings`) and `otlp`'s
-//! `metrics`, `traces`, `queue`, `max_batch`, `service_name`, are typed
-//! where `raw` reads them, each naming its kind; the flags that replace
-//! `listen`, `admin.listen` and `upstream` are applied after. Still read as
-//! text with its location (`raw`'s `Spanned` values) and turned into these
-//! types by `load`: a route's `tenant` (whose messages must never name what
-//! is written as a key of `api_keys.keys`), the `otlp` keys that the
-//! `OTEL_*` variables may also set, and the SLO files.
+//! The types in this file and in `route.rs` are what the rest of the
+//! program runs on (every value checked and defaulted), and, section by
+//! section, they are also the schema of the file: a section's struct
+//! derives `Deserialize` with its defaults (`#[serde(default)]` and its
+//! `Default` impl), its `///` field comments are the user documentation of
+//! its keys, and it derives `Serialize` for `/config` (`show.rs`).
+//! `proxy`, `trace_context`, `metrics`, `scrape`, `admin` and each route
+//! (`Route`, with its `match`, `timeouts` and `gpu_select`) are read so;
+//! the few other keys of the main file (`listen`, every key of `otlp`) are
+//! typed where `raw` reads them, each naming its kind. A route as read is
+//! then completed by `load/routes.rs` (`--upstream` applied, its CA file
+//! read). The flags that replace `listen`, `admin.listen` and `upstream`
+//! are applied after the file, and the `OTEL_*` variables fill in the
+//! `otlp` keys the file does not give (`load/otlp.rs`, which merges the two
+//! and says where each setting came from). Still read as text with its
+//! location (`raw`'s `Spanned`): `slo_files` (paths and globs resolved
+//! against the file's directory) and the SLO files' values, turned into
+//! `SloClass` by `load/classes.rs`.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
@@ -27,18 +25,18 @@
 //! collected with a did-you-mean (`raw/read.rs`), and the rules across keys
 //! are checked in one place, `load/validate.rs` (listen addresses, required
 //! `name` and `upstream` against `--upstream`, unique names, shadowed
-//! routes, `tls` against the schemes, SLO classes against `slo_files`, the
-//! scrape keys). They see typed values, which keep no location: each names
-//! the key it reports (`routes[1].scrape_interval`) and the document's
-//! `Locator` finds where that key's value is written (`Checker::at_key`).
-//! Nothing outside this module sees the raw types or the
-//! YAML crate, so either can be replaced in one place.
+//! routes, `tls` against the schemes, SLO classes against `slo_files`, a
+//! route's `tenant`, the scrape keys). They see typed values, which keep no
+//! location: each names the key it reports (`routes[1].scrape_interval`)
+//! and the document's `Locator` finds where that key's value is written
+//! (`Checker::at_key`). Nothing outside this module sees the raw types or
+//! the YAML crate, so either can be replaced in one place.
 //!
 //! # Adding a key
 //!
 //! To a section read as its runtime type (`ProxySettings`,
-//! `TraceSettings`), a key is one field with its doc line, and a
-//! `deserialize_with` naming its kind when it is not a plain string:
+//! `TraceSettings`, `Route`...), a key is one field with its doc line, and
+//! a `deserialize_with` naming its kind when it is not a plain string:
 //!
 //! ```text
 //! /// How long ... A duration, default `30s`.
@@ -46,8 +44,10 @@
 //! pub some_timeout: Duration,
 //! ```
 //!
-//! plus its default in the section's `Default` impl and its row in
-//! `docs/configuration.md` (a test checks the reference names every key).
+//! plus its default in the section's `Default` impl (a route's are on its
+//! fields, `#[serde(default)]`) and its row in `docs/configuration.md` (a
+//! test checks the reference names every key). A rule that relates it to
+//! other keys is one more function in `load/validate.rs`.
 //! `/config` shows it, unknown-key messages offer it, and a bad value is
 //! reported with its line, column and key, with nothing else to write. A
 //! key that only a restart applies is also one line in [`RESTART_ONLY`]. A
@@ -59,12 +59,14 @@
 //! `Config` (from a file: `raw.section.clone().unwrap_or_default()`; from
 //! flags alone: `Default::default()`).
 
+mod error;
 mod kind;
 mod load;
 mod located;
 mod metrics;
 mod raw;
 mod restart;
+mod route;
 mod server_tls;
 mod show;
 mod values;
@@ -75,9 +77,13 @@ pub use restart::{RESTART_ONLY, RestartOnly};
 pub use server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsFileError, TlsVersion};
 pub use web::WebConfig;
 
-pub use load::{
-    ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides, is_tenant_name,
+pub use route::{
+    ApiKeys, GpuSelect, MetricsEndpoint, Protocol, Route, RouteMatch, TenantSource, Timeouts,
+    TlsRoots, Upstream,
 };
+
+pub use load::{ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides};
+pub use values::is_tenant_name;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -290,48 +296,6 @@ impl Default for ScrapeSettings {
     }
 }
 
-/// A page to scrape (`routes[i].engine_metrics`, `gpu_metrics`).
-#[derive(Clone, PartialEq)]
-pub struct MetricsEndpoint {
-    /// The URL as written, credentials and all: only the scraper reads it.
-    pub url: http::Uri,
-    /// The URL redacted as an upstream's is (user info, query values,
-    /// fragment), for `/config`, logs and messages.
-    pub shown: String,
-}
-
-/// Shows the redacted URL only, as `/config` does.
-impl std::fmt::Debug for MetricsEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("MetricsEndpoint").field(&self.shown).finish()
-    }
-}
-
-/// `routes[i].gpu_select`: which GPUs of the route's `gpu_metrics` page
-/// serve it, by the DCGM exporter's labels. A GPU is selected when it
-/// matches every list given; with none given, every GPU on the page is.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct GpuSelect {
-    /// Values of the exporter's `gpu` label (the device index, `"0"`). A
-    /// list of non-empty strings; default: any.
-    #[serde(deserialize_with = "kind::label_values")]
-    pub gpu: Vec<String>,
-    /// Values of its `UUID` label (`GPU-5fd4...`). Default: any.
-    #[serde(deserialize_with = "kind::label_values")]
-    pub uuid: Vec<String>,
-    /// Values of its `Hostname` label (the node). Default: any.
-    #[serde(deserialize_with = "kind::label_values")]
-    pub hostname: Vec<String>,
-}
-
-impl GpuSelect {
-    /// Whether no list is given: every GPU on the page is selected.
-    pub fn is_all(&self) -> bool {
-        self.gpu.is_empty() && self.uuid.is_empty() && self.hostname.is_empty()
-    }
-}
-
 /// `admin`: the admin listener (`/metrics`, `/healthz`, `/readyz`,
 /// `/slo`, `/config`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -488,216 +452,6 @@ impl std::fmt::Display for IpNet {
     }
 }
 
-/// Where a route's requests get their tenant.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TenantSource {
-    /// The value of this request header.
-    #[serde(serialize_with = "show::header")]
-    Header(http::HeaderName),
-    /// The caller's API key, hashed and looked up.
-    ApiKeys(ApiKeys),
-}
-
-/// Tenants by the SHA-256 of their API keys. Only hashes are held, and its
-/// `Debug` shows none of them.
-#[derive(Clone, PartialEq)]
-pub struct ApiKeys {
-    /// The headers a key is read from, the first one present.
-    pub headers: Vec<http::HeaderName>,
-    /// Tenant name by key hash.
-    pub tenants: std::collections::HashMap<[u8; 32], String>,
-}
-
-impl std::fmt::Debug for ApiKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiKeys")
-            .field("headers", &self.headers)
-            .field("keys", &self.tenants.len())
-            .finish()
-    }
-}
-
-/// One route: which requests it takes and where they go.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Route {
-    /// Unique name, used as the `route` label.
-    pub name: String,
-    /// Which requests this route accepts.
-    #[serde(rename = "match")]
-    pub matcher: RouteMatch,
-    /// Where requests go.
-    pub upstream: Upstream,
-    /// Which requests are metered, and how their payloads are read.
-    pub protocol: Protocol,
-    /// Upstream timeouts.
-    pub timeouts: Timeouts,
-    /// Forward the client's `Host` header instead of the upstream's authority.
-    pub preserve_host: bool,
-    /// Remove the matched path prefix before appending the path to the
-    /// upstream's base path.
-    pub strip_prefix: bool,
-    /// Most requests in flight at once; `None` for no limit.
-    pub max_in_flight: Option<usize>,
-    /// The certificate authorities an `https` upstream is verified against;
-    /// `None` for the web PKI roots.
-    #[serde(rename = "tls")]
-    pub tls_roots: Option<TlsRoots>,
-    /// The route's SLO class, the `slo` label (empty label when unset). With
-    /// SLO classes configured it names one of them.
-    pub slo: Option<String>,
-    /// SLO class by the request's model name (as sent, before the label is
-    /// bounded), taking precedence over `slo`.
-    #[serde(serialize_with = "show::pairs")]
-    pub slo_by_model: Vec<(String, String)>,
-    /// SLO class by the request's operation (`embeddings`, `rerank`...),
-    /// after `slo_by_model` and before `slo`.
-    #[serde(serialize_with = "show::operations")]
-    pub slo_by_operation: Vec<(meter::Operation, String)>,
-    /// Header by which a client may declare its class; it takes precedence
-    /// over `slo_by_model` and `slo` when it names a defined class.
-    #[serde(serialize_with = "show::opt_header")]
-    pub slo_header: Option<http::HeaderName>,
-    /// Whether a request may declare its own objectives (judged against
-    /// them under the class `declared`), and the largest it may declare;
-    /// `None`: declarations are not read. Shown as the file's two keys,
-    /// `slo_request_headers` and `slo_request_max`.
-    #[serde(flatten, serialize_with = "show::slo_request")]
-    pub slo_request_max: Option<slo::declared::Caps>,
-    /// Where its requests get their tenant; `None`: no tenant (an empty
-    /// label).
-    pub tenant: Option<TenantSource>,
-    /// `gen_ai.provider.name` of its requests in the OpenTelemetry export;
-    /// `None`: the protocol's.
-    pub otel_provider_name: Option<String>,
-    /// The inference server's own Prometheus page; `None`: not scraped.
-    pub engine_metrics: Option<MetricsEndpoint>,
-    /// The page of the DCGM exporter of the GPUs serving the route; `None`:
-    /// not scraped.
-    pub gpu_metrics: Option<MetricsEndpoint>,
-    /// Which GPUs of `gpu_metrics` serve the route.
-    pub gpu_select: GpuSelect,
-    /// How often its pages are scraped; `None`: `scrape.interval`.
-    #[serde(serialize_with = "show::opt_secs")]
-    pub scrape_interval: Option<Duration>,
-}
-
-/// `routes[i].match`: which requests a route accepts. All given
-/// conditions must hold. Default: every request (`path_prefix: /`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RouteMatch {
-    /// The request path starts with this (plain string prefix). Starts with
-    /// `/`. Default `/`.
-    #[serde(deserialize_with = "kind::path_prefix")]
-    pub path_prefix: String,
-    /// The request's host, without port, compared case-insensitively
-    /// (held lowercase). Default: any host.
-    #[serde(deserialize_with = "kind::host")]
-    pub host: Option<String>,
-    /// Accepted HTTP methods (case-insensitive, stored uppercase). Default
-    /// (`None`): any method.
-    #[serde(serialize_with = "show::methods", deserialize_with = "kind::methods")]
-    pub methods: Option<Vec<http::Method>>,
-}
-
-impl Default for RouteMatch {
-    fn default() -> Self {
-        Self {
-            path_prefix: "/".to_owned(),
-            host: None,
-            methods: None,
-        }
-    }
-}
-
-/// An upstream base URL, split into what the proxy needs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Upstream {
-    /// `http` or `https`.
-    pub scheme: http::uri::Scheme,
-    /// `host[:port]`.
-    pub authority: http::uri::Authority,
-    /// Base path without a trailing `/` (empty for the root).
-    pub base_path: String,
-}
-
-impl Upstream {
-    /// The upstream as a URL string, for logs and `/config`.
-    pub fn url(&self) -> String {
-        format!("{}://{}{}", self.scheme, self.authority, self.base_path)
-    }
-}
-
-/// Which requests of a route are metered, and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// Meter `POST` requests whose path is a known inference endpoint of any
-    /// supported API (the protocol is told by the path); pass others through
-    /// unmetered.
-    Auto,
-    /// Meter every request of the route as this API (named as
-    /// `meter::Api::NAMED` says).
-    Api(meter::Api),
-    /// Forward only; meter nothing.
-    None,
-}
-
-/// Certificate authorities read from a PEM file (`routes[i].tls.ca_file`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TlsRoots {
-    /// The file, as resolved.
-    #[serde(rename = "ca_file", serialize_with = "show::path")]
-    pub file: PathBuf,
-    /// Its certificates, DER-encoded, in file order (shown: how many).
-    #[serde(serialize_with = "show::count")]
-    pub certificates: Vec<Vec<u8>>,
-}
-
-/// `routes[i].timeouts`: upstream timeouts of one route. Each is a
-/// duration greater than zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Timeouts {
-    /// TCP (and TLS) connection set-up. Default `5s`.
-    #[serde(with = "kind::duration")]
-    pub connect: Duration,
-    /// From sending the request to receiving the response head. Non-streamed
-    /// responses send their head when generation is done, so this is long.
-    /// Default `10m`.
-    #[serde(with = "kind::duration")]
-    pub response_headers: Duration,
-    /// Longest silence between two response body frames, reset on every
-    /// frame: a long healthy stream never times out, a stalled one does.
-    /// Default `5m`.
-    #[serde(with = "kind::duration")]
-    pub idle: Duration,
-    /// Longest silence while the client sends its request body: before its
-    /// first byte and between any two of its frames. Past it the request is
-    /// answered `408` (outcome `client_timeout`). Default `30s`.
-    #[serde(with = "kind::duration")]
-    pub request_body: Duration,
-    /// Longest time a request body may take to arrive up to what the proxy
-    /// reads ahead of forwarding it (to learn `model`, or to hold it for a
-    /// retry), from the request head, however steadily it trickles. Past it
-    /// the request is answered `408` (outcome `client_timeout`). Default
-    /// `60s`.
-    #[serde(with = "kind::duration")]
-    pub request_body_total: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            connect: Duration::from_secs(5),
-            response_headers: Duration::from_secs(600),
-            idle: Duration::from_secs(300),
-            request_body: Duration::from_secs(30),
-            request_body_total: Duration::from_secs(60),
-        }
-    }
-}
-
 impl Default for ProxySettings {
     fn default() -> Self {
         Self {
@@ -715,5 +469,25 @@ impl Default for ProxySettings {
             trusted_proxies: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
         }
+    }
+}
+
+impl Config {
+    /// A warning when the admin listener is open to more than this host
+    /// with nobody asked for credentials: whoever reaches the address reads
+    /// the metrics, the configuration and the live page. Said at start-up
+    /// and by `tokenmeter check`.
+    pub fn admin_exposure(&self) -> Option<String> {
+        let guarded = self
+            .admin
+            .web
+            .as_ref()
+            .is_some_and(|web| web.requires_auth());
+        (!self.admin.listen.ip().is_loopback() && !guarded).then(|| {
+            format!(
+                "the admin listener on {} is reachable beyond this host and asks for no credentials: anyone who reaches it reads /metrics, /config and /slo (set admin.web_config_file with basic_auth_users, or listen on loopback)",
+                self.admin.listen
+            )
+        })
     }
 }

@@ -21,7 +21,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::ser::{SerializeMap, SerializeStruct};
+use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -119,9 +119,9 @@ pub(super) fn methods<S: Serializer>(
     }
 }
 
-/// Whether a route reads declared objectives, and the largest it accepts
-/// (the defaults when it does not), as the file's two keys.
-pub(super) fn slo_request<S: Serializer>(
+/// The largest objectives a route accepts declared (the defaults when it
+/// reads none).
+pub(super) fn declared_max<S: Serializer>(
     caps: &Option<slo::declared::Caps>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
@@ -135,10 +135,7 @@ pub(super) fn slo_request<S: Serializer>(
         e2el: Duration,
     }
     let [ttft, tpot, e2el] = caps.unwrap_or_default().0;
-    let mut map = s.serialize_map(Some(2))?;
-    map.serialize_entry("slo_request_headers", &caps.is_some())?;
-    map.serialize_entry("slo_request_max", &Max { ttft, tpot, e2el })?;
-    map.end()
+    Max { ttft, tpot, e2el }.serialize(s)
 }
 
 /// SLO classes as their files define them.

@@ -3,9 +3,11 @@
 //! redaction of a URL shown in a message).
 
 use std::net::{Ipv6Addr, SocketAddr};
+
+use http::HeaderName;
 use std::time::Duration;
 
-use super::{IpNet, MetricsEndpoint, Protocol, Upstream};
+use super::{IpNet, MetricsEndpoint, OtlpProtocol, Protocol, Upstream};
 
 /// `IP:port`.
 pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -325,6 +327,83 @@ pub(crate) fn parse_metrics_url(text: &str) -> Result<MetricsEndpoint, String> {
         return Err(format!("invalid URL `{shown}`: invalid port"));
     }
     Ok(MetricsEndpoint { url, shown })
+}
+
+/// An `otlp.protocol` (or `OTEL_EXPORTER_OTLP_PROTOCOL`).
+pub(crate) fn parse_otlp_protocol(text: &str) -> Result<OtlpProtocol, String> {
+    match text {
+        "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
+        "grpc" => Ok(OtlpProtocol::Grpc),
+        "http/json" => Err("`http/json` is not supported: use http/protobuf or grpc".to_owned()),
+        other => Err(format!(
+            "unknown protocol `{other}`: use http/protobuf or grpc"
+        )),
+    }
+}
+
+/// An OTLP collector's URL: `http://host:port`, nothing after the port
+/// (the signals' paths are the exporter's). TLS is not spoken: a collector
+/// or agent beside the proxy receives, and forwards over TLS if need be.
+/// Errors show the URL redacted (`redact_url`).
+pub(crate) fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
+    let upstream = parse_base_url(text, "a collector beside the proxy holds the credentials")?;
+    if upstream.scheme != http::uri::Scheme::HTTP {
+        return Err(format!(
+            "`{}`: only http:// is supported; run an OpenTelemetry Collector beside the proxy to forward over TLS",
+            redact_url(text)
+        ));
+    }
+    if !upstream.base_path.is_empty() {
+        return Err(format!(
+            "`{}`: give the collector's address without a path (the exporter adds /v1/metrics and /v1/traces)",
+            redact_url(text)
+        ));
+    }
+    Ok(format!("http://{}", upstream.authority))
+}
+
+/// The header of `routes[i].tenant.header`: any but those that carry
+/// credentials, whose values must never become label values.
+pub(crate) fn parse_tenant_header(text: &str) -> Result<HeaderName, String> {
+    let name = HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+        .map_err(|_| format!("invalid header name `{text}`"))?;
+    if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+        return Err(format!(
+            "`{name}` carries credentials, which must not become label values: \
+             use `api_keys` to attribute requests by key"
+        ));
+    }
+    Ok(name)
+}
+
+/// Headers whose values are secrets.
+pub(crate) const CREDENTIAL_HEADERS: [&str; 6] = [
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "cookie",
+    "x-goog-api-key",
+];
+
+/// 32 bytes from 64 hex digits (either case).
+pub(crate) fn parse_key_hash(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim().as_bytes();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in text.chunks_exact(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A tenant name usable as a label value and in a log line: 1 to 64
+/// visible ASCII characters.
+pub fn is_tenant_name(text: &str) -> bool {
+    (1..=64).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// Every accepted `protocol` value, for error messages.

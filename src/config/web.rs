@@ -27,10 +27,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use http::{HeaderName, HeaderValue};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::load::ConfigError;
+use super::error::ConfigError;
 use super::server_tls::{RawServerTls, ServerTls};
 
 /// What the admin listener offers in TLS: it serves both.
@@ -45,38 +45,30 @@ const ALLOWED_HEADERS: [&str; 5] = [
     "Content-Security-Policy",
 ];
 
-/// The admin listener's TLS, users and headers, read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The admin listener's TLS, users and headers, read. Not shown by
+/// `/config` (which shows the file's path): the hashes stay on disk.
+#[derive(Clone, PartialEq)]
 pub struct WebConfig {
     /// The file, as resolved.
-    #[serde(serialize_with = "super::show::path")]
     pub file: PathBuf,
     /// TLS on the admin listener, when the file configures it.
     pub tls: Option<ServerTls>,
-    /// Users allowed in, with their bcrypt hashes (shown: the names).
-    #[serde(serialize_with = "user_names")]
+    /// Users allowed in, with their bcrypt hashes.
     pub users: BTreeMap<String, String>,
     /// Headers added to every admin response.
-    #[serde(serialize_with = "header_pairs")]
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
-fn user_names<S: serde::Serializer>(
-    users: &BTreeMap<String, String>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_seq(users.keys())
-}
-
-fn header_pairs<S: serde::Serializer>(
-    headers: &[(HeaderName, HeaderValue)],
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_map(
-        headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.to_str().unwrap_or("<not text>"))),
-    )
+/// Names the users, never their hashes.
+impl std::fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("file", &self.file)
+            .field("tls", &self.tls)
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .field("headers", &self.headers)
+            .finish()
+    }
 }
 
 impl WebConfig {
@@ -217,26 +209,6 @@ impl WebConfig {
         } else {
             Err(errors)
         }
-    }
-}
-
-impl super::Config {
-    /// A warning when the admin listener is open to more than this host
-    /// with nobody asked for credentials: whoever reaches the address reads
-    /// the metrics, the configuration and the live page. Said at start-up
-    /// and by `tokenmeter check`.
-    pub fn admin_exposure(&self) -> Option<String> {
-        let guarded = self
-            .admin
-            .web
-            .as_ref()
-            .is_some_and(|web| web.requires_auth());
-        (!self.admin.listen.ip().is_loopback() && !guarded).then(|| {
-            format!(
-                "the admin listener on {} is reachable beyond this host and asks for no credentials: anyone who reaches it reads /metrics, /config and /slo (set admin.web_config_file with basic_auth_users, or listen on loopback)",
-                self.admin.listen
-            )
-        })
     }
 }
 

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use super::super::raw::{self, Pos, Spanned};
 use super::super::{Config, Upstream};
 
+use super::super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 use super::super::values::*;
-use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 
 /// Values given on the command line (or by environment variables), which
 /// take precedence over the file.

@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::super::error::ConfigError;
 use super::super::raw::{self, Entries, Pos, RawSloClass, Spanned};
 use super::super::values::{is_label_value, parse_bool, parse_duration};
 use super::checker::Checker;
-use super::error::ConfigError;
 use slo::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 
 /// One SLO file to read, and where the main config names it.

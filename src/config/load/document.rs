@@ -5,14 +5,14 @@
 
 use std::path::Path;
 
+use super::super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 use super::super::raw::{self, RawConfig};
 use super::super::{
-    AdminSettings, Config, GpuSelect, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch,
-    ScrapeSettings, Timeouts, TraceSettings, WebConfig,
+    AdminSettings, Config, MetricsSettings, ProxySettings, Route, ScrapeSettings, TraceSettings,
+    WebConfig,
 };
 use super::super::{default_admin_listen, default_listen};
 use super::checker::{Checker, Origin, Overrides};
-use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 use super::validate::Given;
 
 impl Config {
@@ -90,7 +90,12 @@ impl Config {
             },
         );
         let otlp = checker.otlp(None, &overrides.otel_env);
-        let config = upstream.map(|upstream| Config {
+        let route = upstream.and_then(|upstream| {
+            Route::with_defaults("default", upstream)
+                .map_err(|error| checker.flag("--upstream", error.to_string()))
+                .ok()
+        });
+        let config = route.map(|route| Config {
             listen,
             admin: AdminSettings {
                 listen: admin_listen,
@@ -98,32 +103,7 @@ impl Config {
             },
             proxy: ProxySettings::default(),
             metrics: MetricsSettings::default(),
-            routes: vec![Route {
-                name: "default".to_owned(),
-                matcher: RouteMatch {
-                    path_prefix: "/".to_owned(),
-                    host: None,
-                    methods: None,
-                },
-                upstream,
-                protocol: Protocol::Auto,
-                timeouts: Timeouts::default(),
-                preserve_host: false,
-                strip_prefix: false,
-                max_in_flight: None,
-                tls_roots: None,
-                slo: None,
-                slo_by_model: Vec::new(),
-                slo_by_operation: Vec::new(),
-                slo_header: None,
-                slo_request_max: None,
-                tenant: None,
-                otel_provider_name: None,
-                engine_metrics: None,
-                gpu_metrics: None,
-                gpu_select: GpuSelect::default(),
-                scrape_interval: None,
-            }],
+            routes: vec![route],
             slo_classes: Vec::new(),
             trace_context: TraceSettings::default(),
             otlp,

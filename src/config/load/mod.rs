@@ -17,23 +17,21 @@ mod error;
 mod otel_env;
 mod otlp;
 mod routes;
-mod tenants;
 mod validate;
 
+pub use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 pub use checker::Overrides;
-pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
 pub use otel_env::{ENV_FILE, OtelEnv};
-pub use tenants::is_tenant_name;
 
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
 mod tests {
     use super::super::raw;
+    use super::super::values::parse_otlp_endpoint;
     use super::super::values::*;
     use super::super::{DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, RouteMatch};
     use super::super::{default_admin_listen, default_listen};
     use super::error::*;
-    use super::otlp::parse_otlp_endpoint;
     use super::validate::covers;
     use std::net::SocketAddr;
 

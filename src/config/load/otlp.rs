@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::super::raw::{RawOtlp, Spanned};
+use super::super::raw::RawOtlp;
 use super::super::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
 use super::super::values::*;
@@ -79,27 +79,27 @@ impl Checker<'_> {
         }
         let none = RawOtlp::default();
         let o = raw.unwrap_or(&none);
-        let endpoint = match &o.endpoint {
-            Some(field) => self
-                .value(Some(field), "otlp.endpoint", parse_otlp_endpoint)
-                .map(|e| ((e, String::new()), "otlp.endpoint")),
-            None => self
+        // A file's key with a bad value is reported already; it is not
+        // looked for in the environment.
+        let in_file = |checker: &Self, key: &str| checker.given(key);
+        let endpoint = match (&o.endpoint, in_file(self, "otlp.endpoint")) {
+            (Some(e), _) => Some(((e.clone(), String::new()), "otlp.endpoint")),
+            (None, true) => None,
+            (None, false) => self
                 .env_value(env, ENDPOINT, parse_env_endpoint)
                 .map(|e| (e, ENDPOINT)),
         };
-        let protocol = match &o.protocol {
-            Some(field) => self
-                .value(Some(field), "otlp.protocol", parse_protocol)
-                .map(|p| (p, "otlp.protocol")),
-            None => self
-                .env_value(env, PROTOCOL, parse_protocol)
+        let protocol = match (o.protocol, in_file(self, "otlp.protocol")) {
+            (Some(p), _) => Some((p, "otlp.protocol")),
+            (None, true) => None,
+            (None, false) => self
+                .env_value(env, PROTOCOL, parse_otlp_protocol)
                 .map(|p| (p, PROTOCOL)),
         };
-        let timeout = match &o.timeout {
-            Some(field) => self
-                .value(Some(field), "otlp.timeout", parse_duration)
-                .map(|t| (t, "otlp.timeout")),
-            None => self
+        let timeout = match (o.timeout, in_file(self, "otlp.timeout")) {
+            (Some(t), _) => Some((t, "otlp.timeout")),
+            (None, true) => None,
+            (None, false) => self
                 .env_value(env, TIMEOUT, parse_millis)
                 .map(|t| (t, TIMEOUT)),
         };
@@ -119,7 +119,7 @@ impl Checker<'_> {
             .flatten();
         if generic.section
             && generic.endpoint.is_none()
-            && o.endpoint.is_none()
+            && !self.given("otlp.endpoint")
             && ((metrics_on && metrics.is_none()) || (traces_on && traces.is_none()))
         {
             self.at(
@@ -131,14 +131,12 @@ impl Checker<'_> {
             );
         }
         let mut origins = Vec::new();
-        let mut duration = |field: &Option<Spanned<String>>, key, var, default| {
-            let (value, origin) = match field {
-                Some(_) => (
-                    self.value(field.as_ref(), key, parse_duration)
-                        .filter(|d: &Duration| !d.is_zero()),
-                    key,
-                ),
-                None => (self.env_value(env, var, parse_millis), var),
+        let mut duration = |field: Option<Duration>, key, var, default| {
+            let (value, origin) = match (field, self.given(key)) {
+                (Some(value), _) => (Some(value), key),
+                // Bad, and reported.
+                (None, true) => (None, key),
+                (None, false) => (self.env_value(env, var, parse_millis), var),
             };
             match value {
                 Some(value) => (value, origin),
@@ -146,14 +144,14 @@ impl Checker<'_> {
             }
         };
         let (metrics_interval, from) = duration(
-            &o.metrics_interval,
+            o.metrics_interval,
             "otlp.metrics_interval",
             "OTEL_METRIC_EXPORT_INTERVAL",
             Duration::from_secs(60),
         );
         origins.push(("metrics_interval", from));
         let (traces_delay, from) = duration(
-            &o.traces_delay,
+            o.traces_delay,
             "otlp.traces_delay",
             "OTEL_BSP_SCHEDULE_DELAY",
             Duration::from_secs(5),
@@ -206,7 +204,7 @@ impl Checker<'_> {
     /// endpoint.
     fn signal(&mut self, signal: &Signal, generic: &Generic, env: &OtelEnv) -> Option<OtlpExport> {
         let [endpoint_var, protocol_var, headers_var, timeout_var] = signal.vars;
-        let own_protocol = self.env_value(env, protocol_var, parse_protocol);
+        let own_protocol = self.env_value(env, protocol_var, parse_otlp_protocol);
         let (protocol, protocol_from) = match (generic.protocol, own_protocol) {
             (Some((p, from)), _) if from.starts_with("otlp.") => (p, from),
             (_, Some(p)) => (p, protocol_var),
@@ -297,17 +295,6 @@ fn join((address, path): &Endpoint, signal_path: &str, protocol: OtlpProtocol) -
     }
 }
 
-fn parse_protocol(text: &str) -> Result<OtlpProtocol, String> {
-    match text {
-        "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
-        "grpc" => Ok(OtlpProtocol::Grpc),
-        "http/json" => Err("`http/json` is not supported: use http/protobuf or grpc".to_owned()),
-        other => Err(format!(
-            "unknown protocol `{other}`: use http/protobuf or grpc"
-        )),
-    }
-}
-
 /// An endpoint variable's URL: `http://host:port`, and a path after it
 /// (kept). Errors show the URL redacted.
 fn parse_env_endpoint(text: &str) -> Result<Endpoint, String> {
@@ -322,25 +309,4 @@ fn parse_env_endpoint(text: &str) -> Result<Endpoint, String> {
         ));
     }
     Ok((format!("http://{}", url.authority), url.base_path))
-}
-
-/// An OTLP collector's URL: `http://host:port`, nothing after the port
-/// (the signals' paths are the exporter's). TLS is not spoken: a collector
-/// or agent beside the proxy receives, and forwards over TLS if need be.
-/// Errors show the URL redacted (`redact_url`).
-pub(crate) fn parse_otlp_endpoint(text: &str) -> Result<String, String> {
-    let upstream = parse_base_url(text, "a collector beside the proxy holds the credentials")?;
-    if upstream.scheme != http::uri::Scheme::HTTP {
-        return Err(format!(
-            "`{}`: only http:// is supported; run an OpenTelemetry Collector beside the proxy to forward over TLS",
-            redact_url(text)
-        ));
-    }
-    if !upstream.base_path.is_empty() {
-        return Err(format!(
-            "`{}`: give the collector's address without a path (the exporter adds /v1/metrics and /v1/traces)",
-            redact_url(text)
-        ));
-    }
-    Ok(format!("http://{}", upstream.authority))
 }

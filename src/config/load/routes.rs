@@ -1,18 +1,17 @@
-//! The `routes`: each route built from its typed keys (the rules across
-//! keys are `validate.rs`'s), its CA file read.
+//! The `routes`: each route as read (its keys typed, the rules across
+//! them `validate.rs`'s), completed: `--upstream` applied, its CA file
+//! read.
 
 use std::path::Path;
 
-use super::super::raw::{RawConfig, RawRoute};
-use super::super::{Protocol, Route, RouteMatch, Upstream};
+use super::super::raw::RawConfig;
+use super::super::{Route, Upstream};
 
 use super::checker::Checker;
-use slo::ObjectiveKind;
-use slo::declared::Caps;
 
 impl Checker<'_> {
-    /// The routes, one for each in the file whose required keys are there
-    /// and good (a config with any problem is refused anyway).
+    /// The routes, each completed; a route whose required keys are missing
+    /// or bad is left out (a config with any problem is refused anyway).
     pub(crate) fn routes(
         &mut self,
         raw: &RawConfig,
@@ -25,10 +24,10 @@ impl Checker<'_> {
         raw_routes
             .iter()
             .enumerate()
-            .filter_map(|(i, raw_route)| {
+            .filter_map(|(i, route)| {
                 self.route(
                     &format!("routes[{i}]"),
-                    &raw_route.value,
+                    &route.value,
                     upstream_override,
                     base,
                 )
@@ -36,59 +35,35 @@ impl Checker<'_> {
             .collect()
     }
 
-    /// Builds one route, reading its CA file when its `tls` applies.
+    /// One route completed: the upstream `--upstream` gives, its CA file
+    /// read when its `tls` applies, `slo_request_max` kept only with
+    /// `slo_request_headers`.
     fn route(
         &mut self,
         prefix: &str,
-        route: &RawRoute,
+        read: &Route,
         upstream_override: Option<&Upstream>,
         base: &Path,
     ) -> Option<Route> {
-        // A file upstream is checked even when overridden: the file should
-        // be valid on its own.
-        let upstream = upstream_override.or(route.upstream.as_ref());
-        let tls_roots = route
-            .tls
+        let mut route = read.clone();
+        let upstream = self.route_upstream(prefix, read, upstream_override);
+        route.tls_roots = read
+            .tls_roots
             .as_ref()
-            .filter(|_| super::validate::tls_applies(upstream, route))
-            .and_then(|tls| tls.ca_file.as_deref())
-            .and_then(|text| match read_roots(base, text) {
+            .filter(|_| super::validate::tls_applies(upstream, read))
+            .and_then(|tls| match read_roots(base, &tls.file.to_string_lossy()) {
                 Ok(roots) => Some(roots),
                 Err(message) => {
                     self.at_key(format!("{prefix}.tls.ca_file"), message);
                     None
                 }
             });
-        let tenant = route
-            .tenant
-            .as_ref()
-            .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
-        let matcher = route.matcher.clone().unwrap_or_default();
-        if !read_whole(&matcher) {
-            return None;
-        }
-        Some(Route {
-            name: route.name.clone()?,
-            matcher,
-            upstream: upstream?.clone(),
-            protocol: route.protocol.unwrap_or(Protocol::Auto),
-            timeouts: route.timeouts.unwrap_or_default(),
-            preserve_host: route.preserve_host,
-            strip_prefix: route.strip_prefix,
-            max_in_flight: route.max_in_flight,
-            tls_roots,
-            slo: route.slo.clone(),
-            slo_by_model: route.slo_by_model.clone(),
-            slo_by_operation: route.slo_by_operation.clone(),
-            slo_header: route.slo_header.clone(),
-            slo_request_max: slo_request_max(route),
-            tenant,
-            otel_provider_name: route.otel_provider_name.clone(),
-            engine_metrics: route.engine_metrics.clone(),
-            gpu_metrics: route.gpu_metrics.clone(),
-            gpu_select: route.gpu_select.clone().unwrap_or_default(),
-            scrape_interval: route.scrape_interval,
-        })
+        route.slo_request_max = read
+            .slo_request_headers
+            .then(|| read.slo_request_max.unwrap_or_default());
+        route.upstream = upstream?.clone();
+        let whole = !route.name.is_empty() && super::validate::read_whole(&route.matcher);
+        whole.then_some(route)
     }
 }
 
@@ -128,35 +103,4 @@ pub(crate) fn read_roots(base: &Path, text: &str) -> Result<super::super::TlsRoo
         file,
         certificates: certificates.into_iter().map(|c| c.to_vec()).collect(),
     })
-}
-
-/// `slo_request_headers` and `slo_request_max`: the caps of declared
-/// objectives when the route reads them.
-fn slo_request_max(route: &RawRoute) -> Option<Caps> {
-    let mut caps = Caps::default();
-    if let Some(max) = &route.slo_request_max {
-        for (kind, cap) in [
-            (ObjectiveKind::Ttft, max.ttft),
-            (ObjectiveKind::Tpot, max.tpot),
-            (ObjectiveKind::E2el, max.e2el),
-        ] {
-            if let Some(cap) = cap {
-                caps.0[kind as usize] = cap;
-            }
-        }
-    }
-    route.slo_request_headers.then_some(caps)
-}
-
-/// Whether a match was read without a problem. A bad value leaves its
-/// kind's stand-in, which no valid match holds (an empty path prefix, an
-/// empty host, an empty method list); such a match is left out of the
-/// shadowing check, as what it accepts is not known.
-pub(crate) fn read_whole(matcher: &RouteMatch) -> bool {
-    !matcher.path_prefix.is_empty()
-        && matcher.host.as_ref().is_none_or(|host| !host.is_empty())
-        && matcher
-            .methods
-            .as_ref()
-            .is_none_or(|methods| !methods.is_empty())
 }

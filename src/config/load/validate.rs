@@ -7,18 +7,17 @@
 //! and `upstream` (which `--upstream` may give instead), names unique, no
 //! route shadowed by an earlier one; `tls` only where something is `https`;
 //! SLO classes defined by the `slo_files`, and `slo_header` only with them;
-//! `gpu_select` only with `gpu_metrics`, `scrape_interval` only with a page
+//! a tenant by header or by API keys, one of the two, and API keys with
+//! their `keys`; `gpu_select` only with `gpu_metrics`, `scrape_interval` only with a page
 //! to scrape, and `scrape.timeout` below the interval of every scraped
 //! route.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use super::super::RouteMatch;
-use super::super::raw::{RawConfig, RawRoute, Segment};
-use super::super::{ScrapeSettings, Upstream};
+use super::super::raw::{RawConfig, Segment};
+use super::super::{Route, RouteMatch, ScrapeSettings, Upstream};
 use super::checker::{Checker, Origin};
-use super::routes::read_whole;
 
 /// What the rules need beyond the file: the command line's part.
 pub(crate) struct Given<'k> {
@@ -41,7 +40,7 @@ impl Checker<'_> {
             return;
         };
         let scrape = raw.scrape.unwrap_or_default();
-        let routes: Vec<&RawRoute> = raw
+        let routes: Vec<&Route> = raw
             .routes
             .iter()
             .flat_map(|routes| routes.value.iter().map(|route| &route.value))
@@ -49,9 +48,10 @@ impl Checker<'_> {
         let mut on_shared_interval = false;
         for (i, route) in routes.iter().enumerate() {
             let prefix = format!("routes[{i}]");
-            self.required(&prefix, route, given.upstream_flag);
+            self.required(&prefix, given.upstream_flag);
             self.tls(&prefix, route, given.upstream);
             self.classes(&prefix, route);
+            self.tenant(&prefix);
             on_shared_interval |= self.scrape_targets(&prefix, route, &scrape);
         }
         self.shared_interval(on_shared_interval, &scrape);
@@ -78,24 +78,34 @@ impl Checker<'_> {
     }
 
     /// A route's `name`, and its `upstream` unless `--upstream` gives it.
-    fn required(&mut self, prefix: &str, route: &RawRoute, upstream_flag: bool) {
-        for (key, missing) in [
-            ("name", route.name.is_none()),
-            ("upstream", route.upstream.is_none() && !upstream_flag),
-        ] {
+    fn required(&mut self, prefix: &str, upstream_flag: bool) {
+        for (key, needed) in [("name", true), ("upstream", !upstream_flag)] {
             // A key written with a bad value is reported as that.
             let key = format!("{prefix}.{key}");
-            if missing && !self.errors.iter().any(|e| e.key == key) {
+            if needed && !self.given(&key) && !self.reported(&key) {
                 let pos = self.position(prefix);
                 self.at(pos, key, "required key is missing");
             }
         }
     }
 
+    /// The upstream a route takes: `--upstream`'s, else its own when the
+    /// file gives a good one.
+    pub(crate) fn route_upstream<'r>(
+        &self,
+        prefix: &str,
+        route: &'r Route,
+        upstream_override: Option<&'r Upstream>,
+    ) -> Option<&'r Upstream> {
+        let key = format!("{prefix}.upstream");
+        let own = (self.given(&key) && !self.reported(&key)).then_some(&route.upstream);
+        upstream_override.or(own)
+    }
+
     /// `tls` only where the upstream or a page is `https`.
-    fn tls(&mut self, prefix: &str, route: &RawRoute, flag: Option<&Upstream>) {
-        let upstream = flag.or(route.upstream.as_ref());
-        if route.tls.is_none() || tls_applies(upstream, route) {
+    fn tls(&mut self, prefix: &str, route: &Route, flag: Option<&Upstream>) {
+        let upstream = self.route_upstream(prefix, route, flag);
+        if !self.given(&format!("{prefix}.tls")) || tls_applies(upstream, route) {
             return;
         }
         let pages = route.engine_metrics.is_some() || route.gpu_metrics.is_some();
@@ -111,7 +121,7 @@ impl Checker<'_> {
 
     /// The SLO classes a route names are defined by the `slo_files`, when
     /// there are any, and a client may declare one only then.
-    fn classes(&mut self, prefix: &str, route: &RawRoute) {
+    fn classes(&mut self, prefix: &str, route: &Route) {
         let Some(names) = self.slo_names.clone() else {
             let key = format!("{prefix}.slo_header");
             if route.slo_header.is_some() || self.given(&key) {
@@ -168,17 +178,45 @@ impl Checker<'_> {
         self.at(pos, key, message);
     }
 
+    /// A route's `tenant` comes from a header or API keys, one of the two,
+    /// and API keys need their `keys`.
+    fn tenant(&mut self, prefix: &str) {
+        let key = format!("{prefix}.tenant");
+        if !self.given(&key) {
+            return;
+        }
+        // A header written but bad is reported already, not as missing.
+        let header = self.given(&format!("{key}.header"));
+        let api_keys = self.given(&format!("{key}.api_keys"));
+        match (header, api_keys) {
+            (true, true) => self.at_key(key, "give `header` or `api_keys`, not both"),
+            (false, false) => self.at_key(
+                key,
+                "needs `header` (a request header naming the tenant) or `api_keys`",
+            ),
+            (false, true) if !self.given(&format!("{key}.api_keys.keys")) => {
+                let pos = self.position(&key);
+                self.at(
+                    pos,
+                    format!("{key}.api_keys.keys"),
+                    "required key is missing",
+                );
+            }
+            _ => {}
+        }
+    }
+
     /// The rules of a route's scrape keys: `gpu_select` needs
     /// `gpu_metrics`, `scrape_interval` a page to scrape, and a route's own
     /// interval must be longer than `scrape.timeout`. Returns whether the
     /// route is scraped on `scrape.interval`, which is checked once.
-    fn scrape_targets(&mut self, prefix: &str, route: &RawRoute, scrape: &ScrapeSettings) -> bool {
+    fn scrape_targets(&mut self, prefix: &str, route: &Route, scrape: &ScrapeSettings) -> bool {
         // A page written but bad is reported already, not as missing.
         let gpu = route.gpu_metrics.is_some() || self.given(&format!("{prefix}.gpu_metrics"));
         let scraped = gpu
             || route.engine_metrics.is_some()
             || self.given(&format!("{prefix}.engine_metrics"));
-        if route.gpu_select.is_some() && !gpu {
+        if self.given(&format!("{prefix}.gpu_select")) && !gpu {
             self.at_key(
                 format!("{prefix}.gpu_select"),
                 "needs `gpu_metrics`: it selects GPUs of that page",
@@ -233,10 +271,11 @@ impl Checker<'_> {
         }
     }
 
-    fn unique_names(&mut self, routes: &[&RawRoute]) {
+    fn unique_names(&mut self, routes: &[&Route]) {
         let mut names: HashMap<&str, usize> = HashMap::new();
         for (i, route) in routes.iter().enumerate() {
-            if let Some(name) = &route.name
+            let name = route.name.as_str();
+            if !name.is_empty()
                 && let Some(first) = names.insert(name, i)
             {
                 let key = format!("routes[{i}].name");
@@ -255,10 +294,10 @@ impl Checker<'_> {
 
     /// No route accepts only requests an earlier one takes. A match with a
     /// bad value is left out: what it accepts is not known.
-    fn shadowing(&mut self, routes: &[&RawRoute]) {
+    fn shadowing(&mut self, routes: &[&Route]) {
         let matches: Vec<Option<RouteMatch>> = routes
             .iter()
-            .map(|route| Some(route.matcher.clone().unwrap_or_default()).filter(read_whole))
+            .map(|route| Some(route.matcher.clone()).filter(read_whole))
             .collect();
         for (j, later) in matches.iter().enumerate() {
             let Some(later) = later else {
@@ -270,9 +309,9 @@ impl Checker<'_> {
                     .is_some_and(|earlier| covers(earlier, later))
             });
             if let Some(i) = shadowing {
-                let key = match routes[j].matcher {
-                    Some(_) => format!("routes[{j}].match"),
-                    None => format!("routes[{j}]"),
+                let key = match self.given(&format!("routes[{j}].match")) {
+                    true => format!("routes[{j}].match"),
+                    false => format!("routes[{j}]"),
                 };
                 self.at_key(
                     key,
@@ -287,7 +326,7 @@ impl Checker<'_> {
 
 /// Whether a route's `tls` applies: its upstream (`None`: not known, as
 /// missing or bad) or one of its pages is `https`.
-pub(crate) fn tls_applies(upstream: Option<&Upstream>, route: &RawRoute) -> bool {
+pub(crate) fn tls_applies(upstream: Option<&Upstream>, route: &Route) -> bool {
     let https_page = [&route.engine_metrics, &route.gpu_metrics]
         .into_iter()
         .flatten()
@@ -310,4 +349,17 @@ pub(crate) fn covers(earlier: &RouteMatch, later: &RouteMatch) -> bool {
         (Some(_), None) => false,
     };
     prefix && host && methods
+}
+
+/// Whether a match was read without a problem. A bad value leaves its
+/// kind's stand-in, which no valid match holds (an empty path prefix, an
+/// empty host, an empty method list); such a match is left out of the
+/// shadowing check, as what it accepts is not known.
+pub(crate) fn read_whole(matcher: &RouteMatch) -> bool {
+    !matcher.path_prefix.is_empty()
+        && matcher.host.as_ref().is_none_or(|host| !host.is_empty())
+        && matcher
+            .methods
+            .as_ref()
+            .is_none_or(|methods| !methods.is_empty())
 }

@@ -1,15 +1,14 @@
 //! Stage one of loading: the YAML document read into serde types that mirror
 //! it, plus every key the types do not know.
 //!
-//! In the types here (`schema.rs`), a value checked against something
-//! outside it (the listen addresses, a route's `tenant`, the `otlp` keys
-//! that `OTEL_*` variables may also set, the SLO files' values) is kept as
-//! the text written in the file, with its location ([`Spanned`]), for
-//! stage two ([`super::load`]) to check. Every other field is typed, as
-//! are the sections read as their runtime types (`proxy`,
+//! In the types here (`schema.rs`), the SLO files' values are kept as the
+//! text written in the file, with its location ([`Spanned`]), for stage
+//! two ([`super::load`]) to check. Every field of the main file is typed,
+//! as are the sections read as their runtime types (`proxy`,
 //! `trace_context`...), and read by `super::located` without failing: a
-//! bad value is recorded with its location and the key is found from it. That way one
-//! bad value does not stop reading, and every problem is reported at once.
+//! bad value is recorded with its location and the key is found from it.
+//! That way one bad value does not stop reading, and every problem is
+//! reported at once.
 //! The only errors this stage stops at are YAML syntax errors and values of
 //! the wrong shape (a list where a mapping belongs), which serde cannot get
 //! past.

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use super::super::kind;
 use super::schema::*;
 
 /// One step of a key path.
@@ -118,6 +119,10 @@ fn read_as<T: de::DeserializeOwned>(
                 .pos
                 .zip(tree.as_ref())
                 .and_then(|(at, tree)| value_path_at(tree, at))
+                .map(|mut path| {
+                    path.truncate(path.len().saturating_sub(problem.up));
+                    path
+                })
                 .map(|path| dotted(&path))
                 .unwrap_or_default(),
             pos: problem.pos,
@@ -230,14 +235,14 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["metrics", "models"] => fields_of::<LabelBounds>(),
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),
-        ["routes"] => fields_of::<RawRoute>(),
+        ["routes"] => fields_of::<Route>(),
         ["routes", "match"] => fields_of::<RouteMatch>(),
         ["routes", "timeouts"] => fields_of::<Timeouts>(),
-        ["routes", "tls"] => fields_of::<RawTls>(),
+        ["routes", "tls"] => fields_of::<kind::TlsFile>(),
         ["routes", "gpu_select"] => fields_of::<GpuSelect>(),
-        ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),
-        ["routes", "tenant"] => fields_of::<RawTenant>(),
-        ["routes", "tenant", "api_keys"] => fields_of::<RawApiKeys>(),
+        ["routes", "slo_request_max"] => fields_of::<kind::DeclaredMax>(),
+        ["routes", "tenant"] => fields_of::<kind::TenantFile>(),
+        ["routes", "tenant", "api_keys"] => fields_of::<kind::ApiKeysFile>(),
         _ => &[],
     }
 }

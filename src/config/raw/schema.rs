@@ -1,6 +1,9 @@
-//! The serde types that mirror the file, each value kept as the text
-//! written with its location. The `///` comments on the fields are the user
-//! documentation of each key (`docs/configuration.md` is written from them).
+//! The serde types of the file's top and of the SLO files. The main
+//! file's sections are runtime types (`ProxySettings`, `Route`...) and its
+//! few other keys typed here; an SLO file's values are kept as the text
+//! written with its location. The `///` comments on the fields are the
+//! user documentation of each key (`docs/configuration.md` is written from
+//! them).
 
 use std::time::Duration;
 
@@ -9,8 +12,8 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, Protocol,
-    ProxySettings, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings, Upstream,
+    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsSettings, OtlpProtocol, ProxySettings,
+    Route, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -30,7 +33,7 @@ pub(crate) struct RawConfig {
     pub metrics: Option<MetricsSettings>,
     /// Routes, in match order: the first route whose `match` accepts a request
     /// handles it. Required, at least one.
-    pub routes: Option<Spanned<Vec<Spanned<RawRoute>>>>,
+    pub routes: Option<Spanned<Vec<Spanned<Route>>>>,
     /// Files defining SLO classes: paths or glob patterns (`slo/*.yaml`),
     /// relative to this file's directory. Each path must exist and each
     /// pattern must match at least one file. Default: none, and then a
@@ -56,9 +59,11 @@ pub(crate) struct RawOtlp {
     /// The collector: `http://host:port` (OTLP/HTTP: the signals' paths
     /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is).
     /// Required.
-    pub endpoint: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::otlp_endpoint")]
+    pub endpoint: Option<String>,
     /// `http/protobuf` (default) or `grpc`.
-    pub protocol: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::otlp_protocol")]
+    pub protocol: Option<OtlpProtocol>,
     /// Export the metrics (boolean, default `true`).
     #[serde(default, deserialize_with = "kind::optional_boolean")]
     pub metrics: Option<bool>,
@@ -66,11 +71,14 @@ pub(crate) struct RawOtlp {
     #[serde(default, deserialize_with = "kind::optional_boolean")]
     pub traces: Option<bool>,
     /// How often the metrics are exported. Default `60s`.
-    pub metrics_interval: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub metrics_interval: Option<Duration>,
     /// The longest a finished span waits for its batch. Default `5s`.
-    pub traces_delay: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub traces_delay: Option<Duration>,
     /// How long one export may take, retries included. Default `10s`.
-    pub timeout: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub timeout: Option<Duration>,
     /// Finished requests waiting for the exporter; past it they are
     /// dropped and counted. Default 2048.
     #[serde(default, deserialize_with = "kind::optional_count")]
@@ -80,131 +88,6 @@ pub(crate) struct RawOtlp {
     pub max_batch: Option<usize>,
     /// The `service.name` of the exported resource. Default `tokenmeter`.
     pub service_name: Option<String>,
-}
-
-/// `routes[i]`: which requests a route takes and where they go.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawRoute {
-    /// Unique route name, used as the `route` label. Required; matches
-    /// `[a-zA-Z0-9_.:-]+`.
-    #[serde(default, deserialize_with = "kind::route_name")]
-    pub name: Option<String>,
-    /// Which requests this route accepts; all given conditions must hold.
-    /// Default: every request (`path_prefix: /`).
-    #[serde(rename = "match")]
-    pub matcher: Option<RouteMatch>,
-    /// Upstream base URL: `http` or `https`, with a host, without user info,
-    /// query or fragment. Its path is kept as a base path (without a trailing
-    /// `/`) that request paths are appended to. Required, unless `--upstream`
-    /// is given on the command line, which replaces it in every route.
-    #[serde(default, deserialize_with = "kind::upstream")]
-    pub upstream: Option<Upstream>,
-    /// Which requests are metered: `auto` (requests to known inference
-    /// endpoints such as `.../chat/completions` and `.../completions`),
-    /// `openai` (every request, read as OpenAI chat/completions) or `none`
-    /// (forward only). Default `auto`.
-    #[serde(default, deserialize_with = "kind::protocol")]
-    pub protocol: Option<Protocol>,
-    /// Upstream timeouts.
-    pub timeouts: Option<Timeouts>,
-    /// TLS towards an `https` upstream or metrics page.
-    pub tls: Option<RawTls>,
-    /// Forward the client's `Host` header instead of the upstream's authority.
-    /// Default `false`.
-    #[serde(default, deserialize_with = "kind::flag")]
-    pub preserve_host: bool,
-    /// Remove the matched `path_prefix` before appending the request path to
-    /// the upstream's base path. Default `false`.
-    #[serde(default, deserialize_with = "kind::flag")]
-    pub strip_prefix: bool,
-    /// Most requests of this route in flight at once (from the request head
-    /// to the end of the response body). Past it the proxy answers `503`
-    /// with `retry-after: 1` at once, without reading the request or
-    /// calling the upstream. A whole number, at least 1. Default: no limit.
-    #[serde(default, deserialize_with = "kind::in_flight_limit")]
-    pub max_in_flight: Option<usize>,
-    /// The route's SLO class, used as the `slo` label value (empty when
-    /// unset). With `slo_files`, it must name a class defined there; without,
-    /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.
-    #[serde(default, deserialize_with = "kind::slo_class")]
-    pub slo: Option<String>,
-    /// SLO class per model name (the request body's `model`, as sent), which
-    /// takes precedence over `slo`: `{llama-3-8b: chat, codestral: code}`.
-    #[serde(default, deserialize_with = "kind::classes_by_model")]
-    pub slo_by_model: Vec<(String, String)>,
-    /// SLO class per operation (`chat`, `embeddings`, `rerank`...), after
-    /// `slo_by_model` and before `slo`: `{embeddings: embeddings}`.
-    #[serde(default, deserialize_with = "kind::classes_by_operation")]
-    pub slo_by_operation: Vec<(meter::Operation, String)>,
-    /// Request header a client may use to declare its SLO class
-    /// (`x-slo-class`). It takes precedence over `slo_by_model` and `slo`;
-    /// values that name no defined class are ignored (the route's class
-    /// applies), so the label stays bounded. Requires `slo_files`.
-    #[serde(default, deserialize_with = "kind::header_name")]
-    pub slo_header: Option<http::HeaderName>,
-    /// Judge a request that declares its own objectives in the headers
-    /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
-    /// the class label `declared`. Default `false`.
-    #[serde(default, deserialize_with = "kind::flag")]
-    pub slo_request_headers: bool,
-    /// The largest bound a client may declare, per objective.
-    pub slo_request_max: Option<RawDeclaredMax>,
-    /// Whom each request is attributed to, the `tenant` label of the token
-    /// and request counters and the access log's `tenant`: a request
-    /// header's value (`header`) or the caller's API key mapped to a name
-    /// (`api_keys`), one of the two. Default: no tenant (the label is
-    /// empty).
-    pub tenant: Option<Spanned<RawTenant>>,
-    /// The `gen_ai.provider.name` of the route's requests in the
-    /// OpenTelemetry export, for an upstream the protocol does not name
-    /// (`vllm`, or a well-known value such as `azure.ai.openai`).
-    /// `[a-z0-9_.]+`, 1 to 64 characters. Default: the protocol's
-    /// well-known value (`openai`, `anthropic`, `gcp.gemini`), else the
-    /// protocol's name.
-    #[serde(default, deserialize_with = "kind::provider_name")]
-    pub otel_provider_name: Option<String>,
-    /// The inference server's own Prometheus page (vLLM, SGLang, TGI,
-    /// llama.cpp with `--metrics`), scraped on the route's interval, off
-    /// the forwarding path: `http` or `https` with a host. Default: not
-    /// scraped.
-    #[serde(default, deserialize_with = "kind::metrics_url")]
-    pub engine_metrics: Option<MetricsEndpoint>,
-    /// The page of the NVIDIA DCGM exporter of the GPUs serving the route,
-    /// scraped as `engine_metrics` is. Default: not scraped.
-    #[serde(default, deserialize_with = "kind::metrics_url")]
-    pub gpu_metrics: Option<MetricsEndpoint>,
-    /// Which GPUs of `gpu_metrics` serve the route. Only with
-    /// `gpu_metrics`. Default: every GPU on the page.
-    pub gpu_select: Option<GpuSelect>,
-    /// How often this route's pages are scraped, instead of
-    /// `scrape.interval`; longer than `scrape.timeout`. Only with
-    /// `engine_metrics` or `gpu_metrics`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub scrape_interval: Option<Duration>,
-}
-
-/// `routes[i].tenant`: where a request's tenant comes from.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawTenant {
-    /// The request header that names the tenant (`x-tenant`, `x-team`): its
-    /// value, trimmed, is the tenant. A request without it is `unknown`.
-    pub header: Option<Spanned<String>>,
-    /// Tenants by API key: the key a request carries is hashed (SHA-256) and
-    /// looked up in `keys`. The configuration holds only the hashes.
-    pub api_keys: Option<RawApiKeys>,
-}
-
-/// `routes[i].tenant.api_keys`: tenants by API key.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawApiKeys {
-    /// The headers a key is read from, the first one present: from
-    /// `authorization`, the token of `Bearer <token>`; from any other, the
-    /// whole value. Default `[authorization, x-api-key]`.
-    pub headers: Option<List>,
-    /// Tenant name by the SHA-256 of the key, in lowercase hex (what
-    /// `tokenmeter hash-key` prints): `{9f86d0…: team-a}`. A request whose
-    /// key is not listed, or that has none, is `unknown`. Required.
-    pub keys: Option<Spanned<Entries>>,
 }
 
 /// An SLO file: `classes`, a list of SLO classes.
@@ -265,32 +148,4 @@ pub(crate) struct RawGoodput {
     /// (`0.9`). Default: none (goodput is counted but has no alerts).
     /// Required for a class without objectives.
     pub target: Option<Spanned<String>>,
-}
-
-/// `routes[i].slo_request_max`: the largest bound a client may declare for
-/// each objective; a larger one is judged at this bound.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawDeclaredMax {
-    /// Default `60s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub ttft: Option<Duration>,
-    /// Default `10s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub tpot: Option<Duration>,
-    /// Default `1h`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub e2el: Option<Duration>,
-}
-
-/// `routes[i].tls`: how the certificate of an `https` upstream or metrics
-/// page is verified.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawTls {
-    /// PEM file of the certificate authorities to trust for this upstream
-    /// and the route's `https` metrics pages, instead of the web PKI roots
-    /// built in (for servers with an internal or self-signed CA). Relative
-    /// to the directory of the config file; read when the configuration is
-    /// loaded or reloaded. Default: the web PKI roots.
-    #[serde(default, deserialize_with = "kind::text")]
-    pub ca_file: Option<String>,
 }

@@ -14,9 +14,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokenmeter::app::Running;
-use tokenmeter::config::{
-    Config, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, Timeouts, Upstream,
-};
+use tokenmeter::config::{Config, MetricsSettings, ProxySettings, Route, Upstream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -409,34 +407,16 @@ pub fn config_for(upstream: SocketAddr) -> Config {
         proxy: ProxySettings::default(),
         metrics: MetricsSettings::default(),
         routes: vec![Route {
-            name: "test".into(),
-            matcher: RouteMatch {
-                path_prefix: "/".into(),
-                host: None,
-                methods: None,
-            },
-            upstream: Upstream {
-                scheme: http::uri::Scheme::HTTP,
-                authority: upstream.to_string().parse().unwrap(),
-                base_path: String::new(),
-            },
-            protocol: Protocol::Auto,
-            timeouts: Timeouts::default(),
-            preserve_host: false,
-            strip_prefix: false,
-            max_in_flight: None,
-            tls_roots: None,
             slo: Some("chat".into()),
-            slo_by_model: Vec::new(),
-            slo_by_operation: Vec::new(),
-            slo_request_max: None,
-            slo_header: None,
-            tenant: None,
-            otel_provider_name: None,
-            engine_metrics: None,
-            gpu_metrics: None,
-            gpu_select: Default::default(),
-            scrape_interval: None,
+            ..Route::with_defaults(
+                "test",
+                Upstream {
+                    scheme: http::uri::Scheme::HTTP,
+                    authority: upstream.to_string().parse().unwrap(),
+                    base_path: String::new(),
+                },
+            )
+            .unwrap()
         }],
         slo_classes: Vec::new(),
         trace_context: Default::default(),

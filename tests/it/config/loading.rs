@@ -159,3 +159,27 @@ routes:
     assert_eq!(proxy.upstream_idle_connections, 0);
     assert_eq!(proxy.upstream_idle_timeout, Duration::from_secs(5));
 }
+
+/// A route from flags alone (`Route::with_defaults`) is what a file's
+/// route giving only its name and upstream reads as: the defaults are the
+/// ones `Route`'s fields declare, in one place.
+#[test]
+fn a_route_with_defaults_is_a_file_route_without_other_keys() {
+    let config =
+        parse("routes:\n  - name: r\n    upstream: http://127.0.0.1:8000/v1\n").expect("valid");
+    let upstream = config.routes[0].upstream.clone();
+    let built = tokenmeter::config::Route::with_defaults("r", upstream).expect("reads no keys");
+    assert_eq!(built, config.routes[0]);
+    let flags = Overrides {
+        upstream: Some("http://127.0.0.1:8000/v1".to_owned()),
+        ..Default::default()
+    };
+    let from_flags = Config::from_overrides(&flags).expect("valid");
+    assert_eq!(
+        from_flags.routes[0],
+        tokenmeter::config::Route {
+            name: "default".to_owned(),
+            ..config.routes[0].clone()
+        }
+    );
+}

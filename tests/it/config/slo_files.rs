@@ -243,3 +243,35 @@ fn slo_header_needs_slo_files() {
     );
     assert_eq!(lines_and_keys(&errors), [(Some(5), "routes[0].slo_header")]);
 }
+
+/// A class unknown to the `slo_files` is found where it is written, also
+/// under a model name holding a `.` or a `/` (the key path is not split
+/// on them).
+#[test]
+fn an_unknown_class_is_located_under_any_model_name() {
+    let main = "slo_files: [slo/*.yaml]\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:8000\n    slo_by_model:\n      meta-llama/Llama-3.1-8B: chat\n      qwen2.5-7b: nope\n    slo_by_operation: {embeddings: nope}\n";
+    let (_dir, result) = load_files(&[
+        ("main.yaml", main),
+        (
+            "slo/c.yaml",
+            "classes:\n  - name: chat\n    objectives: {ttft: {p95: 1s}}\n",
+        ),
+    ]);
+    let errors = match result {
+        Ok(config) => panic!("expected errors, got {config:#?}"),
+        Err(ConfigErrors(errors)) => errors,
+    };
+    let at: Vec<(Option<u64>, Option<u64>, &str)> = errors
+        .iter()
+        .map(|e| (e.line, e.column, e.key.as_str()))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            (Some(7), Some(19), "routes[0].slo_by_model.qwen2.5-7b"),
+            (Some(8), Some(36), "routes[0].slo_by_operation.embeddings"),
+        ],
+        "{}",
+        ConfigErrors(errors.clone())
+    );
+}
