@@ -14,12 +14,12 @@ use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::proxy::arrival::Arrival;
 use crate::proxy::delegate::delegate_body;
 use crate::proxy::overload::{Overload, Shed, Signal};
-use crate::proxy::{BoxError, Proxy, ResponseBody, arrival};
+use crate::proxy::{BoxError, Proxy, ResponseBody};
 
 /// One client connection of the proxy listener, as its task knows it.
 pub(super) struct Client {
@@ -77,15 +77,19 @@ struct Tracked {
 
 delegate_body!(Tracked: struct body, Error = BoxError);
 
-/// Serves one client connection of the proxy listener: hyper's connection,
-/// boxed apart from the task ([`connection_task`]).
-pub(super) fn serve_client(
-    stream: TcpStream,
+/// Serves one client connection of the proxy listener, read through
+/// `arrival`'s stamps (plain, or TLS over them): hyper's connection, boxed
+/// apart from the task ([`connection_task`]).
+pub(super) fn serve_client<I>(
+    stream: I,
+    arrival: Arrival,
     client: Client,
     builder: &auto::Builder<TokioExecutor>,
     live: Arc<ArcSwap<Proxy>>,
-) -> impl Future<Output = ()> {
-    let (stream, arrival) = arrival::stamped(stream);
+) -> impl Future<Output = ()>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let requests = Arc::new(Requests::default());
     let client_addr = client.addr;
     let service = service_fn({

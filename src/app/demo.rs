@@ -268,6 +268,7 @@ routes:
     strip_prefix: true
     upstream: http://{batched}
     slo: chat
+    engine_metrics: http://{batched}/metrics
   - name: chat
     match: {{path_prefix: /v1/chat/}}
     upstream: http://{sim}

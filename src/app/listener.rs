@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::connection::{Client, serve_client};
 use crate::admin::AdminState;
 use crate::config::Config;
-use crate::observe::Observers;
+use crate::observe::{Event, HandshakeFailure, Listener, Observers};
 use crate::proxy::overload::{self, Overload, Shed};
 use crate::proxy::{Proxy, arrival};
 
@@ -239,12 +239,15 @@ pub(super) async fn serve_admin(
             .as_ref()
             .and_then(|web| web.tls.as_ref())
             .map(|tls| tls.config.clone());
+        let live = live.clone();
         tokio::spawn(async move {
             let _slot = slot;
             if !first_byte(&stream, head_timeout, client_addr, &stop).await {
                 return;
             }
-            let Some(stream) = handshake(stream, tls, head_timeout, client_addr).await else {
+            let listener = (Listener::Admin, &*live);
+            let Some(stream) = handshake(stream, tls, head_timeout, client_addr, listener).await
+            else {
                 return;
             };
             let conn = builder.serve_connection(TokioIo::new(stream), service);
@@ -270,32 +273,54 @@ pub(super) type Served<S> = Either<S, tokio_rustls::server::TlsStream<S>>;
 
 /// The TLS handshake of a connection when `tls` is set, within
 /// `timeout`; the connection as it came when not. `None` when the
-/// handshake failed or took too long: logged at debug, never per
-/// connection at a louder level (a scanner would flood the log).
+/// handshake failed or took too long (counted by reason for `listener`).
 pub(super) async fn handshake<S>(
     stream: S,
     tls: Option<Arc<rustls::ServerConfig>>,
     timeout: Duration,
     client_addr: SocketAddr,
+    listener: (Listener, &ArcSwap<Proxy>),
 ) -> Option<Served<S>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let Some(tls) = tls else {
-        return Some(Either::Left(stream));
-    };
+    match tls {
+        None => Some(Either::Left(stream)),
+        Some(tls) => accept_tls(stream, tls, timeout, client_addr, listener)
+            .await
+            .map(Either::Right),
+    }
+}
+
+/// The TLS handshake of a connection, within `timeout`. A failure is
+/// counted by reason for `listener`, and logged at debug, never per
+/// connection at a louder level: a scanner would flood the log.
+pub(super) async fn accept_tls<S>(
+    stream: S,
+    tls: Arc<rustls::ServerConfig>,
+    timeout: Duration,
+    client_addr: SocketAddr,
+    (listener, live): (Listener, &ArcSwap<Proxy>),
+) -> Option<tokio_rustls::server::TlsStream<S>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
-    match tokio::time::timeout(timeout, accept).await {
-        Ok(Ok(tls)) => Some(Either::Right(tls)),
+    let failure = match tokio::time::timeout(timeout, accept).await {
+        Ok(Ok(tls)) => return Some(tls),
         Ok(Err(e)) => {
-            tracing::debug!(%client_addr, error = %e, "TLS handshake failed");
-            None
+            tracing::debug!(%client_addr, listener = listener.as_str(), error = %e, "TLS handshake failed");
+            HandshakeFailure::of(&e)
         }
         Err(_) => {
-            tracing::debug!(%client_addr, "TLS handshake timed out");
-            None
+            tracing::debug!(%client_addr, listener = listener.as_str(), "TLS handshake timed out");
+            HandshakeFailure::Timeout
         }
-    }
+    };
+    live.load()
+        .observers()
+        .count(Event::Handshake(listener, failure));
+    None
 }
 
 /// Accepts connections until `shutdown`, then drains for up to `grace`.
@@ -354,8 +379,24 @@ pub(super) async fn serve_proxy(
                     false
                 }
             };
-            if first {
-                serve_client(stream, client, &builder, live).await;
+            if !first {
+                return;
+            }
+            let (stream, arrival) = arrival::stamped(stream);
+            // The TLS in force when the connection opens; the handshake is
+            // before the request's t0, and is charged to no request.
+            let tls = live.load().config().tls.as_ref().map(|t| t.config.clone());
+            match tls {
+                None => serve_client(stream, arrival, client, &builder, live).await,
+                Some(tls) => {
+                    let addr = client.addr;
+                    let listener = (Listener::Proxy, &*live);
+                    if let Some(stream) =
+                        accept_tls(stream, tls, head_timeout, addr, listener).await
+                    {
+                        serve_client(stream, arrival, client, &builder, live).await;
+                    }
+                }
             }
         });
     }

@@ -22,9 +22,11 @@ mod connection;
 mod demo;
 mod listener;
 mod reload;
+mod scrapes;
 mod signals;
 
 pub use reload::{ConfigSource, DEBOUNCE, ReloadError, Reloaded};
+pub use scrapes::ScrapeError;
 pub use signals::{Received, SignalError, Signals};
 
 use std::net::SocketAddr;
@@ -97,6 +99,8 @@ pub enum StartError {
     Otlp(#[source] crate::observe::otlp::StartError),
     #[error("setting up upstream TLS")]
     Tls(#[source] rustls::Error),
+    #[error("starting the engine and GPU scrapes")]
+    Scrape(#[source] ScrapeError),
     #[error("binding the {listener} listener on {addr}")]
     Bind {
         listener: &'static str,
@@ -176,11 +180,23 @@ pub async fn start_with(
         )),
         None => None,
     };
-    let observers = Observers::new(metrics.clone(), access, otlp.clone());
+    // The scrapes run until shutdown begins, or until a reload replaces
+    // them.
+    let shutdown = CancellationToken::new();
+    let scraper = scrapes::start(&config, &shutdown).map_err(StartError::Scrape)?;
+    let observers = Observers::new(metrics.clone(), access, otlp.clone()).with_scraper(scraper);
     let connections = Connections::new(&config, &observers);
     let proxy =
         Proxy::new(&config, observers, connections.overload.clone()).map_err(StartError::Tls)?;
     let live = Arc::new(ArcSwap::from_pointee(proxy));
+    // The exposition reads the scrapes of the proxy in force; weakly, since
+    // that proxy holds the metrics.
+    let in_force = Arc::downgrade(&live);
+    metrics.read_scrapes(move || {
+        let live = in_force.upgrade()?;
+        let proxy = live.load();
+        proxy.observers().readings().cloned()
+    });
 
     let proxy_listener =
         TcpListener::bind(config.listen)
@@ -190,11 +206,11 @@ pub async fn start_with(
                 addr: config.listen,
                 source,
             })?;
-    let admin_listener = TcpListener::bind(config.admin_listen)
+    let admin_listener = TcpListener::bind(config.admin.listen)
         .await
         .map_err(|source| StartError::Bind {
             listener: "admin",
-            addr: config.admin_listen,
+            addr: config.admin.listen,
             source,
         })?;
     let bound = |listener, addr, l: &TcpListener| {
@@ -205,7 +221,7 @@ pub async fn start_with(
         })
     };
     let proxy_addr = bound("proxy", config.listen, &proxy_listener)?;
-    let admin_addr = bound("admin", config.admin_listen, &admin_listener)?;
+    let admin_addr = bound("admin", config.admin.listen, &admin_listener)?;
 
     let admin_state = Arc::new(AdminState {
         metrics: metrics.clone(),
@@ -213,7 +229,6 @@ pub async fn start_with(
         ready: true.into(),
         verifier: Default::default(),
     });
-    let shutdown = CancellationToken::new();
     let admin_stop = CancellationToken::new();
     let admin_task = tokio::spawn(serve_admin(
         admin_listener,
@@ -236,6 +251,7 @@ pub async fn start_with(
         source,
         live.clone(),
         metrics.clone(),
+        shutdown.clone(),
     ));
     // Started before `start` returns, so no change after it is missed.
     let watcher =

@@ -60,6 +60,8 @@ pub enum ReloadError {
     Tls(rustls::Error),
     #[error("reading the config failed: {0}")]
     Task(String),
+    #[error("the new config's engine and GPU scrapes cannot start; the running config is kept")]
+    Scrape(#[source] super::ScrapeError),
 }
 
 impl ReloadError {
@@ -70,6 +72,7 @@ impl ReloadError {
             ReloadError::Invalid(_) => "invalid",
             ReloadError::Tls(_) => "tls",
             ReloadError::Task(_) => "task",
+            ReloadError::Scrape(_) => "scrape",
         }
     }
 }
@@ -91,6 +94,8 @@ pub(super) struct Reloader {
     /// The config the process started with: the settings a reload cannot
     /// change are compared against it.
     started: Config,
+    /// The process's shutdown, under which a reload's new scrapes run.
+    shutdown: CancellationToken,
 }
 
 fn unix_now() -> f64 {
@@ -105,6 +110,7 @@ impl Reloader {
         source: Option<ConfigSource>,
         live: Arc<ArcSwap<Proxy>>,
         metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
     ) -> Self {
         metrics.config_loaded(None, unix_now());
         Self {
@@ -113,7 +119,24 @@ impl Reloader {
             metrics,
             current: tokio::sync::Mutex::new(config.clone()),
             started: config,
+            shutdown,
         }
+    }
+
+    /// The proxy of `config`, which replaces `current`: with the running
+    /// scraper when the two scrape the same targets, else with a new one.
+    fn rebuild(&self, current: &Config, config: &Config) -> Result<Proxy, ReloadError> {
+        let previous = self.live.load();
+        let observers = if super::scrapes::unchanged(current, config) {
+            previous.observers().clone()
+        } else {
+            let scraper =
+                super::scrapes::start(config, &self.shutdown).map_err(ReloadError::Scrape)?;
+            previous.observers().with_scraper(scraper)
+        };
+        previous
+            .reloaded(config, observers)
+            .map_err(ReloadError::Tls)
     }
 
     /// Reads the files again and swaps the new config in if it is valid.
@@ -138,8 +161,8 @@ impl Reloader {
                     tracing::debug!(trigger, "config files touched but unchanged");
                     return None;
                 }
-                match self.live.load().reloaded(&config) {
-                    Err(e) => Err(ReloadError::Tls(e)),
+                match self.rebuild(&current, &config) {
+                    Err(e) => Err(e),
                     Ok(proxy) => {
                         self.live.store(Arc::new(proxy));
                         self.metrics.set_slo_targets(&config.slo_classes);

@@ -7,17 +7,21 @@
 //! every problem of a file is reported at once. The stand-in each gives for
 //! a bad value is never used: a config with a problem is refused.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::Deserializer;
 
-use super::located::{Item, Pos, checked, checked_items, checked_list, checked_or_empty};
-use super::values::{
-    is_metric_namespace, parse_bool, parse_bound, parse_duration, parse_host, parse_ip_net,
-    parse_method, parse_path_prefix, parse_percentage, parse_positive_count, parse_protocol,
-    parse_provider_name, parse_size,
+use super::located::{
+    Entry, Item, Pos, Problems, checked, checked_entries, checked_items, checked_list,
+    checked_or_empty, checked_standing_in,
 };
-use super::{IpNet, Protocol};
+use super::values::{
+    is_label_value, is_metric_namespace, parse_addr, parse_bool, parse_bound, parse_duration,
+    parse_host, parse_ip_net, parse_method, parse_metrics_url, parse_path_prefix, parse_percentage,
+    parse_positive_count, parse_protocol, parse_provider_name, parse_size, parse_upstream,
+};
+use super::{IpNet, MetricsEndpoint, Protocol, Upstream, default_admin_listen};
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
 /// in seconds.
@@ -186,6 +190,177 @@ pub(super) fn methods<'de, D: Deserializer<'de>>(
             Err(problems)
         }
     })
+}
+
+/// The URL of a page to scrape: `http` or `https`, with a host; no value
+/// is `None`, not scraped.
+pub(super) fn metrics_url<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<MetricsEndpoint>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        parse_metrics_url(text).map(Some)
+    })
+}
+
+/// Values a label must have to be selected: a list of non-empty strings,
+/// at least one.
+pub(super) fn label_values<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    checked_items(d, None, Vec::new(), |at, items| {
+        if items.is_empty() {
+            return Err(vec![(
+                at,
+                "must not be empty (leave the key out to select any value)".to_owned(),
+            )]);
+        }
+        let problems: Vec<(Option<Pos>, String)> = items
+            .iter()
+            .filter(|item| item.text.trim().is_empty())
+            .map(|item| (item.pos, "must not be empty".to_owned()))
+            .collect();
+        if problems.is_empty() {
+            Ok(items
+                .iter()
+                .map(|item| item.text.trim().to_owned())
+                .collect())
+        } else {
+            Err(problems)
+        }
+    })
+}
+
+/// An address (`IP:port`) where no value is `None`, the default.
+pub(super) fn address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_addr(text).map(Some))
+}
+
+/// `admin.listen`: an address; no value is the default, which also stands
+/// in for a bad one (so the other listener is checked against it, as when
+/// the key is left out).
+pub(super) fn admin_address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let default = default_admin_listen();
+    checked_or_empty(d, Some(default), default, parse_addr)
+}
+
+/// `admin.max_connections`: a whole number, at least 1; no value is the
+/// default.
+pub(super) fn admin_connections<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let default = super::AdminSettings::default().max_connections;
+    checked_or_empty(d, Some(default), default, parse_positive_count)
+}
+
+/// A route's `name`: a label value. No value is `None`, as leaving the
+/// key out is (it is required: see `load/validate.rs`). A bad name stands
+/// in as written, so that it is still compared with the others.
+pub(super) fn route_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let as_written = |text: &str| Some(text.to_owned());
+    checked_standing_in(d, Some(None), as_written, |text| {
+        if is_label_value(text) {
+            Ok(Some(text.to_owned()))
+        } else {
+            Err(format!(
+                "invalid route name `{text}`: must match [a-zA-Z0-9_.:-]+"
+            ))
+        }
+    })
+}
+
+/// A route's `upstream`: an `http`/`https` base URL with a host, without
+/// user info, query or fragment. No value is `None`.
+pub(super) fn upstream<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Upstream>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| parse_upstream(text).map(Some))
+}
+
+/// A text value (a path, a name) taken as written; no value is `None`.
+pub(super) fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| Ok(Some(text.to_owned())))
+}
+
+/// An SLO class a route names: a label value (whether it is defined is a
+/// rule across keys). No value is `None`.
+pub(super) fn slo_class<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| class_name(text).map(Some))
+}
+
+/// A request header's name, held lowercase; no value is `None`.
+pub(super) fn header_name<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<http::HeaderName>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| {
+        http::HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+            .map(Some)
+            .map_err(|_| format!("invalid header name `{text}`"))
+    })
+}
+
+/// A route's `slo_by_model`: SLO class by model name, each model named
+/// once and not empty.
+pub(super) fn classes_by_model<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(String, String)>, D::Error> {
+    checked_entries(d, |entries| {
+        class_map(entries, "model", |model| {
+            if model.is_empty() {
+                Err("model name must not be empty".to_owned())
+            } else {
+                Ok(model.to_owned())
+            }
+        })
+    })
+}
+
+/// A route's `slo_by_operation`: SLO class by operation name, each
+/// operation named once.
+pub(super) fn classes_by_operation<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(meter::Operation, String)>, D::Error> {
+    checked_entries(d, |entries| {
+        class_map(entries, "operation", |name| {
+            meter::Operation::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = meter::Operation::ALL.iter().map(|op| op.name()).collect();
+                format!("unknown operation `{name}` (one of {})", known.join(", "))
+            })
+        })
+    })
+}
+
+/// A mapping of `what` (read by `parse`) to SLO class, each entry checked
+/// (a bad one left out, with its problem), each `what` listed once.
+fn class_map<K: PartialEq>(
+    entries: &[Entry<'_>],
+    what: &str,
+    parse: impl Fn(&str) -> Result<K, String>,
+) -> (Vec<(K, String)>, Problems) {
+    let mut out: Vec<(K, String)> = Vec::with_capacity(entries.len());
+    let mut problems = Vec::new();
+    for entry in entries {
+        let k = match parse(entry.key) {
+            Ok(k) => k,
+            Err(message) => {
+                problems.push((entry.pos, message));
+                continue;
+            }
+        };
+        if out.iter().any(|(seen, _)| *seen == k) {
+            problems.push((entry.pos, format!("{what} `{}` is listed twice", entry.key)));
+            continue;
+        }
+        match class_name(entry.text) {
+            Ok(class) => out.push((k, class)),
+            Err(message) => problems.push((entry.pos, message)),
+        }
+    }
+    (out, problems)
+}
+
+/// An SLO class as a route names it: a label value.
+fn class_name(text: &str) -> Result<String, String> {
+    if is_label_value(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "invalid SLO class `{text}`: must match [a-zA-Z0-9_.:-]+"
+        ))
+    }
 }
 
 /// A metric name prefix: `[a-zA-Z_][a-zA-Z0-9_]*`.

@@ -145,6 +145,20 @@ pub fn checked_or_empty<'de, D, T>(
 where
     D: Deserializer<'de>,
 {
+    checked_standing_in(deserializer, empty, |_| stand_in, parse)
+}
+
+/// As [`checked_or_empty`], the stand-in for a bad value made from its text
+/// (a route's name, which must still be compared with the others').
+pub fn checked_standing_in<'de, D, T>(
+    deserializer: D,
+    empty: Option<T>,
+    stand_in: impl FnOnce(&str) -> T,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
     let text = Spanned::<Option<String>>::deserialize(deserializer)?;
     let at = pos(&text);
     let result = match (&text.value, empty) {
@@ -154,7 +168,9 @@ where
     };
     match result {
         Ok(value) => Ok(value),
-        Err(message) if record(at, message.clone()) => Ok(stand_in),
+        Err(message) if record(at, message.clone()) => {
+            Ok(stand_in(text.value.as_deref().unwrap_or_default()))
+        }
         Err(message) => Err(D::Error::custom(message)),
     }
 }
@@ -235,6 +251,48 @@ where
             Ok(stand_in)
         }
     }
+}
+
+/// Problems found in a value, each with where it is written.
+pub type Problems = Vec<(Option<Pos>, String)>;
+
+/// One entry of a mapping whose keys the user chooses: its key, and its
+/// value as text with where it is written.
+pub struct Entry<'a> {
+    pub key: &'a str,
+    pub pos: Option<Pos>,
+    pub text: &'a str,
+}
+
+/// Reads a mapping of scalars ([`Entries`]) and checks it with `check`,
+/// which gives the value (of the entries that checked out) and every
+/// problem; a problem is located at its entry's value (the same line as its
+/// key), so its key path ends in the entry's key. No value (`key:`) is no
+/// entries.
+pub fn checked_entries<'de, D, T>(
+    deserializer: D,
+    check: impl FnOnce(&[Entry<'_>]) -> (T, Problems),
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let map = Option::<Entries>::deserialize(deserializer)?.unwrap_or_default();
+    let entries: Vec<Entry<'_>> = map
+        .0
+        .iter()
+        .map(|(key, value)| Entry {
+            key,
+            pos: pos(value),
+            text: &value.value,
+        })
+        .collect();
+    let (value, problems) = check(&entries);
+    for (at, message) in problems {
+        if !record(at, message.clone()) {
+            return Err(D::Error::custom(message));
+        }
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

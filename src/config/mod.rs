@@ -6,24 +6,32 @@
 //! defaults (`#[serde(default)]` and its `Default` impl), its `///` field
 //! comments are the user documentation of its keys, and it derives
 //! `Serialize` for `/config` (`show.rs`). `proxy`, `trace_context`,
-//! `metrics` and a route's `timeouts` and `match` are read so, and the
-//! other keys that need nothing outside themselves (a route's `protocol`,
-//! `preserve_host`, `strip_prefix`, `max_in_flight`,
-//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`;
-//! `admin.max_connections`; `otlp`'s `metrics`, `traces`, `queue`,
-//! `max_batch`, `service_name`) are typed where `raw` reads them, each
-//! naming its kind. The keys checked against something outside themselves
-//! (a route's upstream and the `--upstream` flag, `tls.ca_file` and the
-//! file's directory, SLO class names and `slo_files`, `listen` and the
-//! flags, `otlp` keys and their `OTEL_*` variables) still go through `raw`
-//! (serde types that keep each value as text with its location) and
-//! `load`, which turns them into these types.
+//! `metrics`, `scrape`, `admin` and a route's `timeouts`, `match` and
+//! `gpu_select` are read so, and a route's other keys (`name`, `upstream`, `protocol`,
+//! `preserve_host`, `strip_prefix`, `max_in_flight`, `tls.ca_file`, `slo`,
+//! `slo_by_model`, `slo_by_operation`, `slo_header`,
+//! `slo_request_headers`, `slo_request_max`, `otel_provider_name`,
+//! `engine_metrics`, `gpu_metrics`, `scrape_interval`), with `listen`
+//! (`admin`, with its `listen`, is read as `AdminSettings`) and `otlp`'s
+//! `metrics`, `traces`, `queue`, `max_batch`, `service_name`, are typed
+//! where `raw` reads them, each naming its kind; the flags that replace
+//! `listen`, `admin.listen` and `upstream` are applied after. Still read as
+//! text with its location (`raw`'s `Spanned` values) and turned into these
+//! types by `load`: a route's `tenant` (whose messages must never name what
+//! is written as a key of `api_keys.keys`), the `otlp` keys that the
+//! `OTEL_*` variables may also set, and the SLO files.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
 //! with its location instead of failing (`located.rs`), unknown keys are
-//! collected with a did-you-mean (`raw/read.rs`), and `load` adds the rules
-//! across fields. Nothing outside this module sees the raw types or the
+//! collected with a did-you-mean (`raw/read.rs`), and the rules across keys
+//! are checked in one place, `load/validate.rs` (listen addresses, required
+//! `name` and `upstream` against `--upstream`, unique names, shadowed
+//! routes, `tls` against the schemes, SLO classes against `slo_files`, the
+//! scrape keys). They see typed values, which keep no location: each names
+//! the key it reports (`routes[1].scrape_interval`) and the document's
+//! `Locator` finds where that key's value is written (`Checker::at_key`).
+//! Nothing outside this module sees the raw types or the
 //! YAML crate, so either can be replaced in one place.
 //!
 //! # Adding a key
@@ -83,16 +91,26 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
 /// Default admin listen address: loopback, so metrics are not exposed by accident.
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
 
+/// [`DEFAULT_LISTEN`] as an address.
+pub(crate) fn default_listen() -> SocketAddr {
+    DEFAULT_LISTEN
+        .parse()
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8080)))
+}
+
+/// [`DEFAULT_ADMIN_LISTEN`] as an address.
+pub(crate) fn default_admin_listen() -> SocketAddr {
+    DEFAULT_ADMIN_LISTEN
+        .parse()
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
+}
+
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     /// Address the proxy accepts client traffic on.
     pub listen: SocketAddr,
-    /// Address of the admin listener (`/metrics`, `/healthz`, `/readyz`).
-    /// Shown as `admin.listen`, where the file has it.
-    #[serde(skip)]
-    pub admin_listen: SocketAddr,
-    /// The admin listener's limits.
+    /// The admin listener: its address and limits.
     pub admin: AdminSettings,
     /// Forwarding behaviour shared by all routes.
     pub proxy: ProxySettings,
@@ -109,6 +127,13 @@ pub struct Config {
     pub trace_context: TraceSettings,
     /// OpenTelemetry export, when configured.
     pub otlp: Option<OtlpSettings>,
+    /// TLS on the proxy listener, when configured: offered to each new
+    /// connection (a reload that replaces the certificate applies to the
+    /// connections after it).
+    pub tls: Option<ServerTls>,
+    /// How the routes' engine and GPU pages are scraped, where a route does
+    /// not say otherwise.
+    pub scrape: ScrapeSettings,
     /// The files this config was read from, which a reload watches.
     #[serde(flatten)]
     pub sources: Sources,
@@ -235,15 +260,103 @@ pub struct TraceSettings {
     pub start: bool,
 }
 
-/// The admin listener's limits, and who may read it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `scrape`: how each route's `engine_metrics` and `gpu_metrics` pages are
+/// fetched, off the forwarding path. All of it applies on reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScrapeSettings {
+    /// How often each page is fetched, where a route gives no
+    /// `scrape_interval`. A duration, default `5s`.
+    #[serde(with = "kind::duration")]
+    pub interval: Duration,
+    /// How long one fetch may take, the body read included; past it the
+    /// scrape fails. Below the interval of every route scraped, so that a
+    /// slow page never has two fetches in flight. A duration, default `2s`.
+    #[serde(with = "kind::duration")]
+    pub timeout: Duration,
+    /// Largest page read; a larger one fails the scrape, so a runaway
+    /// exporter cannot take the proxy's memory. A size, default `4MiB`.
+    #[serde(deserialize_with = "kind::size")]
+    pub max_body: usize,
+}
+
+impl Default for ScrapeSettings {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            max_body: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// A page to scrape (`routes[i].engine_metrics`, `gpu_metrics`).
+#[derive(Clone, PartialEq)]
+pub struct MetricsEndpoint {
+    /// The URL as written, credentials and all: only the scraper reads it.
+    pub url: http::Uri,
+    /// The URL redacted as an upstream's is (user info, query values,
+    /// fragment), for `/config`, logs and messages.
+    pub shown: String,
+}
+
+/// Shows the redacted URL only, as `/config` does.
+impl std::fmt::Debug for MetricsEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("MetricsEndpoint").field(&self.shown).finish()
+    }
+}
+
+/// `routes[i].gpu_select`: which GPUs of the route's `gpu_metrics` page
+/// serve it, by the DCGM exporter's labels. A GPU is selected when it
+/// matches every list given; with none given, every GPU on the page is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GpuSelect {
+    /// Values of the exporter's `gpu` label (the device index, `"0"`). A
+    /// list of non-empty strings; default: any.
+    #[serde(deserialize_with = "kind::label_values")]
+    pub gpu: Vec<String>,
+    /// Values of its `UUID` label (`GPU-5fd4...`). Default: any.
+    #[serde(deserialize_with = "kind::label_values")]
+    pub uuid: Vec<String>,
+    /// Values of its `Hostname` label (the node). Default: any.
+    #[serde(deserialize_with = "kind::label_values")]
+    pub hostname: Vec<String>,
+}
+
+impl GpuSelect {
+    /// Whether no list is given: every GPU on the page is selected.
+    pub fn is_all(&self) -> bool {
+        self.gpu.is_empty() && self.uuid.is_empty() && self.hostname.is_empty()
+    }
+}
+
+/// `admin`: the admin listener (`/metrics`, `/healthz`, `/readyz`,
+/// `/slo`, `/config`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AdminSettings {
-    /// Most connections open at once (its own share of file descriptors).
+    /// Most client connections open at once on the admin listener; more
+    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
+    /// whatever visits the admin port cannot take the file descriptors
+    /// forwarding needs. Applied at start only.
+    #[serde(deserialize_with = "kind::admin_connections")]
     pub max_connections: usize,
-    /// TLS, users and headers from `admin.web_config_file` (the Prometheus
-    /// exporter-toolkit's web config); `None`: plain HTTP, open to whoever
-    /// reaches the address.
-    #[serde(rename = "web_config_file")]
+    /// Address (`IP:port`) of the admin listener. Default `127.0.0.1:9464`
+    /// (loopback, so metrics are not exposed by accident). Must differ from
+    /// `listen`. `--admin-listen` replaces it.
+    #[serde(deserialize_with = "kind::admin_address")]
+    pub listen: SocketAddr,
+    /// A Prometheus exporter-toolkit web config file (the format
+    /// node_exporter reads with `--web.config.file`): TLS, basic-auth users
+    /// and headers of the admin listener. A path, relative to this file.
+    /// Default: none (plain HTTP, open to whoever reaches the address).
+    #[serde(deserialize_with = "kind::text")]
+    pub web_config_file: Option<String>,
+    /// What `web_config_file` says, read with the configuration (its
+    /// certificates too), so that a reload reads them again.
+    #[serde(skip)]
     pub web: Option<WebConfig>,
 }
 
@@ -251,6 +364,8 @@ impl Default for AdminSettings {
     fn default() -> Self {
         Self {
             max_connections: 64,
+            listen: default_admin_listen(),
+            web_config_file: None,
             web: None,
         }
     }
@@ -455,6 +570,16 @@ pub struct Route {
     /// `gen_ai.provider.name` of its requests in the OpenTelemetry export;
     /// `None`: the protocol's.
     pub otel_provider_name: Option<String>,
+    /// The inference server's own Prometheus page; `None`: not scraped.
+    pub engine_metrics: Option<MetricsEndpoint>,
+    /// The page of the DCGM exporter of the GPUs serving the route; `None`:
+    /// not scraped.
+    pub gpu_metrics: Option<MetricsEndpoint>,
+    /// Which GPUs of `gpu_metrics` serve the route.
+    pub gpu_select: GpuSelect,
+    /// How often its pages are scraped; `None`: `scrape.interval`.
+    #[serde(serialize_with = "show::opt_secs")]
+    pub scrape_interval: Option<Duration>,
 }
 
 /// `routes[i].match`: which requests a route accepts. All given

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_saphyr::{Location, Spanned};
 
 /// Whether, and how, a client presents a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -243,6 +244,125 @@ impl ServerTls {
         [self.cert_file.as_path(), self.key_file.as_path()]
             .into_iter()
             .chain(self.client_ca_file.as_deref())
+    }
+}
+
+/// A listener's TLS keys as a file writes them: `tls` in the config file,
+/// `tls_server_config` in the admin listener's web config (which refuses
+/// unknown keys itself; the config file's reader names them with its
+/// did-you-mean).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawServerTls {
+    /// The certificate chain, PEM. Required.
+    pub cert_file: Option<Spanned<String>>,
+    /// Its private key, PEM. Required.
+    pub key_file: Option<Spanned<String>>,
+    /// Authorities client certificates are verified against, PEM.
+    pub client_ca_file: Option<Spanned<String>>,
+    /// `NoClientCert` (default), `VerifyClientCertIfGiven` or
+    /// `RequireAndVerifyClientCert`.
+    pub client_auth_type: Option<Spanned<String>>,
+    /// `TLS12` (default) or `TLS13`.
+    pub min_version: Option<Spanned<String>>,
+    /// `TLS12` or `TLS13` (default).
+    pub max_version: Option<Spanned<String>>,
+}
+
+/// One problem with a listener's TLS: where in the file, the key under the
+/// section, and what is wrong.
+pub(crate) type TlsProblem = (Option<Location>, &'static str, String);
+
+impl RawServerTls {
+    /// The TLS these keys (written at `at`) describe, its files read
+    /// against `base`, offering `alpn`; or every problem found.
+    pub(crate) fn read(
+        &self,
+        at: Option<&Location>,
+        base: &Path,
+        alpn: &[&[u8]],
+    ) -> Result<ServerTls, Vec<TlsProblem>> {
+        let mut problems = Vec::new();
+        let client_auth = choice(
+            &self.client_auth_type,
+            "client_auth_type",
+            ClientAuth::NoClientCert,
+            ClientAuth::parse,
+            &mut problems,
+        );
+        let min_version = choice(
+            &self.min_version,
+            "min_version",
+            TlsVersion::Tls12,
+            TlsVersion::parse,
+            &mut problems,
+        );
+        let max_version = choice(
+            &self.max_version,
+            "max_version",
+            TlsVersion::Tls13,
+            TlsVersion::parse,
+            &mut problems,
+        );
+        for (field, key) in [(&self.cert_file, "cert_file"), (&self.key_file, "key_file")] {
+            if field.is_none() {
+                problems.push((at.copied(), key, "required key is missing".to_owned()));
+            }
+        }
+        let (Some(cert), Some(key), Some(client_auth), Some(min_version), Some(max_version)) = (
+            &self.cert_file,
+            &self.key_file,
+            client_auth,
+            min_version,
+            max_version,
+        ) else {
+            return Err(problems);
+        };
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let files = ServerTlsFiles {
+            cert_file: PathBuf::from(cert.value.trim()),
+            key_file: PathBuf::from(key.value.trim()),
+            client_ca_file: self
+                .client_ca_file
+                .as_ref()
+                .map(|c| PathBuf::from(c.value.trim())),
+            client_auth,
+            min_version,
+            max_version,
+        };
+        ServerTls::load(&files, base, alpn).map_err(|e| {
+            let field = match e.key {
+                "cert_file" => Some(cert),
+                "key_file" => Some(key),
+                "client_ca_file" => self.client_ca_file.as_ref(),
+                "client_auth_type" => self.client_auth_type.as_ref(),
+                "min_version" => self.min_version.as_ref(),
+                _ => None,
+            };
+            vec![(
+                field.map(|f| f.referenced).or(at.copied()),
+                e.key,
+                e.message,
+            )]
+        })
+    }
+}
+
+/// One of a fixed set of names, `default` when not written; a bad one is
+/// a problem at its place.
+fn choice<T>(
+    field: &Option<Spanned<String>>,
+    key: &'static str,
+    default: T,
+    parse: fn(&str) -> Result<T, String>,
+    problems: &mut Vec<TlsProblem>,
+) -> Option<T> {
+    match field {
+        None => Some(default),
+        Some(text) => parse(text.value.trim())
+            .map_err(|m| problems.push((Some(text.referenced), key, m)))
+            .ok(),
     }
 }
 

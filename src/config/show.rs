@@ -25,7 +25,10 @@ use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::{ApiKeys, Config, IpNet, OtlpHeaders, OtlpProtocol, OtlpSettings, Protocol, Upstream};
+use super::{
+    ApiKeys, Config, IpNet, MetricsEndpoint, OtlpHeaders, OtlpProtocol, OtlpSettings, Protocol,
+    Upstream,
+};
 use slo::SloClass;
 
 impl Protocol {
@@ -45,19 +48,18 @@ impl Config {
     pub fn to_json(&self) -> Value {
         // The serializers here fail on nothing (every map key is text), so
         // the fallback is never taken.
-        let mut shown = serde_json::to_value(self).unwrap_or(Value::Null);
-        // The runtime keeps the admin address beside the section for its
-        // many readers; the file, and so `/config`, has it in `admin`.
-        if let Some(admin) = shown.get_mut("admin").and_then(Value::as_object_mut) {
-            admin.insert("listen".to_owned(), self.admin_listen.to_string().into());
-        }
-        shown
+        serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
 
 /// A duration in seconds.
 pub(super) fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
+}
+
+/// A duration in seconds, when there is one.
+pub(super) fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    d.map(|d| d.as_secs_f64()).serialize(s)
 }
 
 /// Paths as text (also where they are not UTF-8).
@@ -208,6 +210,13 @@ impl Serialize for IpNet {
 impl Serialize for Upstream {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.url())
+    }
+}
+
+/// Shown as its URL redacted, never as written.
+impl Serialize for MetricsEndpoint {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.shown)
     }
 }
 

@@ -5,7 +5,7 @@
 use std::net::{Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use super::{IpNet, Protocol, Upstream};
+use super::{IpNet, MetricsEndpoint, Protocol, Upstream};
 
 /// `IP:port`.
 pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
@@ -285,6 +285,48 @@ pub(crate) fn parse_base_url(text: &str, credentials: &str) -> Result<Upstream, 
     })
 }
 
+/// The URL of a page to scrape (`engine_metrics`, `gpu_metrics`):
+/// `http`/`https` with a host. User info, a query and a fragment are
+/// allowed (an exporter may want them), and [`MetricsEndpoint::shown`] is
+/// the URL as `redact_url` makes it, as is every error.
+pub(crate) fn parse_metrics_url(text: &str) -> Result<MetricsEndpoint, String> {
+    let text = text.trim();
+    let shown = redact_url(text).into_owned();
+    let url: http::Uri = text
+        .parse()
+        .map_err(|error| format!("invalid URL `{shown}`: {error}"))?;
+    match url.scheme_str() {
+        Some("http" | "https") => {}
+        Some(scheme) => {
+            return Err(format!(
+                "invalid URL `{shown}`: scheme `{scheme}` is not supported, use http or https"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "invalid URL `{shown}`: expected an absolute URL such as http://127.0.0.1:8000/metrics"
+            ));
+        }
+    }
+    let Some(authority) = url.authority() else {
+        return Err(format!("invalid URL `{shown}`: missing host"));
+    };
+    let host = authority.host();
+    if host.is_empty() {
+        return Err(format!("invalid URL `{shown}`: missing host"));
+    }
+    let after_host = authority
+        .as_str()
+        .rsplit_once('@')
+        .map_or(authority.as_str(), |(_, hostport)| hostport)
+        .get(host.len()..)
+        .unwrap_or("");
+    if !after_host.is_empty() && !matches!(authority.port_u16(), Some(port) if port > 0) {
+        return Err(format!("invalid URL `{shown}`: invalid port"));
+    }
+    Ok(MetricsEndpoint { url, shown })
+}
+
 /// Every accepted `protocol` value, for error messages.
 pub(crate) fn parse_protocol(text: &str) -> Result<Protocol, String> {
     match text.trim() {
@@ -487,6 +529,30 @@ mod tests {
             redact_url("http://h/?k="),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn metrics_urls() {
+        let ok = parse_metrics_url(" https://u:s3cret@dcgm:9400/metrics?token=s3cret ").unwrap();
+        assert_eq!(ok.shown, "https://***@dcgm:9400/metrics?token=<redacted>");
+        assert_eq!(ok.url.host(), Some("dcgm"));
+        assert_eq!(ok.url.port_u16(), Some(9400));
+        assert_eq!(
+            parse_metrics_url("http://vllm:8000/metrics").unwrap().shown,
+            "http://vllm:8000/metrics"
+        );
+        for (bad, says) in [
+            ("ftp://h/metrics", "scheme `ftp`"),
+            ("vllm:8000/metrics", "invalid URL"),
+            ("/metrics", "absolute URL"),
+            ("http://:80/metrics", "missing host"),
+            ("http://h:0/metrics", "invalid port"),
+            ("ftp://u:s3cret@h/?k=s3cret", "***@"),
+        ] {
+            let error = parse_metrics_url(bad).unwrap_err();
+            assert!(error.contains(says), "{bad}: {error}");
+            assert!(!error.contains("s3cret"), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -31,7 +31,10 @@ use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 
 use super::load::ConfigError;
-use super::server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsVersion};
+use super::server_tls::{RawServerTls, ServerTls};
+
+/// What the admin listener offers in TLS: it serves both.
+const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
 /// The headers the exporter-toolkit lets a web config set.
 const ALLOWED_HEADERS: [&str; 5] = [
@@ -91,18 +94,18 @@ impl WebConfig {
         files
     }
 
-    /// Reads the file `admin.web_config_file` names (`field`, in the
-    /// config file `config_file`, relative to `base`): the web config, or
-    /// every problem found, each with its file, line, column and key (an
-    /// unreadable file is reported at the key that names it).
+    /// Reads the file `admin.web_config_file` names (`path`, written at
+    /// `pos` of the config file `config_file`, relative to `base`): the web
+    /// config, or every problem found, each with its file, line, column and
+    /// key (an unreadable file is reported at the key that names it).
     pub(crate) fn read(
-        field: &Spanned<String>,
+        path: &str,
+        pos: Option<super::located::Pos>,
         config_file: &str,
         base: &Path,
     ) -> Result<Self, Vec<ConfigError>> {
-        let file = base.join(field.value.trim());
+        let file = base.join(path.trim());
         if let Err(e) = std::fs::metadata(&file) {
-            let pos = super::located::pos(field);
             return Err(vec![ConfigError {
                 file: config_file.to_owned(),
                 line: pos.map(|p| p.line),
@@ -141,61 +144,17 @@ impl WebConfig {
         let base = file.parent().unwrap_or(Path::new("."));
         let mut errors = Vec::new();
 
-        let tls = raw.tls_server_config.as_ref().and_then(|t| {
-            let t = &t.value;
-            let key = |k: &str| format!("tls_server_config.{k}");
-            let mut bad = |at: &Spanned<String>, k: &str, m: String| {
-                errors.push(error(Some(&at.referenced), &key(k), m));
-            };
-            let client_auth = match &t.client_auth_type {
-                None => Some(ClientAuth::NoClientCert),
-                Some(text) => ClientAuth::parse(&text.value)
-                    .map_err(|m| bad(text, "client_auth_type", m))
-                    .ok(),
-            };
-            let version =
-                |v: &Option<Spanned<String>>,
-                 default,
-                 k,
-                 bad: &mut dyn FnMut(&Spanned<String>, &str, String)| match v {
-                    None => Some(default),
-                    Some(text) => TlsVersion::parse(&text.value)
-                        .map_err(|m| bad(text, k, m))
-                        .ok(),
-                };
-            let min_version = version(&t.min_version, TlsVersion::Tls12, "min_version", &mut bad);
-            let max_version = version(&t.max_version, TlsVersion::Tls13, "max_version", &mut bad);
-            let (Some(cert), Some(key_file)) = (&t.cert_file, &t.key_file) else {
-                errors.push(error(
-                    raw.tls_server_config.as_ref().map(|t| &t.referenced),
-                    "tls_server_config",
-                    "needs both `cert_file` and `key_file`".to_owned(),
-                ));
-                return None;
-            };
-            let files = ServerTlsFiles {
-                cert_file: PathBuf::from(&cert.value),
-                key_file: PathBuf::from(&key_file.value),
-                client_ca_file: t.client_ca_file.as_ref().map(|c| PathBuf::from(&c.value)),
-                client_auth: client_auth?,
-                min_version: min_version?,
-                max_version: max_version?,
-            };
-            ServerTls::load(&files, base, &[b"h2", b"http/1.1"])
-                .map_err(|e| {
-                    let at = match e.key {
-                        "cert_file" => Some(cert),
-                        "key_file" => Some(key_file),
-                        "client_ca_file" => t.client_ca_file.as_ref(),
-                        "client_auth_type" => t.client_auth_type.as_ref(),
-                        "min_version" => t.min_version.as_ref(),
-                        _ => None,
-                    };
-                    errors.push(error(
-                        at.map(|a| &a.referenced),
-                        &format!("tls_server_config.{}", e.key),
-                        e.message,
-                    ));
+        let tls = raw.tls_server_config.and_then(|t| {
+            RawServerTls::from(t.value)
+                .read(Some(&t.referenced), base, &ALPN)
+                .map_err(|problems| {
+                    for (at, key, message) in problems {
+                        errors.push(error(
+                            at.as_ref(),
+                            &format!("tls_server_config.{key}"),
+                            message,
+                        ));
+                    }
                 })
                 .ok()
         });
@@ -272,10 +231,10 @@ impl super::Config {
             .web
             .as_ref()
             .is_some_and(|web| web.requires_auth());
-        (!self.admin_listen.ip().is_loopback() && !guarded).then(|| {
+        (!self.admin.listen.ip().is_loopback() && !guarded).then(|| {
             format!(
                 "the admin listener on {} is reachable beyond this host and asks for no credentials: anyone who reaches it reads /metrics, /config and /slo (set admin.web_config_file with basic_auth_users, or listen on loopback)",
-                self.admin_listen
+                self.admin.listen
             )
         })
     }
@@ -310,21 +269,36 @@ fn check_bcrypt(hash: &str) -> Result<(), String> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawWebConfig {
-    tls_server_config: Option<Spanned<RawTls>>,
+    tls_server_config: Option<Spanned<StrictTls>>,
     http_server_config: Option<Spanned<RawHttp>>,
     #[serde(default)]
     basic_auth_users: BTreeMap<String, Spanned<String>>,
 }
 
+/// `tls_server_config`, whose unknown keys are refused here: the web
+/// config is read on its own, without the config file's did-you-mean.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawTls {
+struct StrictTls {
     cert_file: Option<Spanned<String>>,
     key_file: Option<Spanned<String>>,
     client_ca_file: Option<Spanned<String>>,
     client_auth_type: Option<Spanned<String>>,
     min_version: Option<Spanned<String>>,
     max_version: Option<Spanned<String>>,
+}
+
+impl From<StrictTls> for RawServerTls {
+    fn from(t: StrictTls) -> Self {
+        Self {
+            cert_file: t.cert_file,
+            key_file: t.key_file,
+            client_ca_file: t.client_ca_file,
+            client_auth_type: t.client_auth_type,
+            min_version: t.min_version,
+            max_version: t.max_version,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

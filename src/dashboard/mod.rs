@@ -11,6 +11,7 @@
 //! syntax.
 
 mod builder;
+mod capacity;
 mod panels;
 
 use serde_json::{Value, json};
@@ -27,10 +28,11 @@ pub fn render(namespace: &str, classes: &[ClassView]) -> Value {
     let mut b = Builder::new(namespace);
     b.overview();
     b.goodput(classes);
+    b.capacity();
     b.latency();
     b.phases();
     b.outcomes();
-    b.upstream();
+    b.engine();
     json!({
         "uid": UID,
         "title": "tokenmeter: LLM latency and goodput",

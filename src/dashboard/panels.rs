@@ -1,10 +1,8 @@
 //! The dashboard's panels, section by section: overview, goodput and
-//! error budgets per SLO class, latency, where the time goes, outcomes,
-//! and the upstream.
+//! error budgets per SLO class, latency, where the time goes, and
+//! outcomes (the trade-off sections are `capacity.rs`').
 
 use std::time::Duration;
-
-use serde_json::{Value, json};
 
 use names;
 
@@ -488,78 +486,5 @@ impl Builder {
             ),
         ];
         self.place_all(panels, 8);
-    }
-
-    /// Telemetry of the servers behind the proxy, when the same Prometheus
-    /// scrapes them: latency and its causes on one screen. Collapsed, since
-    /// not every deployment has these exporters.
-    pub(super) fn upstream(&mut self) {
-        let id = self.id();
-        let y = self.y;
-        let mut inner = Vec::new();
-        let defs: Vec<(Value, u32)> = vec![
-            (
-                Self::timeseries(
-                    "vLLM KV-cache usage",
-                    "vLLM's own gauge (vllm:kv_cache_usage_perc, formerly gpu_cache_usage_perc).",
-                    "percentunit",
-                    vec![q(
-                        "max by (instance) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)"
-                            .into(),
-                        "{{instance}}",
-                    )],
-                ),
-                8,
-            ),
-            (
-                Self::timeseries(
-                    "vLLM queue",
-                    "Requests waiting and running in vLLM's scheduler.",
-                    "short",
-                    vec![
-                        q(
-                            "sum by (instance) (vllm:num_requests_waiting)".into(),
-                            "waiting {{instance}}",
-                        ),
-                        q(
-                            "sum by (instance) (vllm:num_requests_running)".into(),
-                            "running {{instance}}",
-                        ),
-                    ],
-                ),
-                8,
-            ),
-            (
-                Self::timeseries(
-                    "GPU utilisation and memory bandwidth",
-                    "NVIDIA DCGM exporter: SM activity and memory copy utilisation.",
-                    "percent",
-                    vec![
-                        q(
-                            "avg by (gpu, Hostname) (DCGM_FI_DEV_GPU_UTIL)".into(),
-                            "util {{Hostname}} gpu{{gpu}}",
-                        ),
-                        q(
-                            "avg by (gpu, Hostname) (DCGM_FI_DEV_MEM_COPY_UTIL)".into(),
-                            "mem bw {{Hostname}} gpu{{gpu}}",
-                        ),
-                    ],
-                ),
-                8,
-            ),
-        ];
-        let mut x = 0;
-        for (mut p, w) in defs {
-            p["id"] = json!(self.id());
-            p["gridPos"] = json!({"h": 8, "w": w, "x": x, "y": y + 1});
-            p["datasource"] = json!({"type": "prometheus", "uid": "${datasource}"});
-            inner.push(p);
-            x += w;
-        }
-        self.panels.push(json!({
-            "type": "row", "id": id, "title": "Upstream telemetry (vLLM, DCGM)", "collapsed": true,
-            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": inner,
-        }));
-        self.y += 1;
     }
 }

@@ -28,6 +28,95 @@ pub enum Event<'a> {
     /// A client connection was shed while the proxy listener was
     /// overloaded.
     Shed(Shed),
+    /// A TLS handshake on a listener did not complete.
+    Handshake(Listener, HandshakeFailure),
+}
+
+/// One of the two listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    Proxy,
+    Admin,
+}
+
+impl Listener {
+    pub const ALL: [Listener; 2] = [Listener::Proxy, Listener::Admin];
+
+    /// The `listener` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Listener::Proxy => "proxy",
+            Listener::Admin => "admin",
+        }
+    }
+}
+
+/// Why a TLS handshake did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// Not done within the request head timeout.
+    Timeout,
+    /// The client closed or reset the connection.
+    Closed,
+    /// Not TLS, or nothing in common (version, cipher, ALPN protocol).
+    Protocol,
+    /// A client certificate missing, refused or not verified.
+    Certificate,
+    Other,
+}
+
+impl HandshakeFailure {
+    /// Every reason, in the order of their index.
+    pub const ALL: [HandshakeFailure; 5] = [
+        HandshakeFailure::Timeout,
+        HandshakeFailure::Closed,
+        HandshakeFailure::Protocol,
+        HandshakeFailure::Certificate,
+        HandshakeFailure::Other,
+    ];
+
+    /// The `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandshakeFailure::Timeout => "timeout",
+            HandshakeFailure::Closed => "closed",
+            HandshakeFailure::Protocol => "protocol",
+            HandshakeFailure::Certificate => "certificate",
+            HandshakeFailure::Other => "other",
+        }
+    }
+
+    /// The reason of a failed handshake's error, as tokio-rustls gives it
+    /// (a rustls error inside an `InvalidData` I/O error).
+    pub fn of(error: &std::io::Error) -> Self {
+        use std::io::ErrorKind;
+        if let Some(tls) = error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return match tls {
+                rustls::Error::InvalidCertificate(_)
+                | rustls::Error::NoCertificatesPresented
+                | rustls::Error::InvalidCertRevocationList(_) => Self::Certificate,
+                rustls::Error::InappropriateMessage { .. }
+                | rustls::Error::InappropriateHandshakeMessage { .. }
+                | rustls::Error::InvalidMessage(_)
+                | rustls::Error::PeerIncompatible(_)
+                | rustls::Error::PeerMisbehaved(_)
+                | rustls::Error::NoApplicationProtocol
+                | rustls::Error::AlertReceived(_) => Self::Protocol,
+                _ => Self::Other,
+            };
+        }
+        match error.kind() {
+            ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe => Self::Closed,
+            ErrorKind::InvalidData => Self::Protocol,
+            _ => Self::Other,
+        }
+    }
 }
 
 /// Why the proxy answered a request itself.

@@ -47,7 +47,7 @@ pub mod request;
 pub mod tenant;
 pub mod trace;
 
-pub use event::{Event, Rejection, Shed};
+pub use event::{Event, HandshakeFailure, Listener, Rejection, Shed};
 pub use recorder::{Observed, Observers};
 pub use request::{Finished, Gaps, Started};
 pub use trace::Trace;

@@ -116,14 +116,16 @@ impl Proxy {
 
     /// The proxy of a reloaded `config`. A route of the same name whose
     /// upstream, connect timeout and trusted roots are unchanged keeps its
-    /// upstream, and so its pooled connections.
-    pub fn reloaded(&self, config: &Config) -> Result<Self, rustls::Error> {
-        Self::build(
-            config,
-            self.observers.clone(),
-            self.overload.clone(),
-            Some(self),
-        )
+    /// upstream, and so its pooled connections. Its requests are reported
+    /// to `observers` (this proxy's, with the scraper of the new
+    /// configuration).
+    pub fn reloaded(&self, config: &Config, observers: Observers) -> Result<Self, rustls::Error> {
+        Self::build(config, observers, self.overload.clone(), Some(self))
+    }
+
+    /// What this proxy's requests are reported to.
+    pub fn observers(&self) -> &Observers {
+        &self.observers
     }
 
     fn build(
@@ -188,12 +190,6 @@ impl Proxy {
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.config
-    }
-
-    /// What its requests are reported to (the admin listener reads the
-    /// engines' latest loads there).
-    pub fn observers(&self) -> &Observers {
-        &self.observers
     }
 
     /// How long in-flight requests may take to finish on shutdown.

@@ -95,7 +95,7 @@ impl Scraper {
             tokio::spawn(job.run(stop.clone()));
         }
         Ok(Self {
-            readings: Readings { slots },
+            readings: Readings::new(slots),
             stop,
         })
     }

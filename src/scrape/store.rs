@@ -61,6 +61,10 @@ pub(super) struct Slot {
     latest: ArcSwapOption<Latest>,
     /// Indexed by [`Reason::index`].
     failures: [AtomicU64; Reason::ALL.len()],
+    /// The GPU-seconds of a GPU target so far, as `f64` bits: each fresh
+    /// reading's GPU count times the time to the next reading. Only the
+    /// target's task writes it.
+    gpu_seconds: AtomicU64,
     /// Scrapes ended, successful or not: what the tests await instead of
     /// sleeping.
     attempts: watch::Sender<u64>,
@@ -74,6 +78,7 @@ impl Slot {
             fresh_for: interval.saturating_mul(STALE_AFTER_INTERVALS),
             latest: ArcSwapOption::empty(),
             failures: Default::default(),
+            gpu_seconds: AtomicU64::new(0f64.to_bits()),
             attempts: watch::Sender::new(0),
         }
     }
@@ -85,7 +90,18 @@ impl Slot {
             .filter(|latest| now.saturating_duration_since(latest.at) <= self.fresh_for)
     }
 
+    /// Replaces the reading. A GPU reading that follows a fresh one adds
+    /// the GPU-seconds between them, at the earlier one's count: a span
+    /// after a reading that went stale is not known, and not counted.
     pub(super) fn store(&self, latest: Latest) {
+        if let Some(before) = self.fresh(latest.at)
+            && let Reading::Gpu(gpus) = &before.reading
+        {
+            let span = latest.at.saturating_duration_since(before.at).as_secs_f64();
+            let total = f64::from_bits(self.gpu_seconds.load(Ordering::Relaxed));
+            let added = total + gpus.count as f64 * span;
+            self.gpu_seconds.store(added.to_bits(), Ordering::Relaxed);
+        }
         self.latest.store(Some(Arc::new(latest)));
     }
 
@@ -118,9 +134,42 @@ impl Slot {
 #[derive(Clone)]
 pub struct Readings {
     pub(super) slots: Arc<[Slot]>,
+    /// Tells this scraper's counts from another's: each scraper's start
+    /// from 0.
+    pub(super) id: u64,
 }
 
 impl Readings {
+    /// Readings of `slots`, under an id no other scraper of the process
+    /// has.
+    pub(super) fn new(slots: Arc<[Slot]>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self {
+            slots,
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Which scraper these are the readings of: its failure counts and
+    /// GPU-seconds start from 0, so a reader that sums them across
+    /// scrapers adds a new scraper's counts whole.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The GPU-seconds of each route's GPU target since the scraper
+    /// started, in the order the targets were given.
+    pub fn gpu_seconds(&self) -> Vec<(Arc<str>, f64)> {
+        self.slots
+            .iter()
+            .filter(|slot| slot.source == Source::Gpu)
+            .map(|slot| {
+                let seconds = f64::from_bits(slot.gpu_seconds.load(Ordering::Relaxed));
+                (slot.route.clone(), seconds)
+            })
+            .collect()
+    }
+
     /// The requests running and waiting on `route`'s engine at its latest
     /// fresh scrape, for `model`: the figures of the model the page names
     /// so, else those of a page that names no model (a server of one
@@ -156,7 +205,8 @@ impl Readings {
         self.snapshot_at(Instant::now())
     }
 
-    pub(super) fn snapshot_at(&self, now: Instant) -> Vec<Snapshot> {
+    /// [`snapshot`](Self::snapshot) at `now`.
+    pub fn snapshot_at(&self, now: Instant) -> Vec<Snapshot> {
         self.slots
             .iter()
             .filter_map(|slot| {
@@ -191,5 +241,30 @@ impl Readings {
         self.slots
             .iter()
             .find(|slot| slot.source == source && &*slot.route == route)
+    }
+}
+
+#[cfg(test)]
+impl Readings {
+    /// Readings of targets (route, source, interval) that no task scrapes,
+    /// for the tests of their readers.
+    pub(crate) fn by_hand(targets: &[(&str, Source, Duration)]) -> Self {
+        Self::new(
+            targets
+                .iter()
+                .map(|(route, source, interval)| Slot::new(route, *source, *interval))
+                .collect(),
+        )
+    }
+
+    /// Stores a reading of the `index`th target, as its task would.
+    pub(crate) fn store_by_hand(&self, index: usize, latest: Latest) {
+        self.slots[index].store(latest);
+    }
+
+    /// Counts a failure of the `index`th target at `now`, as its task
+    /// would.
+    pub(crate) fn fail_by_hand(&self, index: usize, reason: Reason, now: Instant) {
+        self.slots[index].fail(reason, now);
     }
 }

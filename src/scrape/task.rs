@@ -36,6 +36,9 @@ impl Job {
         let mut ticks = tokio::time::interval_at(Instant::now() + first, interval);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut failing = false;
+        // The engine's previous reading, of which the prefix cache's
+        // counters give the hit rate over the span since.
+        let mut previous: Option<telemetry::EngineReading> = None;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -48,6 +51,14 @@ impl Job {
             let now = Instant::now();
             match outcome {
                 Ok(reading) => {
+                    let reading = match reading {
+                        Reading::Engine(engine) => {
+                            let engine = engine.with_hit_rates_since(previous.as_ref());
+                            previous = Some(engine.clone());
+                            Reading::Engine(engine)
+                        }
+                        gpu @ Reading::Gpu(_) => gpu,
+                    };
                     slot.store(Latest { at: now, reading });
                     if failing {
                         failing = false;

@@ -502,6 +502,41 @@ fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
 }
 
 #[test]
+fn gpu_seconds_add_up_between_fresh_readings_only() {
+    let interval = Duration::from_secs(5);
+    let slot = store::Slot::new("chat", Source::Gpu, interval);
+    let at = Instant::now();
+    let gpus = |count| {
+        Reading::Gpu(telemetry::GpuAggregate {
+            count,
+            ..telemetry::GpuAggregate::default()
+        })
+    };
+    slot.store(Latest {
+        at,
+        reading: gpus(4),
+    });
+    // 4 GPUs for 5 s, then 2 GPUs for 5 s.
+    slot.store(Latest {
+        at: at + interval,
+        reading: gpus(2),
+    });
+    slot.store(Latest {
+        at: at + interval * 2,
+        reading: gpus(2),
+    });
+    // After a gap longer than the staleness bound, nothing is added.
+    slot.store(Latest {
+        at: at + interval * 10,
+        reading: gpus(2),
+    });
+    let readings = Readings::new(Arc::from(vec![slot]));
+    assert_eq!(readings.gpu_seconds(), [(Arc::from("chat"), 30.0)]);
+    let other = Readings::new(Arc::from(Vec::new()));
+    assert_ne!(readings.id(), other.id());
+}
+
+#[test]
 fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
     use telemetry::{EngineFigures, EngineReading, ModelReading};
     let interval = Duration::from_secs(5);
@@ -519,9 +554,7 @@ fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
                 ..EngineReading::default()
             }),
         });
-        Readings {
-            slots: Arc::from(vec![slot]),
-        }
+        Readings::new(Arc::from(vec![slot]))
     };
     let both = readings(EngineFigures {
         running: Some(3.0),

@@ -581,6 +581,10 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
             &[("route", "batched"), ("slo", "chat")]
         ) >= 2.0
     );
+    // Its engine's own page is scraped and re-exported with the route.
+    let engine = [("route", "batched"), ("server", "vllm")];
+    let s = scrape_until(admin, |s| value(s, "llm_engine_info", &engine) == 1.0).await;
+    assert_eq!(value(&s, "llm_engine_info", &engine), 1.0);
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

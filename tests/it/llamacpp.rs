@@ -79,7 +79,9 @@ struct LlamaServer {
 }
 
 impl LlamaServer {
-    fn start(model: &Path) -> LlamaServer {
+    /// llama-server serving `model` in `parallel` slots, with `extra`
+    /// arguments.
+    fn start(model: &Path, parallel: u32, extra: &[&str]) -> LlamaServer {
         let bin = llama_server_bin();
         assert!(
             bin.is_file(),
@@ -95,9 +97,10 @@ impl LlamaServer {
             .arg(model)
             .args(["--host", "127.0.0.1", "--port", "0"])
             .args(["--threads", "1", "--threads-batch", "1"])
-            .args(["--ctx-size", "256", "--parallel", "1"])
+            .args(["--ctx-size", "256", "--parallel", &parallel.to_string()])
             .args(["--n-predict", &MAX_TOKENS.to_string()])
             .args(["--no-webui", "--no-warmup", "--offline"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -426,7 +429,7 @@ async fn llama_server_reports_prompt_and_predicted_ms_into_the_phase_histograms_
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("tiny.gguf");
     write_model(&model);
-    let server = LlamaServer::start(&model);
+    let server = LlamaServer::start(&model, 1, &[]);
     server.wait_healthy().await;
     let proxy = start(config_for(server.addr)).await;
 
@@ -548,5 +551,89 @@ async fn llama_server_reports_prompt_and_predicted_ms_into_the_phase_histograms_
             "{family}: tokens"
         );
     }
+    proxy.stop().await;
+}
+
+/// llama-server's own `/metrics` (`--metrics`), scraped through the route's
+/// `engine_metrics`: its `llamacpp:*` gauges under tokenmeter's names, with
+/// the route and no model (llama-server names none), while requests run
+/// on its two slots.
+#[tokio::test]
+async fn llama_server_gauges_are_re_exported_with_the_route_needs_tool_llama_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    write_model(&model);
+    let server = LlamaServer::start(&model, 2, &["--metrics"]);
+    server.wait_healthy().await;
+    let page = get(server.addr, "/metrics").await;
+    assert_eq!(page.status, 200, "llama-server's /metrics: {page:?}");
+    let page = String::from_utf8(page.body()).unwrap();
+    assert!(
+        page.contains("llamacpp:requests_processing"),
+        "llama-server's own page:\n{page}"
+    );
+    let mut config = config_for(server.addr);
+    let url = format!("http://{}/metrics", server.addr);
+    config.routes[0].engine_metrics = Some(tokenmeter::config::MetricsEndpoint {
+        url: url.parse().unwrap(),
+        shown: url.clone(),
+    });
+    config.scrape.interval = Duration::from_millis(200);
+    config.scrape.timeout = Duration::from_millis(150);
+    let proxy = start(config).await;
+
+    let engine = [("route", "test"), ("model", "")];
+    let s = scrape_until(proxy.admin_addr, |s| {
+        s.iter().any(|x| x.name == "llm_engine_requests_running")
+    })
+    .await;
+    assert_eq!(
+        value(
+            &s,
+            "llm_engine_info",
+            &[("route", "test"), ("server", "llamacpp")]
+        ),
+        1.0,
+        "{}",
+        server.log()
+    );
+    assert_eq!(value(&s, "llm_engine_requests_running", &engine), 0.0);
+    assert_eq!(value(&s, "llm_engine_requests_waiting", &engine), 0.0);
+
+    // Four clients in a closed loop on two slots, until a scrape sees
+    // requests running: at most two.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, stop) = (proxy.proxy_addr, stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    completion(addr, true).await;
+                }
+            })
+        })
+        .collect();
+    let busy = scrape_until(proxy.admin_addr, |s| {
+        value(s, "llm_engine_requests_running", &engine) >= 1.0
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in load {
+        task.await.unwrap();
+    }
+    let running = value(&busy, "llm_engine_requests_running", &engine);
+    assert!(
+        (1.0..=2.0).contains(&running),
+        "running {running}: two slots\n{}",
+        server.log()
+    );
+    assert_eq!(
+        sum(
+            &busy,
+            "tokenmeter_scrape_failures_total",
+            &[("route", "test")]
+        ),
+        0.0
+    );
     proxy.stop().await;
 }

@@ -26,7 +26,6 @@
 
 mod common;
 
-mod admin_auth;
 mod attribution;
 mod bench;
 mod capacity;
@@ -38,6 +37,7 @@ mod deploy;
 mod forwarding;
 mod hardening;
 mod layout;
+mod listeners_tls;
 mod llamacpp;
 mod metering;
 mod operations;
@@ -49,5 +49,6 @@ mod protocols;
 mod reload;
 mod sim;
 mod slo;
+mod telemetry;
 mod tls;
 mod transparency;

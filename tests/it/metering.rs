@@ -347,7 +347,7 @@ async fn exposition_declares_every_series_and_is_valid_needs_tool_promtool() {
 }
 
 /// Runs `promtool check metrics` (Debian's `prometheus` package) on `text`.
-fn promtool_check_metrics(text: &str) -> (bool, String) {
+pub(crate) fn promtool_check_metrics(text: &str) -> (bool, String) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new("promtool")

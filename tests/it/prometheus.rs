@@ -16,7 +16,7 @@ use tokenmeter::config::{Config, Overrides};
 use tokenmeter::dashboard::{self, ClassView};
 
 /// A Prometheus server on a loopback port, killed when dropped.
-struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     addr: SocketAddr,
     _dir: tempfile::TempDir,
@@ -31,7 +31,7 @@ impl Drop for Prometheus {
 
 /// Starts Prometheus scraping `targets` every second and evaluating the
 /// shipped rules (`deploy/prometheus/rules.yml`) every second.
-async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
+pub(crate) async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     let dir = tempfile::tempdir().unwrap();
     let rules =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/rules.yml");
@@ -107,7 +107,7 @@ async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     }
 }
 
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -119,32 +119,32 @@ fn encode(s: &str) -> String {
 }
 
 /// Evaluates `expr` now; returns the API's JSON answer.
-async fn query(p: &Prometheus, expr: &str) -> Value {
+pub(crate) async fn query(p: &Prometheus, expr: &str) -> Value {
     api(p, &format!("query?query={}", encode(expr))).await
 }
 
 /// `GET /api/v1/<path>`, the JSON answer.
-async fn api(p: &Prometheus, path: &str) -> Value {
+pub(crate) async fn api(p: &Prometheus, path: &str) -> Value {
     let head = format!("GET /api/v1/{path} HTTP/1.1\r\nhost: p\r\nconnection: close\r\n\r\n");
     let resp = raw_exchange(p.addr, &head, b"").await;
     serde_json::from_slice(&resp.body()).unwrap()
 }
 
 /// The single scalar value of an instant-vector answer (None when empty).
-fn scalar(answer: &Value) -> Option<f64> {
+pub(crate) fn scalar(answer: &Value) -> Option<f64> {
     assert_eq!(answer["status"], "success", "{answer}");
     let result = answer["data"]["result"].as_array()?;
     let first = result.first()?;
     first["value"][1].as_str()?.parse().ok()
 }
 
-async fn eventually(p: &Prometheus, expr: &str, want: f64) {
+pub(crate) async fn eventually(p: &Prometheus, expr: &str, want: f64) {
     eventually_near(p, expr, &[], want, 0.0).await;
 }
 
 /// Polls `expr` for up to 60 s until its series with `labels` (the first
 /// one when none are given) is within `tolerance` of `want`.
-async fn eventually_near(
+pub(crate) async fn eventually_near(
     p: &Prometheus,
     expr: &str,
     labels: &[(&str, &str)],
@@ -187,7 +187,7 @@ async fn chat(proxy: SocketAddr, n: usize, ttft_ms: &str) {
 }
 
 /// The value of the series of `answer` whose labels include `labels`.
-fn series(answer: &Value, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn series(answer: &Value, labels: &[(&str, &str)]) -> Option<f64> {
     assert_eq!(answer["status"], "success", "{answer}");
     answer["data"]["result"]
         .as_array()?

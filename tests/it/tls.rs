@@ -274,7 +274,7 @@ fn a_bad_ca_file_is_reported_at_its_key() {
 }
 
 /// The fixture `name` cut after each of its events.
-fn stream_request(name: &str) -> (String, Vec<Vec<u8>>) {
+pub(crate) fn stream_request(name: &str) -> (String, Vec<Vec<u8>>) {
     let pieces = split_events(&fixture(name));
     let mut at = 0;
     let cuts: Vec<String> = pieces[..pieces.len() - 1]

@@ -387,6 +387,12 @@ pub const SHED_CONNECTIONS: Family = own(
     &["reason"],
     "Client connections closed early while the proxy listener was overloaded (reason: idle = kept alive between requests; head = no complete request head within the overload timeout; body = a request body read ahead that did not arrive within the overload timeout, answered 408).",
 );
+pub const TLS_HANDSHAKE_FAILURES: Family = own(
+    "tokenmeter_tls_handshake_failures_total",
+    Counter,
+    &["listener", "reason"],
+    "TLS handshakes that did not complete on a listener with TLS (listener: proxy or admin; reason: timeout = not done within the request head timeout; closed = the client closed or reset the connection; protocol = not TLS, or no version, cipher or ALPN protocol in common; certificate = a client certificate missing, refused or not verified; other).",
+);
 pub const LOG_LINES_DROPPED: Family = own(
     "tokenmeter_log_lines_dropped_total",
     Counter,
@@ -406,6 +412,118 @@ pub const OTLP_EXPORT_FAILURES: Family = own(
     "OTLP export calls (signal: metrics or traces) that failed or timed out. A failed metrics export loses nothing: the next one carries the cumulative values.",
 );
 
+/// The labels of a GPU figure: `stat` is `mean` (over the route's GPUs
+/// that report it) or `max` (the busiest).
+pub const GPU_LABELS: [&str; 2] = ["route", "stat"];
+pub const ENGINE_INFO: Family = domain(
+    "engine_info",
+    Gauge,
+    &["route", "server"],
+    "The inference server the route's engine page was read as (server: vllm, sglang, tgi, llamacpp); always 1, absent while the page is not read.",
+);
+pub const ENGINE_RUNNING: Family = domain(
+    "engine_requests_running",
+    Gauge,
+    &["route", "model"],
+    "Requests in the engine's running batch at its latest scrape (model: as the server labels it, empty for a server of one model).",
+);
+pub const ENGINE_WAITING: Family = domain(
+    "engine_requests_waiting",
+    Gauge,
+    &["route", "model"],
+    "Requests queued in the engine, waiting for room in its batch, at its latest scrape.",
+);
+pub const ENGINE_KV_CACHE: Family = domain(
+    "engine_kv_cache_usage_ratio",
+    Gauge,
+    &["route", "model"],
+    "Share of the engine's KV cache in use at its latest scrape, 0 to 1.",
+);
+pub const ENGINE_PREFIX_HIT: Family = domain(
+    "engine_prefix_cache_hit_ratio",
+    Gauge,
+    &["route", "model"],
+    "The engine's prefix cache hit ratio, 0 to 1: its own recent rate, or the prompt tokens found over those looked up between its two latest scrapes that saw lookups.",
+);
+pub const GPUS: Family = domain(
+    "gpus",
+    Gauge,
+    &["route"],
+    "GPUs serving the route (those of its GPU endpoint its selector picks) at their latest scrape.",
+);
+pub const GPU_UTILIZATION: Family = domain(
+    "gpu_utilization_ratio",
+    Gauge,
+    &GPU_LABELS,
+    "DCGM_FI_DEV_GPU_UTIL of the route's GPUs as a ratio, 0 to 1 (stat: mean or max).",
+);
+pub const GPU_FRAMEBUFFER_USED: Family = domain(
+    "gpu_framebuffer_used_bytes",
+    Gauge,
+    &GPU_LABELS,
+    "DCGM_FI_DEV_FB_USED of the route's GPUs, in bytes (stat: mean or max).",
+);
+pub const GPU_GRAPHICS_ENGINE_ACTIVE: Family = domain(
+    "gpu_graphics_engine_active_ratio",
+    Gauge,
+    &GPU_LABELS,
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE of the route's GPUs, 0 to 1 (stat: mean or max).",
+);
+pub const GPU_SM_ACTIVE: Family = domain(
+    "gpu_sm_active_ratio",
+    Gauge,
+    &GPU_LABELS,
+    "DCGM_FI_PROF_SM_ACTIVE of the route's GPUs, 0 to 1: compute occupancy (stat: mean or max).",
+);
+pub const GPU_DRAM_ACTIVE: Family = domain(
+    "gpu_dram_active_ratio",
+    Gauge,
+    &GPU_LABELS,
+    "DCGM_FI_PROF_DRAM_ACTIVE of the route's GPUs, 0 to 1: memory bandwidth use (stat: mean or max).",
+);
+pub const GPU_SECONDS: Family = domain(
+    "gpu_seconds_total",
+    Counter,
+    &["route"],
+    "GPU-seconds of the route's GPUs: each scrape's GPU count times the time to the next scrape (spans after a reading went stale are not counted).",
+);
+pub const GOOD_TOKENS_PER_GPU_SECOND: Family = domain(
+    "slo_good_output_tokens_per_gpu_second",
+    Gauge,
+    &["route", "slo", "window"],
+    "Output tokens of good requests per second over a live window (1m, 5m, 1h), per GPU the route has at its latest scrape.",
+);
+pub const TOKENS_PER_GPU_SECOND: Family = domain(
+    "output_tokens_per_gpu_second",
+    Gauge,
+    &["route", "slo", "window"],
+    "Output tokens of every request per second over a live window (1m, 5m, 1h), per GPU the route has at its latest scrape.",
+);
+pub const SCRAPE_FAILURES: Family = own(
+    "tokenmeter_scrape_failures_total",
+    Counter,
+    &["route", "target", "reason"],
+    "Failed scrapes of a route's engine or GPU endpoint (target: engine or gpu; reason: connect, tls, timeout, http, status, too_large, parse, unrecognized); its figures are removed after three intervals without a good scrape.",
+);
+
+/// The families of the engines' and GPUs' figures, read by the scraper.
+pub const TELEMETRY: [Family; 15] = [
+    ENGINE_INFO,
+    ENGINE_RUNNING,
+    ENGINE_WAITING,
+    ENGINE_KV_CACHE,
+    ENGINE_PREFIX_HIT,
+    GPUS,
+    GPU_UTILIZATION,
+    GPU_FRAMEBUFFER_USED,
+    GPU_GRAPHICS_ENGINE_ACTIVE,
+    GPU_SM_ACTIVE,
+    GPU_DRAM_ACTIVE,
+    GPU_SECONDS,
+    GOOD_TOKENS_PER_GPU_SECOND,
+    TOKENS_PER_GPU_SECOND,
+    SCRAPE_FAILURES,
+];
 pub const BUILD_INFO: Family = own(
     "tokenmeter_build_info",
     Gauge,
@@ -414,7 +532,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 52] = [
+pub const ALL: [Family; 53] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -463,6 +581,7 @@ pub const ALL: [Family; 52] = [
     MAX_CONNECTIONS,
     RECEIVING_BODY,
     SHED_CONNECTIONS,
+    TLS_HANDSHAKE_FAILURES,
     LOG_LINES_DROPPED,
     OTLP_DROPPED,
     OTLP_EXPORT_FAILURES,
@@ -476,7 +595,7 @@ mod tests {
 
     #[test]
     fn names_are_distinct_and_follow_prometheus_conventions() {
-        let every: Vec<&Family> = ALL.iter().collect();
+        let every: Vec<&Family> = ALL.iter().chain(&TELEMETRY).collect();
         assert!(CAPACITY.iter().all(|f| ALL.contains(f)));
         let mut names: Vec<String> = every.iter().map(|f| f.name("llm")).collect();
         for (f, name) in every.iter().zip(&names) {
@@ -505,6 +624,7 @@ mod tests {
         .unwrap();
         let missing: Vec<String> = ALL
             .iter()
+            .chain(&TELEMETRY)
             .map(|f| f.name("llm"))
             .filter(|name| !doc.contains(&format!("`{name}`")))
             .collect();

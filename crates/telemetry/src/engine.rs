@@ -144,7 +144,8 @@ pub struct EngineFigures {
     /// Of those, the tokens found (a counter).
     pub prefix_cache_hits: Option<f64>,
     /// The server's own recent hit rate, 0 to 1, for a server that writes
-    /// a rate rather than counters.
+    /// a rate rather than counters; for one that writes counters, the rate
+    /// between two readings ([`EngineReading::with_hit_rates_since`]).
     pub prefix_cache_hit_rate: Option<f64>,
 }
 
@@ -285,6 +286,49 @@ pub fn read_engine(page: &Page) -> EngineReading {
     reading
 }
 
+impl EngineReading {
+    /// This reading, with the prefix cache's hit rate of each model whose
+    /// server writes counters rather than a rate, over the span since
+    /// `earlier` (the same engine's previous reading): the hits added over
+    /// the queries added. A span without queries keeps `earlier`'s rate
+    /// (that of the latest lookups); with no earlier reading of the model,
+    /// or counters that went back (the engine restarted), the rate is
+    /// unknown.
+    #[must_use]
+    pub fn with_hit_rates_since(mut self, earlier: Option<&EngineReading>) -> Self {
+        for model in &mut self.models {
+            let figures = &mut model.figures;
+            if figures.prefix_cache_hit_rate.is_some() {
+                continue;
+            }
+            let (Some(queries), Some(hits)) =
+                (figures.prefix_cache_queries, figures.prefix_cache_hits)
+            else {
+                continue;
+            };
+            let Some(before) = earlier
+                .and_then(|e| e.models.iter().find(|m| m.model == model.model))
+                .map(|m| m.figures)
+            else {
+                continue;
+            };
+            let (Some(q0), Some(h0)) = (before.prefix_cache_queries, before.prefix_cache_hits)
+            else {
+                continue;
+            };
+            let (dq, dh) = (queries - q0, hits - h0);
+            figures.prefix_cache_hit_rate = if dq < 0.0 || dh < 0.0 || dh > dq {
+                None
+            } else if dq == 0.0 {
+                before.prefix_cache_hit_rate
+            } else {
+                Some(dh / dq)
+            };
+        }
+        self
+    }
+}
+
 #[cfg(test)]
 // Panicking on unexpected input is how a test fails.
 #[allow(clippy::unwrap_used, clippy::expect_used)]
@@ -378,5 +422,33 @@ vllm:prefix_cache_hits_created{engine="0",model_name="m"} 1.7e9
         assert_eq!(mixed.models[0].model, None);
         assert_eq!(mixed.models[0].figures.waiting, Some(4.0));
         assert!(read("").models.is_empty());
+    }
+
+    #[test]
+    fn counters_give_a_hit_rate_over_the_span_between_readings() {
+        let page = |q: u32, h: u32| {
+            read(&format!(
+                "vllm:num_requests_running{{model_name=\"m\"}} 1\nvllm:prefix_cache_queries_total{{model_name=\"m\"}} {q}\nvllm:prefix_cache_hits_total{{model_name=\"m\"}} {h}\n"
+            ))
+        };
+        let rate = |r: &EngineReading| r.models[0].figures.prefix_cache_hit_rate;
+        let first = page(100, 10).with_hit_rates_since(None);
+        assert_eq!(rate(&first), None);
+        let second = page(200, 60).with_hit_rates_since(Some(&first));
+        assert_eq!(rate(&second), Some(0.5));
+        // No lookups since: the latest lookups' rate stays.
+        let third = page(200, 60).with_hit_rates_since(Some(&second));
+        assert_eq!(rate(&third), Some(0.5));
+        // The engine restarted: unknown until the next span.
+        let fourth = page(10, 1).with_hit_rates_since(Some(&third));
+        assert_eq!(rate(&fourth), None);
+        // A server that writes its own rate keeps it.
+        let sglang = read("sglang:cache_hit_rate{model_name=\"m\"} 0.25\n");
+        assert_eq!(
+            sglang.clone().with_hit_rates_since(Some(&second)).models[0]
+                .figures
+                .prefix_cache_hit_rate,
+            Some(0.25)
+        );
     }
 }

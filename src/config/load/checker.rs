@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use super::super::raw::{self, Pos, Spanned};
-use super::super::{Config, DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, Upstream};
+use super::super::{Config, Upstream};
 
 use super::super::values::*;
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
@@ -25,18 +25,6 @@ pub struct Overrides {
     pub otel_env: super::otel_env::OtelEnv,
 }
 
-pub(crate) fn default_listen() -> SocketAddr {
-    DEFAULT_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8080)))
-}
-
-pub(crate) fn default_admin_listen() -> SocketAddr {
-    DEFAULT_ADMIN_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
-}
-
 /// Collects errors while building the runtime config.
 pub(crate) struct Checker<'a> {
     pub(crate) file: &'a str,
@@ -46,6 +34,9 @@ pub(crate) struct Checker<'a> {
     pub(crate) slo_names: Option<Vec<String>>,
     /// SLO files and globs named by `slo_files`, as resolved.
     pub(crate) sources: super::super::Sources,
+    /// Where the file's values are written, for the rules across keys;
+    /// `None` without a file.
+    pub(crate) locator: Option<raw::Locator<'a>>,
 }
 
 /// Where a value in the final config came from, to point an error at it.
@@ -63,6 +54,7 @@ impl<'a> Checker<'a> {
             errors: Vec::new(),
             slo_names: None,
             sources: super::super::Sources::default(),
+            locator: None,
         }
     }
 
@@ -80,6 +72,39 @@ impl<'a> Checker<'a> {
             key: key.into(),
             message: message.into(),
         });
+    }
+
+    /// Whether a problem was reported at `key`.
+    pub(crate) fn reported(&self, key: &str) -> bool {
+        self.errors.iter().any(|e| e.key == key)
+    }
+
+    /// Whether the file gives `key` a value (a bad one included; `key:`
+    /// gives none).
+    pub(crate) fn given(&self, key: &str) -> bool {
+        self.locator
+            .as_ref()
+            .is_some_and(|locator| locator.has_value(key))
+    }
+
+    /// Where the value at `key` is written, if it is.
+    pub(crate) fn position(&self, key: &str) -> Option<Pos> {
+        self.locator.as_ref()?.value(key)
+    }
+
+    /// Where the value at `within`, under the value at `key`, is written:
+    /// for a path whose keys the user chose (a model name may hold a `.`).
+    pub(crate) fn position_under(&self, key: &str, within: &[raw::Segment]) -> Option<Pos> {
+        let mut path = raw::segments(key)?;
+        path.extend_from_slice(within);
+        self.locator.as_ref()?.at(&path)
+    }
+
+    /// Records a problem with the value at `key`, located in the file.
+    pub(crate) fn at_key(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        let key = key.into();
+        let pos = self.position(&key);
+        self.at(pos, key, message);
     }
 
     /// The elements of a required list, or `None` after saying that it is

@@ -6,13 +6,14 @@
 use std::path::Path;
 
 use super::super::raw::{self, RawConfig};
-use super::super::values::*;
 use super::super::{
-    AdminSettings, Config, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch, Timeouts,
-    TraceSettings, WebConfig,
+    AdminSettings, Config, GpuSelect, MetricsSettings, Protocol, ProxySettings, Route, RouteMatch,
+    ScrapeSettings, Timeouts, TraceSettings, WebConfig,
 };
-use super::checker::{Checker, Origin, Overrides, default_admin_listen, default_listen};
+use super::super::{default_admin_listen, default_listen};
+use super::checker::{Checker, Origin, Overrides};
 use super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
+use super::validate::Given;
 
 impl Config {
     /// Reads and validates a config file, then applies `overrides`.
@@ -48,6 +49,7 @@ impl Config {
             }
         };
         let mut checker = Checker::new(file);
+        checker.locator = Some(raw::Locator::new(text));
         checker.document_problems(&document);
         // SLO files are named relative to the directory of this file.
         let base = Path::new(file).parent().unwrap_or(Path::new(""));
@@ -71,23 +73,29 @@ impl Config {
         };
         let listen = overrides.listen.unwrap_or_else(default_listen);
         let admin_listen = overrides.admin_listen.unwrap_or_else(default_admin_listen);
-        // Port 0 asks the OS for a free port each, so it can be shared.
-        if listen == admin_listen && listen.port() != 0 {
-            let flag = if overrides.admin_listen.is_some() {
-                "--admin-listen"
-            } else {
-                "--listen"
-            };
-            checker.flag(
-                flag,
-                format!("the proxy and the admin listener cannot share the address {listen}"),
-            );
-        }
+        let origin = |given: bool, flag| match given {
+            true => Origin::Flag(flag),
+            false => Origin::Default,
+        };
+        checker.validate(
+            None,
+            &Given {
+                listen: (listen, origin(overrides.listen.is_some(), "--listen")),
+                admin: (
+                    admin_listen,
+                    origin(overrides.admin_listen.is_some(), "--admin-listen"),
+                ),
+                upstream_flag: true,
+                upstream: upstream.as_ref(),
+            },
+        );
         let otlp = checker.otlp(None, &overrides.otel_env);
         let config = upstream.map(|upstream| Config {
             listen,
-            admin_listen,
-            admin: AdminSettings::default(),
+            admin: AdminSettings {
+                listen: admin_listen,
+                ..AdminSettings::default()
+            },
             proxy: ProxySettings::default(),
             metrics: MetricsSettings::default(),
             routes: vec![Route {
@@ -111,10 +119,16 @@ impl Config {
                 slo_request_max: None,
                 tenant: None,
                 otel_provider_name: None,
+                engine_metrics: None,
+                gpu_metrics: None,
+                gpu_select: GpuSelect::default(),
+                scrape_interval: None,
             }],
             slo_classes: Vec::new(),
             trace_context: TraceSettings::default(),
             otlp,
+            tls: None,
+            scrape: ScrapeSettings::default(),
             sources: super::super::Sources::default(),
         });
         match config {
@@ -134,79 +148,98 @@ impl Checker<'_> {
             }
             None => Vec::new(),
         };
-        let listen_field = raw.listen.as_ref();
-        let admin_field = raw.admin.as_ref().and_then(|admin| admin.listen.as_ref());
-        let listen_file = self.value(listen_field, "listen", parse_addr);
-        let admin_file = self.value(admin_field, "admin.listen", parse_addr);
-
-        let (listen, listen_origin) = match (overrides.listen, listen_file) {
+        let file_listen = raw.listen.map(|addr| {
+            let pos = self.position("listen");
+            (addr, Origin::File(pos, "listen"))
+        });
+        let (listen, listen_origin) = match (overrides.listen, file_listen) {
             (Some(addr), _) => (addr, Origin::Flag("--listen")),
-            (None, Some(addr)) => (
-                addr,
-                Origin::File(listen_field.and_then(raw::pos), "listen"),
-            ),
+            (None, Some(file)) => file,
             (None, None) => (default_listen(), Origin::Default),
         };
-        let (admin_listen, admin_origin) = match (overrides.admin_listen, admin_file) {
-            (Some(addr), _) => (addr, Origin::Flag("--admin-listen")),
-            (None, Some(addr)) => (
-                addr,
-                Origin::File(admin_field.and_then(raw::pos), "admin.listen"),
-            ),
-            (None, None) => (default_admin_listen(), Origin::Default),
+        let mut admin = raw.admin.clone().unwrap_or_default();
+        // A bad address is reported already; the default stands in for it.
+        let admin_origin = match overrides.admin_listen {
+            Some(addr) => {
+                admin.listen = addr;
+                Origin::Flag("--admin-listen")
+            }
+            None if self.given("admin.listen") && !self.reported("admin.listen") => {
+                Origin::File(self.position("admin.listen"), "admin.listen")
+            }
+            None => Origin::Default,
         };
-        if listen == admin_listen && listen.port() != 0 {
-            // Point at the admin address if one was given (file or flag),
-            // else at the proxy address, which then collides with the default.
-            let origin = match admin_origin {
-                Origin::Default => listen_origin,
-                given => given,
+        if let Some(path) = admin.web_config_file.clone() {
+            let pos = self.position("admin.web_config_file");
+            admin.web = match WebConfig::read(&path, pos, self.file, base) {
+                Ok(web) => {
+                    self.sources.files.extend(web.files());
+                    Some(web)
+                }
+                Err(errors) => {
+                    self.errors.extend(errors);
+                    None
+                }
             };
-            self.report(
-                origin,
-                format!("the proxy and the admin listener cannot share the address {listen}"),
-            );
         }
-
         let upstream_override = overrides
             .upstream
             .as_deref()
             .and_then(|url| self.upstream_override(url));
+        self.validate(
+            Some(raw),
+            &Given {
+                listen: (listen, listen_origin),
+                admin: (admin.listen, admin_origin),
+                upstream_flag: overrides.upstream.is_some(),
+                upstream: upstream_override.as_ref(),
+            },
+        );
 
-        let admin_defaults = AdminSettings::default();
-        let admin = AdminSettings {
-            max_connections: raw
-                .admin
-                .as_ref()
-                .and_then(|admin| admin.max_connections)
-                .unwrap_or(admin_defaults.max_connections),
-            web: raw
-                .admin
-                .as_ref()
-                .and_then(|admin| admin.web_config_file.as_ref())
-                .and_then(|field| match WebConfig::read(field, self.file, base) {
-                    Ok(web) => {
-                        self.sources.files.extend(web.files());
-                        Some(web)
-                    }
-                    Err(errors) => {
-                        self.errors.extend(errors);
-                        None
-                    }
-                }),
-        };
-
+        let scrape = raw.scrape.unwrap_or_default();
         Config {
             listen,
-            admin_listen,
             admin,
             proxy: raw.proxy.clone().unwrap_or_default(),
             metrics: raw.metrics.clone().unwrap_or_default(),
-            routes: self.routes(raw, overrides.upstream.is_some(), upstream_override, base),
+            routes: self.routes(raw, upstream_override.as_ref(), base),
             slo_classes,
             trace_context: raw.trace_context.unwrap_or_default(),
             otlp: self.otlp(raw.otlp.as_ref(), &overrides.otel_env),
+            tls: raw
+                .tls
+                .as_ref()
+                .and_then(|tls| self.listener_tls(tls, base)),
+            scrape,
             sources: std::mem::take(&mut self.sources),
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// The proxy listener's TLS, its files read against `base`; its
+    /// problems recorded at `tls.KEY`.
+    fn listener_tls(
+        &mut self,
+        tls: &raw::Spanned<crate::config::server_tls::RawServerTls>,
+        base: &Path,
+    ) -> Option<crate::config::ServerTls> {
+        // ALPN: HTTP/2 first, as the listener serves both.
+        let alpn: [&[u8]; 2] = [b"h2", b"http/1.1"];
+        match tls.value.read(Some(&tls.referenced), base, &alpn) {
+            Ok(read) => {
+                self.sources
+                    .files
+                    .extend(read.files().map(std::path::Path::to_path_buf));
+                Some(read)
+            }
+            Err(problems) => {
+                for (at, key, message) in problems {
+                    let pos = at.as_ref().and_then(crate::config::located::location_pos);
+                    self.at(pos, format!("tls.{key}"), message);
+                }
+                None
+            }
         }
     }
 }

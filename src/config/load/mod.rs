@@ -18,6 +18,7 @@ mod otel_env;
 mod otlp;
 mod routes;
 mod tenants;
+mod validate;
 
 pub use checker::Overrides;
 pub use error::{ConfigError, ConfigErrors, FLAGS_FILE};
@@ -30,10 +31,10 @@ mod tests {
     use super::super::raw;
     use super::super::values::*;
     use super::super::{DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, RouteMatch};
-    use super::checker::{default_admin_listen, default_listen};
+    use super::super::{default_admin_listen, default_listen};
     use super::error::*;
     use super::otlp::parse_otlp_endpoint;
-    use super::routes::*;
+    use super::validate::covers;
     use std::net::SocketAddr;
 
     #[test]

@@ -1,323 +1,95 @@
-//! The `routes`: each route's match, upstream, protocol, timeouts, SLO
-//! class and limits, and routes shadowed by an earlier one.
+//! The `routes`: each route built from its typed keys (the rules across
+//! keys are `validate.rs`'s), its CA file read.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use super::super::raw::{self, Pos, RawConfig, RawRoute, Spanned};
+use super::super::raw::{RawConfig, RawRoute};
 use super::super::{Protocol, Route, RouteMatch, Upstream};
 
-use super::super::values::*;
 use super::checker::Checker;
-use meter::Operation;
 use slo::ObjectiveKind;
 use slo::declared::Caps;
 
-/// A route's checked match, and where to report it as shadowed.
-pub(crate) struct MatchSite {
-    matcher: RouteMatch,
-    pos: Option<Pos>,
-    key: String,
-}
-
 impl Checker<'_> {
+    /// The routes, one for each in the file whose required keys are there
+    /// and good (a config with any problem is refused anyway).
     pub(crate) fn routes(
         &mut self,
         raw: &RawConfig,
-        upstream_overridden: bool,
-        upstream_override: Option<Upstream>,
+        upstream_override: Option<&Upstream>,
         base: &Path,
     ) -> Vec<Route> {
         let Some(raw_routes) = self.required_list(&raw.routes, "routes", "route") else {
             return Vec::new();
         };
-
-        let mut names: HashMap<&str, usize> = HashMap::new();
-        // Match of each route that checked out, for the shadowing check.
-        let mut matches: Vec<Option<MatchSite>> = Vec::new();
-        let mut routes = Vec::with_capacity(raw_routes.len());
-        for (i, raw_route) in raw_routes.iter().enumerate() {
-            let prefix = format!("routes[{i}]");
-            let route_pos = raw::pos(raw_route);
-            let route = &raw_route.value;
-
-            if let Some(name) = &route.name
-                && let Some(first) = names.insert(&name.value, i)
-            {
-                self.at(
-                    raw::pos(name),
-                    format!("{prefix}.name"),
-                    format!(
-                        "duplicate route name `{}` (also routes[{first}])",
-                        name.value
-                    ),
-                );
-            }
-            let (built, matcher) = self.route(
-                &prefix,
-                route_pos,
-                route,
-                upstream_overridden,
-                &upstream_override,
-                base,
-            );
-            if let Some(route) = built {
-                routes.push(route);
-            }
-            matches.push(matcher);
-        }
-
-        for (j, later) in matches.iter().enumerate() {
-            let Some(later) = later else {
-                continue;
-            };
-            let shadowing = matches[..j].iter().enumerate().find_map(|(i, earlier)| {
-                earlier
-                    .as_ref()
-                    .filter(|earlier| covers(&earlier.matcher, &later.matcher))
-                    .map(|_| i)
-            });
-            if let Some(i) = shadowing {
-                self.at(
-                    later.pos,
-                    later.key.clone(),
-                    format!(
-                        "route can never match: shadowed by routes[{i}], which accepts every request this one does (put the more specific route first)"
-                    ),
-                );
-            }
-        }
-        routes
+        raw_routes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, raw_route)| {
+                self.route(
+                    &format!("routes[{i}]"),
+                    &raw_route.value,
+                    upstream_override,
+                    base,
+                )
+            })
+            .collect()
     }
 
-    /// Builds one route; also returns its match (with where to report
-    /// shadowing) when the match itself checked out.
-    pub(crate) fn route(
+    /// Builds one route, reading its CA file when its `tls` applies.
+    fn route(
         &mut self,
         prefix: &str,
-        route_pos: Option<Pos>,
         route: &RawRoute,
-        upstream_overridden: bool,
-        upstream_override: &Option<Upstream>,
+        upstream_override: Option<&Upstream>,
         base: &Path,
-    ) -> (Option<Route>, Option<MatchSite>) {
-        let name = match &route.name {
-            None => {
-                self.at(
-                    route_pos,
-                    format!("{prefix}.name"),
-                    "required key is missing",
-                );
-                None
-            }
-            Some(name) => self.value(Some(name), &format!("{prefix}.name"), |text| {
-                if is_label_value(text) {
-                    Ok(text.to_owned())
-                } else {
-                    Err(format!(
-                        "invalid route name `{text}`: must match [a-zA-Z0-9_.:-]+"
-                    ))
-                }
-            }),
-        };
-
-        let matcher = route
-            .matcher
+    ) -> Option<Route> {
+        // A file upstream is checked even when overridden: the file should
+        // be valid on its own.
+        let upstream = upstream_override.or(route.upstream.as_ref());
+        let tls_roots = route
+            .tls
             .as_ref()
-            .map_or_else(RouteMatch::default, |matcher| matcher.value.clone());
-        let matcher = read_whole(&matcher).then_some(matcher);
-        let matcher_report = matcher.clone().map(|matcher| match &route.matcher {
-            Some(raw_match) => MatchSite {
-                matcher,
-                pos: raw::pos(raw_match),
-                key: format!("{prefix}.match"),
-            },
-            None => MatchSite {
-                matcher,
-                pos: route_pos,
-                key: prefix.to_owned(),
-            },
-        });
-
-        let upstream_key = format!("{prefix}.upstream");
-        let own_upstream = match &route.upstream {
-            None if !upstream_overridden => {
-                self.at(route_pos, upstream_key, "required key is missing");
-                None
-            }
-            None => None,
-            Some(url) => self.value(Some(url), &upstream_key, parse_upstream),
-        };
-        // A file upstream is checked even when overridden: the file should be
-        // valid on its own.
-        let upstream = upstream_override.clone().or(own_upstream);
-
-        let protocol = route.protocol.unwrap_or(Protocol::Auto);
-
-        let timeouts = route.timeouts.unwrap_or_default();
-
-        let tls_roots = route.tls.as_ref().and_then(|tls| {
-            if upstream
-                .as_ref()
-                .is_some_and(|u| u.scheme != http::uri::Scheme::HTTPS)
-            {
-                self.at(
-                    raw::pos(tls),
-                    format!("{prefix}.tls"),
-                    "applies only to an https upstream",
-                );
-                return None;
-            }
-            self.value(
-                tls.value.ca_file.as_ref(),
-                &format!("{prefix}.tls.ca_file"),
-                |text| read_roots(base, text),
-            )
-        });
-        let names = self.slo_names.clone();
-        let names = names.as_deref();
-        let slo = self.value(route.slo.as_ref(), &format!("{prefix}.slo"), |text| {
-            check_class(names, text)
-        });
-        let slo_by_model = match &route.slo_by_model {
-            None => Vec::new(),
-            Some(entries) => self.slo_by_model(&format!("{prefix}.slo_by_model"), entries, names),
-        };
-        let slo_by_operation = match &route.slo_by_operation {
-            None => Vec::new(),
-            Some(entries) => {
-                self.slo_by_operation(&format!("{prefix}.slo_by_operation"), entries, names)
-            }
-        };
-        let slo_header = route.slo_header.as_ref().and_then(|field| {
-            let key = format!("{prefix}.slo_header");
-            if names.is_none() {
-                self.at(
-                    raw::pos(field),
-                    key,
-                    "needs `slo_files`: a client may only declare a class defined there",
-                );
-                return None;
-            }
-            self.value(Some(field), &key, |text| {
-                http::HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
-                    .map_err(|_| format!("invalid header name `{text}`"))
-            })
-        });
-
-        let slo_request_max = slo_request_max(route);
-
+            .filter(|_| super::validate::tls_applies(upstream, route))
+            .and_then(|tls| tls.ca_file.as_deref())
+            .and_then(|text| match read_roots(base, text) {
+                Ok(roots) => Some(roots),
+                Err(message) => {
+                    self.at_key(format!("{prefix}.tls.ca_file"), message);
+                    None
+                }
+            });
         let tenant = route
             .tenant
             .as_ref()
             .and_then(|field| self.tenant(&format!("{prefix}.tenant"), field));
-
-        let built = match (name, matcher, upstream) {
-            (Some(name), Some(matcher), Some(upstream)) => Some(Route {
-                name,
-                matcher,
-                upstream,
-                protocol,
-                timeouts,
-                preserve_host: route.preserve_host,
-                strip_prefix: route.strip_prefix,
-                max_in_flight: route.max_in_flight,
-                tls_roots,
-                slo,
-                slo_by_model,
-                slo_by_operation,
-                slo_header,
-                slo_request_max,
-                tenant,
-                otel_provider_name: route.otel_provider_name.clone(),
-            }),
-            _ => None,
-        };
-        (built, matcher_report)
-    }
-
-    pub(crate) fn slo_by_model(
-        &mut self,
-        key: &str,
-        entries: &Spanned<raw::Entries>,
-        names: Option<&[String]>,
-    ) -> Vec<(String, String)> {
-        self.class_map(key, entries, names, "model", |model| {
-            if model.is_empty() {
-                Err("model name must not be empty".to_owned())
-            } else {
-                Ok(model.to_owned())
-            }
-        })
-    }
-
-    pub(crate) fn slo_by_operation(
-        &mut self,
-        key: &str,
-        entries: &Spanned<raw::Entries>,
-        names: Option<&[String]>,
-    ) -> Vec<(Operation, String)> {
-        self.class_map(key, entries, names, "operation", |name| {
-            Operation::from_name(name).ok_or_else(|| {
-                let known: Vec<&str> = Operation::ALL.iter().map(|op| op.name()).collect();
-                format!("unknown operation `{name}` (one of {})", known.join(", "))
-            })
-        })
-    }
-
-    /// A mapping of `what` (read by `parse`) to SLO class, each entry
-    /// checked, each `what` listed once.
-    fn class_map<K: PartialEq>(
-        &mut self,
-        key: &str,
-        entries: &Spanned<raw::Entries>,
-        names: Option<&[String]>,
-        what: &str,
-        parse: impl Fn(&str) -> Result<K, String>,
-    ) -> Vec<(K, String)> {
-        let mut out: Vec<(K, String)> = Vec::with_capacity(entries.value.0.len());
-        for (name, class) in &entries.value.0 {
-            let entry_key = format!("{key}.{name}");
-            let k = match parse(name) {
-                Ok(k) => k,
-                Err(message) => {
-                    self.at(raw::pos(class), entry_key, message);
-                    continue;
-                }
-            };
-            if out.iter().any(|(seen, _)| *seen == k) {
-                self.at(
-                    raw::pos(class),
-                    entry_key,
-                    format!("{what} `{name}` is listed twice"),
-                );
-                continue;
-            }
-            if let Some(class) =
-                self.value(Some(class), &entry_key, |text| check_class(names, text))
-            {
-                out.push((k, class));
-            }
+        let matcher = route.matcher.clone().unwrap_or_default();
+        if !read_whole(&matcher) {
+            return None;
         }
-        out
+        Some(Route {
+            name: route.name.clone()?,
+            matcher,
+            upstream: upstream?.clone(),
+            protocol: route.protocol.unwrap_or(Protocol::Auto),
+            timeouts: route.timeouts.unwrap_or_default(),
+            preserve_host: route.preserve_host,
+            strip_prefix: route.strip_prefix,
+            max_in_flight: route.max_in_flight,
+            tls_roots,
+            slo: route.slo.clone(),
+            slo_by_model: route.slo_by_model.clone(),
+            slo_by_operation: route.slo_by_operation.clone(),
+            slo_header: route.slo_header.clone(),
+            slo_request_max: slo_request_max(route),
+            tenant,
+            otel_provider_name: route.otel_provider_name.clone(),
+            engine_metrics: route.engine_metrics.clone(),
+            gpu_metrics: route.gpu_metrics.clone(),
+            gpu_select: route.gpu_select.clone().unwrap_or_default(),
+            scrape_interval: route.scrape_interval,
+        })
     }
-}
-
-/// Whether every request `later` accepts is also accepted by `earlier`, so
-/// that `later`, listed after it, can never be chosen.
-pub(crate) fn covers(earlier: &RouteMatch, later: &RouteMatch) -> bool {
-    let prefix = later.path_prefix.starts_with(&earlier.path_prefix);
-    let host = match (&earlier.host, &later.host) {
-        (None, _) => true,
-        (Some(a), Some(b)) => a == b,
-        (Some(_), None) => false,
-    };
-    let methods = match (&earlier.methods, &later.methods) {
-        (None, _) => true,
-        (Some(a), Some(b)) => b.iter().all(|method| a.contains(method)),
-        (Some(_), None) => false,
-    };
-    prefix && host && methods
 }
 
 /// Reads a PEM file of certificate authorities (`tls.ca_file`, relative to
@@ -358,27 +130,6 @@ pub(crate) fn read_roots(base: &Path, text: &str) -> Result<super::super::TlsRoo
     })
 }
 
-/// An SLO class named by a route: a label value, and a defined class when
-/// SLO files are configured (`names`).
-pub(crate) fn check_class(names: Option<&[String]>, text: &str) -> Result<String, String> {
-    if !is_label_value(text) {
-        return Err(format!(
-            "invalid SLO class `{text}`: must match [a-zA-Z0-9_.:-]+"
-        ));
-    }
-    match names {
-        Some(names) if !names.iter().any(|n| n == text) => Err(if names.is_empty() {
-            format!("unknown SLO class `{text}`: the slo_files define no class")
-        } else {
-            format!(
-                "unknown SLO class `{text}`: not defined in slo_files (defined: {})",
-                names.join(", ")
-            )
-        }),
-        _ => Ok(text.to_owned()),
-    }
-}
-
 /// `slo_request_headers` and `slo_request_max`: the caps of declared
 /// objectives when the route reads them.
 fn slo_request_max(route: &RawRoute) -> Option<Caps> {
@@ -401,7 +152,7 @@ fn slo_request_max(route: &RawRoute) -> Option<Caps> {
 /// kind's stand-in, which no valid match holds (an empty path prefix, an
 /// empty host, an empty method list); such a match is left out of the
 /// shadowing check, as what it accepts is not known.
-fn read_whole(matcher: &RouteMatch) -> bool {
+pub(crate) fn read_whole(matcher: &RouteMatch) -> bool {
     !matcher.path_prefix.is_empty()
         && matcher.host.as_ref().is_none_or(|host| !host.is_empty())
         && matcher

@@ -1,13 +1,14 @@
 //! Stage one of loading: the YAML document read into serde types that mirror
 //! it, plus every key the types do not know.
 //!
-//! In the sections still read here (`schema.rs`), every value that needs
-//! checking (addresses, sizes, durations, URLs, methods, names, numbers,
-//! booleans) is kept as the text written in the file, with its location
-//! ([`Spanned`]), for stage two ([`super::load`]) to check. The sections
-//! read as their runtime types instead (`proxy`, `trace_context`) have
-//! typed fields, read by `super::located` without failing: a bad value is
-//! recorded with its location and the key is found from it. That way one
+//! In the types here (`schema.rs`), a value checked against something
+//! outside it (the listen addresses, a route's `tenant`, the `otlp` keys
+//! that `OTEL_*` variables may also set, the SLO files' values) is kept as
+//! the text written in the file, with its location ([`Spanned`]), for
+//! stage two ([`super::load`]) to check. Every other field is typed, as
+//! are the sections read as their runtime types (`proxy`,
+//! `trace_context`...), and read by `super::located` without failing: a
+//! bad value is recorded with its location and the key is found from it. That way one
 //! bad value does not stop reading, and every problem is reported at once.
 //! The only errors this stage stops at are YAML syntax errors and values of
 //! the wrong shape (a list where a mapping belongs), which serde cannot get
@@ -29,7 +30,7 @@
 mod read;
 mod schema;
 
-pub(super) use read::{Document, Segment, UnknownKey, dotted, read, read_slo};
+pub(super) use read::{Document, Locator, Segment, UnknownKey, dotted, read, read_slo, segments};
 pub(super) use schema::*;
 
 #[cfg(test)]
@@ -124,6 +125,20 @@ mod tests {
     }
 
     #[test]
+    fn values_are_located_by_their_key_path() {
+        let text = "scrape: {timeout: 3s}\nroutes:\n  - name: a\n  - name: b\n    tls:\n      ca_file: x\n    gpu_select: {gpu: ['0']}\n";
+        let locator = Locator::new(text);
+        let at = |key: &str| locator.value(key).map(|p| (p.line, p.column));
+        assert_eq!(at("scrape.timeout"), Some((1, 19)));
+        assert_eq!(at("routes[1].tls"), Some((6, 7)));
+        assert_eq!(at("routes[1].gpu_select"), Some((7, 17)));
+        assert_eq!(at("routes[1].gpu_select.gpu[0]"), Some((7, 24)));
+        assert_eq!(at("routes[2]"), None);
+        assert_eq!(at("scrape.interval"), None);
+        assert_eq!(at("routes[x]"), None);
+    }
+
+    #[test]
     fn dotted_paths() {
         let path = [
             Segment::Key("routes".into()),
@@ -198,7 +213,14 @@ mod reference {
     /// one by API key), read from the package's directory.
     const EVERY_KEY: &str = r#"
 listen: 127.0.0.1:18080
-admin: {listen: 127.0.0.1:19464, max_connections: 8}
+admin: {listen: 127.0.0.1:19464, max_connections: 8, web_config_file: tests/data/tls/web.yml}
+tls:
+  cert_file: tests/data/tls/server.pem
+  key_file: tests/data/tls/server.key
+  client_ca_file: tests/data/tls/ca.pem
+  client_auth_type: VerifyClientCertIfGiven
+  min_version: TLS12
+  max_version: TLS13
 proxy:
   max_request_body: 1MiB
   max_retry_body: 32KiB
@@ -242,6 +264,7 @@ otlp:
   queue: 100
   max_batch: 10
   service_name: tm
+scrape: {interval: 10s, timeout: 3s, max_body: 1MiB}
 routes:
   - name: a
     match: {path_prefix: /a/, host: a.example, methods: [POST]}
@@ -259,6 +282,10 @@ routes:
     slo_request_max: {ttft: 30s, tpot: 2s, e2el: 10m}
     tenant: {header: x-tenant}
     otel_provider_name: vllm
+    engine_metrics: https://127.0.0.1:8443/metrics
+    gpu_metrics: http://127.0.0.1:9400/metrics
+    gpu_select: {gpu: ["0"], uuid: [GPU-1], hostname: [node-a]}
+    scrape_interval: 4s
   - name: b
     upstream: http://127.0.0.1:8000
     tenant:

@@ -220,11 +220,13 @@ fn known_slo_keys(parent: &[Segment]) -> &'static [&'static str] {
 pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
     match keys_of(parent).as_slice() {
         [] => fields_of::<RawConfig>(),
-        ["admin"] => fields_of::<RawAdmin>(),
+        ["admin"] => fields_of::<AdminSettings>(),
         ["proxy"] => fields_of::<ProxySettings>(),
         ["metrics"] => fields_of::<MetricsSettings>(),
         ["trace_context"] => fields_of::<TraceSettings>(),
         ["otlp"] => fields_of::<RawOtlp>(),
+        ["tls"] => fields_of::<crate::config::server_tls::RawServerTls>(),
+        ["scrape"] => fields_of::<ScrapeSettings>(),
         ["metrics", "models"] => fields_of::<LabelBounds>(),
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),
@@ -232,6 +234,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["routes", "match"] => fields_of::<RouteMatch>(),
         ["routes", "timeouts"] => fields_of::<Timeouts>(),
         ["routes", "tls"] => fields_of::<RawTls>(),
+        ["routes", "gpu_select"] => fields_of::<GpuSelect>(),
         ["routes", "slo_request_max"] => fields_of::<RawDeclaredMax>(),
         ["routes", "tenant"] => fields_of::<RawTenant>(),
         ["routes", "tenant", "api_keys"] => fields_of::<RawApiKeys>(),
@@ -297,6 +300,8 @@ enum Node {
     Map(Vec<(Spanned<KeyText>, Spanned<Node>)>),
     Seq(Vec<Spanned<Node>>),
     Scalar,
+    /// No value (`key:`, `key: ~`).
+    Null,
 }
 
 impl<'de> Deserialize<'de> for Node {
@@ -334,10 +339,10 @@ impl<'de> Deserialize<'de> for Node {
                 Ok(Node::Scalar)
             }
             fn visit_unit<E>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Null)
             }
             fn visit_none<E>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Null)
             }
             fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
                 Node::deserialize(d)
@@ -429,6 +434,84 @@ impl<'de> Deserialize<'de> for KeyText {
     }
 }
 
+/// Where the values of a document are written, found by key path: for the
+/// rules across keys, which see typed values that keep no location. The
+/// document's shape is read at the first question only, so a valid config
+/// costs nothing.
+pub(crate) struct Locator<'t> {
+    text: &'t str,
+    tree: std::cell::OnceCell<Option<Spanned<Node>>>,
+}
+
+impl<'t> Locator<'t> {
+    pub(crate) fn new(text: &'t str) -> Self {
+        Self {
+            text,
+            tree: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Where the value at `dotted` (`routes[1].tls`, as [`dotted`] writes
+    /// it; keys holding `.` or `[` cannot be asked for) is written, or
+    /// `None` when it is not in the document.
+    pub(crate) fn value(&self, dotted: &str) -> Option<Pos> {
+        self.at(&segments(dotted)?)
+    }
+
+    /// Where the value at `path` is written.
+    pub(crate) fn at(&self, path: &[Segment]) -> Option<Pos> {
+        self.node(path).and_then(pos)
+    }
+
+    /// Whether the file gives the key at `dotted` a value (a bad one
+    /// included; `key:` and `key: ~` give none).
+    pub(crate) fn has_value(&self, dotted: &str) -> bool {
+        segments(dotted)
+            .and_then(|path| self.node(&path))
+            .is_some_and(|node| !matches!(node.value, Node::Null))
+    }
+
+    fn node(&self, path: &[Segment]) -> Option<&Spanned<Node>> {
+        let tree = self.tree.get_or_init(|| shape(self.text)).as_ref()?;
+        let mut node = tree;
+        for segment in path {
+            node = match (&node.value, segment) {
+                (Node::Map(entries), Segment::Key(key)) => {
+                    &entries
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k.value.0.as_deref() == Some(key.as_str()))?
+                        .1
+                }
+                (Node::Seq(items), Segment::Index(index)) => items.get(*index)?,
+                _ => return None,
+            };
+        }
+        Some(node)
+    }
+}
+
+/// A dotted key path read back into its segments; `None` if it is not one.
+pub(crate) fn segments(dotted: &str) -> Option<Vec<Segment>> {
+    let mut out = Vec::new();
+    for part in dotted.split('.') {
+        let (key, mut rest) = part.split_once('[').map_or((part, ""), |(k, r)| (k, r));
+        if key.is_empty() {
+            return None;
+        }
+        out.push(Segment::Key(key.to_owned()));
+        while !rest.is_empty() {
+            let (index, after) = rest.split_once(']')?;
+            out.push(Segment::Index(index.parse().ok()?));
+            rest = match after {
+                "" => "",
+                after => after.strip_prefix('[')?,
+            };
+        }
+    }
+    Some(out)
+}
+
 /// Where the last key of `path` is written.
 fn key_pos(tree: &Spanned<Node>, path: &[Segment]) -> Option<Pos> {
     let mut node = tree;
@@ -481,7 +564,7 @@ fn value_path_at(tree: &Spanned<Node>, at: Pos) -> Option<Vec<Segment>> {
                     path.pop();
                 }
             }
-            Node::Scalar => {}
+            Node::Scalar | Node::Null => {}
         }
     }
     let mut best = None;

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    Buckets, LabelBounds, MetricsSettings, Protocol, ProxySettings, RouteMatch, TenantLabels,
-    Timeouts, TraceSettings,
+    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsEndpoint, MetricsSettings, Protocol,
+    ProxySettings, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings, Upstream,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -19,10 +19,11 @@ pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawConfig {
     /// Address (`IP:port`) the proxy accepts client traffic on.
-    /// Default `0.0.0.0:8080`.
-    pub listen: Option<Spanned<String>>,
+    /// Default `0.0.0.0:8080`. `--listen` replaces it.
+    #[serde(default, deserialize_with = "kind::address")]
+    pub listen: Option<std::net::SocketAddr>,
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
-    pub admin: Option<RawAdmin>,
+    pub admin: Option<AdminSettings>,
     /// Forwarding behaviour shared by all routes.
     pub proxy: Option<ProxySettings>,
     /// Metric naming, label bounds and histogram buckets.
@@ -40,6 +41,13 @@ pub(crate) struct RawConfig {
     /// OpenTelemetry export (OTLP) of the metrics and of one span per
     /// metered request. Default: off.
     pub otlp: Option<RawOtlp>,
+    /// TLS on the proxy listener: its certificate and key, and optionally
+    /// the authorities client certificates are verified against. Default:
+    /// plain HTTP.
+    pub tls: Option<Spanned<crate::config::server_tls::RawServerTls>>,
+    /// How the routes' `engine_metrics` and `gpu_metrics` pages are
+    /// scraped.
+    pub scrape: Option<ScrapeSettings>,
 }
 
 /// `otlp`: where and how the OpenTelemetry export goes.
@@ -74,39 +82,23 @@ pub(crate) struct RawOtlp {
     pub service_name: Option<String>,
 }
 
-/// `admin`: the admin listener.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawAdmin {
-    /// Address (`IP:port`) of the admin listener. Default `127.0.0.1:9464`
-    /// (loopback, so metrics are not exposed by accident). Must differ from
-    /// `listen`.
-    pub listen: Option<Spanned<String>>,
-    /// Most client connections open at once on the admin listener; more
-    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
-    /// whatever visits the admin port cannot take the file descriptors
-    /// forwarding needs. Applied at start only.
-    #[serde(default, deserialize_with = "kind::optional_count")]
-    pub max_connections: Option<usize>,
-    /// A Prometheus exporter-toolkit web config file: TLS, basic-auth users
-    /// and headers of the admin listener. Relative to this file.
-    pub web_config_file: Option<Spanned<String>>,
-}
-
 /// `routes[i]`: which requests a route takes and where they go.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawRoute {
     /// Unique route name, used as the `route` label. Required; matches
     /// `[a-zA-Z0-9_.:-]+`.
-    pub name: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::route_name")]
+    pub name: Option<String>,
     /// Which requests this route accepts; all given conditions must hold.
     /// Default: every request (`path_prefix: /`).
     #[serde(rename = "match")]
-    pub matcher: Option<Spanned<RouteMatch>>,
+    pub matcher: Option<RouteMatch>,
     /// Upstream base URL: `http` or `https`, with a host, without user info,
     /// query or fragment. Its path is kept as a base path (without a trailing
     /// `/`) that request paths are appended to. Required, unless `--upstream`
     /// is given on the command line, which replaces it in every route.
-    pub upstream: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::upstream")]
+    pub upstream: Option<Upstream>,
     /// Which requests are metered: `auto` (requests to known inference
     /// endpoints such as `.../chat/completions` and `.../completions`),
     /// `openai` (every request, read as OpenAI chat/completions) or `none`
@@ -115,8 +107,8 @@ pub(crate) struct RawRoute {
     pub protocol: Option<Protocol>,
     /// Upstream timeouts.
     pub timeouts: Option<Timeouts>,
-    /// TLS towards an `https` upstream.
-    pub tls: Option<Spanned<RawTls>>,
+    /// TLS towards an `https` upstream or metrics page.
+    pub tls: Option<RawTls>,
     /// Forward the client's `Host` header instead of the upstream's authority.
     /// Default `false`.
     #[serde(default, deserialize_with = "kind::flag")]
@@ -134,18 +126,22 @@ pub(crate) struct RawRoute {
     /// The route's SLO class, used as the `slo` label value (empty when
     /// unset). With `slo_files`, it must name a class defined there; without,
     /// any label value `[a-zA-Z0-9_.:-]+` is accepted and nothing is judged.
-    pub slo: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::slo_class")]
+    pub slo: Option<String>,
     /// SLO class per model name (the request body's `model`, as sent), which
     /// takes precedence over `slo`: `{llama-3-8b: chat, codestral: code}`.
-    pub slo_by_model: Option<Spanned<Entries>>,
+    #[serde(default, deserialize_with = "kind::classes_by_model")]
+    pub slo_by_model: Vec<(String, String)>,
     /// SLO class per operation (`chat`, `embeddings`, `rerank`...), after
     /// `slo_by_model` and before `slo`: `{embeddings: embeddings}`.
-    pub slo_by_operation: Option<Spanned<Entries>>,
+    #[serde(default, deserialize_with = "kind::classes_by_operation")]
+    pub slo_by_operation: Vec<(meter::Operation, String)>,
     /// Request header a client may use to declare its SLO class
     /// (`x-slo-class`). It takes precedence over `slo_by_model` and `slo`;
     /// values that name no defined class are ignored (the route's class
     /// applies), so the label stays bounded. Requires `slo_files`.
-    pub slo_header: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::header_name")]
+    pub slo_header: Option<http::HeaderName>,
     /// Judge a request that declares its own objectives in the headers
     /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
     /// the class label `declared`. Default `false`.
@@ -167,6 +163,24 @@ pub(crate) struct RawRoute {
     /// protocol's name.
     #[serde(default, deserialize_with = "kind::provider_name")]
     pub otel_provider_name: Option<String>,
+    /// The inference server's own Prometheus page (vLLM, SGLang, TGI,
+    /// llama.cpp with `--metrics`), scraped on the route's interval, off
+    /// the forwarding path: `http` or `https` with a host. Default: not
+    /// scraped.
+    #[serde(default, deserialize_with = "kind::metrics_url")]
+    pub engine_metrics: Option<MetricsEndpoint>,
+    /// The page of the NVIDIA DCGM exporter of the GPUs serving the route,
+    /// scraped as `engine_metrics` is. Default: not scraped.
+    #[serde(default, deserialize_with = "kind::metrics_url")]
+    pub gpu_metrics: Option<MetricsEndpoint>,
+    /// Which GPUs of `gpu_metrics` serve the route. Only with
+    /// `gpu_metrics`. Default: every GPU on the page.
+    pub gpu_select: Option<GpuSelect>,
+    /// How often this route's pages are scraped, instead of
+    /// `scrape.interval`; longer than `scrape.timeout`. Only with
+    /// `engine_metrics` or `gpu_metrics`.
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub scrape_interval: Option<Duration>,
 }
 
 /// `routes[i].tenant`: where a request's tenant comes from.
@@ -268,13 +282,15 @@ pub(crate) struct RawDeclaredMax {
     pub e2el: Option<Duration>,
 }
 
-/// `routes[i].tls`: how an `https` upstream's certificate is verified.
+/// `routes[i].tls`: how the certificate of an `https` upstream or metrics
+/// page is verified.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawTls {
-    /// PEM file of the certificate authorities to trust for this upstream,
-    /// instead of the web PKI roots built in (for servers with an internal
-    /// or self-signed CA). Relative to the directory of the config file;
-    /// read when the configuration is loaded or reloaded. Default: the web
-    /// PKI roots.
-    pub ca_file: Option<Spanned<String>>,
+    /// PEM file of the certificate authorities to trust for this upstream
+    /// and the route's `https` metrics pages, instead of the web PKI roots
+    /// built in (for servers with an internal or self-signed CA). Relative
+    /// to the directory of the config file; read when the configuration is
+    /// loaded or reloaded. Default: the web PKI roots.
+    #[serde(default, deserialize_with = "kind::text")]
+    pub ca_file: Option<String>,
 }

@@ -33,7 +33,7 @@ use prometheus::{
 use tokio::time::Instant;
 
 use crate::config::MetricsSettings;
-use crate::observe::event::{Event, Rejection, Shed};
+use crate::observe::event::{Event, HandshakeFailure, Listener, Rejection, Shed};
 use crate::observe::labels::{Bounds, Labels};
 use crate::observe::load::InFlight;
 use crate::scrape::Readings;
@@ -49,6 +49,7 @@ mod exemplars;
 mod families;
 mod openmetrics;
 mod request;
+mod telemetry;
 
 use families::Families;
 pub use request::{LiveRequest, RequestRecorder, status_class};
@@ -56,6 +57,9 @@ pub use request::{LiveRequest, RequestRecorder, status_class};
 pub use exemplars::ExemplarId;
 use exemplars::{Exemplars, Exemplified};
 pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
+pub use telemetry::{
+    EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
+};
 
 /// All metric families, registered.
 pub struct Metrics {
@@ -81,6 +85,8 @@ pub struct Metrics {
     receiving_body: IntGaugeVec,
     /// Indexed by `Shed as usize`, each series made at start.
     shed_connections: [IntCounter; 3],
+    /// By listener, then reason (their `ALL` order).
+    tls_handshake_failures: [[IntCounter; 5]; 2],
     log_lines_dropped: IntCounter,
     otlp_dropped: IntCounterVec,
     otlp_failures: IntCounterVec,
@@ -88,7 +94,7 @@ pub struct Metrics {
     /// log writer), once the binary has set it.
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
-    live: Live,
+    live: Arc<Live>,
     /// The latency–load curves, over the same windows.
     capacity: Arc<Capacity>,
     /// The knee and headroom gauges, set from the curves at each scrape.
@@ -97,6 +103,8 @@ pub struct Metrics {
     /// request's load at arrival, and the load now where no engine is
     /// scraped.
     in_flight_load: Arc<InFlight>,
+    /// The routes' engines and GPUs, read at each exposition.
+    telemetry: Arc<telemetry::Telemetry>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -215,12 +223,12 @@ impl Metrics {
         // The curves' windows start with the live windows', so that both
         // slide together.
         let origin = Instant::now();
-        let live = Live::new(
+        let live = Arc::new(Live::new(
             origin,
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
-        );
+        ));
         let capacity = Arc::new(Capacity::new(origin));
         let metrics = Metrics {
             families: Arc::new(families),
@@ -253,11 +261,19 @@ impl Metrics {
                 let shed = counter(names::SHED_CONNECTIONS)?;
                 Shed::ALL.map(|reason| shed.with_label_values(&[reason.as_str()]))
             },
+            tls_handshake_failures: {
+                let failed = counter(names::TLS_HANDSHAKE_FAILURES)?;
+                Listener::ALL.map(|listener| {
+                    HandshakeFailure::ALL.map(|reason| {
+                        failed.with_label_values(&[listener.as_str(), reason.as_str()])
+                    })
+                })
+            },
             log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
             otlp_dropped: counter(names::OTLP_DROPPED)?,
             otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
             log_drops: std::sync::OnceLock::new(),
-            live,
+            live: live.clone(),
             capacity,
             capacity_gauges: capacity::Gauges {
                 knee: gauges(names::SLO_CAPACITY)?,
@@ -265,6 +281,11 @@ impl Metrics {
                 shown: Mutex::default(),
             },
             in_flight_load: Arc::default(),
+            telemetry: {
+                let t = Arc::new(telemetry::Telemetry::new(ns, live)?);
+                registry.register(Box::new(telemetry::Registered(t.clone())))?;
+                t
+            },
             exemplified: vec![
                 (names::TTFT.name(ns), Exemplified::Ttft),
                 (names::TPOT.name(ns), Exemplified::Tpot),
@@ -289,6 +310,22 @@ impl Metrics {
     /// total) at each scrape. Only the first source set is used.
     pub fn count_log_drops(&self, dropped: impl Fn() -> u64 + Send + Sync + 'static) {
         let _ = self.log_drops.set(Box::new(dropped));
+    }
+
+    /// Reads the routes' engines and GPUs at each exposition from
+    /// `readings`: the readings of the scraper in force, if any. Only the
+    /// first source set is used.
+    pub fn read_scrapes(
+        &self,
+        readings: impl Fn() -> Option<crate::scrape::Readings> + Send + Sync + 'static,
+    ) {
+        self.telemetry.read_from(readings);
+    }
+
+    /// The routes' engine and GPU figures now, as the exposition has them,
+    /// for `/slo` and the live page.
+    pub fn telemetry(&self) -> TelemetryReport {
+        self.telemetry.report(Instant::now())
     }
 
     /// Per class, its targets and thresholds as gauges, so PromQL and
@@ -506,6 +543,9 @@ impl Metrics {
                 .with_label_values(&[route, race.as_str()])
                 .inc(),
             Event::Shed(reason) => self.shed_connections[reason as usize].inc(),
+            Event::Handshake(listener, reason) => {
+                self.tls_handshake_failures[listener as usize][reason as usize].inc()
+            }
         }
     }
 

@@ -173,8 +173,9 @@ impl Connector {
 
 /// The TLS client configuration of `route`: its roots (the route's
 /// `tls.ca_file`, or the web PKI's), and ALPN offering `h2` then
-/// `http/1.1`.
-fn tls_config(route: &Route) -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+/// `http/1.1`. The route's scrapes use it too (with ALPN of their own), so
+/// that its engine and GPU pages are trusted as its upstream is.
+pub fn tls_config(route: &Route) -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
     let roots = match &route.tls_roots {
         None => rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),

@@ -40,7 +40,7 @@ use h1::{Conn, Pool, Prepared, Reused};
 use h2::H2Failed;
 
 pub use body::{BoxError, FromUpstream, H1Body};
-pub use connect::Io;
+pub use connect::{Io, tls_config};
 pub use error::{BodyError, Error};
 pub use h2::H2Body;
 

@@ -402,8 +402,10 @@ pub async fn read_while(stream: &mut TcpStream, more: impl Fn(&[u8]) -> bool) ->
 pub fn config_for(upstream: SocketAddr) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
-        admin: Default::default(),
+        admin: tokenmeter::config::AdminSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Default::default()
+        },
         proxy: ProxySettings::default(),
         metrics: MetricsSettings::default(),
         routes: vec![Route {
@@ -431,10 +433,16 @@ pub fn config_for(upstream: SocketAddr) -> Config {
             slo_header: None,
             tenant: None,
             otel_provider_name: None,
+            engine_metrics: None,
+            gpu_metrics: None,
+            gpu_select: Default::default(),
+            scrape_interval: None,
         }],
         slo_classes: Vec::new(),
         trace_context: Default::default(),
         otlp: None,
+        tls: None,
+        scrape: Default::default(),
         sources: Default::default(),
     }
 }

@@ -22,7 +22,7 @@ fn reference_config_holds_the_defaults() {
     let config = Config::load(&path, &Overrides::default()).expect("valid");
     assert_eq!(config.listen, addr(tokenmeter::config::DEFAULT_LISTEN));
     assert_eq!(
-        config.admin_listen,
+        config.admin.listen,
         addr(tokenmeter::config::DEFAULT_ADMIN_LISTEN)
     );
     assert_eq!(config.proxy, ProxySettings::default());
@@ -39,7 +39,7 @@ fn minimal_config_gets_defaults() {
     let config =
         parse("routes:\n  - name: default\n    upstream: http://127.0.0.1:8000/\n").expect("valid");
     assert_eq!(config.listen, addr("0.0.0.0:8080"));
-    assert_eq!(config.admin_listen, addr("127.0.0.1:9464"));
+    assert_eq!(config.admin.listen, addr("127.0.0.1:9464"));
     assert_eq!(config.proxy, ProxySettings::default());
     let route = &config.routes[0];
     assert_eq!(route.name, "default");

@@ -5,6 +5,7 @@ mod errors;
 mod loading;
 mod otlp;
 mod overrides;
+mod scrape;
 mod slo_files;
 
 use std::net::SocketAddr;

@@ -22,7 +22,7 @@ routes:
     };
     let config = Config::parse(text, "test.yaml", &overrides).expect("valid");
     assert_eq!(config.listen, addr("127.0.0.1:2000"));
-    assert_eq!(config.admin_listen, addr("127.0.0.1:2001"));
+    assert_eq!(config.admin.listen, addr("127.0.0.1:2001"));
     assert_eq!(config.routes.len(), 2);
     for route in &config.routes {
         assert_eq!(route.upstream.url(), "https://upstream.example:8443/v1");
@@ -91,7 +91,7 @@ fn from_overrides_with_upstream() {
     };
     let config = Config::from_overrides(&overrides).expect("valid");
     assert_eq!(config.listen, addr("127.0.0.1:7000"));
-    assert_eq!(config.admin_listen, addr("127.0.0.1:9464"));
+    assert_eq!(config.admin.listen, addr("127.0.0.1:9464"));
     assert_eq!(config.proxy, ProxySettings::default());
     assert_eq!(config.metrics.buckets, Buckets::default());
     assert_eq!(config.routes.len(), 1);

@@ -1,9 +1,14 @@
-//! The admin listener behind a Prometheus exporter-toolkit web config
-//! (`admin.web_config_file`), on real sockets over TLS: credentials asked
-//! for everywhere but the probes, the configured headers on every answer,
-//! a certificate replaced on disk served after a reload with no restart,
-//! and a bad web config refused at its line, by `check` and by a reload
-//! (which keeps the running one).
+//! TLS on both listeners, on real sockets.
+//!
+//! - The proxy listener (`tls`): a streamed chat completion over `https`
+//!   is forwarded byte for byte and metered, and the handshake is charged
+//!   to no request (its TTFT starts when the request arrives).
+//! - The admin listener behind a Prometheus exporter-toolkit web config
+//!   (`admin.web_config_file`): credentials asked for everywhere but the
+//!   probes, the configured headers on every answer, a certificate
+//!   replaced on disk served after a reload with no restart, and a bad web
+//!   config refused at its line, by `check` and by a reload (which keeps
+//!   the running one).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -270,15 +275,24 @@ async fn the_admin_listener_asks_for_credentials_over_tls_and_serves_a_new_certi
     .await;
     assert_eq!(got.status, 200);
     assert_eq!(got.served, "second");
-    let failures = String::from_utf8_lossy(
+    let page = String::from_utf8_lossy(
         &https_get_body(admin, client, "/metrics", ("prometheus", "s3cret")).await,
     )
-    .lines()
-    .find(|l| l.starts_with("tokenmeter_config_reload_total{result=\"failure\"}"))
-    .map(str::to_owned);
+    .into_owned();
+    let line = |start: &str| {
+        page.lines()
+            .find(|l| l.starts_with(start))
+            .map(str::to_owned)
+    };
     assert_eq!(
-        failures.as_deref(),
+        line("tokenmeter_config_reload_total{result=\"failure\"}").as_deref(),
         Some("tokenmeter_config_reload_total{result=\"failure\"} 1")
+    );
+    // The plain-HTTP request above is a handshake failure, not a log line.
+    assert_eq!(
+        line("tokenmeter_tls_handshake_failures_total{listener=\"admin\",reason=\"protocol\"}")
+            .as_deref(),
+        Some("tokenmeter_tls_handshake_failures_total{listener=\"admin\",reason=\"protocol\"} 1")
     );
     running.shutdown();
     running.wait().await;
@@ -408,4 +422,70 @@ fn check_refuses_a_bad_web_config_at_its_line_and_warns_of_an_open_admin_port() 
     write_main("  listen: 127.0.0.1:9464\n");
     let (ok, out) = check();
     assert!(ok && !out.contains("warning"), "{out}");
+}
+
+/// A streamed chat completion over `https` to the proxy: the same bytes
+/// as the upstream's, metered; the client waits between the handshake
+/// and its request, and that wait is in no latency.
+#[tokio::test]
+async fn a_stream_over_https_to_the_proxy_is_forwarded_whole_and_metered() {
+    let upstream = scripted_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let (cert, key) = ca.server("proxy");
+    std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key).unwrap();
+    let main = dir.path().join("main.yaml");
+    std::fs::write(
+        &main,
+        format!(
+            "tls:\n  cert_file: tls.crt\n  key_file: tls.key\nroutes:\n  - name: chat\n    upstream: http://{upstream}\n"
+        ),
+    )
+    .unwrap();
+    let running = start_files(main).await;
+    // Sent at once, the events fit the proxy's read buffer (a chunk that
+    // straddles it is forwarded in two parts rather than held).
+    let name = "deepseek-chat-text.sse";
+    // The upstream sends each event as a chunk of its own.
+    let (head, frames) = crate::tls::stream_request(name);
+    let tcp = TcpStream::connect(running.proxy_addr).await.unwrap();
+    let server = pki_types::ServerName::IpAddress(running.proxy_addr.ip().into());
+    let mut tls = tokio_rustls::TlsConnector::from(ca.client_config())
+        .connect(server, tcp)
+        .await
+        .unwrap();
+    // Connected and idle: a wait no request is charged with.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(b"{}").await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), tls.read_to_end(&mut buf))
+        .await
+        .unwrap()
+        .ok();
+    let resp = parse_response(&buf);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body(), fixture(name));
+    assert!(resp.chunks == frames, "one chunk out for each chunk in");
+
+    let s = scrape_until(running.admin_addr, |s| {
+        sum(s, "llm_time_to_first_token_seconds_count", &[]) >= 1.0
+    })
+    .await;
+    assert_eq!(
+        sum(
+            &s,
+            "llm_requests_total",
+            &[("route", "chat"), ("outcome", "ok")]
+        ),
+        1.0
+    );
+    assert!(sum(&s, "llm_output_tokens_total", &[]) > 0.0);
+    // The scripted upstream answers at once: a TTFT under the 600 ms the
+    // client idled is one that started with the request.
+    let ttft = sum(&s, "llm_time_to_first_token_seconds_sum", &[]);
+    assert!(ttft < 0.5, "TTFT {ttft} s includes the idle connection");
+    running.shutdown();
+    running.wait().await;
 }

@@ -1,0 +1,313 @@
+//! The rules across keys, in one place: each key was read and checked on
+//! its own (its kind, `kind.rs`); what needs two keys, a key and a file, or
+//! a key and the command line is checked here, and every problem is
+//! reported at the key it names, located in the file by its path.
+//!
+//! The rules: the two listeners' addresses; each route's required `name`
+//! and `upstream` (which `--upstream` may give instead), names unique, no
+//! route shadowed by an earlier one; `tls` only where something is `https`;
+//! SLO classes defined by the `slo_files`, and `slo_header` only with them;
+//! `gpu_select` only with `gpu_metrics`, `scrape_interval` only with a page
+//! to scrape, and `scrape.timeout` below the interval of every scraped
+//! route.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use super::super::RouteMatch;
+use super::super::raw::{RawConfig, RawRoute, Segment};
+use super::super::{ScrapeSettings, Upstream};
+use super::checker::{Checker, Origin};
+use super::routes::read_whole;
+
+/// What the rules need beyond the file: the command line's part.
+pub(crate) struct Given<'k> {
+    /// The proxy's address in force and where it came from.
+    pub listen: (SocketAddr, Origin<'k>),
+    /// The admin listener's.
+    pub admin: (SocketAddr, Origin<'k>),
+    /// Whether `--upstream` was given (valid or not): it replaces every
+    /// route's upstream, which the file may then leave out.
+    pub upstream_flag: bool,
+    /// The upstream `--upstream` gives, when it is valid.
+    pub upstream: Option<&'k Upstream>,
+}
+
+impl Checker<'_> {
+    /// Checks every rule across keys, recording each problem.
+    pub(crate) fn validate(&mut self, raw: Option<&RawConfig>, given: &Given<'_>) {
+        self.listeners(given);
+        let Some(raw) = raw else {
+            return;
+        };
+        let scrape = raw.scrape.unwrap_or_default();
+        let routes: Vec<&RawRoute> = raw
+            .routes
+            .iter()
+            .flat_map(|routes| routes.value.iter().map(|route| &route.value))
+            .collect();
+        let mut on_shared_interval = false;
+        for (i, route) in routes.iter().enumerate() {
+            let prefix = format!("routes[{i}]");
+            self.required(&prefix, route, given.upstream_flag);
+            self.tls(&prefix, route, given.upstream);
+            self.classes(&prefix, route);
+            on_shared_interval |= self.scrape_targets(&prefix, route, &scrape);
+        }
+        self.shared_interval(on_shared_interval, &scrape);
+        self.unique_names(&routes);
+        self.shadowing(&routes);
+    }
+
+    /// The proxy and the admin listener on two addresses (port 0 asks the
+    /// OS for a free port each, so it can be shared).
+    fn listeners(&mut self, given: &Given<'_>) {
+        let ((listen, listen_origin), (admin, admin_origin)) = (given.listen, given.admin);
+        if listen == admin && listen.port() != 0 {
+            // Point at the admin address if one was given (file or flag),
+            // else at the proxy address, which then collides with the default.
+            let origin = match admin_origin {
+                Origin::Default => listen_origin,
+                given => given,
+            };
+            self.report(
+                origin,
+                format!("the proxy and the admin listener cannot share the address {listen}"),
+            );
+        }
+    }
+
+    /// A route's `name`, and its `upstream` unless `--upstream` gives it.
+    fn required(&mut self, prefix: &str, route: &RawRoute, upstream_flag: bool) {
+        for (key, missing) in [
+            ("name", route.name.is_none()),
+            ("upstream", route.upstream.is_none() && !upstream_flag),
+        ] {
+            // A key written with a bad value is reported as that.
+            let key = format!("{prefix}.{key}");
+            if missing && !self.errors.iter().any(|e| e.key == key) {
+                let pos = self.position(prefix);
+                self.at(pos, key, "required key is missing");
+            }
+        }
+    }
+
+    /// `tls` only where the upstream or a page is `https`.
+    fn tls(&mut self, prefix: &str, route: &RawRoute, flag: Option<&Upstream>) {
+        let upstream = flag.or(route.upstream.as_ref());
+        if route.tls.is_none() || tls_applies(upstream, route) {
+            return;
+        }
+        let pages = route.engine_metrics.is_some() || route.gpu_metrics.is_some();
+        self.at_key(
+            format!("{prefix}.tls"),
+            if pages {
+                "applies only to an https upstream, engine_metrics or gpu_metrics"
+            } else {
+                "applies only to an https upstream"
+            },
+        );
+    }
+
+    /// The SLO classes a route names are defined by the `slo_files`, when
+    /// there are any, and a client may declare one only then.
+    fn classes(&mut self, prefix: &str, route: &RawRoute) {
+        let Some(names) = self.slo_names.clone() else {
+            let key = format!("{prefix}.slo_header");
+            if route.slo_header.is_some() || self.given(&key) {
+                // Whatever its value, the key may not be given at all.
+                self.errors.retain(|e| e.key != key);
+                self.at_key(
+                    key,
+                    "needs `slo_files`: a client may only declare a class defined there",
+                );
+            }
+            return;
+        };
+        if let Some(class) = &route.slo {
+            self.defined(&names, vec![], &format!("{prefix}.slo"), class);
+        }
+        let by_model = route.slo_by_model.iter().map(|(m, c)| (m.as_str(), c));
+        let by_operation = route.slo_by_operation.iter().map(|(o, c)| (o.name(), c));
+        for (section, entries) in [
+            ("slo_by_model", by_model.collect::<Vec<_>>()),
+            ("slo_by_operation", by_operation.collect()),
+        ] {
+            for (entry, class) in entries {
+                let path = vec![
+                    Segment::Key(section.to_owned()),
+                    Segment::Key(entry.to_owned()),
+                ];
+                self.defined(&names, path, &format!("{prefix}.{section}.{entry}"), class);
+            }
+        }
+    }
+
+    /// Whether `class` is among `names`; if not, says so at `key` (which
+    /// `within`, the path under the route, locates when its last key holds
+    /// a `.`).
+    fn defined(&mut self, names: &[String], within: Vec<Segment>, key: &str, class: &str) {
+        if names.iter().any(|n| n == class) {
+            return;
+        }
+        let message = if names.is_empty() {
+            format!("unknown SLO class `{class}`: the slo_files define no class")
+        } else {
+            format!(
+                "unknown SLO class `{class}`: not defined in slo_files (defined: {})",
+                names.join(", ")
+            )
+        };
+        let pos = match within.as_slice() {
+            [] => self.position(key),
+            _ => {
+                let route = key.split('.').next().unwrap_or_default();
+                self.position_under(route, &within)
+            }
+        };
+        self.at(pos, key, message);
+    }
+
+    /// The rules of a route's scrape keys: `gpu_select` needs
+    /// `gpu_metrics`, `scrape_interval` a page to scrape, and a route's own
+    /// interval must be longer than `scrape.timeout`. Returns whether the
+    /// route is scraped on `scrape.interval`, which is checked once.
+    fn scrape_targets(&mut self, prefix: &str, route: &RawRoute, scrape: &ScrapeSettings) -> bool {
+        // A page written but bad is reported already, not as missing.
+        let gpu = route.gpu_metrics.is_some() || self.given(&format!("{prefix}.gpu_metrics"));
+        let scraped = gpu
+            || route.engine_metrics.is_some()
+            || self.given(&format!("{prefix}.engine_metrics"));
+        if route.gpu_select.is_some() && !gpu {
+            self.at_key(
+                format!("{prefix}.gpu_select"),
+                "needs `gpu_metrics`: it selects GPUs of that page",
+            );
+        }
+        match route.scrape_interval {
+            Some(_) if !scraped => {
+                self.at_key(
+                    format!("{prefix}.scrape_interval"),
+                    "needs `engine_metrics` or `gpu_metrics`: there is nothing to scrape",
+                );
+                false
+            }
+            Some(interval) if interval <= scrape.timeout => {
+                self.at_key(
+                    format!("{prefix}.scrape_interval"),
+                    format!(
+                        "{} is not longer than scrape.timeout ({}): a scrape must end before the next one starts",
+                        humantime::format_duration(interval),
+                        humantime::format_duration(scrape.timeout)
+                    ),
+                );
+                false
+            }
+            Some(_) => false,
+            None => route.engine_metrics.is_some() || route.gpu_metrics.is_some(),
+        }
+    }
+
+    /// `scrape.timeout` below `scrape.interval` when a route is scraped on
+    /// it, said at the timeout when the file gives one, else at the
+    /// interval.
+    fn shared_interval(&mut self, used: bool, scrape: &ScrapeSettings) {
+        // A bad interval's stand-in is zero, which is reported already.
+        if !used || scrape.timeout < scrape.interval || scrape.interval.is_zero() {
+            return;
+        }
+        let (timeout, interval) = (
+            humantime::format_duration(scrape.timeout),
+            humantime::format_duration(scrape.interval),
+        );
+        if self.given("scrape.timeout") {
+            self.at_key(
+                "scrape.timeout",
+                format!("{timeout} is not below scrape.interval ({interval}): a scrape must end before the next one starts"),
+            );
+        } else {
+            self.at_key(
+                "scrape.interval",
+                format!("{interval} is not longer than scrape.timeout ({timeout}): a scrape must end before the next one starts"),
+            );
+        }
+    }
+
+    fn unique_names(&mut self, routes: &[&RawRoute]) {
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        for (i, route) in routes.iter().enumerate() {
+            if let Some(name) = &route.name
+                && let Some(first) = names.insert(name, i)
+            {
+                let key = format!("routes[{i}].name");
+                let message = format!("duplicate route name `{name}` (also routes[{first}])");
+                self.at_key(key.clone(), message);
+                // Said before what is wrong with the name itself (read
+                // earlier), as it is wrong whatever the name.
+                if let Some(first) = self.errors.iter().position(|e| e.key == key)
+                    && let Some(duplicate) = self.errors.pop()
+                {
+                    self.errors.insert(first, duplicate);
+                }
+            }
+        }
+    }
+
+    /// No route accepts only requests an earlier one takes. A match with a
+    /// bad value is left out: what it accepts is not known.
+    fn shadowing(&mut self, routes: &[&RawRoute]) {
+        let matches: Vec<Option<RouteMatch>> = routes
+            .iter()
+            .map(|route| Some(route.matcher.clone().unwrap_or_default()).filter(read_whole))
+            .collect();
+        for (j, later) in matches.iter().enumerate() {
+            let Some(later) = later else {
+                continue;
+            };
+            let shadowing = matches[..j].iter().position(|earlier| {
+                earlier
+                    .as_ref()
+                    .is_some_and(|earlier| covers(earlier, later))
+            });
+            if let Some(i) = shadowing {
+                let key = match routes[j].matcher {
+                    Some(_) => format!("routes[{j}].match"),
+                    None => format!("routes[{j}]"),
+                };
+                self.at_key(
+                    key,
+                    format!(
+                        "route can never match: shadowed by routes[{i}], which accepts every request this one does (put the more specific route first)"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Whether a route's `tls` applies: its upstream (`None`: not known, as
+/// missing or bad) or one of its pages is `https`.
+pub(crate) fn tls_applies(upstream: Option<&Upstream>, route: &RawRoute) -> bool {
+    let https_page = [&route.engine_metrics, &route.gpu_metrics]
+        .into_iter()
+        .flatten()
+        .any(|page| page.url.scheme_str() == Some("https"));
+    https_page || upstream.is_none_or(|u| u.scheme == http::uri::Scheme::HTTPS)
+}
+
+/// Whether every request `later` accepts is also accepted by `earlier`, so
+/// that `later`, listed after it, can never be chosen.
+pub(crate) fn covers(earlier: &RouteMatch, later: &RouteMatch) -> bool {
+    let prefix = later.path_prefix.starts_with(&earlier.path_prefix);
+    let host = match (&earlier.host, &later.host) {
+        (None, _) => true,
+        (Some(a), Some(b)) => a == b,
+        (Some(_), None) => false,
+    };
+    let methods = match (&earlier.methods, &later.methods) {
+        (None, _) => true,
+        (Some(a), Some(b)) => b.iter().all(|method| a.contains(method)),
+        (Some(_), None) => false,
+    };
+    prefix && host && methods
+}
