@@ -8,6 +8,7 @@ use axum::response::IntoResponse;
 
 const INDEX: &str = include_str!("page/index.html");
 const SCRIPT: &str = include_str!("page/page.js");
+const LOAD_SCRIPT: &str = include_str!("page/load.js");
 const STYLE: &str = include_str!("page/page.css");
 const ICON: &str = include_str!("page/icon.svg");
 
@@ -37,6 +38,10 @@ pub(super) async fn index() -> impl IntoResponse {
 
 pub(super) async fn script() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+pub(super) async fn load_script() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", LOAD_SCRIPT)
 }
 
 pub(super) async fn style() -> impl IntoResponse {

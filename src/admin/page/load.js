@@ -7,7 +7,7 @@
 
 // eslint-disable-next-line no-unused-vars
 function tokenmeterDrawLoad(fig, curve, windowName, h) {
-  const { node, shape, ticks, seconds, percent, C, M } = h;
+  const { node, shape, ticks, seconds, C, M } = h;
   const plot = fig.querySelector('.plot');
   const legend = fig.querySelector('.legend');
   const note = fig.querySelector('.note');
@@ -154,14 +154,14 @@ function tokenmeterDrawLoad(fig, curve, windowName, h) {
     item(swatch(C.green, '7 3'), 'goodput (right)'),
     item(swatch(C.grey, '', true), `fewer than ${curve ? curve.min_judged : '–'} requests`),
   );
-  note.textContent = kneeText(knee, curve, percent);
+  note.textContent = kneeText(knee, curve);
   fig.dataset.knee = knee && knee.concurrency != null ? String(knee.concurrency) : '';
   fig.dataset.kneeState = knee ? knee.state : 'unknown';
   fig.dataset.now = loadNow == null ? '' : String(loadNow);
 }
 
 // What the knee says, in words.
-function kneeText(knee, curve, percent) {
+function kneeText(knee, curve) {
   if (!curve) return 'No judged request of this class yet: the curve is drawn from requests judged against it, by the concurrency each met on arrival.';
   const headroom = knee && knee.headroom != null ? `; headroom ${knee.headroom > 0 ? '+' : ''}${knee.headroom}` : '';
   switch (knee && knee.state) {

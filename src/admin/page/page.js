@@ -34,6 +34,8 @@
     scatter: [],
     series: null, // this key's entry of /slo
     history: null, // this key's entry of /slo/history (objectives, targets)
+    capacity: [], // /slo's latency-load curves
+    engine: [], // this route's engine and GPU figures, one sample a refresh
   };
 
   // ---------- formatting ----------
@@ -394,6 +396,97 @@
     { id: 'scatter', title: 'Input tokens vs time to first token', kind: 'scatter', note: 'The latest requests; do long prompts drive first-token latency?' },
   ];
 
+  // The trade-off row: latency against load, and what the engine and the
+  // GPUs do beside it (drawn when the route's engine or GPUs are scraped;
+  // their lines start when the page opens).
+  const TRADE_OFF = [
+    {
+      id: 'load', title: 'Latency vs load', kind: 'load',
+      note: 'Each bucket: the concurrency requests met on arrival; the line: the class objective\'s percentile there.',
+    },
+    {
+      id: 'engine', title: 'KV cache and GPU activity', unit: 'ratio', max: 1, telemetry: true,
+      note: 'KV cache in use near 100 %: requests wait for memory. DRAM active high with SM active low: decode bound by memory bandwidth.',
+    },
+    { id: 'queue', title: 'Engine queue', unit: 'count', telemetry: true },
+    {
+      id: 'per_gpu', title: 'Output tokens per GPU-second', unit: 'count', telemetry: true,
+      note: 'Over the last minute, on the route\'s GPUs: what a good token costs in GPU time.',
+    },
+  ];
+
+  // One sample of the route's engine and GPU figures (null where unknown).
+  function engineSample(report) {
+    if (!view.key || !report.telemetry) return null;
+    const [route, slo] = view.key.split('\u0000');
+    const r = report.telemetry.routes.find((x) => x.route === route);
+    if (!r || (!r.engine && !r.gpus)) return null;
+    const models = r.engine ? r.engine.models : [];
+    const fold = (key, f) => models.reduce((acc, m) => (m[key] == null ? acc : f(acc ?? 0, m[key])), null);
+    const pg = (r.per_gpu_second || []).find((p) => p.slo === slo && p.window === '1m');
+    return {
+      t: Date.now() / 1000,
+      kv: fold('kv_cache_usage_ratio', Math.max),
+      running: fold('running', (a, b) => a + b),
+      waiting: fold('waiting', (a, b) => a + b),
+      sm: r.gpus ? r.gpus.sm_active_ratio.mean : null,
+      dram: r.gpus ? r.gpus.dram_active_ratio.mean : null,
+      good: pg ? pg.good_output_tokens : null,
+      all: pg ? pg.output_tokens : null,
+    };
+  }
+
+  function engineLines(id, samples) {
+    const of = (key) => samples.map((p) => p[key]);
+    switch (id) {
+      case 'engine':
+        return [
+          { name: 'KV cache use', color: C.orange, dash: '', values: of('kv') },
+          { name: 'SM active (mean)', color: C.blue, dash: '7 3', values: of('sm') },
+          { name: 'DRAM active (mean)', color: C.purple, dash: '2 3', values: of('dram') },
+        ];
+      case 'queue':
+        return [
+          { name: 'running', color: C.blue, dash: '', values: of('running') },
+          { name: 'waiting', color: C.vermillion, dash: '7 3', values: of('waiting') },
+        ];
+      default:
+        return [
+          { name: 'good', color: C.green, dash: '', values: of('good') },
+          { name: 'all', color: C.blue, dash: '7 3', values: of('all') },
+        ];
+    }
+  }
+
+  function drawTradeOff() {
+    const box = document.getElementById('trade-off');
+    if (!box.children.length) {
+      for (const chart of TRADE_OFF) box.append(figure(chart));
+    }
+    const [route, slo] = view.key ? view.key.split('\u0000') : [null, null];
+    const judged = (c) => {
+      const w = c.windows.find((x) => x.window === '5m');
+      return w ? w.buckets.reduce((n, b) => n + b.judged, 0) : 0;
+    };
+    const curve = view.capacity
+      .filter((c) => c.route === route && c.slo === slo)
+      .sort((a, b) => judged(b) - judged(a))[0] || null;
+    const threshold = (kind) => thresholdsFor(kind)[0] || null;
+    tokenmeterDrawLoad(box.querySelector('[data-chart="load"]'), curve, '5m', {
+      node, shape, ticks, seconds, percent, C, M, thresholdFor: threshold,
+    });
+    const samples = view.engine;
+    const t1 = samples.length ? samples[samples.length - 1].t : Date.now() / 1000;
+    const t0 = t1 - Math.max(120, samples.length ? t1 - samples[0].t : 0);
+    for (const chart of TRADE_OFF.filter((c) => c.telemetry)) {
+      const fig = box.querySelector(`[data-chart="${chart.id}"]`);
+      fig.hidden = !samples.length;
+      if (samples.length) {
+        drawSeries(fig, { ...chart, step: REFRESH_MS / 1000 }, samples.map((p) => p.t), engineLines(chart.id, samples), [], t0, t1);
+      }
+    }
+  }
+
   // The phases chart splits completed streams by the server's own timings
   // where it reports them, else at the response head and the first token.
   function phaseLines(points) {
@@ -603,6 +696,7 @@
       view.key = first ? keyOf(first) : null;
       view.points = [];
       view.scatter = [];
+      view.engine = [];
     }
     if (view.key) select.value = view.key;
   }
@@ -617,6 +711,9 @@
     const report = await json('slo');
     fillSelect(report);
     view.series = report.series.find((s) => keyOf(s) === view.key) || null;
+    view.capacity = report.capacity || [];
+    const sample = engineSample(report);
+    if (sample) view.engine = view.engine.filter((p) => p.t >= sample.t - 3600).concat([sample]);
     if (view.key) {
       const [route, slo] = view.key.split('\u0000');
       const last = view.points.length ? view.points[view.points.length - 1].t : null;
@@ -637,6 +734,7 @@
     toHash();
     drawNow();
     drawObjectives();
+    drawTradeOff();
     drawCharts();
   }
 
@@ -662,6 +760,7 @@
       view.key = ev.target.value;
       view.points = [];
       view.scatter = [];
+      view.engine = [];
       loop();
     });
     for (const b of document.querySelectorAll('[data-range]')) {
@@ -682,6 +781,7 @@
       requestAnimationFrame(() => {
         pending = false;
         if (view.points.length) drawCharts();
+        drawTradeOff();
       });
     }).observe(document.getElementById('charts'));
     loop();
