@@ -310,7 +310,7 @@ pub fn render_capacity(curves: &[CurveReport]) -> String {
     for c in curves {
         let _ = writeln!(
             out,
-            "capacity  route {}  model {}  slo {}  load now {}  ({} judged a bucket)",
+            "capacity  route {}  model {}  slo {}  load now {}  (a bucket needs {} judged)",
             c.route,
             c.model,
             c.slo,
@@ -320,7 +320,7 @@ pub fn render_capacity(curves: &[CurveReport]) -> String {
         let _ = writeln!(
             out,
             "{:<6} {:<14} {:>5} {:<9} {:>8} {:>11}",
-            "window", "knee", "value", "bound", "headroom", "first break"
+            "window", "knee state", "knee", "bound", "headroom", "first break"
         );
         for w in &c.windows {
             let k = &w.knee;
