@@ -368,8 +368,17 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_
     assert_eq!(loaded["event"], "loaded", "{loaded}");
     assert_eq!(loaded["options"], serde_json::json!(["chat · interactive"]));
     for chart in loaded["charts"].as_object().unwrap().values() {
-        assert_eq!(chart["labelled"], true, "{chart}");
+        assert!(
+            chart["hidden"] == true || chart["labelled"] == true,
+            "{chart}"
+        );
     }
+    // No engine or GPU is scraped: their charts are not shown; the
+    // latency-vs-load chart is, with the load every request met.
+    for chart in ["engine", "queue", "per_gpu"] {
+        assert_eq!(loaded["charts"][chart]["hidden"], true, "{chart}");
+    }
+    assert_eq!(loaded["charts"]["load"]["hidden"], false);
 
     // Every chart drew the traffic: 24 requests over a point or two.
     for (chart, series) in [

@@ -65,6 +65,10 @@ try {
       }
       const svg = fig.querySelector('.plot svg');
       charts[fig.dataset.chart] = {
+        hidden: fig.hidden,
+        knee: fig.dataset.knee ?? null,
+        knee_state: fig.dataset.kneeState ?? null,
+        now: fig.dataset.now ?? null,
         title: fig.querySelector('h3').textContent,
         note: fig.querySelector('.note')?.textContent ?? null,
         series,

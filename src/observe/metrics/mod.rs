@@ -95,6 +95,8 @@ pub struct Metrics {
     log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// The sliding windows behind `/slo`.
     live: Arc<Live>,
+    /// The routes' engines and GPUs, read at each exposition.
+    telemetry: Arc<telemetry::Telemetry>,
     /// The latency–load curves, over the same windows.
     capacity: Arc<Capacity>,
     /// The knee and headroom gauges, set from the curves at each scrape.
@@ -103,8 +105,6 @@ pub struct Metrics {
     /// request's load at arrival, and the load now where no engine is
     /// scraped.
     in_flight_load: Arc<InFlight>,
-    /// The routes' engines and GPUs, read at each exposition.
-    telemetry: Arc<telemetry::Telemetry>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -274,6 +274,11 @@ impl Metrics {
             otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
             log_drops: std::sync::OnceLock::new(),
             live: live.clone(),
+            telemetry: {
+                let t = Arc::new(telemetry::Telemetry::new(ns, live)?);
+                registry.register(Box::new(telemetry::Registered(t.clone())))?;
+                t
+            },
             capacity,
             capacity_gauges: capacity::Gauges {
                 knee: gauges(names::SLO_CAPACITY)?,
@@ -281,11 +286,6 @@ impl Metrics {
                 shown: Mutex::default(),
             },
             in_flight_load: Arc::default(),
-            telemetry: {
-                let t = Arc::new(telemetry::Telemetry::new(ns, live)?);
-                registry.register(Box::new(telemetry::Registered(t.clone())))?;
-                t
-            },
             exemplified: vec![
                 (names::TTFT.name(ns), Exemplified::Ttft),
                 (names::TPOT.name(ns), Exemplified::Tpot),
