@@ -2,7 +2,8 @@
 //! (Prometheus text format), `/healthz`
 //! (the process is up), `/readyz` (it accepts traffic; 503 while
 //! draining) and `/slo` (live SLO status per route and class over 1m, 5m
-//! and 1h: JSON, or a text table with `?format=text` or `Accept:
+//! and 1h, and each route, model and class's latency–load curve, knee and
+//! headroom: JSON, or a text table with `?format=text` or `Accept:
 //! text/plain`/`text/html`), `/slo/history` (the last hour of 10 s points
 //! per series, for the page's charts) and `/config` (the configuration in
 //! force, as JSON). It runs on its own socket, never the proxy's,
@@ -319,7 +320,7 @@ pub fn render_capacity(curves: &[CurveReport]) -> String {
     for c in curves {
         let _ = writeln!(
             out,
-            "capacity  route {}  model {}  slo {}  load now {}  ({} judged a bucket)",
+            "capacity  route {}  model {}  slo {}  load now {}  (a bucket needs {} judged)",
             c.route,
             c.model,
             c.slo,
@@ -329,7 +330,7 @@ pub fn render_capacity(curves: &[CurveReport]) -> String {
         let _ = writeln!(
             out,
             "{:<6} {:<14} {:>5} {:<9} {:>8} {:>11}",
-            "window", "knee", "value", "bound", "headroom", "first break"
+            "window", "knee state", "knee", "bound", "headroom", "first break"
         );
         for w in &c.windows {
             let k = &w.knee;

@@ -17,8 +17,9 @@
 //! listener reads), when the process logs, the access log's writer, and,
 //! when configured, the OTLP export; with them, the [`Policy`] of the
 //! configuration in force. A request's SLO class, tenant and labels are
-//! resolved once, when it starts ([`Observers::request`]), and every
-//! observer reads the same [`Labels`].
+//! resolved once, when it starts ([`Observers::request`]), with the load
+//! it meets then (`load.rs`), and every observer reads the same
+//! [`Labels`] and load.
 
 use std::sync::Arc;
 use std::time::Duration;

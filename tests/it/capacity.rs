@@ -2,8 +2,9 @@
 //! simulator of 4 slots under closed-loop load at concurrency 1, 2, 3, 4,
 //! 5, 6 and 8, through one proxy (the load is its requests in flight) and
 //! through two (the load is the engine's running and waiting requests,
-//! read from the simulator's `/metrics`), against a class with TTFT p95 ≤
-//! 500 ms; the knee is read from `/metrics` and `/slo`.
+//! read from the simulator's `/metrics`; without the phase of 5, see
+//! there), against a class with TTFT p95 ≤ 500 ms; the knee is read from
+//! `/metrics` and `/slo`.
 //!
 //! A request holds its slot 700 ms (50 ms to its first token, then 26
 //! more tokens 25 ms apart). The `c` clients of a phase start 20 ms apart
@@ -230,18 +231,22 @@ async fn a_four_slot_engine_has_its_knee_at_4_by_the_requests_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_find_the_engines_knee_by_its_running_and_waiting_requests() {
     let sim = start_sim(four_slots()).await;
-    // The route's engine is the simulator's page, scraped often enough
-    // that a phase's requests read its load of the phase.
+    // The route's engine is the simulator's page, scraped several times a
+    // round, with room for a busy machine's late scrapes (a reading is
+    // served for three intervals).
     let main = main_file(
-        "scrape:\n  interval: 100ms\n  timeout: 80ms\n",
+        "scrape:\n  interval: 200ms\n  timeout: 150ms\n",
         &format!("    engine_metrics: http://{sim}/metrics\n"),
     );
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let a = start(config(dirs[0].path(), &main, sim)).await;
     let b = start(config(dirs[1].path(), &main, sim)).await;
     // Each proxy has enough requests of its own in the buckets of loads 4
-    // and 5–6 to believe them.
-    let plan = [(1, 2), (2, 2), (3, 2), (4, 12), (5, 5), (6, 5), (8, 3)];
+    // and 5–6 to believe them. No phase of 5: a scrape that falls between
+    // one request's end and its client's next (a few milliseconds, more
+    // on a busy machine) reads one less, and at 5 that is the bucket of 4;
+    // at 6 and 8 such a reading stays in the bucket above the knee.
+    let plan = [(1, 2), (2, 2), (3, 2), (4, 12), (6, 7), (8, 3)];
     ramp(&[a.proxy_addr, b.proxy_addr], &plan).await;
     knee_is_4(&a, sent(&plan, 2, 0)).await;
     knee_is_4(&b, sent(&plan, 2, 1)).await;
