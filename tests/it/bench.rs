@@ -228,3 +228,43 @@ fn smoke_run_co_located() {
     let legs = report["scenarios"][0]["legs"].as_array().unwrap();
     assert_eq!(legs[1]["fidelity"]["byte_identical"], true);
 }
+
+/// `--tls`: the proxy legs terminate TLS from the load generator, with the
+/// run's certificate, and still forward every byte; `direct` stays plain.
+/// Each leg says how many handshakes it made and what they negotiated.
+#[test]
+fn smoke_run_with_tls_on_the_proxy_legs() {
+    let (stdout, report) = smoke(&["--legs", "direct,tokenmeter,nginx", "--tls"]);
+    assert!(stdout.contains("TLS on:"), "{stdout}");
+    assert!(report["notes"].to_string().contains("TLS on"));
+    let legs = report["scenarios"][0]["legs"].as_array().unwrap();
+    // nginx is skipped where it is not installed.
+    assert!(legs.len() >= 2, "{legs:?}");
+    for leg in legs {
+        let name = leg["leg"].as_str().unwrap();
+        assert_eq!(leg["errors"], 0, "{name}: {leg}");
+        assert!(leg["measured_requests"].as_u64().unwrap() > 0, "{name}");
+        assert_eq!(leg["fidelity"]["byte_identical"], true, "{name}");
+        let connections = leg["connections"].as_u64().unwrap();
+        assert!(connections > 0, "{name}");
+        let tls = &leg["tls"];
+        if name == "direct" {
+            assert!(tls.is_null(), "{tls}");
+            continue;
+        }
+        // Kept alive: one handshake per connection, not per request.
+        assert_eq!(tls["handshakes"].as_u64().unwrap(), connections, "{tls}");
+        assert!(
+            tls["requests_per_handshake"].as_f64().unwrap() > 1.0,
+            "{tls}"
+        );
+        assert!(
+            tls["negotiated"].as_str().unwrap().starts_with("TLSv1_3"),
+            "{tls}"
+        );
+        assert!(
+            stdout.contains(&format!("connections ({name}): {connections} opened")),
+            "{stdout}"
+        );
+    }
+}

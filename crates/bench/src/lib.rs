@@ -11,11 +11,14 @@
 //! on a fresh process and with its warm-up discarded, and reports per leg
 //! the client's TTFT, one-way latency of each chunk, gap distortion,
 //! fidelity (bytes fingerprinted, frames counted), CPU and memory of the
-//! proxy, and the proxy's own TTFT against the client's.
+//! proxy, and the proxy's own TTFT against the client's. With `--tls` the
+//! proxy legs terminate TLS from the load generator (`direct` stays
+//! plain), over connections kept alive as without it.
 //!
 //! Files: [`load`] is the load generator, [`legs`] the rig and one leg's
 //! run, [`report`] the figures, deltas and target checks, [`procfs`] the
-//! `/proc` readings. This module holds the options and the run's loop.
+//! `/proc` readings, [`tls`] the certificate and the client's connector
+//! of `--tls`. This module holds the options and the run's loop.
 //!
 //! The bench measures; it never asserts a timing. `--smoke` runs a few
 //! seconds for CI, whose test checks the structure and fidelity of the
@@ -25,6 +28,7 @@ pub mod legs;
 pub mod load;
 pub mod procfs;
 pub mod report;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,6 +125,13 @@ pub struct Options {
     /// proxy on a core of its own, so they are not checked.
     #[arg(long, conflicts_with = "no_pin")]
     pub colocate: bool,
+    /// The proxy legs (tokenmeter, unmetered, baseline, nginx) terminate
+    /// TLS from the load generator, with a certificate made for the run
+    /// that the generator trusts; the `direct` leg stays plain.
+    /// Connections are kept alive as without it: the handshake is paid once
+    /// per connection, and the report counts them.
+    #[arg(long)]
+    pub tls: bool,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -171,6 +182,7 @@ impl Options {
             .min(self.warmup);
         Scenario {
             base: String::new(),
+            tls: None,
             arrivals,
             streamed: !self.no_stream,
             ttft_ms: self.ttft_ms,
@@ -253,6 +265,7 @@ pub async fn run(mut opts: Options) -> anyhow::Result<ExitCode> {
         colocate: opts.colocate,
         nginx: opts.nginx.clone(),
         baseline_bin: opts.baseline_bin.clone(),
+        tls: opts.tls,
         tokenmeter_config: match &opts.tokenmeter_config {
             Some(path) => Some(
                 std::fs::read_to_string(path)

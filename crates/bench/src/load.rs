@@ -37,12 +37,13 @@ use hdrhistogram::Histogram;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use sim::stamp::{Fnv64, mono_ns, read_stamp};
+
+use crate::tls::Connector;
 
 /// The model name of measured requests (warm-up ones use `warmup`).
 pub const MEASURED_MODEL: &str = "bench";
@@ -62,8 +63,11 @@ pub enum Arrivals {
 /// One leg's load.
 #[derive(Debug, Clone)]
 pub struct Scenario {
-    /// `http://host:port` of the target.
+    /// `http://host:port` of the target, or `https://` with `tls`.
     pub base: String,
+    /// The TLS client of an `https` target (`--tls`); the connections are
+    /// kept alive as plain ones are.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     pub arrivals: Arrivals,
     /// Streamed (SSE) or one JSON body.
     pub streamed: bool,
@@ -140,6 +144,15 @@ pub struct LoadResult {
     pub sent_per_ms: Vec<u32>,
     /// Wall time of the measured window, seconds.
     pub measured_seconds: f64,
+    /// The target terminated TLS (`--tls`).
+    pub tls: bool,
+    /// Connections the client opened (warm-up included), and the TLS
+    /// handshakes among them.
+    pub connections: u64,
+    pub tls_handshakes: u64,
+    /// What the TLS handshakes negotiated (`<version> <suite> <group>`);
+    /// none for a plain target.
+    pub tls_negotiated: Option<String>,
 }
 
 impl LoadResult {
@@ -161,6 +174,10 @@ impl LoadResult {
             fidelity: Fidelity::default(),
             sent_per_ms: Vec::new(),
             measured_seconds: 0.0,
+            tls: false,
+            connections: 0,
+            tls_handshakes: 0,
+            tls_negotiated: None,
         })
     }
 
@@ -190,10 +207,16 @@ impl LoadResult {
         f.split_frames += o.split_frames;
         self.sent_per_ms.extend_from_slice(&other.sent_per_ms);
         self.measured_seconds += other.measured_seconds;
+        self.tls |= other.tls;
+        self.connections += other.connections;
+        self.tls_handshakes += other.tls_handshakes;
+        if self.tls_negotiated.is_none() {
+            self.tls_negotiated.clone_from(&other.tls_negotiated);
+        }
     }
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type HttpClient = Client<Connector, Full<Bytes>>;
 
 /// Shared by every request task of one leg.
 struct Run {
@@ -230,8 +253,8 @@ impl Timebase {
 
 /// Runs one leg against `scenario.base` and returns what it measured.
 pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::CreationError> {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
+    let connector = Connector::new(scenario.tls.clone());
+    let connections = connector.stats.clone();
     let client: HttpClient = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(usize::MAX)
         .pool_idle_timeout(Duration::from_secs(30))
@@ -333,6 +356,10 @@ pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::Creati
         Err(poisoned) => poisoned.into_inner().clone(),
     };
     result.measured_seconds = scenario.duration.as_secs_f64();
+    result.tls = scenario.tls.is_some();
+    result.connections = connections.connections.load(Ordering::Relaxed);
+    result.tls_handshakes = connections.handshakes.load(Ordering::Relaxed);
+    result.tls_negotiated = connections.negotiated.lock().ok().and_then(|n| n.clone());
     Ok(result)
 }
 

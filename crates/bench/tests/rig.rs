@@ -13,7 +13,7 @@ fn the_rig_describes_its_legs_and_load() {
         .expect("runs");
     assert!(out.status.success(), "{out:?}");
     let help = String::from_utf8_lossy(&out.stdout);
-    for option in ["--smoke", "--json", "--baseline-bin"] {
+    for option in ["--smoke", "--json", "--baseline-bin", "--tls"] {
         assert!(help.contains(option), "{option} in:\n{help}");
     }
 }

@@ -11,6 +11,7 @@ use super::config::{nginx_config, nginx_version, tokenmeter_config};
 use super::host::which;
 use super::kind::LegKind;
 use super::process::Proc;
+use crate::tls::Certificate;
 
 /// A free loopback port (released before the child binds it).
 fn free_addr() -> anyhow::Result<SocketAddr> {
@@ -25,6 +26,8 @@ pub(super) struct Target {
     pub(super) proc: Option<Proc>,
     /// A metering tokenmeter: its access log pairs with the client.
     pub(super) metered: bool,
+    /// It terminates TLS (`--tls`; every leg but `direct`).
+    pub(super) tls: bool,
 }
 
 /// The simulator, started once per run, and every proxy under test,
@@ -34,6 +37,9 @@ pub struct Rig {
     pub(super) sim: Proc,
     pub(super) sim_addr: SocketAddr,
     pub(super) targets: Vec<Target>,
+    /// The run's certificate (`--tls`), which the TLS legs serve and the
+    /// load generator trusts.
+    pub(super) tls: Option<Certificate>,
     /// Said in the report: how processes are placed, what was skipped.
     pub notes: Vec<String>,
     pub pinned: bool,
@@ -59,6 +65,8 @@ pub struct RigOptions {
     pub nginx: String,
     /// The binary of the `baseline` leg.
     pub baseline_bin: Option<PathBuf>,
+    /// The proxy legs terminate TLS (`--tls`).
+    pub tls: bool,
     /// YAML appended to the `tokenmeter` leg's config.
     pub tokenmeter_config: Option<String>,
 }
@@ -105,6 +113,19 @@ impl Rig {
         )?;
         sim.ready(sim_addr).await?;
 
+        let tls = if opts.tls {
+            let certificate = Certificate::make(&dir.join("tls"))?;
+            notes.push(
+                "TLS on: the proxy legs terminate TLS from the load generator (a certificate \
+                 made for the run, ECDSA P-256, which the generator trusts; ALPN http/1.1; \
+                 connections kept alive); the direct leg stays plain HTTP"
+                    .to_owned(),
+            );
+            Some(certificate)
+        } else {
+            None
+        };
+
         let mut targets = Vec::new();
         for &kind in &opts.legs {
             let target = match kind {
@@ -113,6 +134,7 @@ impl Rig {
                     addr: sim_addr,
                     proc: None,
                     metered: false,
+                    tls: false,
                 },
                 LegKind::Tokenmeter | LegKind::Unmetered | LegKind::Baseline => {
                     let program = if kind == LegKind::Baseline {
@@ -137,7 +159,7 @@ impl Rig {
                     let admin = free_addr()?;
                     let metered = kind != LegKind::Unmetered;
                     let config = dir.join(format!("{}.yaml", kind.name()));
-                    let mut text = tokenmeter_config(addr, admin, sim_addr, metered);
+                    let mut text = tokenmeter_config(addr, admin, sim_addr, metered, tls.as_ref());
                     if let (LegKind::Tokenmeter, Some(extra)) = (kind, &opts.tokenmeter_config) {
                         text.push_str(extra);
                         notes.push("tokenmeter: its config has --tokenmeter-config's".to_owned());
@@ -166,6 +188,7 @@ impl Rig {
                         addr,
                         proc: Some(proc),
                         metered,
+                        tls: tls.is_some(),
                     }
                 }
                 LegKind::Nginx => {
@@ -180,7 +203,7 @@ impl Rig {
                     let prefix = dir.join("nginx");
                     std::fs::create_dir_all(&prefix)?;
                     let conf = prefix.join("nginx.conf");
-                    std::fs::write(&conf, nginx_config(addr, sim_addr, &prefix))?;
+                    std::fs::write(&conf, nginx_config(addr, sim_addr, &prefix, tls.as_ref()))?;
                     let mut proc = Proc::spawn(
                         "nginx",
                         proxy_core,
@@ -198,14 +221,20 @@ impl Rig {
                     )?;
                     proc.ready(addr).await?;
                     notes.push(format!(
-                        "nginx: {} with worker_processes 1, proxy_buffering off, keepalive upstream",
-                        nginx_version(&nginx)
+                        "nginx: {} with worker_processes 1, proxy_buffering off, keepalive upstream{}",
+                        nginx_version(&nginx),
+                        if tls.is_some() {
+                            ", listen ssl with the same certificate"
+                        } else {
+                            ""
+                        }
                     ));
                     Target {
                         kind,
                         addr,
                         proc: Some(proc),
                         metered: false,
+                        tls: tls.is_some(),
                     }
                 }
             };
@@ -216,6 +245,7 @@ impl Rig {
             sim,
             sim_addr,
             targets,
+            tls,
             notes,
             pinned,
         })

@@ -24,7 +24,17 @@ impl Rig {
             .find(|t| t.kind == kind)
             .context("leg not started")?;
         let mut scenario = scenario.clone();
-        scenario.base = format!("http://{}", target.addr);
+        scenario.tls = self
+            .tls
+            .as_ref()
+            .filter(|_| target.tls)
+            .map(|c| c.client.clone());
+        let scheme = if scenario.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        scenario.base = format!("{scheme}://{}", target.addr);
         let pids = target
             .proc
             .as_ref()

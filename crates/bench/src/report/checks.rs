@@ -286,6 +286,7 @@ mod tests {
     fn scenario_of(concurrency: usize) -> Scenario {
         Scenario {
             base: String::new(),
+            tls: None,
             arrivals: Arrivals::Closed { concurrency },
             streamed: true,
             ttft_ms: 0,

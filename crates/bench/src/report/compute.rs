@@ -4,7 +4,7 @@
 
 use super::types::{
     AccuracyReport, CpuReport, FidelityReport, LegReport, MemoryReport, Offered, Quantiles,
-    RoundDetail, ScenarioReport, Spread, Versus, round_latency,
+    RoundDetail, ScenarioReport, Spread, TlsReport, Versus, round_latency,
 };
 use crate::legs::{LegKind, LegRun, SimTotals};
 use crate::load::{Arrivals, LoadResult, Scenario};
@@ -196,6 +196,12 @@ fn leg(kind: LegKind, runs: &[&LegRun], streams: Option<usize>) -> Option<LegRep
         },
         metering_accuracy,
         offered: Offered::of(&load.sent_per_ms),
+        connections: load.connections,
+        tls: load.tls.then(|| TlsReport {
+            handshakes: load.tls_handshakes,
+            negotiated: load.tls_negotiated.clone(),
+            requests_per_handshake: f.responses as f64 / load.tls_handshakes.max(1) as f64,
+        }),
         spread: Spread::of(kind, runs),
         rounds_detail: runs
             .iter()

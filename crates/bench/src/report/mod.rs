@@ -25,5 +25,5 @@ pub use compute::scenario;
 pub use text::text;
 pub use types::{
     AccuracyReport, CpuReport, FidelityReport, LegReport, Machine, MemoryReport, Offered,
-    Quantiles, Range, Report, RoundDetail, ScenarioReport, Spread, TargetCheck, Versus,
+    Quantiles, Range, Report, RoundDetail, ScenarioReport, Spread, TargetCheck, TlsReport, Versus,
 };

@@ -58,6 +58,13 @@ pub fn text(r: &Report) -> String {
             s.warmup_s,
             s.settle_s
         );
+        let tls = s.legs.iter().any(|l| l.tls.is_some());
+        if tls {
+            let _ = writeln!(
+                o,
+                "TLS on: the proxy legs terminate TLS from the load generator; direct is plain HTTP"
+            );
+        }
         let _ = writeln!(
             o,
             "{:<11} {:>9} {:>6} {:>9} {:>9} | {:<22} {:<30} | {:<22} {:<30} | {:<16}",
@@ -153,6 +160,24 @@ pub fn text(r: &Report) -> String {
                 l.leg.name(),
                 l.cpu.proxy_user_us_per_chunk,
                 l.cpu.proxy_kernel_us_per_chunk,
+            );
+        }
+        for l in s.legs.iter().filter(|_| tls) {
+            let how = match &l.tls {
+                Some(t) => format!(
+                    "TLS {}: {} handshakes, one per {:.1} requests",
+                    t.negotiated.as_deref().unwrap_or("(none completed)"),
+                    t.handshakes,
+                    t.requests_per_handshake
+                ),
+                None => "plain HTTP".to_owned(),
+            };
+            let _ = writeln!(
+                o,
+                "connections ({}): {} opened over {} rounds, {how}",
+                l.leg.name(),
+                l.connections,
+                l.rounds,
             );
         }
         if s.rounds > 1 {

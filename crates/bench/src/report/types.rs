@@ -251,10 +251,26 @@ pub struct LegReport {
     pub metering_accuracy: Option<AccuracyReport>,
     /// The load the simulator offered, rounds merged.
     pub offered: Option<Offered>,
+    /// Connections the load generator opened over the leg's rounds.
+    pub connections: u64,
+    /// The leg terminated TLS (`--tls`): its handshakes.
+    pub tls: Option<TlsReport>,
     /// How much the rounds of this leg differ from each other.
     pub spread: Spread,
     /// Each round's tail beside the load it was offered, in the order run.
     pub rounds_detail: Vec<RoundDetail>,
+}
+
+/// A leg that terminated TLS: what its handshakes negotiated and how many
+/// requests each paid for (connections are kept alive, so the handshake's
+/// cost is spread over them as in production).
+#[derive(Debug, Clone, Serialize)]
+pub struct TlsReport {
+    pub handshakes: u64,
+    /// `<version> <suite> <key exchange group>` of the first handshake.
+    pub negotiated: Option<String>,
+    /// Responses completed per handshake.
+    pub requests_per_handshake: f64,
 }
 
 /// One round of a leg: its latency p99 (chunk, or end-to-end when not
