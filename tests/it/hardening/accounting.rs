@@ -151,6 +151,34 @@ async fn a_malformed_client_body_past_the_read_ahead_is_the_clients_400() {
 
 // Label slots cannot be squatted.
 
+/// A body naming `model` twice is labelled with the last, as the Python
+/// servers behind the proxy (vLLM, SGLang: `json.loads`) read it.
+#[tokio::test]
+async fn a_body_with_two_model_keys_is_labelled_with_the_last() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let body = r#"{"model":"first","messages":[],"model":"second"}"#;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+         x-status: 200\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    for _ in 0..2 {
+        let resp = raw_exchange(proxy.proxy_addr, &head, body.as_bytes()).await;
+        assert_eq!(resp.status, 200);
+    }
+    let s = settle(proxy.admin_addr, 2.0).await;
+    let models: std::collections::BTreeSet<&str> = s
+        .iter()
+        .filter(|x| x.name.starts_with("llm_") || x.name.starts_with("tokenmeter_"))
+        .filter_map(|x| x.labels.get("model").map(String::as_str))
+        .collect();
+    // The first request waited for its 2xx under `other`; none is `first`.
+    assert!(!models.contains("first"), "{models:?}");
+    assert_eq!(sum(&s, "llm_requests_total", &[("model", "second")]), 2.0);
+    proxy.stop().await;
+}
+
 #[tokio::test]
 async fn made_up_model_names_do_not_take_the_label_slots_of_real_ones() {
     let upstream = scripted_upstream().await;
