@@ -1,5 +1,6 @@
 //! A request's labels (`route`, `model`, `slo`, `tenant`, `operation`),
-//! resolved once when it starts and final once the upstream answers, and
+//! resolved once when it starts and final once the upstream answers (or,
+//! for a request that named no model, once the response names one), and
 //! the bounds of the two its client chooses (`model`, `tenant`): an
 //! allow-list, or the first names the upstream answered with a 2xx, then
 //! `other`.
@@ -79,6 +80,11 @@ pub struct Labels {
     tenant_histograms: bool,
     /// The names waiting for a 2xx to be admitted as labels.
     pending: Option<Box<Pending>>,
+    /// For a request that named no model, until its response names one or
+    /// it ends: the bounds its response's model is labelled by.
+    from_response: Option<Arc<Bounds>>,
+    /// Whether the upstream answered with a 2xx (once its head came).
+    answered: bool,
 }
 
 impl Labels {
@@ -94,8 +100,12 @@ impl Labels {
         operation: meter::Operation,
     ) -> Self {
         let (mut model_pending, mut tenant_pending) = (None, None);
+        let mut from_response = None;
         let model = match model.filter(|m| !m.is_empty()) {
-            None => UNKNOWN.to_owned(),
+            None => {
+                from_response = Some(bounds.clone());
+                UNKNOWN.to_owned()
+            }
             Some(name) => bounds.models.label(name, &mut model_pending),
         };
         let tenant = match tenant {
@@ -122,6 +132,8 @@ impl Labels {
             operation: operation.name(),
             tenant_histograms: bounds.tenant_histograms,
             pending,
+            from_response,
+            answered: false,
         }
     }
 
@@ -169,11 +181,37 @@ impl Labels {
         [&self.route, &self.model, &self.slo, tenant, self.operation]
     }
 
-    /// Whether the histograms' labels wait for a pending name.
+    /// Whether the histograms' labels wait for a pending name, or for the
+    /// model a response names.
     pub fn histograms_wait(&self) -> bool {
-        self.pending
-            .as_ref()
-            .is_some_and(|p| p.model.is_some() || (self.tenant_histograms && p.tenant.is_some()))
+        self.from_response.is_some()
+            || self.pending.as_ref().is_some_and(|p| {
+                p.model.is_some() || (self.tenant_histograms && p.tenant.is_some())
+            })
+    }
+
+    /// The response named `model` (not empty): a request that named none
+    /// takes it as its label, bounded as a request's name is (admitted to a
+    /// slot only if the upstream answered with a 2xx). Returns whether the
+    /// `model` label changed.
+    pub fn response_model(&mut self, model: &str) -> bool {
+        let Some(bounds) = self.from_response.take() else {
+            return false;
+        };
+        let models = &bounds.models;
+        let label = match models.labeler.label(model) {
+            Label::Use => Some(model),
+            Label::Pending if self.answered && models.labeler.admit(model) => Some(model),
+            Label::Pending | Label::Other => None,
+        };
+        self.model = match label {
+            Some(name) => name.to_owned(),
+            None => {
+                models.overflow.inc();
+                OTHER.to_owned()
+            }
+        };
+        true
     }
 
     /// The upstream answered with `status`: each pending name is admitted
@@ -181,10 +219,11 @@ impl Labels {
     /// otherwise it stays `other`, counted. Returns whether the `model`
     /// label changed.
     pub fn admit(&mut self, status: u16) -> bool {
+        let answered = (200..300).contains(&status);
+        self.answered = answered;
         let Some(pending) = self.pending.take() else {
             return false;
         };
-        let answered = (200..300).contains(&status);
         let bounds = &pending.bounds;
         let mut moved = false;
         if let Some(name) = pending.model {
@@ -205,9 +244,11 @@ impl Labels {
         moved
     }
 
-    /// The request ended without an answer: a name still pending was never
-    /// admitted, and is reported (and counted) as `other`.
+    /// The request ended: a name still pending was never admitted (no
+    /// answer came), and is reported (and counted) as `other`; a request
+    /// whose response named no model stays `unknown`.
     pub fn settle(&mut self) {
+        self.from_response = None;
         if let Some(pending) = self.pending.take() {
             if pending.model.is_some() {
                 pending.bounds.models.overflow.inc();
@@ -390,5 +431,37 @@ mod tests {
         r.settle();
         assert_eq!(models.get(), before + 1);
         assert_eq!(r.model(), OTHER);
+    }
+
+    /// A request that named no model takes its response's, bounded as a
+    /// request's name is; one whose response names none stays `unknown`.
+    #[test]
+    fn a_request_naming_no_model_takes_its_responses() {
+        let mut settings = MetricsSettings::default();
+        settings.models.max_distinct = 1;
+        let (b, models, _) = bounds(&settings);
+        let chat = Operation::Chat;
+        let mut r = Labels::resolve(&b, "r", None, None, None, chat);
+        assert!(r.histograms_wait());
+        assert!(!r.admit(200));
+        assert!(r.histograms_wait(), "its response has not named it yet");
+        assert!(r.response_model("tiny"));
+        assert_eq!(r.model(), "tiny");
+        assert!(!r.histograms_wait());
+        assert!(!r.response_model("other-name"), "final once named");
+        // The one slot is taken.
+        let mut r = Labels::resolve(&b, "r", None, None, None, chat);
+        r.admit(200);
+        assert!(r.response_model("big"));
+        assert_eq!((r.model(), models.get()), (OTHER, 1));
+        // Named by a request, the response's name is not used.
+        let mut r = Labels::resolve(&b, "r", Some("tiny"), None, None, chat);
+        assert!(!r.response_model("big"));
+        assert_eq!(r.model(), "tiny");
+        let mut r = Labels::resolve(&b, "r", None, None, None, chat);
+        r.admit(200);
+        r.settle();
+        assert_eq!(r.model(), UNKNOWN);
+        assert!(!r.histograms_wait());
     }
 }

@@ -149,6 +149,73 @@ async fn a_malformed_client_body_past_the_read_ahead_is_the_clients_400() {
     proxy.stop().await;
 }
 
+/// A llama.cpp `/completion` request names no model: it is labelled with
+/// the one its stream names, even when only the terminal event names it
+/// (as llama.cpp's does), on every series, its stream's timings included.
+#[tokio::test]
+async fn a_request_naming_no_model_is_labelled_with_its_responses_model() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let token = |t: &str| format!("data: {{\"content\":\"{t}\",\"stop\":false}}\n\n");
+    let streams = [
+        // The model only at the end, as llama.cpp's own stream.
+        format!(
+            "{}{}{}data: {{\"content\":\"\",\"stop\":true,\"model\":\"tiny\",\
+             \"tokens_predicted\":3,\"tokens_evaluated\":2}}\n\n",
+            token("a"),
+            token("b"),
+            token("c")
+        ),
+        // On every event.
+        (0..3)
+            .map(|_| "data: {\"content\":\"a\",\"stop\":false,\"model\":\"tiny\"}\n\n")
+            .collect(),
+    ];
+    let body = r#"{"prompt":"hi","stream":true}"#;
+    for (i, stream) in streams.iter().enumerate() {
+        let head = format!(
+            "POST /completion HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+             x-body-hex: {}\r\nx-pace-ms: 20\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n",
+            hex(stream.as_bytes()),
+            body.len()
+        );
+        let resp = raw_exchange(proxy.proxy_addr, &head, body.as_bytes()).await;
+        assert_eq!(resp.status, 200);
+        // Its two gaps of about 20 ms, kept until the end by the first.
+        let s = settle(proxy.admin_addr, i as f64 + 1.0).await;
+        let gaps = sum(&s, "llm_inter_token_latency_seconds_sum", &[]);
+        assert!(gaps > 0.02 * (i as f64 + 1.0) && gaps < 0.5, "{gaps}");
+    }
+    let s = settle(proxy.admin_addr, 2.0).await;
+    let unknown = [("model", "unknown")];
+    let tiny = [("model", "tiny")];
+    assert_eq!(sum(&s, "llm_requests_total", &tiny), 2.0);
+    assert_eq!(sum(&s, "llm_requests_total", &unknown), 0.0);
+    for family in [
+        "llm_time_to_response_headers_seconds_count",
+        "llm_time_to_first_token_seconds_count",
+        "llm_e2e_request_latency_seconds_count",
+    ] {
+        assert_eq!(sum(&s, family, &tiny), 2.0, "{family}");
+        assert_eq!(sum(&s, family, &unknown), 0.0, "{family}");
+    }
+    let itl = "llm_inter_token_latency_seconds_count";
+    assert_eq!(sum(&s, itl, &tiny), 4.0);
+    assert_eq!(sum(&s, itl, &unknown), 0.0);
+    assert_eq!(sum(&s, "llm_output_tokens_total", &tiny), 6.0);
+    // In flight under `unknown` until the response named its model, then
+    // under it; none left.
+    assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 0.0);
+    assert!(
+        !s.iter().any(|x| x.name.starts_with("llm_")
+            && x.labels.get("model").is_some_and(|m| m == "unknown")
+            && x.value != 0.0),
+        "nothing counted under unknown"
+    );
+    proxy.stop().await;
+}
+
 // Label slots cannot be squatted.
 
 /// A body naming `model` twice is labelled with the last, as the Python
