@@ -299,6 +299,61 @@ async fn made_up_model_names_do_not_take_the_label_slots_of_real_ones() {
     proxy.stop().await;
 }
 
+/// 2,000 made-up names, each sent once to an upstream that answers
+/// anything with a 200, take the first three quarters of the slots at
+/// most: a real model, asked again, still gets its label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_made_up_names_answered_200_leaves_a_slot_for_a_real_model() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let addr = proxy.proxy_addr;
+    let request = move |model: String| async move {
+        let body = format!(r#"{{"model":"{model}","messages":[]}}"#);
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+             x-status: 200\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        raw_exchange(addr, &head, body.as_bytes()).await.status
+    };
+    let mut flood = tokio::task::JoinSet::new();
+    for client in 0..8 {
+        flood.spawn(async move {
+            for i in (client..2000).step_by(8) {
+                assert_eq!(request(format!("made-up-{i}")).await, 200);
+            }
+        });
+    }
+    while let Some(done) = flood.join_next().await {
+        done.unwrap();
+    }
+    // Asked three times: the first answer puts it on probation, the second
+    // gives it a slot at its response head.
+    for _ in 0..3 {
+        assert_eq!(request("llama-3.1-8b".to_owned()).await, 200);
+    }
+    let s = settle(proxy.admin_addr, 2003.0).await;
+    let real = [("model", "llama-3.1-8b")];
+    assert_eq!(sum(&s, "llm_requests_total", &real), 2.0);
+    // The default 100 slots: 75 went to the first names answered, the
+    // other 1,925 of the flood (and the real model's first request) are
+    // `other`, counted.
+    let models: std::collections::BTreeSet<&str> = s
+        .iter()
+        .filter(|x| x.name == "llm_requests_total")
+        .filter_map(|x| x.labels.get("model").map(String::as_str))
+        .collect();
+    assert_eq!(models.len(), 75 + 2, "{models:?}");
+    assert!(models.contains("other") && models.contains("llama-3.1-8b"));
+    let other = sum(&s, "llm_requests_total", &[("model", "other")]);
+    assert_eq!(other, 1926.0);
+    assert_eq!(
+        value(&s, "tokenmeter_model_label_overflow_total", &[]),
+        other
+    );
+    proxy.stop().await;
+}
+
 #[tokio::test]
 async fn a_client_that_leaves_mid_body_is_a_client_abort_not_an_upstream_error() {
     let upstream = scripted_upstream().await;
