@@ -1,17 +1,21 @@
 //! A request's labels (`route`, `model`, `slo`, `tenant`, `operation`),
-//! resolved once when it starts and final once the upstream answers, and
+//! resolved once when it starts and final once the upstream answers (or,
+//! for a request that named no model, once the response names one), and
 //! the bounds of the two its client chooses (`model`, `tenant`): an
-//! allow-list, or the first names the upstream answered with a 2xx, then
+//! allow-list, or the first names the upstream answered with a 2xx (the
+//! last quarter of a model's slots only for names answered twice), then
 //! `other`.
 //!
 //! Every observer of a request reads the same [`Labels`]: the Prometheus
 //! recorder, the live series, the access log and the OpenTelemetry
 //! export. None of them decides a label of its own.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use prometheus::IntCounter;
+use tokio::time::Instant;
 
 use crate::config::{LabelBounds, MetricsSettings};
 
@@ -40,7 +44,7 @@ impl Bounds {
     ) -> Self {
         Self {
             models: Bounded {
-                labeler: Labeler::new(&settings.models),
+                labeler: Labeler::new(&settings.models).with_reserve(),
                 overflow: model_overflow,
             },
             tenants: Bounded {
@@ -79,6 +83,11 @@ pub struct Labels {
     tenant_histograms: bool,
     /// The names waiting for a 2xx to be admitted as labels.
     pending: Option<Box<Pending>>,
+    /// For a request that named no model, until its response names one or
+    /// it ends: the bounds its response's model is labelled by.
+    from_response: Option<Arc<Bounds>>,
+    /// Whether the upstream answered with a 2xx (once its head came).
+    answered: bool,
 }
 
 impl Labels {
@@ -94,8 +103,12 @@ impl Labels {
         operation: meter::Operation,
     ) -> Self {
         let (mut model_pending, mut tenant_pending) = (None, None);
+        let mut from_response = None;
         let model = match model.filter(|m| !m.is_empty()) {
-            None => UNKNOWN.to_owned(),
+            None => {
+                from_response = Some(bounds.clone());
+                UNKNOWN.to_owned()
+            }
             Some(name) => bounds.models.label(name, &mut model_pending),
         };
         let tenant = match tenant {
@@ -122,6 +135,8 @@ impl Labels {
             operation: operation.name(),
             tenant_histograms: bounds.tenant_histograms,
             pending,
+            from_response,
+            answered: false,
         }
     }
 
@@ -169,11 +184,39 @@ impl Labels {
         [&self.route, &self.model, &self.slo, tenant, self.operation]
     }
 
-    /// Whether the histograms' labels wait for a pending name.
+    /// Whether the histograms' labels wait for a pending name, or for the
+    /// model a response names.
     pub fn histograms_wait(&self) -> bool {
-        self.pending
-            .as_ref()
-            .is_some_and(|p| p.model.is_some() || (self.tenant_histograms && p.tenant.is_some()))
+        self.from_response.is_some()
+            || self.pending.as_ref().is_some_and(|p| {
+                p.model.is_some() || (self.tenant_histograms && p.tenant.is_some())
+            })
+    }
+
+    /// The response named `model` (not empty): a request that named none
+    /// takes it as its label, bounded as a request's name is (admitted to a
+    /// slot only if the upstream answered with a 2xx). Returns whether the
+    /// `model` label changed.
+    pub fn response_model(&mut self, model: &str) -> bool {
+        let Some(bounds) = self.from_response.take() else {
+            return false;
+        };
+        let models = &bounds.models;
+        let label = match models.labeler.label(model) {
+            Label::Use => Some(model),
+            Label::Pending if self.answered && models.labeler.admit(model, Instant::now()) => {
+                Some(model)
+            }
+            Label::Pending | Label::Other => None,
+        };
+        self.model = match label {
+            Some(name) => name.to_owned(),
+            None => {
+                models.overflow.inc();
+                OTHER.to_owned()
+            }
+        };
+        true
     }
 
     /// The upstream answered with `status`: each pending name is admitted
@@ -181,14 +224,15 @@ impl Labels {
     /// otherwise it stays `other`, counted. Returns whether the `model`
     /// label changed.
     pub fn admit(&mut self, status: u16) -> bool {
+        let answered = (200..300).contains(&status);
+        self.answered = answered;
         let Some(pending) = self.pending.take() else {
             return false;
         };
-        let answered = (200..300).contains(&status);
         let bounds = &pending.bounds;
         let mut moved = false;
         if let Some(name) = pending.model {
-            if answered && bounds.models.labeler.admit(&name) {
+            if answered && bounds.models.labeler.admit(&name, Instant::now()) {
                 self.model = name;
                 moved = true;
             } else {
@@ -196,7 +240,7 @@ impl Labels {
             }
         }
         if let Some(name) = pending.tenant {
-            if answered && bounds.tenants.labeler.admit(&name) {
+            if answered && bounds.tenants.labeler.admit(&name, Instant::now()) {
                 self.tenant = name;
             } else {
                 bounds.tenants.overflow.inc();
@@ -205,9 +249,11 @@ impl Labels {
         moved
     }
 
-    /// The request ended without an answer: a name still pending was never
-    /// admitted, and is reported (and counted) as `other`.
+    /// The request ended: a name still pending was never admitted (no
+    /// answer came), and is reported (and counted) as `other`; a request
+    /// whose response named no model stays `unknown`.
     pub fn settle(&mut self) {
+        self.from_response = None;
         if let Some(pending) = self.pending.take() {
             if pending.model.is_some() {
                 pending.bounds.models.overflow.inc();
@@ -246,11 +292,41 @@ impl Bounded {
 }
 
 /// Bounds the values of a label clients choose (`model`, `tenant`).
+///
+/// Without an allow-list, a name takes a slot once the upstream answers it
+/// with a 2xx, and keeps it for the life of the process: a slot is never
+/// given to another name, so no series of a counter disappears and comes
+/// back counting from 0 under another meaning. With a reserve (`model`),
+/// the last quarter of the slots go only to names answered twice within
+/// [`PROBATION`]: clients that make up names against an upstream that
+/// answers anything (llama.cpp's server ignores `model`) take at most the
+/// first three quarters with names sent once, and a real model, which is
+/// asked again, still finds a slot.
 struct Labeler {
     allow: Option<HashSet<String>>,
     max_distinct: usize,
-    /// Names admitted so far without an allow-list.
-    seen: Mutex<HashSet<String>>,
+    /// How many of the slots go only to names answered twice.
+    reserve: usize,
+    slots: Mutex<Slots>,
+}
+
+/// How long a name's first 2xx counts towards a reserved slot.
+const PROBATION: Duration = Duration::from_secs(3600);
+
+/// The fewest names answered once that are remembered for a reserved slot.
+const MIN_CANDIDATES: usize = 1024;
+
+/// The names admitted, and those answered once, waiting for a second 2xx
+/// for a reserved slot.
+#[derive(Default)]
+struct Slots {
+    seen: HashSet<String>,
+    /// When each candidate was first answered.
+    candidates: HashMap<String, Instant>,
+    /// The candidates in the order they came, oldest first, to forget the
+    /// oldest past the bound (an entry whose time is not its name's in
+    /// `candidates` any more is stale).
+    order: VecDeque<(String, Instant)>,
 }
 
 impl Labeler {
@@ -258,7 +334,17 @@ impl Labeler {
         Self {
             allow: cfg.allow.as_ref().map(|a| a.iter().cloned().collect()),
             max_distinct: cfg.max_distinct,
-            seen: Mutex::new(HashSet::new()),
+            reserve: 0,
+            slots: Mutex::new(Slots::default()),
+        }
+    }
+
+    /// The same bounds, keeping a quarter of the slots for names answered
+    /// twice.
+    fn with_reserve(self) -> Self {
+        Self {
+            reserve: self.max_distinct / 4,
+            ..self
         }
     }
 
@@ -270,10 +356,10 @@ impl Labeler {
             Some(allow) if allow.contains(name) => Label::Use,
             Some(_) => Label::Other,
             None => {
-                let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-                if seen.contains(name) {
+                let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+                if slots.seen.contains(name) {
                     Label::Use
-                } else if seen.len() < self.max_distinct {
+                } else if slots.seen.len() < self.max_distinct {
                     Label::Pending
                 } else {
                     Label::Other
@@ -282,19 +368,52 @@ impl Labeler {
         }
     }
 
-    /// Admits `name` to a label slot (the upstream answered it), if it has
-    /// one or one is free.
-    fn admit(&self, name: &str) -> bool {
+    /// Admits `name` to a label slot (the upstream answered it at `now`),
+    /// if it has one or one is free to it.
+    fn admit(&self, name: &str, now: Instant) -> bool {
         if let Some(allow) = &self.allow {
             return allow.contains(name);
         }
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.contains(name) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if slots.seen.contains(name) {
             return true;
         }
-        if seen.len() < self.max_distinct {
-            seen.insert(name.to_owned());
+        let taken = slots.seen.len();
+        if taken >= self.max_distinct {
+            return false;
+        }
+        if taken + self.reserve < self.max_distinct || slots.answered_twice(name, now, self.cap()) {
+            slots.candidates.remove(name);
+            slots.seen.insert(name.to_owned());
             return true;
+        }
+        false
+    }
+
+    /// How many candidates are remembered at most.
+    fn cap(&self) -> usize {
+        MIN_CANDIDATES.max(self.max_distinct.saturating_mul(4))
+    }
+}
+
+impl Slots {
+    /// Whether `name`, answered at `now`, was answered before within
+    /// [`PROBATION`]; if not, it is remembered as answered now (the oldest
+    /// candidate forgotten past `cap`).
+    fn answered_twice(&mut self, name: &str, now: Instant, cap: usize) -> bool {
+        if let Some(&first) = self.candidates.get(name)
+            && now.saturating_duration_since(first) <= PROBATION
+        {
+            return true;
+        }
+        self.candidates.insert(name.to_owned(), now);
+        self.order.push_back((name.to_owned(), now));
+        while self.order.len() > cap {
+            if let Some((old, at)) = self.order.pop_front()
+                && self.candidates.get(&old) == Some(&at)
+            {
+                self.candidates.remove(&old);
+            }
         }
         false
     }
@@ -324,6 +443,7 @@ mod tests {
 
     #[test]
     fn labels_are_bounded_and_taken_only_on_an_answer() {
+        let now = Instant::now();
         let l = Labeler::new(&LabelBounds {
             allow: None,
             max_distinct: 2,
@@ -332,13 +452,13 @@ mod tests {
         // take a slot.
         assert_eq!(l.label("a"), Label::Pending);
         assert_eq!(l.label("a"), Label::Pending);
-        assert!(l.admit("a"));
+        assert!(l.admit("a", now));
         assert_eq!(l.label("a"), Label::Use);
         assert_eq!(l.label("b"), Label::Pending);
         assert_eq!(l.label("c"), Label::Pending);
-        assert!(l.admit("c"));
+        assert!(l.admit("c", now));
         // The slots are taken: b's answer came too late.
-        assert!(!l.admit("b"));
+        assert!(!l.admit("b", now));
         assert_eq!(l.label("b"), Label::Other);
         assert_eq!(l.label("c"), Label::Use);
         let l = Labeler::new(&LabelBounds {
@@ -347,7 +467,40 @@ mod tests {
         });
         assert_eq!(l.label("x"), Label::Use);
         assert_eq!(l.label("y"), Label::Other);
-        assert!(l.admit("x") && !l.admit("y"));
+        assert!(l.admit("x", now) && !l.admit("y", now));
+    }
+
+    /// Past three quarters of the slots, a name takes one only when
+    /// answered twice within the probation; no slot is given twice.
+    #[test]
+    fn the_last_slots_go_to_names_answered_twice() {
+        let now = Instant::now();
+        let l = Labeler::new(&LabelBounds {
+            allow: None,
+            max_distinct: 8,
+        })
+        .with_reserve();
+        for name in ["a", "b", "c", "d", "e", "f"] {
+            assert!(l.admit(name, now), "{name}: a free slot");
+        }
+        // One-shot names take none of the two reserved.
+        for i in 0..5000 {
+            assert!(!l.admit(&format!("made-up-{i}"), now));
+        }
+        assert!(l.label("made-up-4999") == Label::Pending);
+        assert!(!l.admit("real", now));
+        assert!(l.admit("real", now + Duration::from_secs(1)));
+        assert_eq!(l.label("real"), Label::Use);
+        // A second answer after the probation starts it again.
+        assert!(!l.admit("late", now));
+        let later = now + PROBATION + Duration::from_secs(1);
+        assert!(!l.admit("late", later));
+        assert!(l.admit("late", later + Duration::from_secs(1)));
+        // Full: every other name is `other` for good.
+        assert_eq!(l.label("x"), Label::Other);
+        assert!(!l.admit("x", later) && !l.admit("x", later));
+        let slots = l.slots.lock().unwrap();
+        assert!(slots.order.len() <= l.cap() && slots.candidates.len() <= l.cap());
     }
 
     /// A request's labels: names bounded, `unknown` and `other` for what
@@ -390,5 +543,37 @@ mod tests {
         r.settle();
         assert_eq!(models.get(), before + 1);
         assert_eq!(r.model(), OTHER);
+    }
+
+    /// A request that named no model takes its response's, bounded as a
+    /// request's name is; one whose response names none stays `unknown`.
+    #[test]
+    fn a_request_naming_no_model_takes_its_responses() {
+        let mut settings = MetricsSettings::default();
+        settings.models.max_distinct = 1;
+        let (b, models, _) = bounds(&settings);
+        let chat = Operation::Chat;
+        let mut r = Labels::resolve(&b, "r", None, None, None, chat);
+        assert!(r.histograms_wait());
+        assert!(!r.admit(200));
+        assert!(r.histograms_wait(), "its response has not named it yet");
+        assert!(r.response_model("tiny"));
+        assert_eq!(r.model(), "tiny");
+        assert!(!r.histograms_wait());
+        assert!(!r.response_model("other-name"), "final once named");
+        // The one slot is taken.
+        let mut r = Labels::resolve(&b, "r", None, None, None, chat);
+        r.admit(200);
+        assert!(r.response_model("big"));
+        assert_eq!((r.model(), models.get()), (OTHER, 1));
+        // Named by a request, the response's name is not used.
+        let mut r = Labels::resolve(&b, "r", Some("tiny"), None, None, chat);
+        assert!(!r.response_model("big"));
+        assert_eq!(r.model(), "tiny");
+        let mut r = Labels::resolve(&b, "r", None, None, None, chat);
+        r.admit(200);
+        r.settle();
+        assert_eq!(r.model(), UNKNOWN);
+        assert!(!r.histograms_wait());
     }
 }

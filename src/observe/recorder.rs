@@ -18,8 +18,9 @@
 //! when configured, the OTLP export; with them, the [`Policy`] of the
 //! configuration in force. A request's SLO class, tenant and labels are
 //! resolved once, when it starts ([`Observers::request`]), with the load
-//! it meets then (`load.rs`), and every observer reads the same
-//! [`Labels`] and load.
+//! it meets then (`load.rs`), and made final when the upstream answers
+//! (and, for a request that named no model, when its response names one);
+//! every observer reads the same [`Labels`] and load.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -273,6 +274,18 @@ impl Recorder for Observed {
             self.live
                 .start_tenant(metrics.live(), self.labels.tenant(), Instant::now());
         }
+    }
+
+    fn response_model(&mut self, model: &str) {
+        // A request that named no model is labelled with it from now on.
+        let moved = self.labels.response_model(model);
+        if moved && self.entered.is_some() {
+            let (entered, _) = self
+                .in_flight
+                .enter(self.labels.route(), self.labels.model());
+            self.entered = Some(entered);
+        }
+        self.prometheus.labels_final(&self.labels, moved);
     }
 
     fn first_token(&mut self, ttft: Duration) {

@@ -23,6 +23,15 @@ pub trait Recorder {
     }
     /// A token event arrived `gap` after the previous one.
     fn inter_token(&mut self, gap: Duration);
+    /// The response named the model that answered (`model`, not empty):
+    /// called at most once, when the meter first reads it (from the first
+    /// events or the terminal one of a stream, which come before the
+    /// tokens they carry are reported; from a whole body at its end), and
+    /// before `finish`. A request that named no model takes its label from
+    /// it.
+    fn response_model(&mut self, model: &str) {
+        let _ = model;
+    }
     /// A payload problem degraded this request's metering.
     fn parse_error(&mut self, error: ParseError);
     /// The request ended; called exactly once, last.

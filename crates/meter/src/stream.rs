@@ -349,7 +349,7 @@ impl<R: Recorder> StreamMeter<R> {
             Framing::Json | Framing::JsonOrArray => {
                 if let Some(parts) = t.body.take() {
                     let body = concat(parts);
-                    t.response_model = response_model(&body);
+                    t.found_model(response_model(&body));
                     match t.decoder.classify(b"", &body) {
                         Ok(info) => {
                             t.take_usage(info.usage);
@@ -400,6 +400,17 @@ impl<R: Recorder> Tally<R> {
             .max(self.t0)
     }
 
+    /// Keeps the model the response named, `model`, when it names one, and
+    /// tells the recorder.
+    fn found_model(&mut self, model: Option<String>) {
+        if let Some(m) = model.as_deref().filter(|m| !m.is_empty())
+            && let Some(r) = self.recorder.as_mut()
+        {
+            r.response_model(m);
+        }
+        self.response_model = model;
+    }
+
     fn on_event(&mut self, now: Instant, ev: FrameResult<'_>) {
         let ev = match ev {
             Ok(ev) => ev,
@@ -415,7 +426,7 @@ impl<R: Recorder> Tally<R> {
         // is on the first with every API that names it but llama.cpp's,
         // which names it at the end), not from every event.
         if self.response_model.is_none() && (index < 3 || info.done) {
-            self.response_model = response_model(ev.data);
+            self.found_model(response_model(ev.data));
         }
         self.take_usage(info.usage);
         if !info.timings.is_empty() {

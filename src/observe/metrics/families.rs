@@ -13,6 +13,8 @@ pub(super) struct Families {
     pub(super) headers: HistogramVec,
     pub(super) tpot: HistogramVec,
     pub(super) itl: HistogramVec,
+    /// The ITL histogram's bucket bounds.
+    pub(super) itl_buckets: std::sync::Arc<[f64]>,
     pub(super) e2el: HistogramVec,
     pub(super) output_tokens: HistogramVec,
     pub(super) input_tokens: HistogramVec,

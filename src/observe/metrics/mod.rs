@@ -45,6 +45,7 @@ use slo::{ObjectiveKind, SloClass};
 use names::{self, Family};
 
 mod capacity;
+mod deferred;
 mod exemplars;
 mod families;
 mod openmetrics;
@@ -175,6 +176,7 @@ impl Metrics {
             headers: histogram(names::RESPONSE_HEADERS, &b.time_to_response_headers)?,
             tpot: histogram(names::TPOT, &tpot_buckets)?,
             itl: histogram(names::ITL, &b.inter_token_latency)?,
+            itl_buckets: b.inter_token_latency.as_slice().into(),
             e2el: histogram(names::E2EL, &e2el_buckets)?,
             output_tokens: histogram(names::OUTPUT_TOKENS, &b.output_tokens)?,
             input_tokens: histogram(names::INPUT_TOKENS, &b.input_tokens)?,
@@ -485,12 +487,15 @@ impl Metrics {
         let mut recorder = RequestRecorder {
             families: self.families.clone(),
             handles: None,
+            deferred: None,
             in_flight,
             exemplar,
             max_gap: None,
         };
         // A pending name's are resolved at its response head, to its own
-        // label or `other`: none is made before it is known which.
+        // label or `other`, and those of a request that named no model once
+        // its response names one (or it ends): none is made before it is
+        // known which.
         if !labels.histograms_wait() {
             recorder.handles = Some(recorder.resolve_handles(labels));
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use prometheus::{Histogram, IntGauge};
 use tokio::time::Instant;
 
+use super::deferred::Deferred;
 use super::exemplars::{ExemplarId, Exemplified, SeriesExemplars};
 use super::families::Families;
 use crate::observe::labels::Labels;
@@ -79,6 +80,9 @@ pub struct RequestRecorder {
     /// The series observed while the stream flows; `None` only while a
     /// name the histograms carry is pending, until the response head.
     pub(super) handles: Option<Handles>,
+    /// What it observed after its response head while `handles` waited
+    /// for the model its response names.
+    pub(super) deferred: Option<Box<Deferred>>,
     pub(super) in_flight: IntGauge,
     /// What its exemplars name, when it can be found again.
     pub(super) exemplar: Option<ExemplarId>,
@@ -147,24 +151,76 @@ impl RequestRecorder {
     /// series are resolved here if they waited for it.
     pub fn response_headers(&mut self, labels: &Labels, moved: bool, elapsed: Duration) {
         if moved {
-            let in_flight = self.families.in_flight.with_label_values(&[
-                labels.route(),
-                labels.model(),
-                labels.slo(),
-            ]);
-            in_flight.inc();
-            self.in_flight.dec();
-            self.in_flight = in_flight;
+            self.move_in_flight(labels);
         }
-        if self.handles.is_none() {
+        if self.handles.is_none() && !labels.histograms_wait() {
             self.handles = Some(self.resolve_handles(labels));
         }
-        if let Some(h) = &self.handles {
-            h.headers.observe(secs(elapsed));
+        match &self.handles {
+            Some(h) => h.headers.observe(secs(elapsed)),
+            None => {
+                let mut deferred = Deferred::new(self.families.itl_buckets.clone());
+                deferred.headers = Some(secs(elapsed));
+                self.deferred = Some(Box::new(deferred));
+            }
+        }
+    }
+
+    /// In flight under `labels`' model from now on.
+    fn move_in_flight(&mut self, labels: &Labels) {
+        let in_flight = self.families.in_flight.with_label_values(&[
+            labels.route(),
+            labels.model(),
+            labels.slo(),
+        ]);
+        in_flight.inc();
+        self.in_flight.dec();
+        self.in_flight = in_flight;
+    }
+
+    /// The response named the model that `labels` now carry (`moved`: its
+    /// `model` label changed): its series are resolved, and what it
+    /// observed while they waited is observed on them.
+    pub fn labels_final(&mut self, labels: &Labels, moved: bool) {
+        if moved {
+            self.move_in_flight(labels);
+        }
+        if self.handles.is_none() && !labels.histograms_wait() {
+            self.handles = Some(self.resolve_handles(labels));
+            self.replay(labels);
+        }
+    }
+
+    /// Observes on the resolved series what was deferred.
+    fn replay(&mut self, labels: &Labels) {
+        let (Some(h), Some(d)) = (&self.handles, self.deferred.take()) else {
+            return;
+        };
+        if let Some(v) = d.headers {
+            h.headers.observe(v);
+        }
+        for (gap, n) in d.itl_observations() {
+            for _ in 0..n {
+                h.itl.observe(gap);
+            }
+        }
+        if let Some(v) = d.ttft_visible {
+            self.families
+                .ttft_visible
+                .with_label_values(&labels.histograms())
+                .observe(v);
+        }
+        if let Some(v) = d.ttft {
+            h.ttft.observe(v);
+            self.exemplify(Exemplified::Ttft, v);
         }
     }
 
     pub fn first_visible_token(&mut self, labels: &Labels, ttft: Duration) {
+        if let Some(d) = self.deferred.as_mut().filter(|_| self.handles.is_none()) {
+            d.ttft_visible = Some(secs(ttft));
+            return;
+        }
         // Once per request, so resolving the handle here costs nothing per token.
         self.families
             .ttft_visible
@@ -176,16 +232,22 @@ impl RequestRecorder {
         if let Some(h) = &self.handles {
             h.ttft.observe(secs(ttft));
             self.exemplify(Exemplified::Ttft, secs(ttft));
+        } else if let Some(d) = &mut self.deferred {
+            d.ttft = Some(secs(ttft));
         }
     }
 
     pub fn inter_token(&mut self, gap: Duration) {
+        let gap = secs(gap);
         if let Some(h) = &self.handles {
-            let gap = secs(gap);
             h.itl.observe(gap);
-            if self.exemplar.is_some() && self.max_gap.is_none_or(|max| gap > max) {
-                self.max_gap = Some(gap);
-            }
+        } else if let Some(d) = &mut self.deferred {
+            d.itl(gap);
+        } else {
+            return;
+        }
+        if self.exemplar.is_some() && self.max_gap.is_none_or(|max| gap > max) {
+            self.max_gap = Some(gap);
         }
     }
 
@@ -204,6 +266,7 @@ impl RequestRecorder {
         self.in_flight.dec();
         if self.handles.is_none() {
             self.handles = Some(self.resolve_handles(l));
+            self.replay(l);
         }
         if let Some(gap) = self.max_gap {
             self.exemplify(Exemplified::Itl, gap);

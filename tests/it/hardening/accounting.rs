@@ -149,7 +149,102 @@ async fn a_malformed_client_body_past_the_read_ahead_is_the_clients_400() {
     proxy.stop().await;
 }
 
+/// A llama.cpp `/completion` request names no model: it is labelled with
+/// the one its stream names, even when only the terminal event names it
+/// (as llama.cpp's does), on every series, its stream's timings included.
+#[tokio::test]
+async fn a_request_naming_no_model_is_labelled_with_its_responses_model() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let token = |t: &str| format!("data: {{\"content\":\"{t}\",\"stop\":false}}\n\n");
+    let streams = [
+        // The model only at the end, as llama.cpp's own stream.
+        format!(
+            "{}{}{}data: {{\"content\":\"\",\"stop\":true,\"model\":\"tiny\",\
+             \"tokens_predicted\":3,\"tokens_evaluated\":2}}\n\n",
+            token("a"),
+            token("b"),
+            token("c")
+        ),
+        // On every event.
+        (0..3)
+            .map(|_| "data: {\"content\":\"a\",\"stop\":false,\"model\":\"tiny\"}\n\n")
+            .collect(),
+    ];
+    let body = r#"{"prompt":"hi","stream":true}"#;
+    for (i, stream) in streams.iter().enumerate() {
+        let head = format!(
+            "POST /completion HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+             x-body-hex: {}\r\nx-pace-ms: 20\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n",
+            hex(stream.as_bytes()),
+            body.len()
+        );
+        let resp = raw_exchange(proxy.proxy_addr, &head, body.as_bytes()).await;
+        assert_eq!(resp.status, 200);
+        // Its two gaps of about 20 ms, kept until the end by the first.
+        let s = settle(proxy.admin_addr, i as f64 + 1.0).await;
+        let gaps = sum(&s, "llm_inter_token_latency_seconds_sum", &[]);
+        assert!(gaps > 0.02 * (i as f64 + 1.0) && gaps < 0.5, "{gaps}");
+    }
+    let s = settle(proxy.admin_addr, 2.0).await;
+    let unknown = [("model", "unknown")];
+    let tiny = [("model", "tiny")];
+    assert_eq!(sum(&s, "llm_requests_total", &tiny), 2.0);
+    assert_eq!(sum(&s, "llm_requests_total", &unknown), 0.0);
+    for family in [
+        "llm_time_to_response_headers_seconds_count",
+        "llm_time_to_first_token_seconds_count",
+        "llm_e2e_request_latency_seconds_count",
+    ] {
+        assert_eq!(sum(&s, family, &tiny), 2.0, "{family}");
+        assert_eq!(sum(&s, family, &unknown), 0.0, "{family}");
+    }
+    let itl = "llm_inter_token_latency_seconds_count";
+    assert_eq!(sum(&s, itl, &tiny), 4.0);
+    assert_eq!(sum(&s, itl, &unknown), 0.0);
+    assert_eq!(sum(&s, "llm_output_tokens_total", &tiny), 6.0);
+    // In flight under `unknown` until the response named its model, then
+    // under it; none left.
+    assert_eq!(sum(&s, "llm_requests_in_flight", &[]), 0.0);
+    assert!(
+        !s.iter().any(|x| x.name.starts_with("llm_")
+            && x.labels.get("model").is_some_and(|m| m == "unknown")
+            && x.value != 0.0),
+        "nothing counted under unknown"
+    );
+    proxy.stop().await;
+}
+
 // Label slots cannot be squatted.
+
+/// A body naming `model` twice is labelled with the last, as the Python
+/// servers behind the proxy (vLLM, SGLang: `json.loads`) read it.
+#[tokio::test]
+async fn a_body_with_two_model_keys_is_labelled_with_the_last() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let body = r#"{"model":"first","messages":[],"model":"second"}"#;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+         x-status: 200\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    for _ in 0..2 {
+        let resp = raw_exchange(proxy.proxy_addr, &head, body.as_bytes()).await;
+        assert_eq!(resp.status, 200);
+    }
+    let s = settle(proxy.admin_addr, 2.0).await;
+    let models: std::collections::BTreeSet<&str> = s
+        .iter()
+        .filter(|x| x.name.starts_with("llm_") || x.name.starts_with("tokenmeter_"))
+        .filter_map(|x| x.labels.get("model").map(String::as_str))
+        .collect();
+    // The first request waited for its 2xx under `other`; none is `first`.
+    assert!(!models.contains("first"), "{models:?}");
+    assert_eq!(sum(&s, "llm_requests_total", &[("model", "second")]), 2.0);
+    proxy.stop().await;
+}
 
 #[tokio::test]
 async fn made_up_model_names_do_not_take_the_label_slots_of_real_ones() {
@@ -200,6 +295,61 @@ async fn made_up_model_names_do_not_take_the_label_slots_of_real_ones() {
     assert_eq!(
         sum(&s, "llm_requests_total", &[("model", "llama-3.1-8b")]),
         2.0
+    );
+    proxy.stop().await;
+}
+
+/// 2,000 made-up names, each sent once to an upstream that answers
+/// anything with a 200, take the first three quarters of the slots at
+/// most: a real model, asked again, still gets its label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_made_up_names_answered_200_leaves_a_slot_for_a_real_model() {
+    let upstream = scripted_upstream().await;
+    let proxy = start(config_for(upstream)).await;
+    let addr = proxy.proxy_addr;
+    let request = move |model: String| async move {
+        let body = format!(r#"{{"model":"{model}","messages":[]}}"#);
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\
+             x-status: 200\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        raw_exchange(addr, &head, body.as_bytes()).await.status
+    };
+    let mut flood = tokio::task::JoinSet::new();
+    for client in 0..8 {
+        flood.spawn(async move {
+            for i in (client..2000).step_by(8) {
+                assert_eq!(request(format!("made-up-{i}")).await, 200);
+            }
+        });
+    }
+    while let Some(done) = flood.join_next().await {
+        done.unwrap();
+    }
+    // Asked three times: the first answer puts it on probation, the second
+    // gives it a slot at its response head.
+    for _ in 0..3 {
+        assert_eq!(request("llama-3.1-8b".to_owned()).await, 200);
+    }
+    let s = settle(proxy.admin_addr, 2003.0).await;
+    let real = [("model", "llama-3.1-8b")];
+    assert_eq!(sum(&s, "llm_requests_total", &real), 2.0);
+    // The default 100 slots: 75 went to the first names answered, the
+    // other 1,925 of the flood (and the real model's first request) are
+    // `other`, counted.
+    let models: std::collections::BTreeSet<&str> = s
+        .iter()
+        .filter(|x| x.name == "llm_requests_total")
+        .filter_map(|x| x.labels.get("model").map(String::as_str))
+        .collect();
+    assert_eq!(models.len(), 75 + 2, "{models:?}");
+    assert!(models.contains("other") && models.contains("llama-3.1-8b"));
+    let other = sum(&s, "llm_requests_total", &[("model", "other")]);
+    assert_eq!(other, 1926.0);
+    assert_eq!(
+        value(&s, "tokenmeter_model_label_overflow_total", &[]),
+        other
     );
     proxy.stop().await;
 }
