@@ -21,6 +21,9 @@ ATTRIBUTION=1 turns on tenant attribution by API key (the route's
 `tenant.api_keys`, one key listed) and `trace_context.join`, and each
 request carries that key (`Authorization: Bearer`) and a `traceparent`: the
 figure with and without it is what attributing a request costs;
+SLO=1 judges every request against an SLO class (TTFT p95 <= 500 ms and
+goodput), so the figure with and without it is what judging a request
+costs: its live series and its latency–load curve;
 OTLP=http or OTLP=grpc turns on the OpenTelemetry export (metrics and
 spans, default intervals) to tests/otlp/receiver.py (needs PyPI's
 opentelemetry-proto and grpcio), so the figure with and without it is what
@@ -58,6 +61,11 @@ def run(binary, n, stream, keep_as=None):
         route = f"    tenant:\n      api_keys:\n        keys: {{{hashlib.sha256(key.encode()).hexdigest()}: bench}}\n"
         headers['authorization'] = f'Bearer {key}'
         headers['traceparent'] = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+    if os.environ.get('SLO') == '1':
+        open(os.path.join(d, 'slo.yaml'), 'w').write(
+            'classes:\n  - name: chat\n    objectives:\n      ttft: {p95: 500ms}\n    goodput: {target: 0.9}\n')
+        top += 'slo_files: [slo.yaml]\n'
+        route += '    slo: chat\n'
     receiver = None
     otlp = os.environ.get('OTLP')
     if otlp:

@@ -370,6 +370,11 @@ fn read(file: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))
 }
 
+/// The certificates of the PEM file `file`, in file order; at least one.
+pub(crate) fn read_certificates(file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    certificates(file, &read(file)?)
+}
+
 /// The certificates of a PEM file, in file order; at least one.
 fn certificates(file: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     let certificates = CertificateDer::pem_slice_iter(pem)

@@ -70,25 +70,8 @@ impl Checker<'_> {
 /// Reads a PEM file of certificate authorities (`tls.ca_file`, relative to
 /// `base`), each of which must be usable as a trust anchor.
 pub(crate) fn read_roots(base: &Path, text: &str) -> Result<super::super::TlsRoots, String> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-
     let file = base.join(text.trim());
-    let pem = std::fs::read(&file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            format!(
-                "`{}` is not a PEM file of certificates: {e}",
-                file.display()
-            )
-        })?;
-    if certificates.is_empty() {
-        return Err(format!(
-            "`{}` holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)",
-            file.display()
-        ));
-    }
+    let certificates = super::super::server_tls::read_certificates(&file)?;
     let mut store = rustls::RootCertStore::empty();
     for (i, cert) in certificates.iter().enumerate() {
         store.add(cert.clone()).map_err(|e| {
