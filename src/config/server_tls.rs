@@ -17,6 +17,10 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 use serde_saphyr::{Location, Spanned};
 
+/// What both listeners offer in ALPN: they serve HTTP/2 and HTTP/1.1,
+/// HTTP/2 preferred.
+const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
 /// Whether, and how, a client presents a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ClientAuth {
@@ -135,8 +139,8 @@ pub struct TlsFileError {
 
 impl ServerTls {
     /// Reads the files (relative paths against `base`) and builds the
-    /// server configuration, offering `alpn` in order.
-    pub fn load(files: &ServerTlsFiles, base: &Path, alpn: &[&[u8]]) -> Result<Self, TlsFileError> {
+    /// server configuration, offering [`ALPN`].
+    pub fn load(files: &ServerTlsFiles, base: &Path) -> Result<Self, TlsFileError> {
         let at = |key: &'static str| move |message: String| TlsFileError { key, message };
         let cert_file = base.join(&files.cert_file);
         let key_file = base.join(&files.key_file);
@@ -224,7 +228,7 @@ impl ServerTls {
                     key_file.display()
                 ),
             })?;
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
         let mut fingerprint = [0; 32];
         fingerprint.copy_from_slice(digest.finish().as_ref());
         Ok(Self {
@@ -274,12 +278,11 @@ pub(crate) type TlsProblem = (Option<Location>, &'static str, String);
 
 impl RawServerTls {
     /// The TLS these keys (written at `at`) describe, its files read
-    /// against `base`, offering `alpn`; or every problem found.
+    /// against `base`; or every problem found.
     pub(crate) fn read(
         &self,
         at: Option<&Location>,
         base: &Path,
-        alpn: &[&[u8]],
     ) -> Result<ServerTls, Vec<TlsProblem>> {
         let mut problems = Vec::new();
         let client_auth = choice(
@@ -331,7 +334,7 @@ impl RawServerTls {
             min_version,
             max_version,
         };
-        ServerTls::load(&files, base, alpn).map_err(|e| {
+        ServerTls::load(&files, base).map_err(|e| {
             let field = match e.key {
                 "cert_file" => Some(cert),
                 "key_file" => Some(key),

@@ -33,9 +33,6 @@ use serde_saphyr::Spanned;
 use super::error::ConfigError;
 use super::server_tls::{RawServerTls, ServerTls};
 
-/// What the admin listener offers in TLS: it serves both.
-const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
-
 /// The headers the exporter-toolkit lets a web config set.
 const ALLOWED_HEADERS: [&str; 5] = [
     "Strict-Transport-Security",
@@ -138,7 +135,7 @@ impl WebConfig {
 
         let tls = raw.tls_server_config.and_then(|t| {
             RawServerTls::from(t.value)
-                .read(Some(&t.referenced), base, &ALPN)
+                .read(Some(&t.referenced), base)
                 .map_err(|problems| {
                     for (at, key, message) in problems {
                         errors.push(error(

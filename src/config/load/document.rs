@@ -204,9 +204,7 @@ impl Checker<'_> {
         tls: &raw::Spanned<crate::config::server_tls::RawServerTls>,
         base: &Path,
     ) -> Option<crate::config::ServerTls> {
-        // ALPN: HTTP/2 first, as the listener serves both.
-        let alpn: [&[u8]; 2] = [b"h2", b"http/1.1"];
-        match tls.value.read(Some(&tls.referenced), base, &alpn) {
+        match tls.value.read(Some(&tls.referenced), base) {
             Ok(read) => {
                 self.sources
                     .files
