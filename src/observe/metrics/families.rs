@@ -1,9 +1,10 @@
 //! The families a request touches, registered once and shared by every
 //! request.
 
-use prometheus::{CounterVec, HistogramVec, IntCounterVec, IntGaugeVec};
+use prometheus::{CounterVec, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec};
 
 use super::exemplars::Exemplars;
+use super::series::{Counters, Found, Histograms};
 
 /// The families a request touches, built once and shared by every request
 /// (one `Arc`).
@@ -43,4 +44,20 @@ pub(super) struct Families {
     pub(super) slo_load_violations: IntCounterVec,
     /// The exemplars of TTFT, TPOT, ITL and E2EL.
     pub(super) exemplars: Exemplars,
+    /// The series of each label set of the histograms, of the counters,
+    /// and of `in_flight` (`route`, `model`, `slo`), found once.
+    pub(super) histogram_series: Found<Histograms, 5>,
+    pub(super) counter_series: Found<Counters, 5>,
+    pub(super) in_flight_series: Found<IntGauge, 3>,
+}
+
+impl Families {
+    /// The `in_flight` gauge of `labels`.
+    pub(super) fn in_flight(&self, labels: [&str; 3]) -> IntGauge {
+        IntGauge::clone(
+            &self
+                .in_flight_series
+                .get(labels, || self.in_flight.with_label_values(&labels)),
+        )
+    }
 }

@@ -50,6 +50,7 @@ mod exemplars;
 mod families;
 mod openmetrics;
 mod request;
+mod series;
 mod telemetry;
 
 use families::Families;
@@ -216,6 +217,9 @@ impl Metrics {
                 ],
                 names::TTFT.labels,
             ),
+            histogram_series: Default::default(),
+            counter_series: Default::default(),
+            in_flight_series: Default::default(),
         };
         let bounds = Bounds::new(
             settings,
@@ -478,11 +482,9 @@ impl Metrics {
     /// (once its labels are final). `exemplar`, when the request has one,
     /// is what its latency observations' exemplars name.
     pub fn request(&self, labels: &Labels, exemplar: Option<ExemplarId>) -> RequestRecorder {
-        let in_flight = self.families.in_flight.with_label_values(&[
-            labels.route(),
-            labels.model(),
-            labels.slo(),
-        ]);
+        let in_flight = self
+            .families
+            .in_flight([labels.route(), labels.model(), labels.slo()]);
         in_flight.inc();
         let mut recorder = RequestRecorder {
             families: self.families.clone(),

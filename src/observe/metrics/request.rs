@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::{Histogram, IntGauge};
+use prometheus::IntGauge;
 use tokio::time::Instant;
 
 use super::deferred::Deferred;
-use super::exemplars::{ExemplarId, Exemplified, SeriesExemplars};
+use super::exemplars::{ExemplarId, Exemplified};
 use super::families::Families;
+use super::series::{Count, Counters, Histograms, Later};
 use crate::observe::labels::Labels;
 use crate::observe::request::Finished;
 use meter::{ParseError, Summary};
@@ -71,15 +72,16 @@ impl LiveRequest {
     }
 }
 
-/// The Prometheus recorder of one request: handles of the series touched
-/// while the stream flows are resolved up front; the rest are counted when
-/// it finishes. Its label values are the request's [`Labels`], which its
+/// The Prometheus recorder of one request: the series of its histograms'
+/// label set are found up front (once its labels are final), those of its
+/// counters' label set when it finishes, each set once, without a lock
+/// (`series.rs`). Its label values are the request's [`Labels`], which its
 /// recorder (`Observed`) holds and hands to each call that needs them.
 pub struct RequestRecorder {
     pub(super) families: Arc<Families>,
-    /// The series observed while the stream flows; `None` only while a
-    /// name the histograms carry is pending, until the response head.
-    pub(super) handles: Option<Handles>,
+    /// The series of its histograms' label set; `None` only while a name
+    /// the histograms carry is pending, until the response head.
+    pub(super) handles: Option<Arc<Histograms>>,
     /// What it observed after its response head while `handles` waited
     /// for the model its response names.
     pub(super) deferred: Option<Box<Deferred>>,
@@ -91,26 +93,26 @@ pub struct RequestRecorder {
 }
 
 impl RequestRecorder {
-    pub(super) fn resolve_handles(&self, labels: &Labels) -> Handles {
-        let labels = labels.histograms();
+    pub(super) fn resolve_handles(&self, labels: &Labels) -> Arc<Histograms> {
         let f = &self.families;
-        let exemplars = self.exemplar.as_ref().map(|_| f.exemplars.series(&labels));
-        Handles {
-            ttft: f.ttft.with_label_values(&labels),
-            headers: f.headers.with_label_values(&labels),
-            itl: f.itl.with_label_values(&labels),
-            tpot: f.tpot.with_label_values(&labels),
-            e2el: f.e2el.with_label_values(&labels),
-            exemplars,
-        }
+        let labels = labels.histograms();
+        f.histogram_series
+            .get(labels, || Histograms::new(f, labels))
+    }
+
+    /// The series of the counters' label set of `labels`.
+    fn counters(&self, labels: &Labels) -> Arc<Counters> {
+        let labels = labels.counters();
+        self.families
+            .counter_series
+            .get(labels, || Counters::new(labels))
     }
 
     /// Makes this request the exemplar of `h`'s bucket of `value`, when it
     /// has an id.
     pub(super) fn exemplify(&self, h: Exemplified, value: f64) {
-        let series = self.handles.as_ref().and_then(|h| h.exemplars.as_ref());
-        if let (Some(id), Some(series)) = (&self.exemplar, series) {
-            series.set(h, value, id);
+        if let (Some(id), Some(series)) = (&self.exemplar, &self.handles) {
+            series.exemplars(&self.families).set(h, value, id);
         }
     }
 }
@@ -119,27 +121,20 @@ pub(super) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// `2xx`..`5xx`, or `none` when the client received no status.
-pub fn status_class(status: Option<u16>) -> &'static str {
+/// The `status` label values of `requests_total`, by index.
+pub(super) const STATUS_CLASS_LABELS: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
+
+/// The index in [`STATUS_CLASS_LABELS`] of `status`'s class.
+fn status_index(status: Option<u16>) -> usize {
     match status {
-        Some(100..=199) => "1xx",
-        Some(200..=299) => "2xx",
-        Some(300..=399) => "3xx",
-        Some(400..=499) => "4xx",
-        Some(500..=599) => "5xx",
-        _ => "none",
+        Some(s @ 100..=599) => usize::from(s / 100 - 1),
+        _ => 5,
     }
 }
 
-/// The histogram series of a request, resolved once.
-pub(super) struct Handles {
-    pub(super) ttft: Histogram,
-    pub(super) headers: Histogram,
-    pub(super) itl: Histogram,
-    pub(super) tpot: Histogram,
-    e2el: Histogram,
-    /// The exemplars of its series, when the request has an id.
-    pub(super) exemplars: Option<Arc<SeriesExemplars>>,
+/// `2xx`..`5xx`, or `none` when the client received no status.
+pub fn status_class(status: Option<u16>) -> &'static str {
+    STATUS_CLASS_LABELS[status_index(status)]
 }
 
 /// What the meter reports as the stream flows, observed on the handles
@@ -168,11 +163,9 @@ impl RequestRecorder {
 
     /// In flight under `labels`' model from now on.
     fn move_in_flight(&mut self, labels: &Labels) {
-        let in_flight = self.families.in_flight.with_label_values(&[
-            labels.route(),
-            labels.model(),
-            labels.slo(),
-        ]);
+        let in_flight = self
+            .families
+            .in_flight([labels.route(), labels.model(), labels.slo()]);
         in_flight.inc();
         self.in_flight.dec();
         self.in_flight = in_flight;
@@ -187,12 +180,12 @@ impl RequestRecorder {
         }
         if self.handles.is_none() && !labels.histograms_wait() {
             self.handles = Some(self.resolve_handles(labels));
-            self.replay(labels);
+            self.replay();
         }
     }
 
     /// Observes on the resolved series what was deferred.
-    fn replay(&mut self, labels: &Labels) {
+    fn replay(&mut self) {
         let (Some(h), Some(d)) = (&self.handles, self.deferred.take()) else {
             return;
         };
@@ -205,10 +198,7 @@ impl RequestRecorder {
             }
         }
         if let Some(v) = d.ttft_visible {
-            self.families
-                .ttft_visible
-                .with_label_values(&labels.histograms())
-                .observe(v);
+            h.later(&self.families, Later::TtftVisible).observe(v);
         }
         if let Some(v) = d.ttft {
             h.ttft.observe(v);
@@ -221,11 +211,16 @@ impl RequestRecorder {
             d.ttft_visible = Some(secs(ttft));
             return;
         }
-        // Once per request, so resolving the handle here costs nothing per token.
-        self.families
-            .ttft_visible
-            .with_label_values(&labels.histograms())
-            .observe(secs(ttft));
+        let f = &self.families;
+        match &self.handles {
+            Some(h) => h.later(f, Later::TtftVisible).observe(secs(ttft)),
+            // No response head yet (a first token comes after one): the
+            // series of its labels as they stand.
+            None => self
+                .resolve_handles(labels)
+                .later(f, Later::TtftVisible)
+                .observe(secs(ttft)),
+        }
     }
 
     pub fn first_token(&mut self, ttft: Duration) {
@@ -266,91 +261,64 @@ impl RequestRecorder {
         self.in_flight.dec();
         if self.handles.is_none() {
             self.handles = Some(self.resolve_handles(l));
-            self.replay(l);
+            self.replay();
         }
         if let Some(gap) = self.max_gap {
             self.exemplify(Exemplified::Itl, gap);
         }
-        let labels = l.counters();
-        let [route, model, slo, tenant, operation] = labels;
-        let histogram = l.histograms();
-        let f = &self.families;
-        f.requests
-            .with_label_values(&[
-                route,
-                model,
-                slo,
-                tenant,
-                operation,
-                s.outcome.as_str(),
-                status_class(s.status),
-            ])
-            .inc();
+        let f = &*self.families;
+        let c = self.counters(l);
+        let Some(h) = self.handles.clone() else {
+            return;
+        };
+        c.requests(f, s.outcome, status_index(s.status)).inc();
         let gaps = finished.gaps;
         if gaps.stalls > 0 {
-            f.stalls
-                .with_label_values(&labels)
-                .inc_by(u64::from(gaps.stalls));
-            f.stalled_seconds
-                .with_label_values(&labels)
-                .inc_by(gaps.stalled.as_secs_f64());
+            c.count(f, Count::Stalls).inc_by(u64::from(gaps.stalls));
+            c.stalled_seconds(f).inc_by(gaps.stalled.as_secs_f64());
         }
         if !s.server.is_empty() {
-            self.observe_server_phases(l, s);
+            observe_server_phases(f, &h, &c, s);
         }
         if s.status.is_some() {
-            f.client_wait
-                .with_label_values(&histogram)
-                .observe(secs(s.client_wait));
+            h.later(f, Later::ClientWait).observe(secs(s.client_wait));
         }
         if let Some(d) = s.proxy_time {
-            f.proxy_time.with_label_values(&histogram).observe(secs(d));
+            h.later(f, Later::ProxyTime).observe(secs(d));
         }
         if finished.slow_reader {
-            f.slow_readers.with_label_values(&labels).inc();
+            c.count(f, Count::SlowReaders).inc();
         }
-        if let Some(h) = &self.handles {
-            if let Some(d) = s.e2el {
-                h.e2el.observe(secs(d));
-                self.exemplify(Exemplified::E2el, secs(d));
-            }
-            if let Some(d) = s.tpot {
-                h.tpot.observe(secs(d));
-                self.exemplify(Exemplified::Tpot, secs(d));
-            }
+        if let Some(d) = s.e2el {
+            h.e2el.observe(secs(d));
+            self.exemplify(Exemplified::E2el, secs(d));
+        }
+        if let Some(d) = s.tpot {
+            h.tpot.observe(secs(d));
+            self.exemplify(Exemplified::Tpot, secs(d));
         }
         if let Some((n, source)) = s.output_tokens {
-            f.output_tokens_total
-                .with_label_values(&[route, model, slo, tenant, operation, source.as_str()])
-                .inc_by(n);
+            c.output_tokens(f, source).inc_by(n);
             if s.e2el.is_some() {
-                f.output_tokens
-                    .with_label_values(&histogram)
-                    .observe(n as f64);
+                h.later(f, Later::OutputTokens).observe(n as f64);
             }
         }
         if let Some(n) = s.usage.input {
-            f.input_tokens_total.with_label_values(&labels).inc_by(n);
+            c.count(f, Count::InputTokens).inc_by(n);
             if s.e2el.is_some() {
-                f.input_tokens
-                    .with_label_values(&histogram)
-                    .observe(n as f64);
+                h.later(f, Later::InputTokens).observe(n as f64);
             }
         }
         if let Some(n) = s.usage.cached_input {
-            f.cached_input_tokens_total
-                .with_label_values(&labels)
-                .inc_by(n);
+            c.count(f, Count::CachedInputTokens).inc_by(n);
         }
         if let Some(n) = s.usage.reasoning {
-            f.reasoning_output_tokens_total
-                .with_label_values(&labels)
-                .inc_by(n);
+            c.count(f, Count::ReasoningOutputTokens).inc_by(n);
         }
         if let Some((class, verdict)) = finished.judged {
-            self.count_verdict(l, class, verdict, s);
+            count_verdict(f, &c, class, verdict, s);
             if on_curve(l, class) && verdict.label().is_some() {
-                self.count_load(l, class, verdict, finished.load.curve());
+                count_load(f, &c, class, verdict, finished.load.curve());
             }
         }
     }
@@ -365,108 +333,65 @@ fn on_curve(labels: &Labels, class: &SloClass) -> bool {
         && (!class.objectives.is_empty() || class.goodput.target.is_some())
 }
 
-impl RequestRecorder {
-    /// Counts a judged request by the load it met at arrival, `load`: its
-    /// verdict and violations in the bucket of that load. Every series of
-    /// the bucket is touched, as [`count_verdict`](Self::count_verdict)
-    /// does, so that its ratios are defined from its first request.
-    fn count_load(&self, labels: &Labels, class: &SloClass, verdict: Verdict, load: u64) {
-        let f = &self.families;
-        let (route, model, slo) = (labels.route(), labels.model(), labels.slo());
-        let bucket = knee::load_label(load);
-        for label in ["good", "bad"] {
-            let counter = f
-                .slo_load_requests
-                .with_label_values(&[route, model, slo, bucket, label]);
-            if verdict.label() == Some(label) {
-                counter.inc();
-            }
-        }
-        let violations = verdict.violations();
-        for objective in &class.objectives {
-            let kind = objective.kind;
-            let counter = f.slo_load_violations.with_label_values(&[
-                route,
-                model,
-                slo,
-                bucket,
-                kind.as_str(),
-            ]);
-            if violations.contains(kind) {
-                counter.inc();
-            }
+/// Counts a judged request by the load it met at arrival, `load`: its
+/// verdict and violations in the bucket of that load. Every series of the
+/// bucket is touched, as [`count_verdict`] does, so that its ratios are
+/// defined from its first request.
+fn count_load(f: &Families, c: &Counters, class: &SloClass, verdict: Verdict, load: u64) {
+    let bucket = knee::bucket_index(load).min(knee::BUCKETS - 1);
+    for good in [true, false] {
+        let counter = c.slo_load_requests(f, bucket, good);
+        if verdict.label() == Some(if good { "good" } else { "bad" }) {
+            counter.inc();
         }
     }
-
-    /// Observes the server's own phases of a request that reported any,
-    /// and the time outside the engine (docs/metrics.md, "Where the time
-    /// goes").
-    fn observe_server_phases(&self, labels: &Labels, s: &Summary) {
-        let f = &self.families;
-        let histogram = labels.histograms();
-        for (family, phase) in [
-            (&f.server_queue, s.server.queue),
-            (&f.server_prefill, s.server.prefill),
-            (&f.server_decode, s.server.decode),
-        ] {
-            if let Some(seconds) = phase {
-                family.with_label_values(&histogram).observe(seconds);
-            }
-        }
-        match s.outside_engine() {
-            Some(outside) if outside >= 0.0 => {
-                f.outside_engine
-                    .with_label_values(&histogram)
-                    .observe(outside);
-            }
-            Some(_) => f
-                .outside_engine_negative
-                .with_label_values(&labels.counters())
-                .inc(),
-            None => {}
+    let violations = verdict.violations();
+    for objective in &class.objectives {
+        let counter = c.slo_load_violations(f, bucket, objective.kind);
+        if violations.contains(objective.kind) {
+            counter.inc();
         }
     }
+}
 
-    /// Counts the SLO verdict of a finished request. Every series of the
-    /// class is touched, so good, bad and each objective read 0 (not
-    /// absent) until something happens, and ratios are defined from the
-    /// first request on.
-    pub(super) fn count_verdict(
-        &self,
-        labels: &Labels,
-        class: &SloClass,
-        verdict: Verdict,
-        s: &Summary,
-    ) {
-        let f = &self.families;
-        let labels = labels.counters();
-        let [route, model, slo, tenant, operation] = labels;
-        for label in ["good", "bad"] {
-            let counter = f
-                .slo_requests
-                .with_label_values(&[route, model, slo, tenant, operation, label]);
-            if verdict.label() == Some(label) {
-                counter.inc();
-            }
+/// Observes the server's own phases of a request that reported any, and
+/// the time outside the engine (docs/metrics.md, "Where the time goes").
+fn observe_server_phases(f: &Families, h: &Histograms, c: &Counters, s: &Summary) {
+    for (which, phase) in [
+        (Later::ServerQueue, s.server.queue),
+        (Later::ServerPrefill, s.server.prefill),
+        (Later::ServerDecode, s.server.decode),
+    ] {
+        if let Some(seconds) = phase {
+            h.later(f, which).observe(seconds);
         }
-        let violations = verdict.violations();
-        for objective in &class.objectives {
-            let kind = objective.kind;
-            let counter = f.slo_violations.with_label_values(&[
-                route,
-                model,
-                slo,
-                tenant,
-                operation,
-                kind.as_str(),
-            ]);
-            if violations.contains(kind) {
-                counter.inc();
-            }
+    }
+    match s.outside_engine() {
+        Some(outside) if outside >= 0.0 => h.later(f, Later::OutsideEngine).observe(outside),
+        Some(_) => c.count(f, Count::OutsideEngineNegative).inc(),
+        None => {}
+    }
+}
+
+/// Counts the SLO verdict of a finished request. Every series of the class
+/// is touched, so good, bad and each objective read 0 (not absent) until
+/// something happens, and ratios are defined from the first request on.
+fn count_verdict(f: &Families, c: &Counters, class: &SloClass, verdict: Verdict, s: &Summary) {
+    for good in [true, false] {
+        let counter = c.slo_requests(f, good);
+        if verdict.label() == Some(if good { "good" } else { "bad" }) {
+            counter.inc();
         }
-        let good_tokens = f.slo_good_output_tokens.with_label_values(&labels);
-        if let (Verdict::Good { .. }, Some((n, _))) = (verdict, s.output_tokens) {
-            good_tokens.inc_by(n);
+    }
+    let violations = verdict.violations();
+    for objective in &class.objectives {
+        let counter = c.slo_violations(f, objective.kind);
+        if violations.contains(objective.kind) {
+            counter.inc();
         }
+    }
+    let good_tokens = c.count(f, Count::SloGoodOutputTokens);
+    if let (Verdict::Good { .. }, Some((n, _))) = (verdict, s.output_tokens) {
+        good_tokens.inc_by(n);
     }
 }
