@@ -343,3 +343,66 @@ async fn past_max_in_flight_requests_get_503_at_once_and_slots_free_as_streams_e
     drop(b);
     proxy.stop().await;
 }
+
+/// An upstream that answers each request with `reply`, in one write, and
+/// then closes: its response cut short, all of it already sent.
+async fn cut_upstream(reply: &'static [u8]) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // The request: its head and its `content-length` bytes.
+                let mut req = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n @ 1..) = s.read(&mut chunk).await else {
+                        return;
+                    };
+                    req.extend_from_slice(&chunk[..n]);
+                    let Some(end) = req.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&req[..end]).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if req.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+                let _ = s.write_all(reply).await;
+            });
+        }
+    });
+    addr
+}
+
+/// What an upstream sent before it failed reaches the client whole: its
+/// response head, and each chunk, even when the failure comes in the same
+/// read as they do; then the client sees the stream break.
+#[tokio::test]
+async fn what_the_upstream_sent_before_failing_reaches_the_client() {
+    const HEAD: &str =
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+    const CHUNK: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+    let head_only: &'static str = HEAD;
+    let with_chunk: &'static str =
+        Box::leak(format!("{HEAD}{:x}\r\n{CHUNK}\r\n", CHUNK.len()).into_boxed_str());
+    for (reply, body) in [(head_only, ""), (with_chunk, CHUNK)] {
+        let upstream = cut_upstream(reply.as_bytes()).await;
+        let proxy = start(config_for(upstream)).await;
+        for _ in 0..20 {
+            let (head, request) = chat_request("m1", true, &[]);
+            let resp = raw_exchange(proxy.proxy_addr, &head, &request).await;
+            assert_eq!(resp.status, 200);
+            assert!(resp.truncated, "the client sees the stream break");
+            assert_eq!(String::from_utf8_lossy(&resp.body()), body);
+        }
+        let s = settle(proxy.admin_addr, 20.0).await;
+        assert_eq!(outcomes(&s, "upstream_error", "2xx"), 20.0);
+        proxy.stop().await;
+    }
+}

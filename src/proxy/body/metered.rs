@@ -31,8 +31,18 @@ use meter::{Recorder, StreamMeter};
 /// ([`Activity::timed_out`]: `timeout`). Dropped unfinished, the meter
 /// finishes itself as `client_abort`. `inner` is dropped first, which
 /// closes the upstream connection.
-pub struct Metered<B, R: Recorder = Observed> {
+///
+/// An error of `inner` is returned one poll after it came: hyper drops its
+/// connection with whatever it had buffered to write as soon as a body
+/// fails, and it buffers the response head and each frame until it next
+/// waits. So the error first waits a poll (waking the task at once), and
+/// hyper writes out the head and the frames the upstream sent before it
+/// failed; what the client's socket cannot take at that moment is still
+/// lost with the connection.
+pub struct Metered<B: Body, R: Recorder = Observed> {
     inner: B,
+    /// An error of `inner`, held for one poll.
+    failed: Option<B::Error>,
     /// `None` for a request forwarded unmetered: its frames are still
     /// stamped, for the idle timer.
     meter: Option<StreamMeter<R>>,
@@ -54,6 +64,7 @@ impl<B: Body, R: Recorder> Metered<B, R> {
         }
         Self {
             inner,
+            failed: None,
             meter,
             last_activity: now,
             handed: None,
@@ -64,7 +75,7 @@ impl<B: Body, R: Recorder> Metered<B, R> {
 impl<B, R> Body for Metered<B, R>
 where
     B: Body<Data = Bytes> + Unpin,
-    B::Error: Blame,
+    B::Error: Blame + Unpin,
     R: Recorder + Unpin,
 {
     type Data = Bytes;
@@ -75,6 +86,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.get_mut();
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
         let handed = this.handed.take();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         // The wait held something back only if what came next was already
@@ -85,7 +99,7 @@ where
         {
             m.client_waited(Instant::now().saturating_duration_since(handed));
         }
-        match &polled {
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 let now = Instant::now();
                 this.last_activity = now;
@@ -99,20 +113,24 @@ where
                         this.handed = Some(now);
                     }
                 }
+                Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
                 if let Some(m) = this.meter.as_mut() {
                     m.fail(Instant::now(), e.fault().outcome(), None);
                 }
+                this.failed = Some(e);
+                cx.waker().wake_by_ref();
+                Poll::Pending
             }
             Poll::Ready(None) => {
                 if let Some(m) = this.meter.as_mut() {
                     m.end(Instant::now());
                 }
+                Poll::Ready(None)
             }
-            Poll::Pending => {}
+            Poll::Pending => Poll::Pending,
         }
-        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -124,7 +142,7 @@ where
     }
 }
 
-impl<B, R: Recorder> Activity for Metered<B, R> {
+impl<B: Body, R: Recorder> Activity for Metered<B, R> {
     fn last_activity(&self) -> Instant {
         self.last_activity
     }

@@ -36,8 +36,11 @@ const BURST: u64 = 200;
 const MAX_CONNECTIONS: u64 = 128;
 /// The proxy's `request_head_timeout`.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(4);
-/// The whole scenario, start-up to the last check.
-const SCENARIO_TIMEOUT: Duration = Duration::from_secs(170);
+/// The whole scenario, start-up to the last check: it takes under 40 s, but
+/// each of its waits is bounded on its own (a client's connect, writes and
+/// reads, the burst's caps, the settling), and on a loaded machine several
+/// can run to their bounds one after another.
+const SCENARIO_TIMEOUT: Duration = Duration::from_secs(300);
 /// How far the proxy's RSS may stay above where it stood after warm-up.
 const RSS_SLACK_KIB: u64 = 64 * 1024;
 /// Token schedule of the proxied streams.

@@ -16,14 +16,43 @@ use super::{BURST, CLIENTS, LOAD, RSS_SLACK_KIB, SCENARIO_TIMEOUT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_under_kills_reloads_bursts_and_aborts() {
-    let finished = timeout(SCENARIO_TIMEOUT, scenario()).await;
+    let phase = Phase::new();
+    let finished = timeout(SCENARIO_TIMEOUT, scenario(&phase)).await;
     assert!(
         finished.is_ok(),
-        "the chaos scenario did not finish within {SCENARIO_TIMEOUT:?}"
+        "the chaos scenario did not finish within {SCENARIO_TIMEOUT:?}: {}",
+        phase.now()
     );
 }
 
-async fn scenario() {
+/// Where the scenario is, so that a run past its timeout says where it
+/// stopped.
+struct Phase {
+    start: Instant,
+    at: Mutex<(&'static str, Duration)>,
+}
+
+impl Phase {
+    fn new() -> Phase {
+        Phase {
+            start: Instant::now(),
+            at: Mutex::new(("start-up", Duration::ZERO)),
+        }
+    }
+
+    fn enter(&self, name: &'static str) {
+        let since = self.start.elapsed();
+        eprintln!("t={:.1}s (wall): {name}", since.as_secs_f64());
+        *self.at.lock().unwrap() = (name, since);
+    }
+
+    fn now(&self) -> String {
+        let (name, since) = *self.at.lock().unwrap();
+        format!("in \"{name}\" since t={:.1}s (wall)", since.as_secs_f64())
+    }
+}
+
+async fn scenario(phase: &Phase) {
     let wall = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let sim = Arc::new(Sim::launch(dir.path().join("sim.log")).await);
@@ -37,6 +66,7 @@ async fn scenario() {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let next = Arc::new(AtomicU64::new(0));
 
+    phase.enter("warm-up");
     // Warm-up: one request per client, then the baseline.
     let warm: Vec<_> = (0..CLIENTS)
         .map(|_| {
@@ -54,6 +84,7 @@ async fn scenario() {
     let (rss_start, _, fds_start) = proc_figures(pid);
     let first = scrape(admin).await.expect("first scrape");
 
+    phase.enter("load");
     let load_start = Instant::now();
     let load_end = load_start + LOAD;
     let stop = Arc::new(AtomicBool::new(false));
@@ -153,10 +184,12 @@ async fn scenario() {
         }
     }
 
+    phase.enter("waiting for the clients");
     for client in clients {
         client.await.unwrap();
     }
     let load_secs = load_start.elapsed().as_secs_f64();
+    phase.enter("waiting for the burst");
     // Each burst connection ends within 50 s (connect, then its cap).
     for task in burst {
         task.await.unwrap();
@@ -166,6 +199,7 @@ async fn scenario() {
     let (scrapes, failed_scrapes, mut violations, mut rss_peak, mut fds_peak, last_seen) =
         scraper.await.unwrap();
 
+    phase.enter("verifying the deferred streams");
     // The streams checked while the upstream was down are checked now.
     let deferred = std::mem::take(&mut tally.lock().unwrap().deferred);
     let deferred_count = deferred.len();
@@ -180,6 +214,7 @@ async fn scenario() {
         }
     }
 
+    phase.enter("the last reload");
     // A last reload to valid A must succeed and be in force.
     let reloads = |s: &[Sample], result: &str| {
         s.iter()
@@ -202,6 +237,7 @@ async fn scenario() {
         sleep(Duration::from_millis(50)).await;
     };
 
+    phase.enter("settling");
     // Settle: nothing in flight, every sent request counted.
     let sent = tally.lock().unwrap().sent.len() as f64;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -242,6 +278,7 @@ async fn scenario() {
     let healthz = admin_get(admin, "/healthz").await.map(|r| r.status);
     let config_now = admin_get(admin, "/config").await.map(|r| r.body());
 
+    phase.enter("reading the logs");
     // The logs: no panic anywhere; one access line per request sent.
     let log = std::fs::read_to_string(&proxy.log).unwrap();
     let sim_log = std::fs::read_to_string(&sim.log).unwrap_or_default();
@@ -252,6 +289,8 @@ async fn scenario() {
         .collect();
     let mut access: HashMap<String, Vec<String>> = HashMap::new();
     let mut access_lines = 0u64;
+    // Each request's access line as logged, for the messages below.
+    let mut access_text: HashMap<String, String> = HashMap::new();
     for line in log.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -260,7 +299,8 @@ async fn scenario() {
             access_lines += 1;
             let id = v["fields"]["request_id"].as_str().unwrap_or("").to_owned();
             let outcome = v["fields"]["outcome"].as_str().unwrap_or("").to_owned();
-            access.entry(id).or_default().push(outcome);
+            access.entry(id.clone()).or_default().push(outcome);
+            access_text.insert(id, line.to_owned());
         }
     }
     sim.kill();
@@ -374,10 +414,19 @@ async fn scenario() {
         "streams stalled 30 s: {:?}",
         t.stalled
     );
+    let logged = |ids: &[String]| {
+        ids.iter()
+            .map(|id| {
+                let id = id.split(' ').next().unwrap_or_default();
+                format!("{id}: {:?}", access_text.get(id))
+            })
+            .collect::<Vec<_>>()
+    };
     assert!(
         t.no_head.is_empty(),
-        "requests answered with no response head: {:?}",
-        t.no_head
+        "requests answered with no response head: {:?}\n{:#?}",
+        t.no_head,
+        logged(&t.no_head)
     );
     // Each request sent has exactly one access line, with outcome `ok` when
     // its client received the whole stream.
