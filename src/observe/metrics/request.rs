@@ -9,8 +9,7 @@ use tokio::time::Instant;
 
 use super::deferred::Deferred;
 use super::exemplars::{ExemplarId, Exemplified};
-use super::families::Families;
-use super::series::{Count, Counters, Histograms, Later};
+use super::families::{Count, Counters, Families, Histograms, Later, STATUS_CLASS_LABELS};
 use crate::observe::labels::Labels;
 use crate::observe::request::Finished;
 use meter::{ParseError, Summary};
@@ -75,7 +74,7 @@ impl LiveRequest {
 /// The Prometheus recorder of one request: the series of its histograms'
 /// label set are found up front (once its labels are final), those of its
 /// counters' label set when it finishes, each set once, without a lock
-/// (`series.rs`). Its label values are the request's [`Labels`], which its
+/// (`families.rs`). Its label values are the request's [`Labels`], which its
 /// recorder (`Observed`) holds and hands to each call that needs them.
 pub struct RequestRecorder {
     pub(super) families: Arc<Families>,
@@ -120,9 +119,6 @@ impl RequestRecorder {
 pub(super) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
-
-/// The `status` label values of `requests_total`, by index.
-pub(super) const STATUS_CLASS_LABELS: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
 
 /// The index in [`STATUS_CLASS_LABELS`] of `status`'s class.
 fn status_index(status: Option<u16>) -> usize {
