@@ -10,7 +10,7 @@
 //! `llm_requests_total` has label sets.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -67,7 +67,7 @@ impl<V, const N: usize> Found<V, N> {
 }
 
 fn hash<const N: usize>(labels: [&str; N]) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = fnv::FnvHasher::default();
     labels.hash(&mut h);
     h.finish()
 }
