@@ -5,7 +5,8 @@
 //! upstreams, over TLS, against upstreams with a self-signed certificate
 //! (made by rcgen) that the route trusts: frames forwarded as they came,
 //! connections kept alive, the keep-alive race, a stream cut by the
-//! upstream, the client's stalled body, HTTP/2 by ALPN.
+//! upstream, the client's stalled body, HTTP/2 by ALPN, and an HTTP/2
+//! connection closed when idle or when its peer goes silent.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -387,6 +388,103 @@ async fn an_idle_h2_upstream_connection_is_closed_after_the_idle_timeout() {
     assert_eq!(connections.load(Ordering::SeqCst), 1);
     let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
     assert_eq!(resp.status, 200);
+    assert_eq!(connections.load(Ordering::SeqCst), 2, "a new connection");
+    proxy.stop().await;
+}
+
+/// A connection that goes silent, as a peer does that died without closing
+/// it (a host gone, a NAT entry dropped): once `frozen`, reads and writes
+/// never complete.
+struct Silent<S> {
+    inner: S,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Silent<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.frozen.load(Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Silent<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.frozen.load(Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.frozen.load(Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.frozen.load(Ordering::SeqCst) {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// An HTTP/2 upstream connection whose peer goes silent without closing
+/// it is closed when its PING goes unanswered (10 s apart, 10 s to
+/// answer), well before the idle timeout: the next request opens another
+/// and is answered, rather than waiting on the dead one.
+#[tokio::test]
+async fn a_silent_h2_upstream_connection_is_closed_by_its_unanswered_ping() {
+    let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let first = frozen.clone();
+    let (upstream, connections) = tls_listener(self_signed_acceptor(&[b"h2"]), move |tls| {
+        // The connection open when `frozen` is set goes silent; one made
+        // after that stays live.
+        let frozen = if first.load(Ordering::SeqCst) {
+            Arc::new(std::sync::atomic::AtomicBool::new(false))
+        } else {
+            first.clone()
+        };
+        async move {
+            let io = Silent { inner: tls, frozen };
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(io), hyper::service::service_fn(scripted))
+                .await;
+        }
+    })
+    .await;
+    let mut config = config(upstream, &trust_self_signed());
+    config.proxy.upstream_idle_timeout = Duration::from_secs(300);
+    config.routes[0].timeouts.response_headers = Duration::from_secs(5);
+    let proxy = start(config).await;
+    let (head, _) = stream_request("deepseek-chat-text.sse");
+    let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
+    assert_eq!(resp.status, 200);
+    frozen.store(true, Ordering::SeqCst);
+    // The next PING is sent within 10 s and given up 10 s later.
+    tokio::time::sleep(Duration::from_secs(22)).await;
+    let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
+    assert_eq!(
+        resp.status, 200,
+        "the request was sent on the silent connection"
+    );
     assert_eq!(connections.load(Ordering::SeqCst), 2, "a new connection");
     proxy.stop().await;
 }
