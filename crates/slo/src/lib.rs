@@ -19,6 +19,7 @@ pub mod aggregate;
 pub mod capacity;
 mod class;
 pub mod declared;
+pub mod found;
 pub mod history;
 pub mod live;
 pub mod rules;

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use super::aggregate::{Aggregate, Quantiles, kind_index};
 use super::history::{History, POINT, PointReport};
 use crate::class::SloClass;
+use crate::found::Found;
 
 /// Slots per ring.
 const SLOTS: u64 = 60;
@@ -321,7 +322,8 @@ pub struct Live {
     /// The origin's wall-clock time, seconds since the Unix epoch (for the
     /// history's timestamps).
     unix: f64,
-    series: Mutex<BTreeMap<(String, String, String), Arc<Series>>>,
+    /// By (route, `slo`, tenant).
+    series: Found<Series, 3>,
     /// The classes in force, by name, for the report's thresholds and
     /// targets. After a reload that changes a class, its windows mix
     /// verdicts against the old and the new class until the old age out.
@@ -335,7 +337,7 @@ impl Live {
         Self {
             origin,
             unix,
-            series: Mutex::new(BTreeMap::new()),
+            series: Found::default(),
             classes: Mutex::new(BTreeMap::new()),
         }
     }
@@ -357,19 +359,13 @@ impl Live {
     /// requests), created on first use. Called once per request, when its
     /// labels are resolved (for a tenant, once its label is final).
     pub fn series(&self, route: &str, slo: &str, tenant: &str) -> Arc<Series> {
-        let key = (route.to_owned(), slo.to_owned(), tenant.to_owned());
-        let mut map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(key)
-            .or_insert_with(|| {
-                Arc::new(Series {
-                    route: route.to_owned(),
-                    slo: slo.to_owned(),
-                    tenant: tenant.to_owned(),
-                    origin: self.origin,
-                    state: Mutex::default(),
-                })
-            })
-            .clone()
+        self.series.get([route, slo, tenant], || Series {
+            route: route.to_owned(),
+            slo: slo.to_owned(),
+            tenant: tenant.to_owned(),
+            origin: self.origin,
+            state: Mutex::default(),
+        })
     }
 
     /// The series of `tenant`'s requests of the pair `of` is the series of.
@@ -377,9 +373,11 @@ impl Live {
         self.series(&of.route, &of.slo, tenant)
     }
 
+    /// Every series, by (route, `slo`, tenant).
     fn all_series(&self) -> Vec<Arc<Series>> {
-        let map = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        map.values().cloned().collect()
+        let mut all = self.series.values();
+        all.sort_by(|a, b| (&a.route, &a.slo, &a.tenant).cmp(&(&b.route, &b.slo, &b.tenant)));
+        all
     }
 
     /// The class in force named `name`.

@@ -13,10 +13,10 @@ use prometheus::{
 };
 
 use super::exemplars::{Exemplars, SeriesExemplars};
-use super::series::Found;
 use meter::{Outcome, TokenSource};
 use slo::ObjectiveKind;
 use slo::capacity::knee;
+use slo::found::Found;
 
 /// The families a request touches, built once and shared by every request
 /// (one `Arc`).

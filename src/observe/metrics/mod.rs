@@ -50,7 +50,6 @@ mod exemplars;
 mod families;
 mod openmetrics;
 mod request;
-mod series;
 mod telemetry;
 
 use families::Families;

@@ -21,8 +21,7 @@
 //!
 //! This module does no I/O and reads no clock: the caller passes `now`.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -31,6 +30,7 @@ use tokio::time::Instant;
 use super::knee::{self, BUCKETS, BucketCounts, Knee, LABELS, Target, bucket_index, kind_index};
 use crate::Verdict;
 use crate::class::{ObjectiveKind, SloClass};
+use crate::found::Found;
 use crate::live::{Merge, Ring, WINDOWS, covered, slot_index};
 use crate::sketch::Sketch;
 use meter::Summary;
@@ -232,17 +232,14 @@ impl Curve {
     }
 }
 
-/// Every curve, by route, model and `slo` label: all bounded before they
+/// Every curve, by (route, model, `slo` label): all bounded before they
 /// get here (routes and classes by config, models by the label bounds).
-/// Nested maps, so that finding a request's curve borrows its labels and
-/// takes only the read side of the lock; a curve is created once.
-type Curves = BTreeMap<String, BTreeMap<String, BTreeMap<String, Arc<Curve>>>>;
-
-/// Every curve, by (route, model, `slo` label).
+/// A request finds its curve without a lock ([`Found`]); a curve is
+/// created once.
 #[derive(Debug)]
 pub struct Capacity {
     origin: Instant,
-    curves: RwLock<Curves>,
+    curves: Found<Curve, 3>,
 }
 
 impl Capacity {
@@ -251,63 +248,37 @@ impl Capacity {
     pub fn new(origin: Instant) -> Self {
         Self {
             origin,
-            curves: RwLock::new(BTreeMap::new()),
+            curves: Found::default(),
         }
     }
 
     /// The curve of (route, model, slo), created on first use. Called once
     /// per request, when its labels are final.
     pub fn curve(&self, route: &str, model: &str, slo: &str) -> Arc<Curve> {
-        let found = {
-            let map = self.curves.read().unwrap_or_else(|e| e.into_inner());
-            map.get(route)
-                .and_then(|models| models.get(model))
-                .and_then(|classes| classes.get(slo))
-                .cloned()
-        };
-        if let Some(curve) = found {
-            return curve;
-        }
-        let mut map = self.curves.write().unwrap_or_else(|e| e.into_inner());
-        map.entry(route.to_owned())
-            .or_default()
-            .entry(model.to_owned())
-            .or_default()
-            .entry(slo.to_owned())
-            .or_insert_with(|| {
-                Arc::new(Curve {
-                    route: route.to_owned(),
-                    model: model.to_owned(),
-                    slo: slo.to_owned(),
-                    origin: self.origin,
-                    rings: Mutex::default(),
-                })
-            })
-            .clone()
+        self.curves.get([route, model, slo], || Curve {
+            route: route.to_owned(),
+            model: model.to_owned(),
+            slo: slo.to_owned(),
+            origin: self.origin,
+            rings: Mutex::default(),
+        })
     }
 
     /// Every curve, sorted by (route, model, slo).
     pub fn curves(&self) -> Vec<Arc<Curve>> {
-        let map = self.curves.read().unwrap_or_else(|e| e.into_inner());
-        map.values()
-            .flat_map(BTreeMap::values)
-            .flat_map(BTreeMap::values)
-            .cloned()
-            .collect()
+        let mut all = self.curves.values();
+        all.sort_by(|a, b| (&a.route, &a.model, &a.slo).cmp(&(&b.route, &b.model, &b.slo)));
+        all
     }
 
     /// How many curves there are.
     pub fn len(&self) -> usize {
-        let map = self.curves.read().unwrap_or_else(|e| e.into_inner());
-        map.values()
-            .flat_map(BTreeMap::values)
-            .map(BTreeMap::len)
-            .sum()
+        self.curves.len()
     }
 
     /// Whether there is no curve yet.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.curves.is_empty()
     }
 }
 

@@ -1,13 +1,13 @@
 //! [`Found`]: what a request finds by its label values, looked up without
-//! a lock.
+//! a lock: its Prometheus series (a `with_label_values` hashes the label
+//! values and takes its family's map lock, and a request would do so a
+//! dozen times) and its live series.
 //!
-//! A `with_label_values` hashes the label values and takes its family's
-//! map lock; a request would do so a dozen times. With this, it hashes its
-//! label values once and reads a map that is replaced whole (never locked)
-//! when a label set is added: once in the process's life, since the
-//! families' series are never removed and the label values are bounded
-//! (`observe::labels`), so the map holds no more entries than
-//! `llm_requests_total` has label sets.
+//! A request hashes its label values once and reads a map that is replaced
+//! whole (never locked) when a label set is added: once in the process's
+//! life, since what is found is never removed and the label values are
+//! bounded by the proxy before they get here, so the map holds no more
+//! entries than there are label sets.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 
 /// What a request finds by its label values: `N` of them.
-pub(super) struct Found<V, const N: usize> {
+pub struct Found<V, const N: usize> {
     sets: ArcSwap<HashMap<u64, Vec<Arc<Entry<V, N>>>>>,
     /// Held by the one adding a label set, so two that add at once do not
     /// lose one another's.
@@ -26,6 +26,14 @@ pub(super) struct Found<V, const N: usize> {
 struct Entry<V, const N: usize> {
     labels: [Box<str>; N],
     value: Arc<V>,
+}
+
+impl<V, const N: usize> std::fmt::Debug for Found<V, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Found")
+            .field("label_sets", &self.len())
+            .finish()
+    }
 }
 
 impl<V, const N: usize> Default for Found<V, N> {
@@ -39,7 +47,7 @@ impl<V, const N: usize> Default for Found<V, N> {
 
 impl<V, const N: usize> Found<V, N> {
     /// What `labels` found, made by `make` if no request had them yet.
-    pub(super) fn get(&self, labels: [&str; N], make: impl FnOnce() -> V) -> Arc<V> {
+    pub fn get(&self, labels: [&str; N], make: impl FnOnce() -> V) -> Arc<V> {
         let hash = hash(labels);
         if let Some(v) = find(&self.sets.load(), hash, labels) {
             return v;
@@ -59,10 +67,20 @@ impl<V, const N: usize> Found<V, N> {
         value
     }
 
+    /// Everything found so far, in no particular order.
+    pub fn values(&self) -> Vec<Arc<V>> {
+        let sets = self.sets.load();
+        sets.values().flatten().map(|e| e.value.clone()).collect()
+    }
+
     /// How many label sets were found.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.sets.load().values().map(Vec::len).sum()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
