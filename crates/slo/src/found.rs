@@ -10,17 +10,42 @@
 //! entries than there are label sets.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
 /// What a request finds by its label values: `N` of them.
 pub struct Found<V, const N: usize> {
-    sets: ArcSwap<HashMap<u64, Vec<Arc<Entry<V, N>>>>>,
+    sets: ArcSwap<Sets<V, N>>,
     /// Held by the one adding a label set, so two that add at once do not
     /// lose one another's.
     adding: Mutex<()>,
+}
+
+/// The label sets by the hash of their values (several when two hash
+/// alike).
+type Sets<V, const N: usize> = HashMap<u64, Vec<Arc<Entry<V, N>>>, BuildHasherDefault<Hashed>>;
+
+/// The hasher of a key that is a hash already: it passes it through.
+#[derive(Default)]
+struct Hashed(u64);
+
+impl Hasher for Hashed {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; any other input is folded in.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 struct Entry<V, const N: usize> {
@@ -58,7 +83,7 @@ impl<V, const N: usize> Found<V, N> {
             return v;
         }
         let value = Arc::new(make());
-        let mut grown = HashMap::clone(&sets);
+        let mut grown = Sets::clone(&sets);
         grown.entry(hash).or_default().push(Arc::new(Entry {
             labels: labels.map(Box::from),
             value: value.clone(),
@@ -90,11 +115,7 @@ fn hash<const N: usize>(labels: [&str; N]) -> u64 {
     h.finish()
 }
 
-fn find<V, const N: usize>(
-    sets: &HashMap<u64, Vec<Arc<Entry<V, N>>>>,
-    hash: u64,
-    labels: [&str; N],
-) -> Option<Arc<V>> {
+fn find<V, const N: usize>(sets: &Sets<V, N>, hash: u64, labels: [&str; N]) -> Option<Arc<V>> {
     let entries = sets.get(&hash)?;
     entries
         .iter()
