@@ -1,7 +1,7 @@
 //! [`Found`]: what a request finds by its label values, looked up without
 //! a lock: its Prometheus series (a `with_label_values` hashes the label
 //! values and takes its family's map lock, and a request would do so a
-//! dozen times) and its live series.
+//! dozen times), its live series and its latency–load curve.
 //!
 //! A request hashes its label values once and reads a map that is replaced
 //! whole (never locked) when a label set is added: once in the process's
