@@ -55,12 +55,7 @@ impl EngineLoad {
         let Reading::Engine(engine) = &latest.reading else {
             return None;
         };
-        let reading = engine
-            .models
-            .iter()
-            .find(|m| m.model.as_deref() == Some(model))
-            .or_else(|| engine.models.iter().find(|m| m.model.is_none()))?;
-        Some(Self::from(&reading.figures))
+        Some(Self::from(&engine.of_model(model)?.figures))
     }
 
     /// Running plus waiting, when both are known: the load the engine

@@ -185,12 +185,8 @@ impl Readings {
         let Reading::Engine(engine) = &latest.reading else {
             return None;
         };
-        let reading = engine
-            .models
-            .iter()
-            .find(|m| m.model.as_deref() == Some(model))
-            .or_else(|| engine.models.iter().find(|m| m.model.is_none()))?;
-        Some(reading.figures.running? + reading.figures.waiting?)
+        let figures = &engine.of_model(model)?.figures;
+        Some(figures.running? + figures.waiting?)
     }
 
     /// The latest fresh reading of `route`'s target of `source`.

@@ -287,6 +287,15 @@ pub fn read_engine(page: &Page) -> EngineReading {
 }
 
 impl EngineReading {
+    /// The figures of `model`, or else the server's figures that name no
+    /// model (a server of one model, such as llama.cpp's).
+    pub fn of_model(&self, model: &str) -> Option<&ModelReading> {
+        self.models
+            .iter()
+            .find(|m| m.model.as_deref() == Some(model))
+            .or_else(|| self.models.iter().find(|m| m.model.is_none()))
+    }
+
     /// This reading, with the prefix cache's hit rate of each model whose
     /// server writes counters rather than a rate, over the span since
     /// `earlier` (the same engine's previous reading): the hits added over
