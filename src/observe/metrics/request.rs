@@ -255,18 +255,20 @@ impl RequestRecorder {
         let s = finished.summary;
         let l = finished.labels;
         self.in_flight.dec();
-        if self.handles.is_none() {
-            self.handles = Some(self.resolve_handles(l));
-            self.replay();
-        }
+        let h = match self.handles.clone() {
+            Some(h) => h,
+            None => {
+                let h = self.resolve_handles(l);
+                self.handles = Some(h.clone());
+                self.replay();
+                h
+            }
+        };
         if let Some(gap) = self.max_gap {
             self.exemplify(Exemplified::Itl, gap);
         }
         let f = &*self.families;
         let c = self.counters(l);
-        let Some(h) = self.handles.clone() else {
-            return;
-        };
         c.requests(f, s.outcome, status_index(s.status)).inc();
         let gaps = finished.gaps;
         if gaps.stalls > 0 {
