@@ -672,8 +672,10 @@ async fn llama_server_with_two_slots_has_its_knee_at_2_needs_tool_llama_server()
         "ignore_eos": true,
         "stream": true,
     });
-    // (clients, requests each): about 24 requests at each load.
-    let plan = [(1, 24), (2, 12), (3, 8), (4, 6)];
+    // (clients, requests each): 48 requests at each load, so that the p95
+    // at a load lets two slow requests through, not one (a test running
+    // beside this one on a 2-core machine can delay a first token).
+    let plan = [(1, 48), (2, 24), (3, 16), (4, 12)];
     for (clients, each) in plan {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..clients {
