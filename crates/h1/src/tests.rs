@@ -195,7 +195,7 @@ async fn read_all<T: Transport>(
 /// an in-memory client connection that has sent the head of a
 /// chunked request and `first` of its body; the client's end of
 /// that connection writes the rest.
-async fn client_body(first: &[u8]) -> (DuplexStream, hyper::body::Incoming) {
+pub(super) async fn client_body(first: &[u8]) -> (DuplexStream, hyper::body::Incoming) {
     let (mut client, server) = tokio::io::duplex(64 * 1024);
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
@@ -219,7 +219,7 @@ async fn client_body(first: &[u8]) -> (DuplexStream, hyper::body::Incoming) {
     (client, rx.await.unwrap())
 }
 
-fn streaming(incoming: hyper::body::Incoming, idle: Duration) -> TestBody {
+pub(super) fn streaming(incoming: hyper::body::Incoming, idle: Duration) -> TestBody {
     TestBody::streaming(incoming, idle)
 }
 

@@ -116,15 +116,26 @@ fn has_body_semantics(method: &Method) -> bool {
 }
 
 /// The request as it goes out: its head, then its body, the frames that
-/// are ready at once gathered into one write. The request's future drives
-/// it until the response head arrives; if the request is not all sent by
-/// then, the response body drives the rest as it is polled.
+/// are ready at once gathered into one write, the first of them into the
+/// head's. The request's future drives it until the response head arrives;
+/// if the request is not all sent by then, the response body drives the
+/// rest as it is polled.
+///
+/// A body read ahead (nearly every request the proxy forwards) thus goes
+/// out with its head in one write, and the upstream reads the request
+/// whole. Written apart, the upstream may read the head alone and answer
+/// before the body comes: a server that then closes with the body unread
+/// (hyper's, when its handler drops the request) resets the connection,
+/// and its kernel throws away what it had not yet sent of the answer.
 pub(super) struct Sending<B> {
     body: B,
     /// Bytes to write: the head, then the frames gathered, framed.
     out: Vec<u8>,
     /// How many bytes of `out` have been written.
     written: usize,
+    /// Nothing written yet: the body's ready frames are still to be
+    /// gathered behind the head.
+    fresh: bool,
     /// What the body still owes its `Content-Length`; `None` when chunked.
     remaining: Option<u64>,
     /// The body has ended: `out` holds its last bytes.
@@ -142,6 +153,7 @@ impl<B: SendBody> Sending<B> {
             body,
             out: head,
             written: 0,
+            fresh: true,
             remaining,
             last,
         }
@@ -153,6 +165,12 @@ impl<B: SendBody> Sending<B> {
         io: &mut (impl AsyncWrite + Unpin),
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), Error<B::Error>>> {
+        if std::mem::take(&mut self.fresh) && !self.last {
+            // With the head in `out`, gathering is never pending.
+            if let Poll::Ready(Err(e)) = self.gather(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
         loop {
             while self.written < self.out.len() {
                 let n = ready!(Pin::new(&mut *io).poll_write(cx, &self.out[self.written..]))?;
@@ -276,8 +294,84 @@ mod tests {
     use http::header::HeaderValue;
     use http_body::Frame;
 
-    use super::super::tests::TestBody;
+    use std::time::Duration;
+
+    use super::super::tests::{TestBody, client_body, streaming};
     use super::*;
+
+    /// A connection that takes every write whole, and keeps each apart.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.get_mut().0.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn sending(body: TestBody) -> Sending<TestBody> {
+        let mut req = Request::new(body);
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = "/v1/chat/completions".parse().unwrap();
+        let Prepared {
+            head,
+            framing,
+            body,
+            ..
+        } = Prepared::new(req);
+        Sending::new(head, framing, body)
+    }
+
+    /// A body read ahead goes out in the head's write: the upstream reads
+    /// the request whole, never a head whose body is still to come.
+    #[test]
+    fn a_body_ready_with_the_head_goes_out_in_the_heads_write() {
+        let frames = [&b"{\"model\":"[..], b"\"m1\"}"].map(|d| Frame::data(Bytes::from_static(d)));
+        let mut sending = sending(TestBody::held(frames.into()));
+        let mut io = Writes::default();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(
+            sending.poll(&mut io, &mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(io.0.len(), 1, "{} writes", io.0.len());
+        let wire = String::from_utf8(io.0.concat()).unwrap();
+        assert!(
+            wire.starts_with("POST /v1/chat/completions HTTP/1.1\r\n")
+                && wire.ends_with("content-length: 14\r\n\r\n{\"model\":\"m1\"}"),
+            "{wire:?}"
+        );
+    }
+
+    /// A body still to come does not hold the head back: it is written
+    /// at once, and the body as it comes.
+    #[tokio::test]
+    async fn a_body_still_to_come_does_not_hold_the_head_back() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut client, incoming) = client_body(b"").await;
+        let mut sending = sending(streaming(incoming, Duration::from_secs(10)));
+        let mut io = Writes::default();
+        let first = std::future::poll_fn(|cx| Poll::Ready(sending.poll(&mut io, cx))).await;
+        assert!(first.is_pending());
+        assert_eq!(io.0.len(), 1);
+        assert!(io.0[0].ends_with(b"transfer-encoding: chunked\r\n\r\n"));
+        client.write_all(b"2\r\n{}\r\n0\r\n\r\n").await.unwrap();
+        std::future::poll_fn(|cx| sending.poll(&mut io, cx))
+            .await
+            .unwrap();
+        assert_eq!(io.0[1..].concat(), b"2\r\n{}\r\n0\r\n\r\n");
+    }
 
     #[test]
     fn the_request_head_carries_its_framing() {

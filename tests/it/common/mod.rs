@@ -667,8 +667,9 @@ pub fn mean(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> (f64, f6
 pub type Gate = tokio::sync::mpsc::Sender<Result<Frame<Bytes>, Infallible>>;
 
 /// An upstream whose streamed responses the test writes frame by frame:
-/// each request is answered at once with a 200 `text/event-stream` head,
-/// and the body's sending half is handed to the test through the returned
+/// each request is read whole (as an inference server reads its prompt)
+/// and answered at once with a 200 `text/event-stream` head, and the
+/// body's sending half is handed to the test through the returned
 /// receiver (in request order). Dropping it ends the body. Nothing is timed:
 /// a stream stays open exactly as long as the test wants.
 pub async fn gated_upstream() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<Gate>) {
@@ -682,10 +683,13 @@ pub async fn gated_upstream() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiv
             };
             let gates_tx = gates_tx.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let (tx, rx) = tokio::sync::mpsc::channel(64);
                     let _ = gates_tx.send(tx);
                     async move {
+                        // Unread, hyper would close the connection at the
+                        // body's end with the request's bytes in it: a reset.
+                        let _ = req.into_body().collect().await;
                         Ok::<_, Infallible>(
                             Response::builder()
                                 .header("content-type", "text/event-stream")
