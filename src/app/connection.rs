@@ -137,7 +137,7 @@ fn connection_task<C, E>(
 ) -> impl Future<Output = ()>
 where
     C: Future<Output = Result<(), E>> + Shutdown,
-    E: std::fmt::Display,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut conn = Box::pin(conn);
     async move {
@@ -155,7 +155,11 @@ where
                 biased;
                 result = conn.as_mut() => {
                     if let Err(e) = result {
-                        tracing::debug!(client_addr = %client.addr, error = %e, "client connection ended with an error");
+                        // With its causes: hyper's own words for a failed
+                        // response body are only "error from user's Body
+                        // stream".
+                        let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+                        tracing::debug!(client_addr = %client.addr, error = %crate::proxy::error::chain(&*e), "client connection ended with an error");
                     }
                     return;
                 }
