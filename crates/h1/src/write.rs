@@ -290,11 +290,11 @@ fn may_trail(name: &HeaderName) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use bytes::Bytes;
     use http::header::HeaderValue;
     use http_body::Frame;
-
-    use std::time::Duration;
 
     use super::super::tests::{TestBody, client_body, streaming};
     use super::*;

@@ -687,8 +687,9 @@ pub async fn gated_upstream() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiv
                     let (tx, rx) = tokio::sync::mpsc::channel(64);
                     let _ = gates_tx.send(tx);
                     async move {
-                        // Unread, hyper would close the connection at the
-                        // body's end with the request's bytes in it: a reset.
+                        // Left unread, what had not yet come of the body
+                        // would be in the socket when hyper closes it after
+                        // the response: a reset.
                         let _ = req.into_body().collect().await;
                         Ok::<_, Infallible>(
                             Response::builder()
