@@ -34,6 +34,7 @@ mod cli;
 mod compat;
 mod config;
 mod deploy;
+mod exposition;
 mod forwarding;
 mod hardening;
 mod layout;
