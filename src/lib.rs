@@ -9,6 +9,9 @@
 //!   simulator, handles signals and graceful shutdown.
 //! - [`admin`]: the admin listener (`/metrics`, `/healthz`, `/readyz`, `/slo`,
 //!   the live page), on its own socket, never the proxy's.
+//! - [`in_force`]: what is in force: the configuration, the forwarding
+//!   service built from it and its scrapes, one snapshot that `app` swaps
+//!   whole on a reload and everyone else reads.
 //! - [`proxy`]: forwarding. Routing, hop-by-hop headers, the upstream
 //!   connections (`h1` for HTTP/1.1, hyper for HTTP/2), timeouts, errors
 //!   turned into responses, and the response body that is forwarded
@@ -34,6 +37,7 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod dashboard;
+pub mod in_force;
 pub mod observe;
 pub mod proxy;
 pub mod scrape;

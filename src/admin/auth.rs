@@ -25,7 +25,7 @@ use tokio::sync::Semaphore;
 
 use arc_swap::ArcSwap;
 
-use crate::proxy::Proxy;
+use crate::in_force::InForce;
 
 /// bcrypt hashes computed at once, at most.
 pub const CONCURRENT_HASHES: usize = 2;
@@ -137,18 +137,18 @@ fn basic(value: &HeaderValue) -> Option<(String, String)> {
     Some((user.to_owned(), password.to_owned()))
 }
 
-/// What the guard of the admin routes reads: the web config in force (the
-/// proxy's configuration's) and the verifier of its credentials.
+/// What the guard of the admin routes reads: the web config in force and
+/// the verifier of its credentials.
 pub struct Guard {
-    pub live: Arc<ArcSwap<Proxy>>,
+    pub in_force: Arc<ArcSwap<InForce>>,
     pub verifier: Verifier,
 }
 
 /// The layer of every admin route: the web config's headers on every
 /// answer, and its users' credentials asked for on all but the probes.
 pub async fn guard(State(state): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    let proxy = state.live.load_full();
-    let Some(web) = proxy.config().admin.web.as_ref() else {
+    let in_force = state.in_force.load_full();
+    let Some(web) = in_force.config().admin.web.as_ref() else {
         return next.run(request).await;
     };
     let open = OPEN.contains(&request.uri().path());

@@ -30,8 +30,8 @@ mod page;
 
 use arc_swap::ArcSwap;
 
+use crate::in_force::InForce;
 use crate::observe::metrics::Metrics;
-use crate::proxy::Proxy;
 use slo::aggregate::Quantiles;
 use slo::capacity::CurveReport;
 use slo::live::Report;
@@ -39,8 +39,9 @@ use slo::live::Report;
 /// What the admin endpoints read.
 pub struct AdminState {
     pub metrics: Arc<Metrics>,
-    /// The proxy in force, for `/config`.
-    pub live: Arc<ArcSwap<Proxy>>,
+    /// What is in force: `/config`, and the engines' and GPUs' readings
+    /// of the exposition and `/slo`.
+    pub in_force: Arc<ArcSwap<InForce>>,
     /// False until the proxy listener is bound, and again once draining.
     pub ready: AtomicBool,
 }
@@ -65,7 +66,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(auth::Guard {
-                live: state.live.clone(),
+                in_force: state.in_force.clone(),
                 verifier: auth::Verifier::default(),
             }),
             auth::guard,
@@ -83,18 +84,15 @@ async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> im
     } else {
         ("text/plain; version=0.0.4; charset=utf-8", false)
     };
-    // The headroom is read against the engines' loads of the proxy in force.
-    let proxy = state.live.load();
+    let in_force = state.in_force.load();
     (
         [(header::CONTENT_TYPE, content_type)],
-        state
-            .metrics
-            .encode_with(openmetrics, proxy.observers().readings()),
+        state.metrics.encode(openmetrics, in_force.readings()),
     )
 }
 
 async fn active_config(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
-    axum::Json(state.live.load().config().to_json())
+    axum::Json(state.in_force.load().config().to_json())
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
@@ -120,17 +118,16 @@ async fn slo(
     let now = tokio::time::Instant::now();
     let tenant = query.tenant.as_deref().unwrap_or("");
     let report = state.metrics.live().report(now, tenant);
+    let in_force = state.in_force.load();
+    let readings = in_force.readings();
     // The curves are of every tenant's requests: a tenant's view has none.
     let capacity = if tenant.is_empty() {
-        let proxy = state.live.load();
-        state
-            .metrics
-            .capacity_report(now, proxy.observers().readings())
+        state.metrics.capacity_report(now, readings)
     } else {
         Vec::new()
     };
     // The engines and GPUs are the process's, whoever asks.
-    let telemetry = state.metrics.telemetry();
+    let telemetry = state.metrics.telemetry(readings);
     let report = SloReport {
         report,
         capacity,

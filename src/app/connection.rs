@@ -16,10 +16,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::sync::watch;
 
+use crate::in_force::InForce;
 use crate::proxy::arrival::Arrival;
 use crate::proxy::delegate::delegate_body;
 use crate::proxy::overload::{Overload, Shed, Signal};
-use crate::proxy::{BoxError, Proxy, ResponseBody};
+use crate::proxy::{BoxError, ResponseBody};
 
 /// One client connection of the proxy listener, as its task knows it.
 pub(super) struct Client {
@@ -85,7 +86,7 @@ pub(super) fn serve_client<I>(
     arrival: Arrival,
     client: Client,
     builder: &auto::Builder<TokioExecutor>,
-    live: Arc<ArcSwap<Proxy>>,
+    live: Arc<ArcSwap<InForce>>,
 ) -> impl Future<Output = ()>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -101,7 +102,7 @@ where
             let busy = requests.started();
             // Read once per request: a reload affects the next request, even
             // on this connection, never this one.
-            let proxy = live.load_full();
+            let proxy = live.load().proxy().clone();
             // hyper keeps this future's allocation for the connection's whole
             // life; the request's own state (the upstream exchange, the
             // meter before the response head) is boxed apart so it is freed

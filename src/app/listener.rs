@@ -22,9 +22,10 @@ use tokio_util::sync::CancellationToken;
 use super::connection::{Client, serve_client};
 use crate::admin::AdminState;
 use crate::config::Config;
+use crate::in_force::InForce;
 use crate::observe::{Event, HandshakeFailure, Listener, Observers};
+use crate::proxy::arrival;
 use crate::proxy::overload::{self, Overload, Shed};
-use crate::proxy::{Proxy, arrival};
 
 /// The connection limits of both listeners, and the proxy listener's
 /// overload state.
@@ -216,7 +217,7 @@ pub(super) async fn serve_admin(
     listener: TcpListener,
     router: axum::Router,
     limit: Limit,
-    live: Arc<ArcSwap<Proxy>>,
+    live: Arc<ArcSwap<InForce>>,
     stop: CancellationToken,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -279,7 +280,7 @@ pub(super) async fn handshake<S>(
     tls: Option<Arc<rustls::ServerConfig>>,
     timeout: Duration,
     client_addr: SocketAddr,
-    listener: (Listener, &ArcSwap<Proxy>),
+    listener: (Listener, &ArcSwap<InForce>),
 ) -> Option<Served<S>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -300,7 +301,7 @@ pub(super) async fn accept_tls<S>(
     tls: Arc<rustls::ServerConfig>,
     timeout: Duration,
     client_addr: SocketAddr,
-    (listener, live): (Listener, &ArcSwap<Proxy>),
+    (listener, live): (Listener, &ArcSwap<InForce>),
 ) -> Option<tokio_rustls::server::TlsStream<S>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -318,6 +319,7 @@ where
         }
     };
     live.load()
+        .proxy()
         .observers()
         .count(Event::Handshake(listener, failure));
     None
@@ -326,7 +328,7 @@ where
 /// Accepts connections until `shutdown`, then drains for up to `grace`.
 pub(super) async fn serve_proxy(
     listener: TcpListener,
-    live: Arc<ArcSwap<Proxy>>,
+    live: Arc<ArcSwap<InForce>>,
     shutdown: CancellationToken,
     admin: Arc<AdminState>,
     limit: Limit,
@@ -401,7 +403,7 @@ pub(super) async fn serve_proxy(
         });
     }
     drop(listener);
-    let grace = live.load().shutdown_grace();
+    let grace = live.load().config().proxy.shutdown_grace;
     admin.ready.store(false, Ordering::Relaxed);
     tracing::info!(grace = ?grace, "shutting down: draining in-flight requests");
     overload.stop();

@@ -8,9 +8,10 @@
 //! finish for up to the configured grace period, then stops the admin
 //! listener last so the final state can still be scraped while draining.
 //!
-//! The config in force lives in an [`ArcSwap`] that each request reads
-//! once; [`Running::reload`], SIGHUP and the file watcher replace it
-//! (`reload.rs`). The commands register their signal handlers before they
+//! What is in force ([`InForce`]: the configuration, the forwarding
+//! service built from it and its scrapes) lives in an [`ArcSwap`] that
+//! each request reads once; [`Running::reload`], SIGHUP and the file
+//! watcher replace it whole (`reload.rs`). The commands register their signal handlers before they
 //! bind anything (`signals.rs`), so a signal is never met by its default
 //! action.
 //!
@@ -39,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, AdminState};
 use crate::config::Config;
+use crate::in_force::InForce;
 use crate::observe::Observers;
 use crate::observe::access::AccessLog;
 use crate::observe::metrics::Metrics;
@@ -184,19 +186,14 @@ pub async fn start_with(
     // them.
     let shutdown = CancellationToken::new();
     let scraper = scrapes::start(&config, &shutdown).map_err(StartError::Scrape)?;
-    let observers = Observers::new(metrics.clone(), access, otlp.clone()).with_scraper(scraper);
+    let observers = Observers::new(metrics.clone(), access, otlp.clone());
     let connections = Connections::new(&config, &observers);
-    let proxy =
-        Proxy::new(&config, observers, connections.overload.clone()).map_err(StartError::Tls)?;
-    let live = Arc::new(ArcSwap::from_pointee(proxy));
-    // The exposition reads the scrapes of the proxy in force; weakly, since
-    // that proxy holds the metrics.
-    let in_force = Arc::downgrade(&live);
-    metrics.read_scrapes(move || {
-        let live = in_force.upgrade()?;
-        let proxy = live.load();
-        proxy.observers().readings().cloned()
-    });
+    let config = Arc::new(config);
+    let in_force = InForce::build(config.clone(), &observers, scraper, |plan, observers| {
+        Proxy::new(plan, observers, connections.overload.clone())
+    })
+    .map_err(StartError::Tls)?;
+    let live = Arc::new(ArcSwap::from_pointee(in_force));
 
     let proxy_listener =
         TcpListener::bind(config.listen)
@@ -225,7 +222,7 @@ pub async fn start_with(
 
     let admin_state = Arc::new(AdminState {
         metrics: metrics.clone(),
-        live: live.clone(),
+        in_force: live.clone(),
         ready: true.into(),
     });
     let admin_stop = CancellationToken::new();
@@ -246,7 +243,6 @@ pub async fn start_with(
     let watch = source.as_ref().is_some_and(|s| s.watch);
     let sources = config.sources.clone();
     let reloader = Arc::new(reload::Reloader::new(
-        config,
         source,
         live.clone(),
         metrics.clone(),

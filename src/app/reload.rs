@@ -2,11 +2,12 @@
 //! (watched with `notify`) or on SIGHUP, validated, and swapped in.
 //!
 //! A reload runs [`Config::load`] with the command-line overrides the
-//! process started with. When the new config is valid, a new [`Proxy`]
-//! (routes, upstream clients, SLO classes, limits) is built and stored in
+//! process started with. When the new config is valid, a new [`InForce`]
+//! (the config, its forwarding service with its routes, upstream clients,
+//! SLO classes and limits, and its scrapes) is built and stored whole in
 //! the [`ArcSwap`] every new request reads once; requests already running
-//! keep the `Arc<Proxy>` they started with, so their streams, routes and
-//! classes are untouched. When it is invalid, every error is logged and the
+//! keep the forwarding service they started with, so their streams,
+//! routes and classes are untouched. When it is invalid, every error is logged and the
 //! running proxy stays. Both are counted in `tokenmeter_config_reload_total`.
 //!
 //! Settings that belong to sockets or the metrics registry (listen
@@ -29,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigErrors, Overrides, Sources};
 
+use crate::in_force::InForce;
 use crate::observe::metrics::{Metrics, merged_buckets};
-use crate::proxy::Proxy;
 use slo::ObjectiveKind;
 
 /// How long the files must be quiet after a change before they are read:
@@ -84,16 +85,17 @@ pub struct Reloaded {
     pub restart_needed: Vec<String>,
 }
 
-/// The running config and how to replace it.
+/// How to replace what is in force.
 pub(super) struct Reloader {
     source: Option<ConfigSource>,
-    live: Arc<ArcSwap<Proxy>>,
+    /// What is in force, the config among it.
+    live: Arc<ArcSwap<InForce>>,
     metrics: Arc<Metrics>,
-    /// The config in force. Its lock serialises reloads.
-    current: tokio::sync::Mutex<Config>,
-    /// The config the process started with: the settings a reload cannot
-    /// change are compared against it.
-    started: Config,
+    /// Held from reading the files to the swap: reloads one at a time.
+    serial: tokio::sync::Mutex<()>,
+    /// The config the process started with (the first snapshot's, shared):
+    /// the settings a reload cannot change are compared against it.
+    started: Arc<Config>,
     /// The process's shutdown, under which a reload's new scrapes run.
     shutdown: CancellationToken,
 }
@@ -106,37 +108,37 @@ fn unix_now() -> f64 {
 
 impl Reloader {
     pub(super) fn new(
-        config: Config,
         source: Option<ConfigSource>,
-        live: Arc<ArcSwap<Proxy>>,
+        live: Arc<ArcSwap<InForce>>,
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
     ) -> Self {
         metrics.config_loaded(None, unix_now());
+        let started = live.load().config().clone();
         Self {
             source,
             live,
             metrics,
-            current: tokio::sync::Mutex::new(config.clone()),
-            started: config,
+            serial: tokio::sync::Mutex::new(()),
+            started,
             shutdown,
         }
     }
 
-    /// The proxy of `config`, which replaces `current`: with the running
-    /// scraper when the two scrape the same targets, else with a new one.
-    fn rebuild(&self, current: &Config, config: &Config) -> Result<Proxy, ReloadError> {
-        let previous = self.live.load();
-        let observers = if super::scrapes::unchanged(current, config) {
-            previous.observers().clone()
+    /// What is in force with `config`, replacing `previous`: with the
+    /// running scraper when the two scrape the same targets, else with a
+    /// new one.
+    fn rebuild(&self, previous: &InForce, config: Arc<Config>) -> Result<InForce, ReloadError> {
+        let scraper = if super::scrapes::unchanged(previous.config(), &config) {
+            previous.scraper().cloned()
         } else {
-            let scraper =
-                super::scrapes::start(config, &self.shutdown).map_err(ReloadError::Scrape)?;
-            previous.observers().with_scraper(scraper)
+            super::scrapes::start(&config, &self.shutdown).map_err(ReloadError::Scrape)?
         };
-        previous
-            .reloaded(config, observers)
-            .map_err(ReloadError::Tls)
+        let observers = previous.proxy().observers();
+        InForce::build(config, observers, scraper, |plan, observers| {
+            previous.proxy().reloaded(plan, observers)
+        })
+        .map_err(ReloadError::Tls)
     }
 
     /// Reads the files again and swaps the new config in if it is valid.
@@ -150,29 +152,32 @@ impl Reloader {
         let Some(source) = &self.source else {
             return Some(Err(ReloadError::NoFile));
         };
-        let mut current = self.current.lock().await;
+        let _serial = self.serial.lock().await;
         let (path, overrides) = (source.path.clone(), source.overrides.clone());
         let loaded = tokio::task::spawn_blocking(move || Config::load(&path, &overrides)).await;
+        let previous = self.live.load_full();
         let result = match loaded {
             Err(e) => Err(ReloadError::Task(e.to_string())),
             Ok(Err(errors)) => Err(ReloadError::Invalid(errors)),
             Ok(Ok(config)) => {
-                if only_if_changed && config == *current {
+                if only_if_changed && config == **previous.config() {
                     tracing::debug!(trigger, "config files touched but unchanged");
                     return None;
                 }
-                match self.rebuild(&current, &config) {
+                let config = Arc::new(config);
+                match self.rebuild(&previous, config.clone()) {
                     Err(e) => Err(e),
-                    Ok(proxy) => {
-                        self.live.store(Arc::new(proxy));
+                    Ok(in_force) => {
+                        self.live.store(Arc::new(in_force));
                         self.metrics.set_slo_targets(&config.slo_classes);
                         let restart_needed = restart_needed(&self.started, &config);
-                        *current = config;
                         Ok(Reloaded { restart_needed })
                     }
                 }
             }
         };
+        let current = self.live.load();
+        let current = current.config();
         match &result {
             Ok(reloaded) => {
                 self.metrics.config_loaded(Some(true), unix_now());
@@ -210,8 +215,8 @@ impl Reloader {
         Some(result)
     }
 
-    async fn sources(&self) -> Sources {
-        self.current.lock().await.sources.clone()
+    fn sources(&self) -> Sources {
+        self.live.load().config().sources.clone()
     }
 }
 
@@ -406,7 +411,7 @@ pub(super) fn spawn_watcher(
                 }
             }
             if let Some(Ok(_)) = reloader.reload("watch", true).await {
-                let new = WatchSet::new(&reloader.sources().await);
+                let new = WatchSet::new(&reloader.sources());
                 if new != set {
                     // Drop the old watch first so its events stop.
                     drop(watcher.take());

@@ -16,7 +16,8 @@
 //! and held by the `Proxy`): the metrics (whose registry and live windows the admin
 //! listener reads), when the process logs, the access log's writer, and,
 //! when configured, the OTLP export; with them, the [`Policy`] of the
-//! configuration in force. A request's SLO class, tenant and labels are
+//! configuration in force and the readings of its engines. A request's
+//! SLO class, tenant and labels are
 //! resolved once, when it starts ([`Observers::request`]), with the load
 //! it meets then (`load.rs`), and made final when the upstream answers
 //! (and, for a request that named no model, when its response names one);
@@ -39,7 +40,7 @@ use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
 use super::trace::Trace;
 use crate::config::Config;
-use crate::scrape::{Readings, Scraper};
+use crate::scrape::Readings;
 use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
 use slo::sketch::Sketch;
@@ -58,10 +59,9 @@ pub struct Observers {
     /// What the configuration in force says of how its requests are
     /// observed.
     policy: Arc<Policy>,
-    /// The scrapes of the routes' engines and GPUs in force, when any
-    /// route names one: dropped with the last proxy that holds them, which
-    /// stops their tasks.
-    scraper: Option<Arc<Scraper>>,
+    /// The latest readings of the routes' engines and GPUs in force, when
+    /// any route names one: a request's load at arrival reads them.
+    readings: Option<Readings>,
 }
 
 impl Observers {
@@ -73,33 +73,16 @@ impl Observers {
             access: access.map(Arc::new),
             otlp,
             policy: Arc::default(),
-            scraper: None,
+            readings: None,
         }
     }
 
-    /// The same observers, reading the engines and GPUs that `scraper`
-    /// scrapes (none when `None`).
-    pub fn with_scraper(&self, scraper: Option<Arc<Scraper>>) -> Self {
-        Self {
-            scraper,
-            ..self.clone()
-        }
-    }
-
-    /// The scraper in force, when a route names an engine or GPU endpoint.
-    pub fn scraper(&self) -> Option<&Arc<Scraper>> {
-        self.scraper.as_ref()
-    }
-
-    /// The latest readings of the engines and GPUs in force.
-    pub fn readings(&self) -> Option<&Readings> {
-        self.scraper.as_deref().map(Scraper::readings)
-    }
-
-    /// The same observers, for the requests of `config`.
-    pub fn configured(&self, config: &Config) -> Self {
+    /// The same observers, for the requests of `config`, whose engines
+    /// and GPUs are read from `readings` (none when `None`).
+    pub fn configured(&self, config: &Config, readings: Option<&Readings>) -> Self {
         Self {
             policy: Arc::new(Policy::of(config)),
+            readings: readings.cloned(),
             ..self.clone()
         }
     }
@@ -174,7 +157,8 @@ impl Observers {
         let load = Load {
             in_flight: count,
             engine: self
-                .readings()
+                .readings
+                .as_ref()
                 .and_then(|r| EngineLoad::of(r, route, labels.model())),
         };
         let class = chosen.class;
@@ -408,7 +392,7 @@ mod tests {
         }
         meter.end(t0 + Duration::from_millis(5600));
         drop(meter);
-        let text = o.metrics().encode(false);
+        let text = o.metrics().encode(false, None);
         assert_eq!(count(&text, "llm_stalls_total{"), 2.0, "{text}");
         assert!(
             (count(&text, "llm_stalled_seconds_total{") - 5.5).abs() < 1e-9,
@@ -429,7 +413,7 @@ mod tests {
         let t0 = Instant::now();
         let recorder = o.request(started(&parts));
         let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
-        let text = o.metrics().encode(false);
+        let text = o.metrics().encode(false, None);
         assert_eq!(count(&text, "llm_requests_in_flight{"), 1.0, "{text}");
         meter.response_head(t0, 200, Some(b"text/event-stream"), None);
         let chunk =
@@ -439,7 +423,7 @@ mod tests {
         meter.end(t0 + Duration::from_millis(40));
         meter.end(t0 + Duration::from_millis(50));
         drop(meter);
-        let text = o.metrics().encode(false);
+        let text = o.metrics().encode(false, None);
         assert_eq!(count(&text, "llm_requests_in_flight{"), 0.0, "{text}");
         assert_eq!(count(&text, "llm_requests_total{"), 1.0, "{text}");
         assert_eq!(
@@ -482,7 +466,7 @@ mod tests {
             meter.end(at);
         };
         run(Some("req-1"), &[10, 700, 30]);
-        let text = o.metrics().encode(true);
+        let text = o.metrics().encode(true, None);
         let exemplar = |family: &str| -> Vec<&str> {
             text.lines()
                 .filter(|l| l.starts_with(family) && l.contains(" # {"))
@@ -509,7 +493,7 @@ mod tests {
         // A request without an id moves no exemplar; a later one with an
         // id takes its bucket's.
         run(None, &[10]);
-        let before = o.metrics().encode(true);
+        let before = o.metrics().encode(true, None);
         assert_eq!(
             before.matches(r#" # {request_id="req-1"}"#).count(),
             4,
@@ -517,7 +501,7 @@ mod tests {
         );
         assert_eq!(before.matches(" # {").count(), 4, "{before}");
         run(Some("req-2"), &[10, 700, 30]);
-        let after = o.metrics().encode(true);
+        let after = o.metrics().encode(true, None);
         assert_eq!(
             after.matches(r#" # {request_id="req-2"}"#).count(),
             4,
@@ -526,6 +510,6 @@ mod tests {
         assert_eq!(after.matches(" # {").count(), 4, "{after}");
         assert!(after.ends_with("# EOF\n"));
         // The Prometheus text format has none.
-        assert!(!o.metrics().encode(false).contains(" # {"));
+        assert!(!o.metrics().encode(false, None).contains(" # {"));
     }
 }

@@ -42,7 +42,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
-use crate::config::{Config, Protocol, Route};
+use crate::config::{Protocol, ProxySettings, Route};
 
 use crate::observe::{Event, Observers, Rejection, Started, Trace};
 use client_body::{ReadAhead, read_ahead};
@@ -74,9 +74,10 @@ struct RouteState {
 /// started with (an `Arc`) to its end, so its route, class and limits never
 /// change under it.
 pub struct Proxy {
-    /// The configuration this proxy was built from, for `/config`.
-    config: Arc<Config>,
     routes: Vec<RouteState>,
+    /// How its upstreams keep idle connections: a reload that changes it
+    /// builds every upstream anew.
+    keepalive: Keepalive,
     /// What each metered request is reported to, and what the proxy
     /// reports of itself, configured for this configuration's requests.
     observers: Observers,
@@ -86,7 +87,16 @@ pub struct Proxy {
     overload: Arc<Overload>,
     limits: Limits,
     forwarded: XForwarded,
-    shutdown_grace: std::time::Duration,
+}
+
+/// What a forwarding service is built from: a configuration's routes and
+/// proxy settings, and the bound of a usage report's counts.
+#[derive(Clone, Copy)]
+pub struct Plan<'a> {
+    pub routes: &'a [Route],
+    pub settings: &'a ProxySettings,
+    /// `metrics.max_usage_tokens`: a usage count above it is refused.
+    pub max_usage_tokens: u64,
 }
 
 /// A request being forwarded, as far as reporting how it ends needs: what
@@ -107,20 +117,20 @@ impl Proxy {
     /// `observers`; request bodies read ahead are shed as `overload` says.
     /// Fails only if TLS cannot be set up.
     pub fn new(
-        config: &Config,
+        plan: Plan<'_>,
         observers: Observers,
         overload: Arc<Overload>,
     ) -> Result<Self, rustls::Error> {
-        Self::build(config, observers, overload, None)
+        Self::build(plan, observers, overload, None)
     }
 
-    /// The proxy of a reloaded `config`. A route of the same name whose
-    /// upstream, connect timeout and trusted roots are unchanged keeps its
-    /// upstream, and so its pooled connections. Its requests are reported
-    /// to `observers` (this proxy's, with the scraper of the new
-    /// configuration).
-    pub fn reloaded(&self, config: &Config, observers: Observers) -> Result<Self, rustls::Error> {
-        Self::build(config, observers, self.overload.clone(), Some(self))
+    /// The proxy of a reloaded configuration's `plan`. A route of the
+    /// same name whose upstream, connect timeout and trusted roots are
+    /// unchanged keeps its upstream, and so its pooled connections. Its
+    /// requests are reported to `observers` (configured for the new
+    /// configuration, reading its scrapes).
+    pub fn reloaded(&self, plan: Plan<'_>, observers: Observers) -> Result<Self, rustls::Error> {
+        Self::build(plan, observers, self.overload.clone(), Some(self))
     }
 
     /// What this proxy's requests are reported to.
@@ -129,16 +139,16 @@ impl Proxy {
     }
 
     fn build(
-        config: &Config,
+        plan: Plan<'_>,
         observers: Observers,
         overload: Arc<Overload>,
         previous: Option<&Proxy>,
     ) -> Result<Self, rustls::Error> {
-        let observers = observers.configured(config);
-        let keepalive = Keepalive::of(&config.proxy);
+        let settings = plan.settings;
+        let keepalive = Keepalive::of(settings);
         let reusable = |route: &Route| {
             let previous = previous?;
-            if Keepalive::of(&previous.config.proxy) != keepalive {
+            if previous.keepalive != keepalive {
                 return None;
             }
             previous.routes.iter().find(|old| {
@@ -148,7 +158,7 @@ impl Proxy {
                     && old.route.tls_roots == route.tls_roots
             })
         };
-        let routes = config
+        let routes = plan
             .routes
             .iter()
             .map(|route| {
@@ -168,33 +178,22 @@ impl Proxy {
             })
             .collect::<Result<_, rustls::Error>>()?;
         Ok(Self {
-            config: Arc::new(config.clone()),
             routes,
+            keepalive,
             observers,
-            max_request_body: config.proxy.max_request_body_bytes,
-            max_retry_body: config.proxy.max_retry_body_bytes,
+            max_request_body: settings.max_request_body_bytes,
+            max_retry_body: settings.max_retry_body_bytes,
             overload,
             limits: Limits {
-                body: config.proxy.max_response_body_bytes,
-                usage_tokens: config.metrics.max_usage_tokens,
+                body: settings.max_response_body_bytes,
+                usage_tokens: plan.max_usage_tokens,
                 ..Limits::default()
             },
             forwarded: XForwarded {
-                x_forwarded: config.proxy.x_forwarded,
-                trusted_proxies: config.proxy.trusted_proxies.clone(),
+                x_forwarded: settings.x_forwarded,
+                trusted_proxies: settings.trusted_proxies.clone(),
             },
-            shutdown_grace: config.proxy.shutdown_grace,
         })
-    }
-
-    /// The configuration in force.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// How long in-flight requests may take to finish on shutdown.
-    pub fn shutdown_grace(&self) -> std::time::Duration {
-        self.shutdown_grace
     }
 
     /// Forwards one request whose head was received at `t0`
@@ -467,7 +466,7 @@ struct Keepalive {
 }
 
 impl Keepalive {
-    fn of(settings: &crate::config::ProxySettings) -> Self {
+    fn of(settings: &ProxySettings) -> Self {
         Self {
             max_idle: settings.upstream_idle_connections,
             idle_timeout: settings.upstream_idle_timeout,

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
+mod in_force;
+
 const MAX_LINES: usize = 800;
 
 /// A module: its path from the crate root (the crate's name first).

@@ -420,3 +420,91 @@ async fn a_limit_added_by_a_reload_counts_the_streams_already_in_flight() {
     );
     proxy.stop().await;
 }
+
+/// A page server on 127.0.0.1 answering every request with `page`.
+async fn page_server(page: &'static [u8]) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let _ = read_until(&mut stream, b"\r\n\r\n").await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    page.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(page).await;
+            });
+        }
+    });
+    addr
+}
+
+/// A reload swaps the configuration, the forwarding service and the
+/// scrapes together: `/config`, the engine figures and new requests are
+/// the new route's at once, while a stream in flight across the reload
+/// ends under the route it started on, counted once.
+#[tokio::test]
+async fn a_reload_swaps_configuration_proxy_and_scrapes_together() {
+    const VLLM: &[u8] = include_bytes!("../../crates/telemetry/tests/data/vllm.prom");
+    const SGLANG: &[u8] = include_bytes!("../../crates/telemetry/tests/data/sglang.prom");
+    let (upstream, mut gates) = gated_upstream().await;
+    let (vllm, sglang) = (page_server(VLLM).await, page_server(SGLANG).await);
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_files(dir.path(), upstream, false).await;
+    let route = |name: &str, engine: SocketAddr| {
+        format!(
+            "scrape: {{interval: 200ms, timeout: 150ms}}\nslo_files: [slo/*.yaml]\nroutes:\n  - name: {name}\n    match: {{path_prefix: /v1/}}\n    upstream: http://{upstream}\n    slo: interactive\n    engine_metrics: http://{engine}/metrics\n"
+        )
+    };
+    let main = dir.path().join("main.yaml");
+    std::fs::write(&main, route("before", vllm)).unwrap();
+    proxy.reload().await.unwrap();
+    let engine = |s: &[Sample], route: &str, server: &str| {
+        value(
+            s,
+            "llm_engine_info",
+            &[("route", route), ("server", server)],
+        )
+    };
+    scrape_until(proxy.admin_addr, |s| engine(s, "before", "vllm") == 1.0).await;
+
+    // Stream A starts on route `before`, and is held open.
+    let pieces = pieces();
+    let (mut a, gate_a, mut seen_a) = held_stream(proxy.proxy_addr, &mut gates, &pieces).await;
+
+    std::fs::write(&main, route("after", sglang)).unwrap();
+    proxy.reload().await.unwrap();
+    let config = admin_json(proxy.admin_addr, "/config").await;
+    assert_eq!(config["routes"][0]["name"], "after", "{config}");
+    // The old scrapes stopped with the snapshot that held them: the
+    // engine figures are the new route's only.
+    let s = scrape_until(proxy.admin_addr, |s| engine(s, "after", "sglang") == 1.0).await;
+    assert!(
+        s.iter().all(|x| !(x.name.starts_with("llm_engine")
+            && x.labels.get("route").is_some_and(|r| r == "before"))),
+        "the old route's engine is still exported"
+    );
+
+    // A new request goes by the new route.
+    assert_eq!(
+        request(proxy.proxy_addr, "/v1/chat/completions", &mut gates).await,
+        200
+    );
+    // A ends, byte for byte, counted once, under the route it started on.
+    feed_rest(gate_a, &pieces).await;
+    a.read_to_end(&mut seen_a).await.unwrap();
+    assert_eq!(
+        parse_response(&seen_a).body(),
+        fixture("openai-chat-basic-usage.sse")
+    );
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "llm_requests_total", &[]) >= 2.0 && sum(s, "llm_requests_in_flight", &[]) == 0.0
+    })
+    .await;
+    let requests = |route: &str| sum(&s, "llm_requests_total", &[("route", route)]);
+    assert_eq!((requests("before"), requests("after")), (1.0, 1.0));
+    assert_eq!(sum(&s, "llm_requests_total", &[]), 2.0);
+    proxy.stop().await;
+}

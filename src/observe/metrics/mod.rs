@@ -317,20 +317,11 @@ impl Metrics {
         let _ = self.log_drops.set(Box::new(dropped));
     }
 
-    /// Reads the routes' engines and GPUs at each exposition from
-    /// `readings`: the readings of the scraper in force, if any. Only the
-    /// first source set is used.
-    pub fn read_scrapes(
-        &self,
-        readings: impl Fn() -> Option<crate::scrape::Readings> + Send + Sync + 'static,
-    ) {
-        self.telemetry.read_from(readings);
-    }
-
-    /// The routes' engine and GPU figures now, as the exposition has them,
-    /// for `/slo` and the live page.
-    pub fn telemetry(&self) -> TelemetryReport {
-        self.telemetry.report(Instant::now())
+    /// The routes' engine and GPU figures of `readings` (those of the
+    /// configuration in force) now, as the exposition has them, for `/slo`
+    /// and the live page.
+    pub fn telemetry(&self, readings: Option<&Readings>) -> TelemetryReport {
+        self.telemetry.report(readings, Instant::now())
     }
 
     /// Per class, its targets and thresholds as gauges, so PromQL and
@@ -438,14 +429,12 @@ impl Metrics {
 
     /// The exposition of the registry: the Prometheus text format 0.0.4,
     /// or with `openmetrics` the OpenMetrics text format, which has the
-    /// latency histograms' exemplars.
-    pub fn encode(&self, openmetrics: bool) -> String {
-        self.encode_with(openmetrics, None)
-    }
-
-    /// [`encode`](Self::encode), with the knee and headroom gauges read
-    /// against the engines' loads in `readings` where they are scraped.
-    pub fn encode_with(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
+    /// latency histograms' exemplars. The engines' and GPUs' families, and
+    /// the knee and headroom gauges (read against the engines' loads where
+    /// they are scraped), are those of `readings`: the configuration in
+    /// force's.
+    pub fn encode(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
+        self.telemetry.refresh(readings, Instant::now());
         let _gauges = self.capacity_gauges.update(
             &self.capacity,
             &self.live,

@@ -4,7 +4,8 @@
 //! the server; the scrapes' failures and the GPU-seconds as counters; and
 //! output tokens per GPU-second over the live windows.
 //!
-//! The figures are read when the exposition is asked for, never kept: a
+//! The figures are read from the readings of the configuration in force,
+//! which the exposition is handed (`Metrics::encode`), never kept: a
 //! gauge has a sample only while its target's reading is fresh, so a
 //! figure of an endpoint gone wrong disappears rather than freezing. The
 //! counters are this exporter's own, fed with what each scraper counted
@@ -15,7 +16,7 @@
 //! store (atomic loads) and the live windows' report.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -29,14 +30,9 @@ use crate::scrape::{Reading, Readings, Reason, Source};
 
 use names::Family;
 
-/// Where the readings of the scraper in force are found, at each
-/// exposition (none when no route names an endpoint).
-type ReadingsOf = Box<dyn Fn() -> Option<Readings> + Send + Sync>;
-
 /// The families of the engines' and GPUs' figures, filled at each
 /// exposition.
 pub(super) struct Telemetry {
-    readings: OnceLock<ReadingsOf>,
     /// The live windows, for output tokens per GPU-second.
     live: Arc<Live>,
     engine_info: GaugeVec,
@@ -76,7 +72,6 @@ impl Telemetry {
         let f = names::SCRAPE_FAILURES;
         let failures = IntCounterVec::new(Opts::new(f.name(namespace), f.help), f.labels)?;
         Ok(Self {
-            readings: OnceLock::new(),
             live,
             engine_info: gauges(names::ENGINE_INFO)?,
             running: gauges(names::ENGINE_RUNNING)?,
@@ -97,13 +92,12 @@ impl Telemetry {
         })
     }
 
-    /// Reads the scraper in force from `readings` at each exposition. Only
-    /// the first source set is used.
-    pub(super) fn read_from(
-        &self,
-        readings: impl Fn() -> Option<Readings> + Send + Sync + 'static,
-    ) {
-        let _ = self.readings.set(Box::new(readings));
+    /// Fills the families from `readings` (those of the configuration in
+    /// force; `None` when no route names an endpoint) at `now`, for the
+    /// exposition that follows.
+    pub(super) fn refresh(&self, readings: Option<&Readings>, now: Instant) {
+        let mut counted = self.counted.lock().unwrap_or_else(|e| e.into_inner());
+        self.fill(&mut counted, readings, now);
     }
 
     fn gauges(&self) -> [&GaugeVec; 13] {
@@ -283,11 +277,11 @@ pub struct PerGpuSecond {
 }
 
 impl Telemetry {
-    /// The figures of the scraper in force at `now`; empty when no route
-    /// names an endpoint.
-    pub(super) fn report(&self, now: Instant) -> TelemetryReport {
-        match self.readings.get().and_then(|of| of()) {
-            Some(readings) => self.report_of(&readings, now),
+    /// The figures of `readings` (the configuration in force's) at `now`;
+    /// empty when no route names an endpoint.
+    pub(super) fn report(&self, readings: Option<&Readings>, now: Instant) -> TelemetryReport {
+        match readings {
+            Some(readings) => self.report_of(readings, now),
             None => TelemetryReport::default(),
         }
     }
@@ -387,12 +381,9 @@ impl Collector for Registered {
             .collect()
     }
 
+    /// The families as the exposition's [`Telemetry::refresh`] filled them.
     fn collect(&self) -> Vec<MetricFamily> {
-        let t = &self.0;
-        let mut counted = t.counted.lock().unwrap_or_else(|e| e.into_inner());
-        let readings = t.readings.get().and_then(|of| of());
-        t.fill(&mut counted, readings.as_ref(), Instant::now());
-        t.families()
+        self.0.families()
     }
 }
 

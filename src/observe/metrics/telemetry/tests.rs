@@ -302,7 +302,7 @@ fn the_families_are_the_catalogue_s() {
 #[test]
 fn the_report_shows_what_the_families_hold() {
     let t = telemetry();
-    assert_eq!(t.report(Instant::now()), TelemetryReport::default());
+    assert_eq!(t.report(None, Instant::now()), TelemetryReport::default());
     let r = readings();
     let at = Instant::now();
     r.store_by_hand(
@@ -319,9 +319,7 @@ fn the_report_shows_what_the_families_hold() {
             reading: gpus(2),
         },
     );
-    let source = r.clone();
-    t.read_from(move || Some(source.clone()));
-    let report = t.report(at);
+    let report = t.report(Some(&r), at);
     assert_eq!(report.routes.len(), 1);
     let chat = &report.routes[0];
     assert_eq!(chat.route, "chat");
@@ -337,6 +335,6 @@ fn the_report_shows_what_the_families_hold() {
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["routes"][0]["gpus"]["sm_active_ratio"]["mean"], 0.3);
     // Stale: nothing.
-    let later = t.report(at + INTERVAL * 4);
+    let later = t.report(Some(&r), at + INTERVAL * 4);
     assert!(later.routes.is_empty(), "{later:?}");
 }

@@ -1,0 +1,85 @@
+//! What is in force: one configuration and everything built from it, as
+//! one value that `app` makes at start-up and swaps whole on a reload.
+//!
+//! [`InForce`] holds the configuration (the process's only copy of it in
+//! force), the forwarding service built from it, and the scrapes of its
+//! routes' engines and GPUs. Whoever needs any of them reads the snapshot
+//! in force: the proxy listener (a request takes its forwarding service,
+//! a connection its TLS), the admin listener (its TLS and credentials,
+//! `/config`, the exposition and `/slo`, which read the engines and GPUs
+//! through [`InForce::readings`], the one way to them). Nothing built from
+//! a configuration reaches back up to the snapshot that holds it: the
+//! snapshot is handed down.
+//!
+//! A request holds the forwarding service it started with ([`Proxy`], an
+//! `Arc`), never the snapshot, so a reload that replaces the scrapes stops
+//! the old ones at once, while the request ends under its own
+//! configuration's routes, classes and limits.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::observe::Observers;
+use crate::proxy::{Plan, Proxy};
+use crate::scrape::{Readings, Scraper};
+
+/// One configuration in force and what was built from it.
+pub struct InForce {
+    /// The configuration: `/config`, the listeners' TLS and limits, the
+    /// admin credentials, and the base a reload is compared against.
+    config: Arc<Config>,
+    /// The forwarding service of `config`.
+    proxy: Arc<Proxy>,
+    /// The scrapes of `config`'s engines and GPUs, when a route names one;
+    /// shared with the next snapshot when a reload leaves them as they
+    /// were, and stopped when the last snapshot holding them is dropped.
+    scraper: Option<Arc<Scraper>>,
+}
+
+impl InForce {
+    /// The snapshot of `config` with its `scraper`: the forwarding service
+    /// that `build` makes of the configuration's plan (a new one, or one
+    /// reloaded from the previous), reporting to `observers` configured for
+    /// `config` and reading its scrapes.
+    pub fn build(
+        config: Arc<Config>,
+        observers: &Observers,
+        scraper: Option<Arc<Scraper>>,
+        build: impl FnOnce(Plan<'_>, Observers) -> Result<Proxy, rustls::Error>,
+    ) -> Result<Self, rustls::Error> {
+        let readings = scraper.as_deref().map(Scraper::readings);
+        let observers = observers.configured(&config, readings);
+        let plan = Plan {
+            routes: &config.routes,
+            settings: &config.proxy,
+            max_usage_tokens: config.metrics.max_usage_tokens,
+        };
+        let proxy = Arc::new(build(plan, observers)?);
+        Ok(Self {
+            config,
+            proxy,
+            scraper,
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The forwarding service: a request holds a clone of it to its end.
+    pub fn proxy(&self) -> &Arc<Proxy> {
+        &self.proxy
+    }
+
+    /// The running scrapes, for a reload that keeps them.
+    pub fn scraper(&self) -> Option<&Arc<Scraper>> {
+        self.scraper.as_ref()
+    }
+
+    /// The latest readings of the engines and GPUs in force, when any
+    /// route names one.
+    pub fn readings(&self) -> Option<&Readings> {
+        self.scraper.as_deref().map(Scraper::readings)
+    }
+}
