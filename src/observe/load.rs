@@ -5,19 +5,12 @@
 //! its latest fresh scrape.
 //!
 //! The requests in flight are counted per route and model label, across
-//! classes and tenants, in [`InFlight`]: an atomic per pair, found through
-//! a map that readers load without a lock (`ArcSwap`) and that is copied
-//! only when a pair is first seen. Pairs are bounded by the routes and the
-//! model label's bounds, so the copies are few. A request resolves its
-//! counter once, when it starts, as it does its Prometheus handles.
-
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-use arc_swap::ArcSwap;
+//! classes and tenants, by the live windows' owner
+//! (`metrics::windows`), with the one count type and its lock-free map.
 
 use crate::scrape::{Latest, Reading, Readings, Source};
+use slo::found::Found;
+use slo::in_flight::InFlight;
 use telemetry::EngineFigures;
 
 /// The load one request met when it was sent.
@@ -93,68 +86,17 @@ impl Load {
 
 /// The load on `route` and `model` now: the engine's running plus waiting
 /// requests where its reading is fresh and has both, else the requests in
-/// flight counted by `in_flight`. What the headroom is read against.
-pub fn now(in_flight: &InFlight, readings: Option<&Readings>, route: &str, model: &str) -> u64 {
+/// flight counted `by_model`. What the headroom is read against.
+pub fn now(
+    by_model: &Found<InFlight, 2>,
+    readings: Option<&Readings>,
+    route: &str,
+    model: &str,
+) -> u64 {
     readings
         .and_then(|r| EngineLoad::of(r, route, model))
         .and_then(|e| e.requests())
-        .unwrap_or_else(|| in_flight.count(route, model))
-}
-
-type Counts = HashMap<Box<str>, HashMap<Box<str>, Arc<AtomicU64>>>;
-
-/// The metered requests in flight per route and model label, shared by
-/// every request and kept across reloads.
-#[derive(Default)]
-pub struct InFlight {
-    counts: ArcSwap<Counts>,
-    /// Held while a new pair's counter is added, so two first requests of
-    /// a pair share one.
-    grow: Mutex<()>,
-}
-
-impl InFlight {
-    /// Counts a request of `route` and `model` in flight until the
-    /// returned guard drops, and returns the count with it included.
-    pub fn enter(&self, route: &str, model: &str) -> (Entered, u64) {
-        let counter = self.counter(route, model);
-        let count = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        (Entered(counter), count)
-    }
-
-    /// Requests of `route` and `model` in flight now.
-    pub fn count(&self, route: &str, model: &str) -> u64 {
-        self.counts
-            .load()
-            .get(route)
-            .and_then(|models| models.get(model))
-            .map_or(0, |c| c.load(Ordering::Relaxed))
-    }
-
-    fn counter(&self, route: &str, model: &str) -> Arc<AtomicU64> {
-        if let Some(c) = self.counts.load().get(route).and_then(|m| m.get(model)) {
-            return c.clone();
-        }
-        let _grow = self.grow.lock().unwrap_or_else(|e| e.into_inner());
-        let mut counts = Counts::clone(&self.counts.load());
-        let counter = counts
-            .entry(route.into())
-            .or_default()
-            .entry(model.into())
-            .or_default()
-            .clone();
-        self.counts.store(Arc::new(counts));
-        counter
-    }
-}
-
-/// A request counted in flight; dropping it counts it out.
-pub struct Entered(Arc<AtomicU64>);
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
+        .unwrap_or_else(|| by_model.find([route, model]).map_or(0, |c| c.now()))
 }
 
 #[cfg(test)]
@@ -163,23 +105,6 @@ mod tests {
     use super::*;
     use telemetry::{EngineReading, ModelReading};
     use tokio::time::Instant;
-
-    #[test]
-    fn a_request_counts_itself_and_leaves_when_its_guard_drops() {
-        let f = InFlight::default();
-        let (a, n) = f.enter("r", "m");
-        assert_eq!(n, 1);
-        let (b, n) = f.enter("r", "m");
-        assert_eq!(n, 2);
-        // Other models and routes are counted apart.
-        assert_eq!(f.enter("r", "other").1, 1);
-        assert_eq!(f.enter("s", "m").1, 1);
-        drop(a);
-        assert_eq!(f.count("r", "m"), 1);
-        drop(b);
-        assert_eq!((f.count("r", "m"), f.count("r", "x")), (0, 0));
-        assert_eq!(f.enter("r", "m").1, 1);
-    }
 
     fn engine(models: Vec<ModelReading>) -> Latest {
         Latest {

@@ -34,8 +34,8 @@ use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::class::Policy;
 use super::event::Event;
 use super::labels::Labels;
-use super::load::{EngineLoad, Entered, InFlight, Load};
-use super::metrics::{ExemplarId, LiveRequest, Metrics, ReceivingBody, RequestRecorder};
+use super::load::{EngineLoad, Load};
+use super::metrics::{ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder};
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
 use super::trace::Trace;
@@ -43,6 +43,7 @@ use crate::config::Config;
 use crate::scrape::Readings;
 use meter::{ParseError, Recorder, Summary};
 use slo::SloClass;
+use slo::live::Live;
 use slo::sketch::Sketch;
 
 /// Everything that observes requests, shared by every request of a proxy
@@ -152,8 +153,7 @@ impl Observers {
         // Its load at arrival: counted in flight by route and model label
         // now, itself included, and the engine's figures where it is
         // scraped.
-        let in_flight = self.metrics.in_flight_load().clone();
-        let (entered, count) = in_flight.enter(route, labels.model());
+        let (place, count) = self.metrics.enter(&labels);
         let load = Load {
             in_flight: count,
             engine: self
@@ -177,7 +177,7 @@ impl Observers {
             labels,
             prometheus,
             live,
-            tenants: tenant.map(|_| self.metrics.clone()),
+            tenants: tenant.map(|_| self.metrics.live().clone()),
             access,
             otlp,
             class,
@@ -185,8 +185,8 @@ impl Observers {
             itl: Sketch::new(),
             gaps: Gaps::default(),
             load,
-            in_flight,
-            entered: Some(entered),
+            metrics: self.metrics.clone(),
+            place: Some(place),
             stall_threshold: self.policy.stall_threshold,
             slow_reader_share: self.policy.slow_reader_share,
         }
@@ -215,9 +215,9 @@ pub struct Observed {
     labels: Labels,
     prometheus: RequestRecorder,
     live: LiveRequest,
-    /// For a request with a tenant: the metrics whose live windows hold
-    /// its tenant's series.
-    tenants: Option<Arc<Metrics>>,
+    /// For a request with a tenant: the live windows that hold its
+    /// tenant's series.
+    tenants: Option<Arc<Live>>,
     access: Option<(Arc<AccessLog>, Entry)>,
     /// What the OpenTelemetry export needs of it, when there is one.
     otlp: Option<Box<Exported>>,
@@ -232,44 +232,45 @@ pub struct Observed {
     gaps: Gaps,
     /// The load it met when it was sent.
     load: Load,
-    /// The requests in flight by route and model label, and its place
-    /// among them until it finishes.
-    in_flight: Arc<InFlight>,
-    entered: Option<Entered>,
+    /// Where it is counted in flight (by route, model and class label),
+    /// and its place there until it finishes.
+    metrics: Arc<Metrics>,
+    place: Option<Place>,
     stall_threshold: Duration,
     slow_reader_share: f64,
+}
+
+impl Observed {
+    /// In flight under its labels' model from now on (its `model` label
+    /// changed), unless it has finished.
+    fn move_in_flight(&mut self) {
+        if self.place.is_some() {
+            self.place = Some(self.metrics.enter(&self.labels).0);
+        }
+    }
 }
 
 impl Recorder for Observed {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
         // The labels are final now that the upstream answered.
         let moved = self.labels.admit(status);
-        if moved && self.entered.is_some() {
-            // In flight under its own model label from now on.
-            let (entered, _) = self
-                .in_flight
-                .enter(self.labels.route(), self.labels.model());
-            self.entered = Some(entered);
+        if moved {
+            self.move_in_flight();
         }
-        self.prometheus
-            .response_headers(&self.labels, moved, elapsed);
+        self.prometheus.response_headers(&self.labels, elapsed);
         self.headers = Some(elapsed);
-        if let Some(metrics) = &self.tenants {
+        if let Some(live) = &self.tenants {
             self.live
-                .start_tenant(metrics.live(), self.labels.tenant(), Instant::now());
+                .start_tenant(live, self.labels.tenant(), Instant::now());
         }
     }
 
     fn response_model(&mut self, model: &str) {
         // A request that named no model is labelled with it from now on.
-        let moved = self.labels.response_model(model);
-        if moved && self.entered.is_some() {
-            let (entered, _) = self
-                .in_flight
-                .enter(self.labels.route(), self.labels.model());
-            self.entered = Some(entered);
+        if self.labels.response_model(model) {
+            self.move_in_flight();
         }
-        self.prometheus.labels_final(&self.labels, moved);
+        self.prometheus.labels_final(&self.labels);
     }
 
     fn first_token(&mut self, ttft: Duration) {
@@ -293,7 +294,7 @@ impl Recorder for Observed {
     fn finish(&mut self, summary: &Summary) {
         // A name still waiting for an answer never got one.
         self.labels.settle();
-        self.entered = None;
+        self.place = None;
         let slow_reader = super::request::slow_reader(
             summary.elapsed,
             summary.client_wait,
@@ -313,11 +314,11 @@ impl Recorder for Observed {
             load: self.load,
         };
         self.prometheus.finish(&finished);
-        if let Some(metrics) = &self.tenants
+        if let Some(live) = &self.tenants
             && !self.live.has_tenant()
         {
             self.live
-                .start_tenant(metrics.live(), self.labels.tenant(), finished.at);
+                .start_tenant(live, self.labels.tenant(), finished.at);
         }
         self.live.finish(&finished, std::mem::take(&mut self.itl));
         if let Some((log, entry)) = &self.access {

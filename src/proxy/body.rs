@@ -32,10 +32,10 @@ use bytes::Bytes;
 use http_body_util::Full;
 use tokio::time::Instant;
 
-use super::admission::Slot;
 use super::delegate::delegate_body;
 pub use super::upstream::{BoxError, FromUpstream};
 use crate::observe::Meter;
+use slo::in_flight::Entered;
 
 pub use admitted::Admitted;
 pub use idle::{Activity, Idle, IdleTimeout};
@@ -66,7 +66,7 @@ impl ResponseBody {
         meter: Option<Meter>,
         idle: Duration,
         now: Instant,
-        slot: Slot,
+        slot: Entered,
     ) -> Self {
         let metered = Metered::new(inner, meter, now);
         ResponseBody::Upstream(Box::new(Admitted::new(

@@ -16,13 +16,14 @@
 //! own file: the client's request body and its read-ahead
 //! ([`client_body`]), the request rewrite ([`rewrite`]), the upstream's
 //! connections and exchange ([`upstream`]), the forwarded response body
-//! ([`body`]), the one place failures become responses ([`error`]), a
-//! route's requests in flight (`admission`), the listener's overload
-//! ([`overload`]) and `t0` from the kernel's receive stamps ([`arrival`]).
+//! ([`body`]), the one place failures become responses ([`error`]), the
+//! listener's overload ([`overload`]) and `t0` from the kernel's receive
+//! stamps ([`arrival`]). A route's requests in flight, for its
+//! `max_in_flight`, are the one count of them ([`slo::in_flight`]), kept
+//! across reloads by the route's name.
 //! None of them uses this file; what happens *about* a request is
 //! `crate::observe`'s, reached through its face alone.
 
-mod admission;
 pub mod arrival;
 mod blame;
 pub mod body;
@@ -48,6 +49,7 @@ use crate::observe::{Event, Observers, Rejection, Started, Trace};
 use client_body::{ReadAhead, read_ahead};
 use meter::{Api, Limits, StreamMeter};
 use rewrite::{XForwarded, host_problem, remove_hop_by_hop, request_host, strip_port};
+use slo::in_flight::{Entered, InFlight};
 use upstream::FromUpstream;
 
 pub use body::ResponseBody;
@@ -66,7 +68,7 @@ struct RouteState {
     /// [`upstream`]).
     upstream: Arc<upstream::UpstreamClient>,
     /// The route's requests in flight, kept across reloads (by name).
-    in_flight: Arc<admission::InFlight>,
+    in_flight: Arc<InFlight>,
 }
 
 /// The forwarding service of one configuration, shared by every
@@ -247,7 +249,10 @@ impl Proxy {
         // Only a request about to go to the upstream takes a slot among
         // the route's requests in flight: one whose body is still coming is
         // no load on the upstream yet.
-        let Some(admitted) = state.in_flight.admit(route.max_in_flight) else {
+        let Some(admitted) = state
+            .in_flight
+            .admit(route.max_in_flight.map(|max| max as u64))
+        else {
             return self.reject(&cx, &parts, model.as_deref());
         };
         let Some(mut meter) = self.meter(&cx, &parts, model.as_deref()) else {
@@ -421,7 +426,7 @@ impl Proxy {
         resp: Response<FromUpstream>,
         mut meter: Option<Meter>,
         ready: Option<Instant>,
-        slot: admission::Slot,
+        slot: Entered,
     ) -> Response<ResponseBody> {
         // t_headers: the upstream's response head has been received.
         let now = Instant::now();

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use syn::visit::Visit;
 
 mod in_force;
+mod owners;
 
 const MAX_LINES: usize = 800;
 

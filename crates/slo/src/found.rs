@@ -92,10 +92,25 @@ impl<V, const N: usize> Found<V, N> {
         value
     }
 
+    /// What `labels` found, if any request had them.
+    pub fn find(&self, labels: [&str; N]) -> Option<Arc<V>> {
+        find(&self.sets.load(), hash(labels), labels)
+    }
+
     /// Everything found so far, in no particular order.
     pub fn values(&self) -> Vec<Arc<V>> {
         let sets = self.sets.load();
         sets.values().flatten().map(|e| e.value.clone()).collect()
+    }
+
+    /// Everything found so far with its label values, in no particular
+    /// order.
+    pub fn entries(&self) -> Vec<([Box<str>; N], Arc<V>)> {
+        let sets = self.sets.load();
+        sets.values()
+            .flatten()
+            .map(|e| (e.labels.clone(), e.value.clone()))
+            .collect()
     }
 
     /// How many label sets were found.

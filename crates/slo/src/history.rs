@@ -43,7 +43,7 @@ struct Point {
     /// TTFT, TPOT, ITL, E2EL, time to response headers, and the server's
     /// queue, prefill, decode and the time outside the engine.
     latencies: [Quantiles; 9],
-    in_flight: InFlight,
+    in_flight: Occupancy,
 }
 
 /// Counts and sums of a point (a reduced [`Aggregate`]).
@@ -84,7 +84,7 @@ impl Counts {
 
 /// Requests in flight during a point.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct InFlight {
+struct Occupancy {
     /// The most at any moment of the point.
     peak: u64,
     /// How many at its end (or now, for the point being filled).
@@ -92,7 +92,7 @@ struct InFlight {
 }
 
 impl Point {
-    fn of(a: &Aggregate, in_flight: InFlight) -> Self {
+    fn of(a: &Aggregate, in_flight: Occupancy) -> Self {
         Self {
             counts: Counts::of(a),
             latencies: [
@@ -107,7 +107,7 @@ impl Point {
     /// A point where nothing finished, `level` requests in flight throughout.
     fn idle(level: u64) -> Self {
         Self {
-            in_flight: InFlight {
+            in_flight: Occupancy {
                 peak: level,
                 end: level,
             },
@@ -123,7 +123,7 @@ pub struct History {
     /// The index of the point being filled.
     open: Option<u64>,
     /// The open point's requests in flight.
-    open_in_flight: InFlight,
+    open_in_flight: Occupancy,
     /// Closed points, oldest first, each with its index; at most
     /// [`POINTS`], and none older than [`POINTS`] before the open one.
     closed: VecDeque<(u64, Point)>,
@@ -163,7 +163,7 @@ impl History {
             }
         }
         self.open = Some(index);
-        self.open_in_flight = InFlight {
+        self.open_in_flight = Occupancy {
             peak: self.in_flight,
             end: self.in_flight,
         };

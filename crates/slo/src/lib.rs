@@ -21,6 +21,7 @@ mod class;
 pub mod declared;
 pub mod found;
 pub mod history;
+pub mod in_flight;
 pub mod live;
 pub mod rules;
 pub mod sketch;

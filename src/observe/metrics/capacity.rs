@@ -14,13 +14,19 @@ use std::sync::{Mutex, MutexGuard};
 use prometheus::IntGaugeVec;
 use tokio::time::Instant;
 
-use crate::observe::load::{self, InFlight};
+use crate::observe::load;
 use crate::scrape::Readings;
 use slo::capacity::{Capacity, CurveReport, knee};
+use slo::found::Found;
+use slo::in_flight::InFlight;
 use slo::live::Live;
 
 /// The label values of one series: route, model, slo, window, bound.
 type Series = [String; 5];
+
+/// The series of each family set at the last scrape (knee, headroom),
+/// held as set until the exposition that set them has read them.
+pub(super) type Shown<'a> = MutexGuard<'a, (Vec<Series>, Vec<Series>)>;
 
 /// `llm_slo_capacity_concurrency` and `llm_slo_headroom_concurrency`.
 pub(super) struct Gauges {
@@ -40,10 +46,10 @@ impl Gauges {
         &self,
         capacity: &Capacity,
         live: &Live,
-        in_flight: &InFlight,
+        in_flight: &Found<InFlight, 2>,
         readings: Option<&Readings>,
         now: Instant,
-    ) -> MutexGuard<'_, (Vec<Series>, Vec<Series>)> {
+    ) -> Shown<'_> {
         let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
         let (mut knees, mut headrooms) = (Vec::new(), Vec::new());
         for curve in capacity.curves() {
@@ -86,7 +92,7 @@ impl Gauges {
 pub(super) fn report(
     capacity: &Capacity,
     live: &Live,
-    in_flight: &InFlight,
+    in_flight: &Found<InFlight, 2>,
     readings: Option<&Readings>,
     now: Instant,
 ) -> Vec<CurveReport> {
@@ -197,7 +203,7 @@ mod tests {
     async fn the_gauges_hold_this_scrapes_knees_only() {
         let now = Instant::now();
         let (capacity, live, in_flight) =
-            (Capacity::new(now), Live::new(now, 0.0), InFlight::default());
+            (Capacity::new(now), Live::new(now, 0.0), Found::default());
         live.set_classes(&[class()]);
         let gauges = Gauges {
             knee: gauge("knee"),
@@ -209,7 +215,7 @@ mod tests {
         for _ in 0..20 {
             curve.record(now, 1, &sample(10));
         }
-        let (_held, _) = in_flight.enter("r", "m");
+        let (_held, _) = in_flight.get(["r", "m"], InFlight::default).enter();
         drop(gauges.update(&capacity, &live, &in_flight, None, now));
         let windows = |bound: &str, v: i64| -> Vec<String> {
             let mut w: Vec<String> = ["1h", "1m", "5m"]

@@ -8,70 +8,158 @@
 use std::sync::{Arc, OnceLock};
 
 use prometheus::core::{MetricVec, MetricVecBuilder};
-use prometheus::{
-    CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-};
+use prometheus::{CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec};
 
 use super::exemplars::{Exemplars, SeriesExemplars};
+use super::register::Register;
+use crate::config::Buckets;
 use meter::{Outcome, TokenSource};
-use slo::ObjectiveKind;
 use slo::capacity::knee;
 use slo::found::Found;
+use slo::{ObjectiveKind, SloClass};
 
 /// The families a request touches, built once and shared by every request
 /// (one `Arc`).
 pub(super) struct Families {
+    pub(super) histograms: HistogramFamilies,
+    pub(super) counters: CounterFamilies,
+    pub(super) parse_errors: IntCounterVec,
+    /// The exemplars of TTFT, TPOT, ITL and E2EL.
+    pub(super) exemplars: Exemplars,
+    /// The series of each label set of the histograms and of the counters,
+    /// found once.
+    pub(super) histogram_series: Found<Histograms, 5>,
+    pub(super) counter_series: Found<Counters, 5>,
+}
+
+/// The histograms of a request (labels `route`, `model`, `slo`, `tenant`,
+/// `operation`).
+pub(super) struct HistogramFamilies {
     pub(super) ttft: HistogramVec,
-    pub(super) ttft_visible: HistogramVec,
     pub(super) headers: HistogramVec,
     pub(super) tpot: HistogramVec,
     pub(super) itl: HistogramVec,
     /// The ITL histogram's bucket bounds.
     pub(super) itl_buckets: Arc<[f64]>,
     pub(super) e2el: HistogramVec,
-    pub(super) output_tokens: HistogramVec,
-    pub(super) input_tokens: HistogramVec,
+    /// Indexed by [`Later`].
+    pub(super) later: [HistogramVec; Later::ALL.len()],
+}
+
+/// The counters of a request (labels `route`, `model`, `slo`, `tenant`,
+/// `operation`, and one of their own for some).
+pub(super) struct CounterFamilies {
     pub(super) requests: IntCounterVec,
     pub(super) output_tokens_total: IntCounterVec,
-    pub(super) input_tokens_total: IntCounterVec,
-    pub(super) cached_input_tokens_total: IntCounterVec,
-    pub(super) reasoning_output_tokens_total: IntCounterVec,
-    pub(super) stalls: IntCounterVec,
+    /// Indexed by [`Count`].
+    pub(super) counts: [IntCounterVec; Count::ALL.len()],
     pub(super) stalled_seconds: CounterVec,
-    pub(super) server_queue: HistogramVec,
-    pub(super) server_prefill: HistogramVec,
-    pub(super) server_decode: HistogramVec,
-    pub(super) outside_engine: HistogramVec,
-    pub(super) outside_engine_negative: IntCounterVec,
-    pub(super) client_wait: HistogramVec,
-    pub(super) slow_readers: IntCounterVec,
-    pub(super) proxy_time: HistogramVec,
-    pub(super) in_flight: IntGaugeVec,
-    pub(super) parse_errors: IntCounterVec,
     pub(super) slo_requests: IntCounterVec,
     pub(super) slo_violations: IntCounterVec,
     pub(super) slo_good_output_tokens: IntCounterVec,
     /// Judged requests and their violations by load bucket at arrival.
     pub(super) slo_load_requests: IntCounterVec,
     pub(super) slo_load_violations: IntCounterVec,
-    /// The exemplars of TTFT, TPOT, ITL and E2EL.
-    pub(super) exemplars: Exemplars,
-    /// The series of each label set of the histograms, of the counters,
-    /// and of `in_flight` (`route`, `model`, `slo`), found once.
-    pub(super) histogram_series: Found<Histograms, 5>,
-    pub(super) counter_series: Found<Counters, 5>,
-    pub(super) in_flight_series: Found<IntGauge, 3>,
 }
 
 impl Families {
-    /// The `in_flight` gauge of `labels`.
-    pub(super) fn in_flight(&self, labels: [&str; 3]) -> IntGauge {
-        IntGauge::clone(
-            &self
-                .in_flight_series
-                .get(labels, || self.in_flight.with_label_values(&labels)),
-        )
+    /// Registers the families of a request, with their buckets: the SLO
+    /// classes' thresholds merged into the TTFT, TPOT and E2EL buckets.
+    pub(super) fn register(
+        r: Register<'_>,
+        b: &Buckets,
+        classes: &[SloClass],
+    ) -> Result<Self, prometheus::Error> {
+        let ttft_buckets = merged_buckets(&b.time_to_first_token, classes, ObjectiveKind::Ttft);
+        let tpot_buckets = merged_buckets(&b.time_per_output_token, classes, ObjectiveKind::Tpot);
+        let e2el_buckets = merged_buckets(&b.e2e_request_latency, classes, ObjectiveKind::E2el);
+        let later = |which: Later| {
+            let (f, buckets): (_, &[f64]) = match which {
+                Later::TtftVisible => (names::TTFT_VISIBLE, &ttft_buckets),
+                Later::ClientWait => (names::CLIENT_WAIT, &b.e2e_request_latency),
+                Later::ProxyTime => (names::PROXY_TIME, &b.proxy_time),
+                Later::OutputTokens => (names::OUTPUT_TOKENS, &b.output_tokens),
+                Later::InputTokens => (names::INPUT_TOKENS, &b.input_tokens),
+                Later::ServerQueue => (names::SERVER_QUEUE, &b.time_to_first_token),
+                Later::ServerPrefill => (names::SERVER_PREFILL, &b.time_to_first_token),
+                Later::ServerDecode => (names::SERVER_DECODE, &b.e2e_request_latency),
+                Later::OutsideEngine => (names::OUTSIDE_ENGINE, &b.time_to_first_token),
+            };
+            r.histograms(f, buckets)
+        };
+        let count = |which: Count| {
+            r.counters(match which {
+                Count::InputTokens => names::INPUT_TOKENS_TOTAL,
+                Count::CachedInputTokens => names::CACHED_INPUT_TOKENS_TOTAL,
+                Count::ReasoningOutputTokens => names::REASONING_OUTPUT_TOKENS_TOTAL,
+                Count::Stalls => names::STALLS,
+                Count::SlowReaders => names::SLOW_READERS,
+                Count::OutsideEngineNegative => names::OUTSIDE_ENGINE_NEGATIVE,
+            })
+        };
+        Ok(Families {
+            histograms: HistogramFamilies {
+                ttft: r.histograms(names::TTFT, &ttft_buckets)?,
+                headers: r.histograms(names::RESPONSE_HEADERS, &b.time_to_response_headers)?,
+                tpot: r.histograms(names::TPOT, &tpot_buckets)?,
+                itl: r.histograms(names::ITL, &b.inter_token_latency)?,
+                itl_buckets: b.inter_token_latency.as_slice().into(),
+                e2el: r.histograms(names::E2EL, &e2el_buckets)?,
+                later: try_each(Later::ALL, later)?,
+            },
+            counters: CounterFamilies {
+                requests: r.counters(names::REQUESTS)?,
+                output_tokens_total: r.counters(names::OUTPUT_TOKENS_TOTAL)?,
+                counts: try_each(Count::ALL, count)?,
+                stalled_seconds: r.float_counters(names::STALLED_SECONDS)?,
+                slo_requests: r.counters(names::SLO_REQUESTS)?,
+                slo_violations: r.counters(names::SLO_VIOLATIONS)?,
+                slo_good_output_tokens: r.counters(names::SLO_GOOD_OUTPUT_TOKENS)?,
+                slo_load_requests: r.counters(names::SLO_LOAD_REQUESTS)?,
+                slo_load_violations: r.counters(names::SLO_LOAD_VIOLATIONS)?,
+            },
+            parse_errors: r.counters(names::PARSE_ERRORS)?,
+            exemplars: Exemplars::new(
+                [
+                    &ttft_buckets,
+                    &tpot_buckets,
+                    &b.inter_token_latency,
+                    &e2el_buckets,
+                ],
+                names::TTFT.labels,
+            ),
+            histogram_series: Found::default(),
+            counter_series: Found::default(),
+        })
     }
+}
+
+/// `make` of each of `all`, in order, or the first error.
+fn try_each<K: Copy, T, const N: usize>(
+    all: [K; N],
+    make: impl Fn(K) -> Result<T, prometheus::Error>,
+) -> Result<[T; N], prometheus::Error> {
+    let mut made = Vec::with_capacity(N);
+    for k in all {
+        made.push(make(k)?);
+    }
+    made.try_into()
+        .map_err(|_| prometheus::Error::Msg("a family array of the wrong length".into()))
+}
+
+/// `configured` with every threshold of `kind` from `classes` added as an
+/// exact bound (sorted, without duplicates), so `le="0.5"` is a series.
+pub fn merged_buckets(configured: &[f64], classes: &[SloClass], kind: ObjectiveKind) -> Vec<f64> {
+    let mut bounds: Vec<f64> = configured.to_vec();
+    bounds.extend(
+        classes
+            .iter()
+            .filter_map(|class| class.objective(kind))
+            .map(|objective| objective.threshold.as_secs_f64()),
+    );
+    bounds.sort_by(f64::total_cmp);
+    bounds.dedup();
+    bounds
 }
 
 /// The series of one label set of the histograms (`route`, `model`, `slo`,
@@ -83,15 +171,8 @@ pub(super) struct Histograms {
     pub(super) itl: Histogram,
     pub(super) tpot: Histogram,
     pub(super) e2el: Histogram,
-    ttft_visible: OnceLock<Histogram>,
-    client_wait: OnceLock<Histogram>,
-    proxy_time: OnceLock<Histogram>,
-    output_tokens: OnceLock<Histogram>,
-    input_tokens: OnceLock<Histogram>,
-    server_queue: OnceLock<Histogram>,
-    server_prefill: OnceLock<Histogram>,
-    server_decode: OnceLock<Histogram>,
-    outside_engine: OnceLock<Histogram>,
+    /// Indexed by [`Later`].
+    later: [OnceLock<Histogram>; Later::ALL.len()],
     exemplars: OnceLock<Arc<SeriesExemplars>>,
 }
 
@@ -109,43 +190,40 @@ pub(super) enum Later {
     OutsideEngine,
 }
 
+impl Later {
+    pub(super) const ALL: [Later; 9] = [
+        Later::TtftVisible,
+        Later::ClientWait,
+        Later::ProxyTime,
+        Later::OutputTokens,
+        Later::InputTokens,
+        Later::ServerQueue,
+        Later::ServerPrefill,
+        Later::ServerDecode,
+        Later::OutsideEngine,
+    ];
+}
+
 impl Histograms {
     /// The series of `labels`; the five a stream observes are made now
     /// (every request observes them), the rest on first use.
     pub(super) fn new(f: &Families, labels: [&str; 5]) -> Histograms {
+        let h = &f.histograms;
         Histograms {
-            ttft: f.ttft.with_label_values(&labels),
-            headers: f.headers.with_label_values(&labels),
-            itl: f.itl.with_label_values(&labels),
-            tpot: f.tpot.with_label_values(&labels),
-            e2el: f.e2el.with_label_values(&labels),
+            ttft: h.ttft.with_label_values(&labels),
+            headers: h.headers.with_label_values(&labels),
+            itl: h.itl.with_label_values(&labels),
+            tpot: h.tpot.with_label_values(&labels),
+            e2el: h.e2el.with_label_values(&labels),
             labels: labels.map(Box::from),
-            ttft_visible: OnceLock::new(),
-            client_wait: OnceLock::new(),
-            proxy_time: OnceLock::new(),
-            output_tokens: OnceLock::new(),
-            input_tokens: OnceLock::new(),
-            server_queue: OnceLock::new(),
-            server_prefill: OnceLock::new(),
-            server_decode: OnceLock::new(),
-            outside_engine: OnceLock::new(),
+            later: Default::default(),
             exemplars: OnceLock::new(),
         }
     }
 
     pub(super) fn later(&self, f: &Families, which: Later) -> &Histogram {
-        let (cell, family) = match which {
-            Later::TtftVisible => (&self.ttft_visible, &f.ttft_visible),
-            Later::ClientWait => (&self.client_wait, &f.client_wait),
-            Later::ProxyTime => (&self.proxy_time, &f.proxy_time),
-            Later::OutputTokens => (&self.output_tokens, &f.output_tokens),
-            Later::InputTokens => (&self.input_tokens, &f.input_tokens),
-            Later::ServerQueue => (&self.server_queue, &f.server_queue),
-            Later::ServerPrefill => (&self.server_prefill, &f.server_prefill),
-            Later::ServerDecode => (&self.server_decode, &f.server_decode),
-            Later::OutsideEngine => (&self.outside_engine, &f.outside_engine),
-        };
-        cell.get_or_init(|| made(family, &self.labels))
+        self.later[which as usize]
+            .get_or_init(|| made(&f.histograms.later[which as usize], &self.labels))
     }
 
     /// The exemplar slots of these series.
@@ -167,13 +245,9 @@ pub(super) struct Counters {
     requests: [[OnceLock<IntCounter>; STATUS_CLASSES]; Outcome::ALL.len()],
     /// By token source.
     output_tokens_total: [OnceLock<IntCounter>; 2],
-    input_tokens_total: OnceLock<IntCounter>,
-    cached_input_tokens_total: OnceLock<IntCounter>,
-    reasoning_output_tokens_total: OnceLock<IntCounter>,
-    stalls: OnceLock<IntCounter>,
+    /// Indexed by [`Count`].
+    counts: [OnceLock<IntCounter>; Count::ALL.len()],
     stalled_seconds: OnceLock<prometheus::Counter>,
-    slow_readers: OnceLock<IntCounter>,
-    outside_engine_negative: OnceLock<IntCounter>,
     slo_good_output_tokens: OnceLock<IntCounter>,
     /// `good`, then `bad`.
     slo_requests: [OnceLock<IntCounter>; 2],
@@ -192,7 +266,17 @@ pub(super) enum Count {
     Stalls,
     SlowReaders,
     OutsideEngineNegative,
-    SloGoodOutputTokens,
+}
+
+impl Count {
+    pub(super) const ALL: [Count; 6] = [
+        Count::InputTokens,
+        Count::CachedInputTokens,
+        Count::ReasoningOutputTokens,
+        Count::Stalls,
+        Count::SlowReaders,
+        Count::OutsideEngineNegative,
+    ];
 }
 
 impl Counters {
@@ -201,13 +285,8 @@ impl Counters {
             labels: labels.map(Box::from),
             requests: Default::default(),
             output_tokens_total: Default::default(),
-            input_tokens_total: OnceLock::new(),
-            cached_input_tokens_total: OnceLock::new(),
-            reasoning_output_tokens_total: OnceLock::new(),
-            stalls: OnceLock::new(),
+            counts: Default::default(),
             stalled_seconds: OnceLock::new(),
-            slow_readers: OnceLock::new(),
-            outside_engine_negative: OnceLock::new(),
             slo_good_output_tokens: OnceLock::new(),
             slo_requests: Default::default(),
             slo_violations: Default::default(),
@@ -225,7 +304,7 @@ impl Counters {
     pub(super) fn requests(&self, f: &Families, outcome: Outcome, status: usize) -> &IntCounter {
         let [route, model, slo, tenant, operation] = self.labels();
         self.requests[outcome as usize][status].get_or_init(|| {
-            f.requests.with_label_values(&[
+            f.counters.requests.with_label_values(&[
                 route,
                 model,
                 slo,
@@ -238,46 +317,41 @@ impl Counters {
     }
 
     pub(super) fn output_tokens(&self, f: &Families, source: TokenSource) -> &IntCounter {
-        self.output_tokens_total[source as usize]
-            .get_or_init(|| with_one_more(&f.output_tokens_total, self.labels(), source.as_str()))
+        self.output_tokens_total[source as usize].get_or_init(|| {
+            with_one_more(
+                &f.counters.output_tokens_total,
+                self.labels(),
+                source.as_str(),
+            )
+        })
     }
 
     pub(super) fn count(&self, f: &Families, which: Count) -> &IntCounter {
-        let (cell, family) = match which {
-            Count::InputTokens => (&self.input_tokens_total, &f.input_tokens_total),
-            Count::CachedInputTokens => (
-                &self.cached_input_tokens_total,
-                &f.cached_input_tokens_total,
-            ),
-            Count::ReasoningOutputTokens => (
-                &self.reasoning_output_tokens_total,
-                &f.reasoning_output_tokens_total,
-            ),
-            Count::Stalls => (&self.stalls, &f.stalls),
-            Count::SlowReaders => (&self.slow_readers, &f.slow_readers),
-            Count::OutsideEngineNegative => {
-                (&self.outside_engine_negative, &f.outside_engine_negative)
-            }
-            Count::SloGoodOutputTokens => (&self.slo_good_output_tokens, &f.slo_good_output_tokens),
-        };
-        cell.get_or_init(|| made(family, &self.labels))
+        self.counts[which as usize]
+            .get_or_init(|| made(&f.counters.counts[which as usize], &self.labels))
+    }
+
+    /// The good output tokens of the request's class.
+    pub(super) fn good_output_tokens(&self, f: &Families) -> &IntCounter {
+        self.slo_good_output_tokens
+            .get_or_init(|| made(&f.counters.slo_good_output_tokens, &self.labels))
     }
 
     pub(super) fn stalled_seconds(&self, f: &Families) -> &prometheus::Counter {
         self.stalled_seconds
-            .get_or_init(|| made(&f.stalled_seconds, &self.labels))
+            .get_or_init(|| made(&f.counters.stalled_seconds, &self.labels))
     }
 
     /// The SLO request counter of `good` (`true`) or `bad`.
     pub(super) fn slo_requests(&self, f: &Families, good: bool) -> &IntCounter {
         let label = if good { "good" } else { "bad" };
         self.slo_requests[usize::from(!good)]
-            .get_or_init(|| with_one_more(&f.slo_requests, self.labels(), label))
+            .get_or_init(|| with_one_more(&f.counters.slo_requests, self.labels(), label))
     }
 
     pub(super) fn slo_violations(&self, f: &Families, kind: ObjectiveKind) -> &IntCounter {
         self.slo_violations[kind as usize]
-            .get_or_init(|| with_one_more(&f.slo_violations, self.labels(), kind.as_str()))
+            .get_or_init(|| with_one_more(&f.counters.slo_violations, self.labels(), kind.as_str()))
     }
 
     /// The load bucket `bucket`'s counter of `good` (`true`) or `bad`
@@ -286,8 +360,13 @@ impl Counters {
         let [route, model, slo, ..] = self.labels();
         let label = if good { "good" } else { "bad" };
         self.slo_load_requests[bucket][usize::from(!good)].get_or_init(|| {
-            f.slo_load_requests
-                .with_label_values(&[route, model, slo, knee::LABELS[bucket], label])
+            f.counters.slo_load_requests.with_label_values(&[
+                route,
+                model,
+                slo,
+                knee::LABELS[bucket],
+                label,
+            ])
         })
     }
 
@@ -299,7 +378,7 @@ impl Counters {
     ) -> &IntCounter {
         let [route, model, slo, ..] = self.labels();
         self.slo_load_violations[bucket][kind as usize].get_or_init(|| {
-            f.slo_load_violations.with_label_values(&[
+            f.counters.slo_load_violations.with_label_values(&[
                 route,
                 model,
                 slo,

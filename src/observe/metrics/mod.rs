@@ -16,305 +16,120 @@
 //!
 //! The registry is exposed in the Prometheus text format or, for scrapers
 //! that ask for it, in OpenMetrics with the latency histograms' exemplars
-//! (`openmetrics.rs`, `exemplars.rs`). Beside this file, which registers
-//! the families and counts what the proxy reports of itself
-//! ([`Event`]s): the families a request touches (`families.rs`), and one
-//! request's Prometheus recorder and live series (`request.rs`), which
-//! observe the labels resolved for the request (`observe::labels`); the
-//! bounds of the `model` and `tenant` labels are registered here.
+//! (`openmetrics.rs`, `exemplars.rs`). Each owner registers its own
+//! families under its prefix (`register.rs`), and [`Metrics`] composes
+//! them (linkerd2-proxy's way): the families a request touches
+//! (`families.rs`), with one request's Prometheus recorder and live series
+//! (`request.rs`), which observe the labels resolved for the request
+//! (`observe::labels`); the proxy's own health (`health.rs`); the live
+//! windows, the latency–load curves and the requests in flight, with the
+//! families read from them (`windows.rs`, `capacity.rs`); and the engines'
+//! and GPUs' figures, filled from the readings of the configuration in
+//! force when the exposition asks (`telemetry.rs`). The bounds of the
+//! `model` and `tenant` labels are registered here.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Encoder, IntGauge, Registry, TextEncoder};
 use tokio::time::Instant;
 
 use crate::config::MetricsSettings;
-use crate::observe::event::{Event, HandshakeFailure, Listener, Rejection, Shed};
+use crate::observe::event::Event;
 use crate::observe::labels::{Bounds, Labels};
-use crate::observe::load::InFlight;
 use crate::scrape::Readings;
 
-use slo::capacity::Capacity;
+use slo::SloClass;
 use slo::live::Live;
-use slo::{ObjectiveKind, SloClass};
-
-use names::{self, Family};
 
 mod capacity;
 mod deferred;
 mod exemplars;
 mod families;
+mod health;
 mod openmetrics;
+mod register;
 mod request;
 mod telemetry;
+mod windows;
 
 use families::Families;
-pub use request::{LiveRequest, RequestRecorder, status_class};
+use health::Health;
+use register::Register;
+use windows::Windows;
 
 pub use exemplars::ExemplarId;
-use exemplars::{Exemplars, Exemplified};
+use exemplars::Exemplified;
+pub use families::merged_buckets;
 pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
+pub use request::{LiveRequest, RequestRecorder, status_class};
 pub use telemetry::{
     EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
 };
+pub use windows::Place;
 
-/// All metric families, registered.
+/// Every metric family, registered by the owners that keep them, which
+/// this composes: the families of a request, the proxy's own health, the
+/// live windows with the curves and the requests in flight, and the
+/// engines' and GPUs' figures.
 pub struct Metrics {
     /// What each request touches, shared by all of them.
     families: Arc<Families>,
     /// The bounds of the `model` and `tenant` labels.
     bounds: Arc<Bounds>,
-    unrouted: IntCounter,
-    passthrough: IntCounterVec,
-    rejected: IntCounterVec,
-    declarations_refused: IntCounterVec,
-    upstream_retries: IntCounterVec,
-    slo_target: GaugeVec,
-    slo_threshold: GaugeVec,
-    /// The (slo, objective) pairs of the target and threshold gauges, so a
-    /// reload can remove those of classes that went away.
-    slo_gauge_labels: Mutex<Vec<[String; 2]>>,
-    reloads: IntCounterVec,
-    last_reload_success: Gauge,
-    last_reload_successful: IntGauge,
-    open_connections: IntGaugeVec,
-    max_connections: IntGaugeVec,
-    receiving_body: IntGaugeVec,
-    /// Indexed by `Shed as usize`, each series made at start.
-    shed_connections: [IntCounter; 3],
-    /// By listener, then reason (their `ALL` order).
-    tls_handshake_failures: [[IntCounter; 5]; 2],
-    log_lines_dropped: IntCounter,
-    otlp_dropped: IntCounterVec,
-    otlp_failures: IntCounterVec,
-    /// Where `log_lines_dropped` is read from at each scrape (the process's
-    /// log writer), once the binary has set it.
-    log_drops: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
-    /// The sliding windows behind `/slo`.
-    live: Arc<Live>,
+    health: Health,
+    windows: Windows,
     /// The routes' engines and GPUs, read at each exposition.
     telemetry: Arc<telemetry::Telemetry>,
-    /// The latency–load curves, over the same windows.
-    capacity: Arc<Capacity>,
-    /// The knee and headroom gauges, set from the curves at each scrape.
-    capacity_gauges: capacity::Gauges,
-    /// The metered requests in flight by route and model label: each
-    /// request's load at arrival, and the load now where no engine is
-    /// scraped.
-    in_flight_load: Arc<InFlight>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
     registry: Registry,
 }
 
-/// `configured` with every threshold of `kind` from `classes` added as an
-/// exact bound (sorted, without duplicates), so `le="0.5"` is a series.
-pub fn merged_buckets(configured: &[f64], classes: &[SloClass], kind: ObjectiveKind) -> Vec<f64> {
-    let mut bounds: Vec<f64> = configured.to_vec();
-    bounds.extend(
-        classes
-            .iter()
-            .filter_map(|class| class.objective(kind))
-            .map(|objective| objective.threshold.as_secs_f64()),
-    );
-    bounds.sort_by(f64::total_cmp);
-    bounds.dedup();
-    bounds
-}
-
 impl Metrics {
-    /// Creates and registers every metric family in `registry`. The SLO
-    /// classes' thresholds are merged into the TTFT, TPOT and E2EL buckets.
+    /// Each owner registers its families in `registry`. The SLO classes'
+    /// thresholds are merged into the TTFT, TPOT and E2EL buckets.
     pub fn new(
         settings: &MetricsSettings,
         classes: &[SloClass],
         registry: Registry,
     ) -> Result<Self, prometheus::Error> {
         let ns = settings.namespace.as_str();
-        let b = &settings.buckets;
-        let ttft_buckets = merged_buckets(&b.time_to_first_token, classes, ObjectiveKind::Ttft);
-        let tpot_buckets = merged_buckets(&b.time_per_output_token, classes, ObjectiveKind::Tpot);
-        let e2el_buckets = merged_buckets(&b.e2e_request_latency, classes, ObjectiveKind::E2el);
-        // Each family is named, labelled and described by the catalogue.
-        let histogram = |f: Family, buckets: &[f64]| -> Result<HistogramVec, prometheus::Error> {
-            let h = HistogramVec::new(
-                HistogramOpts::new(f.name(ns), f.help).buckets(buckets.to_vec()),
-                f.labels,
-            )?;
-            registry.register(Box::new(h.clone()))?;
-            Ok(h)
+        let r = Register {
+            registry: &registry,
+            namespace: ns,
         };
-        let counter = |f: Family| -> Result<IntCounterVec, prometheus::Error> {
-            let c = IntCounterVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
-        let plain = |f: Family| -> Result<IntCounter, prometheus::Error> {
-            let c = IntCounter::new(f.name(ns), f.help)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
-        let gauges = |f: Family| -> Result<IntGaugeVec, prometheus::Error> {
-            let g = IntGaugeVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
-            registry.register(Box::new(g.clone()))?;
-            Ok(g)
-        };
-        let float_gauges = |f: Family| -> Result<GaugeVec, prometheus::Error> {
-            let g = GaugeVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
-            registry.register(Box::new(g.clone()))?;
-            Ok(g)
-        };
-
-        let families = Families {
-            ttft: histogram(names::TTFT, &ttft_buckets)?,
-            ttft_visible: histogram(names::TTFT_VISIBLE, &ttft_buckets)?,
-            headers: histogram(names::RESPONSE_HEADERS, &b.time_to_response_headers)?,
-            tpot: histogram(names::TPOT, &tpot_buckets)?,
-            itl: histogram(names::ITL, &b.inter_token_latency)?,
-            itl_buckets: b.inter_token_latency.as_slice().into(),
-            e2el: histogram(names::E2EL, &e2el_buckets)?,
-            output_tokens: histogram(names::OUTPUT_TOKENS, &b.output_tokens)?,
-            input_tokens: histogram(names::INPUT_TOKENS, &b.input_tokens)?,
-            requests: counter(names::REQUESTS)?,
-            output_tokens_total: counter(names::OUTPUT_TOKENS_TOTAL)?,
-            input_tokens_total: counter(names::INPUT_TOKENS_TOTAL)?,
-            cached_input_tokens_total: counter(names::CACHED_INPUT_TOKENS_TOTAL)?,
-            reasoning_output_tokens_total: counter(names::REASONING_OUTPUT_TOKENS_TOTAL)?,
-            stalls: counter(names::STALLS)?,
-            stalled_seconds: {
-                let f = names::STALLED_SECONDS;
-                let c = prometheus::CounterVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
-                registry.register(Box::new(c.clone()))?;
-                c
-            },
-            server_queue: histogram(names::SERVER_QUEUE, &b.time_to_first_token)?,
-            server_prefill: histogram(names::SERVER_PREFILL, &b.time_to_first_token)?,
-            server_decode: histogram(names::SERVER_DECODE, &b.e2e_request_latency)?,
-            outside_engine: histogram(names::OUTSIDE_ENGINE, &b.time_to_first_token)?,
-            outside_engine_negative: counter(names::OUTSIDE_ENGINE_NEGATIVE)?,
-            client_wait: histogram(names::CLIENT_WAIT, &b.e2e_request_latency)?,
-            slow_readers: counter(names::SLOW_READERS)?,
-            proxy_time: histogram(names::PROXY_TIME, &b.proxy_time)?,
-            in_flight: gauges(names::IN_FLIGHT)?,
-            parse_errors: counter(names::PARSE_ERRORS)?,
-            slo_requests: counter(names::SLO_REQUESTS)?,
-            slo_violations: counter(names::SLO_VIOLATIONS)?,
-            slo_good_output_tokens: counter(names::SLO_GOOD_OUTPUT_TOKENS)?,
-            slo_load_requests: counter(names::SLO_LOAD_REQUESTS)?,
-            slo_load_violations: counter(names::SLO_LOAD_VIOLATIONS)?,
-            exemplars: Exemplars::new(
-                [
-                    &ttft_buckets,
-                    &tpot_buckets,
-                    &b.inter_token_latency,
-                    &e2el_buckets,
-                ],
-                names::TTFT.labels,
-            ),
-            histogram_series: Default::default(),
-            counter_series: Default::default(),
-            in_flight_series: Default::default(),
-        };
+        let families = Families::register(r, &settings.buckets, classes)?;
         let bounds = Bounds::new(
             settings,
-            plain(names::MODEL_OVERFLOW)?,
-            plain(names::TENANT_OVERFLOW)?,
+            r.counter(names::MODEL_OVERFLOW)?,
+            r.counter(names::TENANT_OVERFLOW)?,
         );
-        // The curves' windows start with the live windows', so that both
-        // slide together.
-        let origin = Instant::now();
-        let live = Arc::new(Live::new(
-            origin,
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-        ));
-        let capacity = Arc::new(Capacity::new(origin));
-        let metrics = Metrics {
+        let health = Health::register(r)?;
+        let windows = Windows::register(r, classes)?;
+        let telemetry = telemetry::Telemetry::register(r, windows.live.clone())?;
+        let exemplified = vec![
+            (names::TTFT.name(ns), Exemplified::Ttft),
+            (names::TPOT.name(ns), Exemplified::Tpot),
+            (names::ITL.name(ns), Exemplified::Itl),
+            (names::E2EL.name(ns), Exemplified::E2el),
+        ];
+        Ok(Metrics {
             families: Arc::new(families),
             bounds: Arc::new(bounds),
-            unrouted: plain(names::UNROUTED)?,
-            passthrough: counter(names::PASSTHROUGH)?,
-            rejected: counter(names::REJECTED)?,
-            declarations_refused: counter(names::DECLARATIONS_REFUSED)?,
-            upstream_retries: counter(names::UPSTREAM_RETRIES)?,
-            slo_target: float_gauges(names::SLO_TARGET)?,
-            slo_threshold: float_gauges(names::SLO_THRESHOLD)?,
-            slo_gauge_labels: Mutex::new(Vec::new()),
-            reloads: counter(names::RELOADS)?,
-            last_reload_success: {
-                let f = names::LAST_RELOAD_SUCCESS;
-                let g = Gauge::new(f.name(ns), f.help)?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
-            last_reload_successful: {
-                let f = names::LAST_RELOAD_SUCCESSFUL;
-                let g = IntGauge::new(f.name(ns), f.help)?;
-                registry.register(Box::new(g.clone()))?;
-                g
-            },
-            open_connections: gauges(names::OPEN_CONNECTIONS)?,
-            max_connections: gauges(names::MAX_CONNECTIONS)?,
-            receiving_body: gauges(names::RECEIVING_BODY)?,
-            shed_connections: {
-                let shed = counter(names::SHED_CONNECTIONS)?;
-                Shed::ALL.map(|reason| shed.with_label_values(&[reason.as_str()]))
-            },
-            tls_handshake_failures: {
-                let failed = counter(names::TLS_HANDSHAKE_FAILURES)?;
-                Listener::ALL.map(|listener| {
-                    HandshakeFailure::ALL.map(|reason| {
-                        failed.with_label_values(&[listener.as_str(), reason.as_str()])
-                    })
-                })
-            },
-            log_lines_dropped: plain(names::LOG_LINES_DROPPED)?,
-            otlp_dropped: counter(names::OTLP_DROPPED)?,
-            otlp_failures: counter(names::OTLP_EXPORT_FAILURES)?,
-            log_drops: std::sync::OnceLock::new(),
-            live: live.clone(),
-            telemetry: {
-                let t = Arc::new(telemetry::Telemetry::new(ns, live)?);
-                registry.register(Box::new(telemetry::Registered(t.clone())))?;
-                t
-            },
-            capacity,
-            capacity_gauges: capacity::Gauges {
-                knee: gauges(names::SLO_CAPACITY)?,
-                headroom: gauges(names::SLO_HEADROOM)?,
-                shown: Mutex::default(),
-            },
-            in_flight_load: Arc::default(),
-            exemplified: vec![
-                (names::TTFT.name(ns), Exemplified::Ttft),
-                (names::TPOT.name(ns), Exemplified::Tpot),
-                (names::ITL.name(ns), Exemplified::Itl),
-                (names::E2EL.name(ns), Exemplified::E2el),
-            ],
+            health,
+            windows,
+            telemetry,
+            exemplified,
             registry,
-        };
-        metrics.set_slo_targets(classes);
-        for result in ["success", "failure"] {
-            metrics.reloads.with_label_values(&[result]);
-        }
-        metrics.last_reload_successful.set(1);
-        let f = names::BUILD_INFO;
-        let info = IntGaugeVec::new(Opts::new(f.name(ns), f.help), f.labels)?;
-        metrics.registry.register(Box::new(info.clone()))?;
-        info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        Ok(metrics)
+        })
     }
 
     /// Reads `tokenmeter_log_lines_dropped_total` from `dropped` (a running
     /// total) at each scrape. Only the first source set is used.
     pub fn count_log_drops(&self, dropped: impl Fn() -> u64 + Send + Sync + 'static) {
-        let _ = self.log_drops.set(Box::new(dropped));
+        self.health.count_log_drops(dropped);
     }
 
     /// The routes' engine and GPU figures of `readings` (those of the
@@ -324,80 +139,22 @@ impl Metrics {
         self.telemetry.report(readings, Instant::now())
     }
 
-    /// Per class, its targets and thresholds as gauges, so PromQL and
-    /// dashboards can compare against them without copying numbers. Called
-    /// at start and on every reload: series of classes or objectives that
-    /// are gone are removed, the others overwritten (never reset, so a
-    /// scrape cannot fall between removal and setting).
+    /// The classes in force: their targets and thresholds as gauges, and
+    /// the live windows' classes. Called at start and on every reload.
     pub fn set_slo_targets(&self, classes: &[SloClass]) {
-        let mut wanted: Vec<([String; 2], f64, Option<f64>)> = Vec::new();
-        for class in classes {
-            for objective in &class.objectives {
-                wanted.push((
-                    [class.name.clone(), objective.kind.as_str().to_owned()],
-                    objective.target,
-                    Some(objective.threshold.as_secs_f64()),
-                ));
-            }
-            if let Some(goodput) = class.goodput.target {
-                wanted.push(([class.name.clone(), "goodput".to_owned()], goodput, None));
-            }
-        }
-        let mut labels = self
-            .slo_gauge_labels
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for old in labels.iter() {
-            let still = wanted.iter().find(|(l, _, _)| l == old);
-            let values = [old[0].as_str(), old[1].as_str()];
-            match still {
-                None => {
-                    let _ = self.slo_target.remove_label_values(&values);
-                    let _ = self.slo_threshold.remove_label_values(&values);
-                }
-                Some((_, _, None)) => {
-                    let _ = self.slo_threshold.remove_label_values(&values);
-                }
-                Some(_) => {}
-            }
-        }
-        for (l, target, threshold) in &wanted {
-            let values = [l[0].as_str(), l[1].as_str()];
-            self.slo_target.with_label_values(&values).set(*target);
-            if let Some(t) = threshold {
-                self.slo_threshold.with_label_values(&values).set(*t);
-            }
-        }
-        *labels = wanted.into_iter().map(|(l, _, _)| l).collect();
-        self.live.set_classes(classes);
+        self.windows.set_classes(classes);
     }
 
     /// Counts a configuration reload; on success, `unix_time` is when the
     /// new config was loaded. Start-up counts as a success without
     /// counting a reload.
     pub fn config_loaded(&self, reload: Option<bool>, unix_time: f64) {
-        match reload {
-            None => self.last_reload_success.set(unix_time),
-            Some(true) => {
-                self.reloads.with_label_values(&["success"]).inc();
-                self.last_reload_success.set(unix_time);
-                self.last_reload_successful.set(1);
-            }
-            Some(false) => {
-                self.reloads.with_label_values(&["failure"]).inc();
-                self.last_reload_successful.set(0);
-            }
-        }
+        self.health.config_loaded(reload, unix_time);
     }
 
     /// The live windows behind `/slo`.
-    pub fn live(&self) -> &Live {
-        &self.live
-    }
-
-    /// The latency–load curves.
-    pub fn capacity(&self) -> &Arc<Capacity> {
-        &self.capacity
+    pub fn live(&self) -> &Arc<Live> {
+        &self.windows.live
     }
 
     /// Every latency–load curve whose class is in force at `now`, with its
@@ -408,18 +165,7 @@ impl Metrics {
         now: Instant,
         readings: Option<&Readings>,
     ) -> Vec<slo::capacity::CurveReport> {
-        capacity::report(
-            &self.capacity,
-            &self.live,
-            &self.in_flight_load,
-            readings,
-            now,
-        )
-    }
-
-    /// The metered requests in flight by route and model label.
-    pub fn in_flight_load(&self) -> &Arc<InFlight> {
-        &self.in_flight_load
+        self.windows.capacity_report(now, readings)
     }
 
     /// The registry the metrics live in.
@@ -434,20 +180,10 @@ impl Metrics {
     /// they are scraped), are those of `readings`: the configuration in
     /// force's.
     pub fn encode(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
-        self.telemetry.refresh(readings, Instant::now());
-        let _gauges = self.capacity_gauges.update(
-            &self.capacity,
-            &self.live,
-            &self.in_flight_load,
-            readings,
-            Instant::now(),
-        );
-        if let Some(dropped) = self.log_drops.get() {
-            let (now, counted) = (dropped(), self.log_lines_dropped.get());
-            if now > counted {
-                self.log_lines_dropped.inc_by(now - counted);
-            }
-        }
+        let now = Instant::now();
+        self.telemetry.refresh(readings, now);
+        let _knees = self.windows.refresh(readings, now);
+        self.health.refresh();
         let families = self.registry.gather();
         if openmetrics {
             return openmetrics::encode(&families, &self.exemplified, &self.families.exemplars);
@@ -465,20 +201,15 @@ impl Metrics {
         &self.bounds
     }
 
-    /// The Prometheus recorder of one metered request of `labels`,
-    /// counted in flight, with the handles of its histograms resolved
-    /// (once its labels are final). `exemplar`, when the request has one,
-    /// is what its latency observations' exemplars name.
+    /// The Prometheus recorder of one metered request of `labels`, with
+    /// the handles of its histograms resolved (once its labels are final).
+    /// `exemplar`, when the request has one, is what its latency
+    /// observations' exemplars name.
     pub fn request(&self, labels: &Labels, exemplar: Option<ExemplarId>) -> RequestRecorder {
-        let in_flight = self
-            .families
-            .in_flight([labels.route(), labels.model(), labels.slo()]);
-        in_flight.inc();
         let mut recorder = RequestRecorder {
             families: self.families.clone(),
             handles: None,
             deferred: None,
-            in_flight,
             exemplar,
             max_gap: None,
         };
@@ -492,17 +223,17 @@ impl Metrics {
         recorder
     }
 
+    /// Counts a request of `labels` in flight until the returned place is
+    /// dropped, and tells how many of its route and model are in flight
+    /// with it: its load at arrival where no engine is scraped.
+    pub fn enter(&self, labels: &Labels) -> (Place, u64) {
+        self.windows.concurrency().enter(labels)
+    }
+
     /// The counters of what the OTLP export loses (each series made, so
     /// it reads 0 from the start).
     pub fn otlp_counters(&self) -> crate::observe::otlp::Counters {
-        let dropped = |signal, reason| self.otlp_dropped.with_label_values(&[signal, reason]);
-        crate::observe::otlp::Counters {
-            metrics_queue_full: dropped("metrics", "queue_full"),
-            traces_queue_full: dropped("traces", "queue_full"),
-            traces_export_failed: dropped("traces", "export_failed"),
-            metrics_failures: self.otlp_failures.with_label_values(&["metrics"]),
-            traces_failures: self.otlp_failures.with_label_values(&["traces"]),
-        }
+        self.health.otlp_counters()
     }
 
     /// The live series of a request of `labels` (its route and class),
@@ -510,38 +241,12 @@ impl Metrics {
     /// finishes). `class_window` is the compliance window of its class,
     /// when it has a defined one.
     pub fn live_request(&self, labels: &Labels, class_window: Option<Duration>) -> LiveRequest {
-        let series = self.live.series(labels.route(), labels.slo(), "");
-        series.start(Instant::now());
-        LiveRequest {
-            series,
-            class_window,
-            tenant: None,
-            capacity: self.capacity.clone(),
-        }
+        self.windows.request(labels, class_window)
     }
 
     /// Counts what the proxy reports of itself.
     pub fn count(&self, event: Event<'_>) {
-        match event {
-            Event::Unrouted => self.unrouted.inc(),
-            Event::Passthrough { route } => self.passthrough.with_label_values(&[route]).inc(),
-            Event::Rejected { route, reason } => self
-                .rejected
-                .with_label_values(&[route, reason.as_str()])
-                .inc(),
-            Event::DeclarationRefused { route, objective } => self
-                .declarations_refused
-                .with_label_values(&[route, objective.as_str()])
-                .inc(),
-            Event::Retried { route, race } => self
-                .upstream_retries
-                .with_label_values(&[route, race.as_str()])
-                .inc(),
-            Event::Shed(reason) => self.shed_connections[reason as usize].inc(),
-            Event::Handshake(listener, reason) => {
-                self.tls_handshake_failures[listener as usize][reason as usize].inc()
-            }
-        }
+        self.health.count(event);
     }
 
     /// Makes the series of a route's own counters, at 0, so that their
@@ -549,30 +254,20 @@ impl Metrics {
     /// and, when it limits its requests in flight (`limited`), its
     /// rejections.
     pub fn declare_route(&self, route: &str, limited: bool) {
-        for race in [h1::Race::Closed, h1::Race::Reset] {
-            self.upstream_retries
-                .with_label_values(&[route, race.as_str()]);
-        }
-        if limited {
-            self.rejected
-                .with_label_values(&[route, Rejection::MaxInFlight.as_str()]);
-        }
+        self.health.declare_route(route, limited);
     }
 
     /// Counts a request whose body is being read ahead, before it goes to
     /// the upstream, until the guard is dropped.
     pub fn receiving_body(&self, route: &str) -> ReceivingBody {
-        let gauge = self.receiving_body.with_label_values(&[route]);
+        let gauge = self.health.receiving_body(route);
         gauge.inc();
         ReceivingBody(gauge)
     }
 
     /// The gauge of `listener`'s open connections, its limit `max` set.
     pub fn connections(&self, listener: &str, max: usize) -> IntGauge {
-        self.max_connections
-            .with_label_values(&[listener])
-            .set(i64::try_from(max).unwrap_or(i64::MAX));
-        self.open_connections.with_label_values(&[listener])
+        self.health.connections(listener, max)
     }
 }
 
@@ -589,6 +284,7 @@ impl Drop for ReceivingBody {
 mod tests {
     use super::*;
     use crate::config::MetricsSettings;
+    use crate::observe::event::Rejection;
 
     /// Every family of the catalogue is registered, and every family the
     /// exporter serves is the catalogue's, with its kind, help and labels.
@@ -618,6 +314,7 @@ mod tests {
             meter::Operation::Chat,
         );
         let _ = m.request(&labels, None);
+        let _place = m.enter(&labels);
         m.count(Event::Rejected {
             route: "r",
             reason: Rejection::BadHost,

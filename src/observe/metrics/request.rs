@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::IntGauge;
 use tokio::time::Instant;
 
 use super::deferred::Deferred;
@@ -84,7 +83,6 @@ pub struct RequestRecorder {
     /// What it observed after its response head while `handles` waited
     /// for the model its response names.
     pub(super) deferred: Option<Box<Deferred>>,
-    pub(super) in_flight: IntGauge,
     /// What its exemplars name, when it can be found again.
     pub(super) exemplar: Option<ExemplarId>,
     /// Its largest ITL gap so far (seconds): the ITL exemplar.
@@ -137,43 +135,26 @@ pub fn status_class(status: Option<u16>) -> &'static str {
 /// resolved for this request (atomics: no lock, no allocation).
 impl RequestRecorder {
     /// The response head came `elapsed` after the request's, and the
-    /// upstream's answer made `labels` final (`moved`: its `model` label
-    /// changed, and with it the series it is in flight in). The stream's
-    /// series are resolved here if they waited for it.
-    pub fn response_headers(&mut self, labels: &Labels, moved: bool, elapsed: Duration) {
-        if moved {
-            self.move_in_flight(labels);
-        }
+    /// upstream's answer made `labels` final. The stream's series are
+    /// resolved here if they waited for it.
+    pub fn response_headers(&mut self, labels: &Labels, elapsed: Duration) {
         if self.handles.is_none() && !labels.histograms_wait() {
             self.handles = Some(self.resolve_handles(labels));
         }
         match &self.handles {
             Some(h) => h.headers.observe(secs(elapsed)),
             None => {
-                let mut deferred = Deferred::new(self.families.itl_buckets.clone());
+                let mut deferred = Deferred::new(self.families.histograms.itl_buckets.clone());
                 deferred.headers = Some(secs(elapsed));
                 self.deferred = Some(Box::new(deferred));
             }
         }
     }
 
-    /// In flight under `labels`' model from now on.
-    fn move_in_flight(&mut self, labels: &Labels) {
-        let in_flight = self
-            .families
-            .in_flight([labels.route(), labels.model(), labels.slo()]);
-        in_flight.inc();
-        self.in_flight.dec();
-        self.in_flight = in_flight;
-    }
-
-    /// The response named the model that `labels` now carry (`moved`: its
-    /// `model` label changed): its series are resolved, and what it
-    /// observed while they waited is observed on them.
-    pub fn labels_final(&mut self, labels: &Labels, moved: bool) {
-        if moved {
-            self.move_in_flight(labels);
-        }
+    /// The response named the model that `labels` now carry: its series
+    /// are resolved, and what it observed while they waited is observed on
+    /// them.
+    pub fn labels_final(&mut self, labels: &Labels) {
         if self.handles.is_none() && !labels.histograms_wait() {
             self.handles = Some(self.resolve_handles(labels));
             self.replay();
@@ -254,7 +235,6 @@ impl RequestRecorder {
     pub fn finish(&mut self, finished: &Finished<'_>) {
         let s = finished.summary;
         let l = finished.labels;
-        self.in_flight.dec();
         let h = match self.handles.clone() {
             Some(h) => h,
             None => {
@@ -388,7 +368,7 @@ fn count_verdict(f: &Families, c: &Counters, class: &SloClass, verdict: Verdict,
             counter.inc();
         }
     }
-    let good_tokens = c.count(f, Count::SloGoodOutputTokens);
+    let good_tokens = c.good_output_tokens(f);
     if let (Verdict::Good { .. }, Some((n, _))) = (verdict, s.output_tokens) {
         good_tokens.inc_by(n);
     }

@@ -35,17 +35,8 @@ use names::Family;
 pub(super) struct Telemetry {
     /// The live windows, for output tokens per GPU-second.
     live: Arc<Live>,
-    engine_info: GaugeVec,
-    running: GaugeVec,
-    waiting: GaugeVec,
-    kv_cache: GaugeVec,
-    prefix_hit: GaugeVec,
-    gpus: GaugeVec,
-    utilization: GaugeVec,
-    framebuffer: GaugeVec,
-    graphics: GaugeVec,
-    sm: GaugeVec,
-    dram: GaugeVec,
+    engine: EngineGauges,
+    gpu: GpuGauges,
     good_per_gpu: GaugeVec,
     tokens_per_gpu: GaugeVec,
     gpu_seconds: CounterVec,
@@ -53,6 +44,25 @@ pub(super) struct Telemetry {
     /// What was already added to the counters from the scraper last read;
     /// its lock also keeps two expositions from filling the gauges at once.
     counted: Mutex<Counted>,
+}
+
+/// The engines' own figures, by route (and model).
+struct EngineGauges {
+    info: GaugeVec,
+    running: GaugeVec,
+    waiting: GaugeVec,
+    kv_cache: GaugeVec,
+    prefix_hit: GaugeVec,
+}
+
+/// The route's GPUs: their count, and each figure's mean and maximum.
+struct GpuGauges {
+    count: GaugeVec,
+    utilization: GaugeVec,
+    framebuffer: GaugeVec,
+    graphics: GaugeVec,
+    sm: GaugeVec,
+    dram: GaugeVec,
 }
 
 /// The scraper's counts as of the last exposition.
@@ -73,23 +83,38 @@ impl Telemetry {
         let failures = IntCounterVec::new(Opts::new(f.name(namespace), f.help), f.labels)?;
         Ok(Self {
             live,
-            engine_info: gauges(names::ENGINE_INFO)?,
-            running: gauges(names::ENGINE_RUNNING)?,
-            waiting: gauges(names::ENGINE_WAITING)?,
-            kv_cache: gauges(names::ENGINE_KV_CACHE)?,
-            prefix_hit: gauges(names::ENGINE_PREFIX_HIT)?,
-            gpus: gauges(names::GPUS)?,
-            utilization: gauges(names::GPU_UTILIZATION)?,
-            framebuffer: gauges(names::GPU_FRAMEBUFFER_USED)?,
-            graphics: gauges(names::GPU_GRAPHICS_ENGINE_ACTIVE)?,
-            sm: gauges(names::GPU_SM_ACTIVE)?,
-            dram: gauges(names::GPU_DRAM_ACTIVE)?,
+            engine: EngineGauges {
+                info: gauges(names::ENGINE_INFO)?,
+                running: gauges(names::ENGINE_RUNNING)?,
+                waiting: gauges(names::ENGINE_WAITING)?,
+                kv_cache: gauges(names::ENGINE_KV_CACHE)?,
+                prefix_hit: gauges(names::ENGINE_PREFIX_HIT)?,
+            },
+            gpu: GpuGauges {
+                count: gauges(names::GPUS)?,
+                utilization: gauges(names::GPU_UTILIZATION)?,
+                framebuffer: gauges(names::GPU_FRAMEBUFFER_USED)?,
+                graphics: gauges(names::GPU_GRAPHICS_ENGINE_ACTIVE)?,
+                sm: gauges(names::GPU_SM_ACTIVE)?,
+                dram: gauges(names::GPU_DRAM_ACTIVE)?,
+            },
             good_per_gpu: gauges(names::GOOD_TOKENS_PER_GPU_SECOND)?,
             tokens_per_gpu: gauges(names::TOKENS_PER_GPU_SECOND)?,
             gpu_seconds,
             failures,
             counted: Mutex::new(Counted::default()),
         })
+    }
+
+    /// The exporter, its families registered with `r`.
+    pub(super) fn register(
+        r: super::register::Register<'_>,
+        live: Arc<Live>,
+    ) -> Result<Arc<Self>, prometheus::Error> {
+        let telemetry = Arc::new(Self::new(r.namespace, live)?);
+        r.registry
+            .register(Box::new(Registered(telemetry.clone())))?;
+        Ok(telemetry)
     }
 
     /// Fills the families from `readings` (those of the configuration in
@@ -101,18 +126,19 @@ impl Telemetry {
     }
 
     fn gauges(&self) -> [&GaugeVec; 13] {
+        let (e, g) = (&self.engine, &self.gpu);
         [
-            &self.engine_info,
-            &self.running,
-            &self.waiting,
-            &self.kv_cache,
-            &self.prefix_hit,
-            &self.gpus,
-            &self.utilization,
-            &self.framebuffer,
-            &self.graphics,
-            &self.sm,
-            &self.dram,
+            &e.info,
+            &e.running,
+            &e.waiting,
+            &e.kv_cache,
+            &e.prefix_hit,
+            &g.count,
+            &g.utilization,
+            &g.framebuffer,
+            &g.graphics,
+            &g.sm,
+            &g.dram,
             &self.good_per_gpu,
             &self.tokens_per_gpu,
         ]
@@ -141,16 +167,17 @@ impl Telemetry {
         for route in self.report_of(readings, now).routes {
             let name = route.route.as_str();
             if let Some(engine) = &route.engine {
-                self.engine_info
+                self.engine
+                    .info
                     .with_label_values(&[name, engine.server])
                     .set(1.0);
                 for m in &engine.models {
                     let labels = [name, m.model.as_str()];
                     for (family, value) in [
-                        (&self.running, m.running),
-                        (&self.waiting, m.waiting),
-                        (&self.kv_cache, m.kv_cache_usage_ratio),
-                        (&self.prefix_hit, m.prefix_cache_hit_ratio),
+                        (&self.engine.running, m.running),
+                        (&self.engine.waiting, m.waiting),
+                        (&self.engine.kv_cache, m.kv_cache_usage_ratio),
+                        (&self.engine.prefix_hit, m.prefix_cache_hit_ratio),
                     ] {
                         if let Some(value) = value {
                             family.with_label_values(&labels).set(value);
@@ -159,13 +186,14 @@ impl Telemetry {
                 }
             }
             if let Some(gpus) = &route.gpus {
-                self.gpus.with_label_values(&[name]).set(gpus.count as f64);
+                let g = &self.gpu;
+                g.count.with_label_values(&[name]).set(gpus.count as f64);
                 for (family, figure) in [
-                    (&self.utilization, gpus.utilization_ratio),
-                    (&self.framebuffer, gpus.framebuffer_used_bytes),
-                    (&self.graphics, gpus.graphics_engine_active_ratio),
-                    (&self.sm, gpus.sm_active_ratio),
-                    (&self.dram, gpus.dram_active_ratio),
+                    (&g.utilization, gpus.utilization_ratio),
+                    (&g.framebuffer, gpus.framebuffer_used_bytes),
+                    (&g.graphics, gpus.graphics_engine_active_ratio),
+                    (&g.sm, gpus.sm_active_ratio),
+                    (&g.dram, gpus.dram_active_ratio),
                 ] {
                     for (stat, value) in [("mean", figure.mean), ("max", figure.max)] {
                         if let Some(value) = value {

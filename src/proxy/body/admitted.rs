@@ -6,17 +6,17 @@ use std::task::{Context, Poll};
 
 use http_body::{Body, Frame, SizeHint};
 
-use crate::proxy::admission::Slot;
+use slo::in_flight::Entered;
 
 /// `inner`, holding the request's slot until it ends (its end or an
 /// error) or is dropped, whichever comes first.
 pub struct Admitted<B> {
     inner: B,
-    slot: Option<Slot>,
+    slot: Option<Entered>,
 }
 
 impl<B> Admitted<B> {
-    pub fn new(inner: B, slot: Slot) -> Self {
+    pub fn new(inner: B, slot: Entered) -> Self {
         Self {
             inner,
             slot: Some(slot),
@@ -56,8 +56,8 @@ mod tests {
     use http_body_util::BodyExt as _;
 
     use super::*;
-    use crate::proxy::admission::InFlight;
     use crate::proxy::body::testing::{Item, TestBody, frame};
+    use slo::in_flight::InFlight;
     use tokio::sync::mpsc::Sender;
 
     fn admitted(count: &Arc<InFlight>) -> (Sender<Item>, Admitted<TestBody>) {
