@@ -363,10 +363,19 @@ pub async fn run(scenario: &Scenario) -> Result<LoadResult, hdrhistogram::Creati
     Ok(result)
 }
 
-/// What one request saw; folded into the leg's result at each event.
+/// One request and what it saw; folded into the leg's result at each
+/// event.
 struct Stream {
     /// The number in the request's `x-request-id`.
     id: u64,
+    /// When it was meant to be sent (`CLOCK_MONOTONIC`, ns): its TTFT and
+    /// end-to-end latency count from there, so a late scheduler is charged.
+    intended: u64,
+    /// When it was handed to the HTTP client: the TTFT compared with the
+    /// proxy's own counts from there.
+    sent: u64,
+    /// Whether its intended send time falls in the measured window.
+    measured: bool,
     hash: Fnv64,
     /// Bytes of an event not yet complete (split across frames).
     pending: Vec<u8>,
@@ -422,6 +431,9 @@ async fn one_request(run: &Run, intended: u64) {
     let mut body = response.into_body();
     let mut stream = Stream {
         id,
+        intended,
+        sent,
+        measured,
         hash: Fnv64::default(),
         pending: Vec::new(),
         prev_token: None,
@@ -445,16 +457,7 @@ async fn one_request(run: &Run, intended: u64) {
             stream.pending.extend_from_slice(data);
             continue;
         }
-        on_frame(
-            run,
-            &mut r,
-            &mut stream,
-            data,
-            now,
-            intended,
-            sent,
-            measured,
-        );
+        stream.on_frame(run, &mut r, data, now);
     }
     let now = mono_ns();
     let Ok(mut r) = run.result.lock() else {
@@ -474,84 +477,77 @@ async fn one_request(run: &Run, intended: u64) {
             record(&mut r.chunk_latency, now.saturating_sub(stamp));
             r.measured_chunks += 1;
         }
-        if measured {
-            record(&mut r.e2e, now.saturating_sub(intended));
+        if stream.measured {
+            record(&mut r.e2e, now.saturating_sub(stream.intended));
         }
     } else if !stream.pending.is_empty() {
         // The body ended inside an event: it was cut, not just split.
         r.errors += 1;
         return;
     }
-    if measured {
+    if stream.measured {
         r.measured_requests += 1;
     }
 }
 
-/// Frames one body frame into events and measures each.
-#[allow(clippy::too_many_arguments)]
-fn on_frame(
-    run: &Run,
-    r: &mut LoadResult,
-    stream: &mut Stream,
-    data: &[u8],
-    now: u64,
-    intended: u64,
-    sent: u64,
-    measured: bool,
-) {
-    stream.pending.extend_from_slice(data);
-    let mut events = 0u64;
-    let mut from = 0;
-    while let Some(end) = memchr::memmem::find(&stream.pending[from..], b"\n\n") {
-        let event = &stream.pending[from..from + end];
-        from += end + 2;
-        events += 1;
-        let stamp = read_stamp(event);
-        if let Some(stamp) = stamp {
-            count_offered(run, r, stamp);
-        }
-        let token = memchr::memmem::find(event, b"\":\" tok").is_some();
-        if let Some(stamp) = stamp
-            && now >= run.measure_from
-            && now < run.measure_until
-        {
-            record(&mut r.chunk_latency, now.saturating_sub(stamp));
-            r.measured_chunks += 1;
-        }
-        if !token {
-            continue;
-        }
-        if !stream.first_token {
-            stream.first_token = true;
-            if measured {
-                record(&mut r.ttft, now.saturating_sub(intended));
-                r.ttft_by_request
-                    .push((stream.id, now.saturating_sub(sent)));
+impl Stream {
+    /// Frames one body frame, received at `now`, into events and measures
+    /// each.
+    fn on_frame(&mut self, run: &Run, r: &mut LoadResult, data: &[u8], now: u64) {
+        self.pending.extend_from_slice(data);
+        let mut events = 0u64;
+        let mut from = 0;
+        while let Some(end) = memchr::memmem::find(&self.pending[from..], b"\n\n") {
+            let event = &self.pending[from..from + end];
+            from += end + 2;
+            events += 1;
+            let stamp = read_stamp(event);
+            if let Some(stamp) = stamp {
+                count_offered(run, r, stamp);
+            }
+            let token = memchr::memmem::find(event, b"\":\" tok").is_some();
+            if let Some(stamp) = stamp
+                && now >= run.measure_from
+                && now < run.measure_until
+            {
+                record(&mut r.chunk_latency, now.saturating_sub(stamp));
+                r.measured_chunks += 1;
+            }
+            if !token {
+                continue;
+            }
+            if !self.first_token {
+                self.first_token = true;
+                if self.measured {
+                    record(&mut r.ttft, now.saturating_sub(self.intended));
+                    r.ttft_by_request
+                        .push((self.id, now.saturating_sub(self.sent)));
+                }
+            }
+            if let (Some(stamp), Some((prev_now, prev_stamp))) = (stamp, self.prev_token)
+                && now >= run.measure_from
+                && now < run.measure_until
+            {
+                let client_gap = now.saturating_sub(prev_now) as i128;
+                let sim_gap = stamp.saturating_sub(prev_stamp) as i128;
+                record(
+                    &mut r.gap_distortion,
+                    (client_gap - sim_gap).unsigned_abs() as u64,
+                );
+            }
+            if let Some(stamp) = stamp {
+                self.prev_token = Some((now, stamp));
             }
         }
-        if let (Some(stamp), Some((prev_now, prev_stamp))) = (stamp, stream.prev_token)
-            && now >= run.measure_from
-            && now < run.measure_until
-        {
-            let client_gap = now.saturating_sub(prev_now) as i128;
-            let sim_gap = stamp.saturating_sub(prev_stamp) as i128;
-            record(
-                &mut r.gap_distortion,
-                (client_gap - sim_gap).unsigned_abs() as u64,
-            );
+        self.pending.drain(..from);
+        r.fidelity.events += events;
+        if events > 1 {
+            r.fidelity.merged_frames += 1;
         }
-        if let Some(stamp) = stamp {
-            stream.prev_token = Some((now, stamp));
+        // Each cut is counted once, on the frame that ends inside the event.
+        if !self.pending.is_empty() {
+            r.fidelity.split_frames += 1;
         }
-    }
-    stream.pending.drain(..from);
-    r.fidelity.events += events;
-    if events > 1 {
-        r.fidelity.merged_frames += 1;
-    }
-    // Each cut is counted once, on the frame that ends inside the event.
-    if !stream.pending.is_empty() {
-        r.fidelity.split_frames += 1;
     }
 }
 

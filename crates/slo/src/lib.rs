@@ -6,7 +6,7 @@
 //! goodput ratio, and which objectives it violated. Counting the verdicts is
 //! the metrics module's job.
 //!
-//! The live windows behind `/slo` (`live.rs`, with the quantile sketch in
+//! The live windows behind `/slo` (`live/`, with the quantile sketch in
 //! `sketch.rs`) aggregate judged requests per route and class over 1m, 5m
 //! and 1h; the latency–load curves and their knees (`capacity`) use the
 //! same windows.

@@ -5,9 +5,9 @@
 //! (`knee.rs`), the sketches only say how far past a threshold a bucket
 //! went.
 //!
-//! The windows are the rings of `live.rs` (60 slots of 1 s, 5 s, 60 s): a
-//! request is placed by its finish time and bucketed by its load at
-//! arrival. A slot keeps only the buckets it saw a request in.
+//! The windows are the rings of `live/ring.rs` (60 slots of 1 s, 5 s,
+//! 60 s): a request is placed by its finish time and bucketed by its load
+//! at arrival. A slot keeps only the buckets it saw a request in.
 //!
 //! Memory of one curve: each (slot, bucket) that saw a request is an entry
 //! of 240 bytes (its index, 40 bytes of counts and three sketches without
@@ -16,7 +16,7 @@
 //! over a factor of ten, never more than 1,300. Steady traffic touches one
 //! to three buckets a slot: with one objective and latencies within a
 //! factor of ten, 180 slots × 3 × 700 bytes ≈ 380 KB over the three rings,
-//! half of what a series of `live.rs` keeps (nine sketches a slot). The
+//! half of what a series of `live/` keeps (nine sketches a slot). The
 //! bound is 180 slots × 23 buckets of entries, whatever the traffic.
 //!
 //! This module does no I/O and reads no clock: the caller passes `now`.

@@ -7,7 +7,7 @@
 //! 500 ms holds in a bucket" is "at least 95 % of the bucket's judged
 //! requests had TTFT ≤ 500 ms". Counts add up across time slots and across
 //! replicas, so the same rule gives one replica's knee here and the fleet's
-//! in the recording rules (`rules.rs`), from the same counters.
+//! in the recording rules (`rules/fleet.rs`), from the same counters.
 
 use serde::Serialize;
 
@@ -535,7 +535,7 @@ mod tests {
         assert_eq!(knee(&class(), &c).value(), Some((12, Bound::Measured)));
     }
 
-    /// The recording rules (`rules.rs`) put the knee another way: the
+    /// The recording rules (`rules/fleet.rs`) put the knee another way: the
     /// largest bound of a holding bucket with no breaking bucket below it,
     /// or 0 when the first bucket breaks; `measured` when any bucket
     /// breaks. Both agree on every mix of states of the first six buckets.

@@ -6,7 +6,7 @@
 //! the buckets, what makes a bucket hold, the knee, the headroom.
 //! `curve.rs` keeps those counts (and a latency sketch per bucket, for
 //! display) over the live windows of `/slo`. The recording rules that give
-//! the knee of several replicas from their counters are in `rules.rs`.
+//! the knee of several replicas from their counters are in `rules/fleet.rs`.
 //!
 //! This module does no I/O, reads no clock and knows no Prometheus: the
 //! caller passes `now`, the load each request met, and the load now.
