@@ -55,7 +55,8 @@ def require(*modules):
             missing.append(name)
     if missing:
         sys.stderr.write(
-            "missing Python packages: %s; install them with "
-            "`python3 -m pip install uvicorn httptools h11 aiohttp`\n" % " ".join(missing)
+            "missing Python packages: %s; install uvicorn, httptools, h11 and aiohttp "
+            "into a virtual environment first on PATH (.ci/run's is target/venv)\n"
+            % " ".join(missing)
         )
         sys.exit(3)

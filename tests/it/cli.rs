@@ -1,6 +1,7 @@
 //! The binary as a user runs it: `check` reports every problem with its
 //! location, `serve` runs from flags alone and stops cleanly on SIGTERM,
-//! and reloads its files on SIGHUP.
+//! and reloads its files on SIGHUP. And the README that tells a newcomer
+//! how: short, its links sound, its test commands those CI runs.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -669,4 +670,69 @@ fn the_product_does_not_depend_on_the_benchmark_rig() {
         .collect();
     assert!(deps.contains(&"tokenmeter-meter"), "{deps:?}");
     assert!(!deps.contains(&"tokenmeter-bench"), "{deps:?}");
+}
+
+/// The README is a newcomer's page, under 250 lines: the reference is in
+/// `docs/`, behind links that must lead somewhere, and the test commands
+/// it gives are the ones `.ci/run` runs, so they cannot drift apart.
+#[test]
+fn the_readme_is_short_its_links_resolve_and_ci_runs_its_test_commands() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines < 250,
+        "README.md has {lines} lines: move reference material to docs/"
+    );
+
+    // Every relative link names a file, and its anchor a heading there.
+    for link in readme.split("](").skip(1).filter_map(|s| s.split_once(')')) {
+        let target = link.0;
+        if target.starts_with("http") {
+            continue;
+        }
+        let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+        assert!(
+            root.join(file).is_file(),
+            "README.md links to {file}: no such file"
+        );
+        if !anchor.is_empty() {
+            let text = std::fs::read_to_string(root.join(file)).unwrap();
+            assert!(
+                text.lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .any(|h| slug(h.trim_start_matches('#')) == anchor),
+                "README.md links to {target}: no such heading in {file}"
+            );
+        }
+    }
+
+    // `.ci/run` runs the README's test commands as written.
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let ci_tests: Vec<&str> = ci
+        .lines()
+        .filter(|l| l.starts_with("cargo test "))
+        .collect();
+    assert!(ci_tests.len() >= 2, "{ci_tests:?}");
+    for command in ci_tests {
+        assert!(
+            readme.contains(&format!("`{command}`")),
+            "README.md does not give .ci/run's `{command}`"
+        );
+    }
+}
+
+/// A Markdown heading's anchor as GitHub makes it: lower case, spaces as
+/// hyphens, and no punctuation but hyphens and underscores.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c.to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect()
 }

@@ -100,8 +100,8 @@ impl Stack {
                 "install Node.js (Debian: `apt-get install nodejs`, as .ci/run does)"
             }
             _ => {
-                "install Python 3 and `python3 -m pip install uvicorn httptools h11 aiohttp` \
-                 (as .ci/run does)"
+                "install uvicorn, httptools, h11 and aiohttp into a virtual environment \
+                 first on PATH (.ci/run's is target/venv)"
             }
         }
     }

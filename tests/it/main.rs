@@ -11,7 +11,9 @@
 //! `hadolint`, `yamllint`, `kubernetes_validate`, `docker_compose`, and
 //! `llama_server` (llama.cpp's server, built by `tests/llamacpp/build.sh`,
 //! with Python's `gguf` for its tiny model).
-//! `.ci/run` installs them all and the README's test command runs every
+//! `.ci/run` installs them all (the Python ones into the virtual
+//! environment `target/venv`, whose `bin` it puts first on `PATH`, where
+//! every test finds its tool) and the README's test command runs every
 //! test: none is ignored or behind a feature. Without the tools, the
 //! README's other command runs the rest. (What every Linux system has,
 //! `kill` and util-linux's `prlimit`, does not count.)

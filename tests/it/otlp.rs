@@ -47,7 +47,8 @@ fn start_receiver() -> Receiver {
     let ports: Vec<&str> = first.split(' ').collect();
     assert!(
         ports.len() == 3 && ports[0] == "ready",
-        "the OTLP receiver did not start: pip install opentelemetry-proto grpcio (see README)"
+        "the OTLP receiver did not start: install opentelemetry-proto and grpcio into a \
+         virtual environment first on PATH (.ci/run's is target/venv)"
     );
     let at = |port: &str| SocketAddr::from(([127, 0, 0, 1], port.parse().unwrap()));
     let (grpc, http) = (at(ports[1]), at(ports[2]));

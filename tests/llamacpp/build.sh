@@ -8,7 +8,9 @@
 # (default target/llama-server/, relative to the repository's root), with a
 # stamp of what it was built from; a later run with the same stamp does
 # nothing. Installs cmake (Debian's) when it is missing; runs as root on a
-# fresh Debian 12 machine in CI.
+# fresh Debian 12 machine in CI. The sdist is downloaded with the pip of the
+# first `python3` on PATH: .ci/run runs this script with its virtual
+# environment, target/venv, first there.
 #
 # The build takes about 12 minutes of CPU (the script prints its time).
 # The binary is 15 MB and needs only libc and libstdc++.
@@ -54,6 +56,11 @@ if ! command -v cmake >/dev/null 2>&1 || ! command -v c++ >/dev/null 2>&1 \
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends cmake g++ make >/dev/null
+fi
+
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  echo "no pip for python3: run .ci/run, which makes target/venv, or put target/venv/bin first on PATH" >&2
+  exit 1
 fi
 
 start=$(date +%s)
