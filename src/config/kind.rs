@@ -108,12 +108,6 @@ pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     checked_or_empty(d, Some(false), false, parse_bool)
 }
 
-/// `true` or `false`, where no value (`key:`) is `None`, as leaving the
-/// key out is: the key's default is decided where it is used.
-pub(super) fn optional_boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    checked_or_empty(d, Some(None), None, |text| parse_bool(text).map(Some))
-}
-
 /// A duration greater than zero, where no value (`key:`) is `None`, as
 /// leaving the key out is.
 pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
@@ -260,13 +254,14 @@ pub(super) fn otlp_endpoint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<St
     })
 }
 
-/// `otlp.protocol`: `http/protobuf` or `grpc`; no value is `None`.
-pub(super) fn otlp_protocol<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<OtlpProtocol>, D::Error> {
-    checked_or_empty(d, Some(None), None, |text| {
-        parse_otlp_protocol(text).map(Some)
-    })
+/// `otlp.protocol`: `http/protobuf` or `grpc`.
+pub(super) fn otlp_protocol<'de, D: Deserializer<'de>>(d: D) -> Result<OtlpProtocol, D::Error> {
+    checked(d, OtlpProtocol::HttpProtobuf, parse_otlp_protocol)
+}
+
+/// A name taken as written (`otlp.service_name`).
+pub(super) fn name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    checked(d, String::new(), |text| Ok(text.to_owned()))
 }
 
 /// `tenant.header`: a header's name, but not one that carries

@@ -6,18 +6,19 @@
 //! derives `Deserialize` with its defaults (`#[serde(default)]` and its
 //! `Default` impl), its `///` field comments are the user documentation of
 //! its keys, and it derives `Serialize` for `/config` (`show.rs`).
-//! `proxy`, `trace_context`, `metrics`, `scrape`, `admin` and each route
-//! (`Route`, with its `match`, `timeouts` and `gpu_select`) are read so;
-//! the few other keys of the main file (`listen`, every key of `otlp`) are
-//! typed where `raw` reads them, each naming its kind. A route as read is
-//! then completed by `load/routes.rs` (`--upstream` applied, its CA file
-//! read). The flags that replace `listen`, `admin.listen` and `upstream`
-//! are applied after the file, and the `OTEL_*` variables fill in the
-//! `otlp` keys the file does not give (`load/otlp.rs`, which merges the two
-//! and says where each setting came from). Still read as text with its
-//! location (`raw`'s `Spanned`): `slo_files` (paths and globs resolved
-//! against the file's directory) and the SLO files' values, turned into
-//! `SloClass` by `load/classes.rs`.
+//! `proxy`, `trace_context`, `metrics`, `scrape`, `admin`, `otlp` and each
+//! route (`Route`, with its `match`, `timeouts` and `gpu_select`) are read
+//! so; the one other key of the main file, `listen`, is typed where `raw`
+//! reads it. A route as read is then completed by `load/routes.rs`
+//! (`--upstream` applied, its CA file read). The flags that replace
+//! `listen`, `admin.listen` and `upstream` are applied after the file, and
+//! the `OTEL_*` variables fill in the `otlp` keys the file does not give
+//! (`load/otlp.rs`, which also resolves each signal's export and says
+//! where each setting came from). A configuration from flags alone is an
+//! empty document checked the same way, `--upstream` its one route. Still
+//! read as text with its location (`raw`'s `Spanned`): `slo_files` (paths
+//! and globs resolved against the file's directory) and the SLO files'
+//! values, turned into `SloClass` by `load/classes.rs`.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
@@ -55,9 +56,8 @@
 //! `Deserialize`, `#[serde(default)]` and a `Default` impl), a field of
 //! `Config`, the same field as an `Option` in `raw::RawConfig`, its line in
 //! `raw/read.rs`'s `known_keys` (so an unknown key in it is named and a
-//! near one offered), and its default where `load/document.rs` builds a
-//! `Config` (from a file: `raw.section.clone().unwrap_or_default()`; from
-//! flags alone: `Default::default()`).
+//! near one offered), and its default where `load/document.rs` builds the
+//! `Config` (`raw.section.clone().unwrap_or_default()`).
 
 mod error;
 mod kind;
@@ -65,6 +65,8 @@ mod load;
 mod located;
 mod metrics;
 mod raw;
+#[cfg(test)]
+mod reference;
 mod restart;
 mod route;
 mod server_tls;
@@ -127,7 +129,6 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// SLO classes from the `slo_files`, in file order. Empty when none are
     /// configured; then a route's `slo` is only a label value.
-    #[serde(serialize_with = "show::classes")]
     pub slo_classes: Vec<SloClass>,
     /// What the proxy does with the W3C trace context of metered requests.
     pub trace_context: TraceSettings,
@@ -145,34 +146,93 @@ pub struct Config {
     pub sources: Sources,
 }
 
-/// OpenTelemetry export (OTLP): metrics and one span per metered request,
-/// from the `otlp` section and the SDKs' `OTEL_*` environment variables.
-#[derive(Debug, Clone, PartialEq)]
+/// `otlp`: OpenTelemetry export (OTLP) of the metrics and of one span per
+/// metered request. The keys are the file's; the SDKs' `OTEL_*` variables
+/// fill in those it does not give (`load/otlp.rs`), which also resolves
+/// where each signal is sent (`exports`) and says where each setting came
+/// from (`from`). A change needs a restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OtlpSettings {
-    /// The collector's address as `otlp.endpoint` or
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT` gives it, when one does.
+    /// The collector, `http://host:port` (OTLP/HTTP: the signals' paths
+    /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is). Required
+    /// unless an endpoint variable gives it.
+    #[serde(deserialize_with = "kind::otlp_endpoint")]
     pub endpoint: Option<String>,
-    /// `otlp.protocol` or `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    /// `http/protobuf` or `grpc`. Default `http/protobuf`.
+    #[serde(deserialize_with = "kind::otlp_protocol")]
     pub protocol: OtlpProtocol,
-    /// `otlp.timeout` or `OTEL_EXPORTER_OTLP_TIMEOUT`.
-    pub timeout: Duration,
-    /// Where and how the metrics are sent; `None`: not exported.
-    pub metrics: Option<OtlpExport>,
-    /// Where and how the spans are sent; `None`: not exported.
-    pub traces: Option<OtlpExport>,
+    /// Export the metrics. A boolean, default `true`; in force, whether
+    /// they are exported.
+    #[serde(deserialize_with = "kind::boolean")]
+    pub metrics: bool,
+    /// Export one span per metered request. A boolean, default `true`; in
+    /// force, whether they are exported.
+    #[serde(deserialize_with = "kind::boolean")]
+    pub traces: bool,
+    /// How often the metrics are exported. A duration, default `60s`.
+    #[serde(with = "kind::duration")]
     pub metrics_interval: Duration,
+    /// The longest a finished span waits for its batch. A duration,
+    /// default `5s`.
+    #[serde(with = "kind::duration")]
     pub traces_delay: Duration,
-    /// Finished requests waiting for the exporter.
+    /// How long one export may take, retries included. A duration, default
+    /// `10s`.
+    #[serde(with = "kind::duration")]
+    pub timeout: Duration,
+    /// Finished requests waiting for the exporter; past it they are
+    /// dropped and counted. A count, default `2048`.
+    #[serde(deserialize_with = "kind::count")]
     pub queue: usize,
-    /// Most spans per export.
+    /// Most spans in one export. A count, default `512`.
+    #[serde(deserialize_with = "kind::count")]
     pub max_batch: usize,
+    /// The `service.name` of the exported resource. Default `tokenmeter`.
+    #[serde(deserialize_with = "kind::name")]
     pub service_name: String,
     /// The exported resource's other attributes
     /// (`OTEL_RESOURCE_ATTRIBUTES`, without `service.name`).
+    #[serde(skip_deserializing, serialize_with = "show::pairs")]
     pub resource_attributes: Vec<(String, String)>,
+    /// Where and how each signal is sent.
+    #[serde(skip_deserializing)]
+    pub exports: OtlpExports,
     /// Where each setting came from: (setting, `otlp.KEY`, an environment
     /// variable's name, or `default`).
+    #[serde(
+        rename = "from",
+        skip_deserializing,
+        serialize_with = "show::static_pairs"
+    )]
     pub origins: Vec<(&'static str, &'static str)>,
+}
+
+impl Default for OtlpSettings {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            protocol: OtlpProtocol::HttpProtobuf,
+            metrics: true,
+            traces: true,
+            metrics_interval: Duration::from_secs(60),
+            traces_delay: Duration::from_secs(5),
+            timeout: Duration::from_secs(10),
+            queue: 2048,
+            max_batch: 512,
+            service_name: "tokenmeter".to_owned(),
+            resource_attributes: Vec::new(),
+            exports: OtlpExports::default(),
+            origins: Vec::new(),
+        }
+    }
+}
+
+/// Where and how each signal is sent; `None`: not exported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct OtlpExports {
+    pub metrics: Option<OtlpExport>,
+    pub traces: Option<OtlpExport>,
 }
 
 /// One signal's export.
@@ -192,17 +252,15 @@ pub struct OtlpExport {
 }
 
 /// Headers sent with every export: a collector's credentials. Their
-/// values are never shown, logged or printed (`Debug` shows the names).
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct OtlpHeaders(pub Vec<(String, String)>);
+/// values are never shown, logged or printed (`Debug` and `/config` show
+/// the names, each with `<redacted>`).
+#[derive(Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OtlpHeaders(#[serde(serialize_with = "show::redacted")] pub Vec<(String, String)>);
 
 impl OtlpHeaders {
     /// The names, each with the value `<redacted>`.
     pub fn redacted(&self) -> Vec<(&str, &'static str)> {
-        self.0
-            .iter()
-            .map(|(k, _)| (k.as_str(), "<redacted>"))
-            .collect()
+        show::redact(&self.0)
     }
 }
 
@@ -213,11 +271,13 @@ impl std::fmt::Debug for OtlpHeaders {
 }
 
 /// How OTLP is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum OtlpProtocol {
     /// Protobuf over HTTP (`/v1/metrics`, `/v1/traces`).
+    #[serde(rename = "http/protobuf")]
     HttpProtobuf,
     /// gRPC.
+    #[serde(rename = "grpc")]
     Grpc,
 }
 
@@ -408,7 +468,7 @@ pub struct ProxySettings {
     /// `X-Forwarded-Proto` and `X-Forwarded-Host` are passed on, as another
     /// proxy in front sets them. From any other client they are replaced.
     /// Default: none.
-    #[serde(deserialize_with = "kind::ip_nets")]
+    #[serde(serialize_with = "show::displays", deserialize_with = "kind::ip_nets")]
     pub trusted_proxies: Vec<IpNet>,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
     /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).

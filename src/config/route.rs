@@ -19,13 +19,15 @@ pub enum TenantSource {
     ApiKeys(ApiKeys),
 }
 
-/// Tenants by the SHA-256 of their API keys. Only hashes are held, and its
-/// `Debug` shows none of them.
-#[derive(Clone, PartialEq)]
+/// Tenants by the SHA-256 of their API keys. Only hashes are held, and
+/// neither its `Debug` nor `/config` shows any of them.
+#[derive(Clone, PartialEq, Serialize)]
 pub struct ApiKeys {
     /// The headers a key is read from, the first one present.
+    #[serde(serialize_with = "super::show::headers")]
     pub headers: Vec<http::HeaderName>,
-    /// Tenant name by key hash.
+    /// Tenant name by key hash (shown: how many keys, and the names).
+    #[serde(flatten, serialize_with = "super::show::key_tenants")]
     pub tenants: std::collections::HashMap<[u8; 32], String>,
 }
 
@@ -59,6 +61,7 @@ pub struct Route {
     /// is given on the command line, which replaces it in every route.
     #[serde(
         default = "Upstream::stand_in",
+        serialize_with = "super::show::display",
         deserialize_with = "super::kind::upstream"
     )]
     pub upstream: Upstream,
@@ -66,7 +69,11 @@ pub struct Route {
     /// endpoints such as `.../chat/completions` and `.../completions`),
     /// `openai` (every request, read as OpenAI chat/completions) or `none`
     /// (forward only). Default `auto`.
-    #[serde(default, deserialize_with = "super::kind::protocol")]
+    #[serde(
+        default,
+        serialize_with = "super::show::display",
+        deserialize_with = "super::kind::protocol"
+    )]
     pub protocol: Protocol,
     /// Upstream timeouts.
     #[serde(default)]
@@ -154,11 +161,19 @@ pub struct Route {
     /// llama.cpp with `--metrics`), scraped on the route's interval, off
     /// the forwarding path: `http` or `https` with a host. Default: not
     /// scraped.
-    #[serde(default, deserialize_with = "super::kind::metrics_url")]
+    #[serde(
+        default,
+        serialize_with = "super::show::opt_display",
+        deserialize_with = "super::kind::metrics_url"
+    )]
     pub engine_metrics: Option<MetricsEndpoint>,
     /// The page of the NVIDIA DCGM exporter of the GPUs serving the route,
     /// scraped as `engine_metrics` is. Default: not scraped.
-    #[serde(default, deserialize_with = "super::kind::metrics_url")]
+    #[serde(
+        default,
+        serialize_with = "super::show::opt_display",
+        deserialize_with = "super::kind::metrics_url"
+    )]
     pub gpu_metrics: Option<MetricsEndpoint>,
     /// Which GPUs of `gpu_metrics` serve the route. Only with
     /// `gpu_metrics`. Default: every GPU on the page.
@@ -252,7 +267,7 @@ impl Upstream {
 
     /// The upstream as a URL string, for logs and `/config`.
     pub fn url(&self) -> String {
-        format!("{}://{}{}", self.scheme, self.authority, self.base_path)
+        self.to_string()
     }
 }
 

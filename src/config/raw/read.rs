@@ -91,6 +91,9 @@ fn read_as<T: de::DeserializeOwned>(
     text: &str,
     known_keys: fn(&[Segment]) -> &'static [&'static str],
 ) -> Result<Document<T>, SyntaxError> {
+    // A document with nothing in it (the one of a configuration from flags
+    // alone, or an empty file) is an empty mapping: every key left out.
+    let text = if text.trim().is_empty() { "{}" } else { text };
     let mut ignored: Vec<Vec<Segment>> = Vec::new();
     let (result, problems) = super::super::located::collecting(|| {
         serde_saphyr::with_deserializer_from_str(text, |deserializer| {
@@ -229,7 +232,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["proxy"] => fields_of::<ProxySettings>(),
         ["metrics"] => fields_of::<MetricsSettings>(),
         ["trace_context"] => fields_of::<TraceSettings>(),
-        ["otlp"] => fields_of::<RawOtlp>(),
+        ["otlp"] => fields_of::<OtlpSettings>(),
         ["tls"] => fields_of::<crate::config::server_tls::RawServerTls>(),
         ["scrape"] => fields_of::<ScrapeSettings>(),
         ["metrics", "models"] => fields_of::<LabelBounds>(),

@@ -5,14 +5,12 @@
 //! user documentation of each key (`docs/configuration.md` is written from
 //! them).
 
-use std::time::Duration;
-
 use serde::Deserialize;
 
 use super::super::kind;
 
 pub(crate) use super::super::{
-    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsSettings, OtlpProtocol, ProxySettings,
+    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsSettings, OtlpSettings, ProxySettings,
     Route, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
 };
 
@@ -43,7 +41,7 @@ pub(crate) struct RawConfig {
     pub trace_context: Option<TraceSettings>,
     /// OpenTelemetry export (OTLP) of the metrics and of one span per
     /// metered request. Default: off.
-    pub otlp: Option<RawOtlp>,
+    pub otlp: Option<OtlpSettings>,
     /// TLS on the proxy listener: its certificate and key, and optionally
     /// the authorities client certificates are verified against. Default:
     /// plain HTTP.
@@ -51,43 +49,6 @@ pub(crate) struct RawConfig {
     /// How the routes' `engine_metrics` and `gpu_metrics` pages are
     /// scraped.
     pub scrape: Option<ScrapeSettings>,
-}
-
-/// `otlp`: where and how the OpenTelemetry export goes.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawOtlp {
-    /// The collector: `http://host:port` (OTLP/HTTP: the signals' paths
-    /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is).
-    /// Required.
-    #[serde(default, deserialize_with = "kind::otlp_endpoint")]
-    pub endpoint: Option<String>,
-    /// `http/protobuf` (default) or `grpc`.
-    #[serde(default, deserialize_with = "kind::otlp_protocol")]
-    pub protocol: Option<OtlpProtocol>,
-    /// Export the metrics (boolean, default `true`).
-    #[serde(default, deserialize_with = "kind::optional_boolean")]
-    pub metrics: Option<bool>,
-    /// Export one span per metered request (boolean, default `true`).
-    #[serde(default, deserialize_with = "kind::optional_boolean")]
-    pub traces: Option<bool>,
-    /// How often the metrics are exported. Default `60s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub metrics_interval: Option<Duration>,
-    /// The longest a finished span waits for its batch. Default `5s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub traces_delay: Option<Duration>,
-    /// How long one export may take, retries included. Default `10s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub timeout: Option<Duration>,
-    /// Finished requests waiting for the exporter; past it they are
-    /// dropped and counted. Default 2048.
-    #[serde(default, deserialize_with = "kind::optional_count")]
-    pub queue: Option<usize>,
-    /// Most spans in one export. Default 512.
-    #[serde(default, deserialize_with = "kind::optional_count")]
-    pub max_batch: Option<usize>,
-    /// The `service.name` of the exported resource. Default `tokenmeter`.
-    pub service_name: Option<String>,
 }
 
 /// An SLO file: `classes`, a list of SLO classes.
