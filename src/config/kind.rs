@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::located::{
-    Entry, Item, Pos, Problems, checked, checked_entries, checked_items, checked_list,
-    checked_or_empty, checked_standing_in,
+    Entry, Item, Pos, Problems, checked, checked_entries, checked_items, checked_or_empty,
+    checked_standing_in,
 };
 use super::values::{
     is_label_value, is_metric_namespace, is_tenant_name, parse_addr, parse_bool, parse_bound,
@@ -25,7 +25,6 @@ use super::values::{
 };
 use super::{
     ApiKeys, IpNet, MetricsEndpoint, OtlpProtocol, Protocol, TenantSource, TlsRoots, Upstream,
-    default_admin_listen,
 };
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
@@ -84,7 +83,16 @@ pub(super) fn percentage<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Erro
 
 /// A list of addresses or CIDR ranges (`10.0.0.0/8`, `::1`).
 pub(super) fn ip_nets<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
-    checked_list(d, parse_ip_net)
+    checked_items(d, None, Vec::new(), |_, items| {
+        let (nets, problems): (Vec<_>, Vec<_>) = items
+            .iter()
+            .map(|item| parse_ip_net(item.text).map_err(|message| (item.pos, message)))
+            .partition(Result::is_ok);
+        match problems.is_empty() {
+            true => Ok(nets.into_iter().flatten().collect()),
+            false => Err(problems.into_iter().filter_map(Result::err).collect()),
+        }
+    })
 }
 
 /// A whole number, at least 1.
@@ -94,12 +102,7 @@ pub(super) fn count<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> 
 
 /// A token count, at least 1.
 pub(super) fn token_count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    checked(d, 0, |text| match text.trim().parse::<u64>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "invalid count `{text}`: expected a whole number, at least 1"
-        )),
-    })
+    checked(d, 0, |text| parse_positive_count(text).map(|n| n as u64))
 }
 
 /// `true` or `false`, where no value (`key:`) is `false`, as leaving the
@@ -236,7 +239,7 @@ pub(super) fn address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAd
 /// in for a bad one (so the other listener is checked against it, as when
 /// the key is left out).
 pub(super) fn admin_address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
-    let default = default_admin_listen();
+    let default = super::DEFAULT_ADMIN_LISTEN;
     checked_or_empty(d, Some(default), default, parse_addr)
 }
 

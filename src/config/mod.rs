@@ -87,7 +87,7 @@ pub use route::{
 pub use load::{ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides};
 pub use values::is_tenant_name;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -95,23 +95,11 @@ use serde::{Deserialize, Serialize};
 use slo::SloClass;
 
 /// Default proxy listen address.
-pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
 /// Default admin listen address: loopback, so metrics are not exposed by accident.
-pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
-
-/// [`DEFAULT_LISTEN`] as an address.
-pub(crate) fn default_listen() -> SocketAddr {
-    DEFAULT_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8080)))
-}
-
-/// [`DEFAULT_ADMIN_LISTEN`] as an address.
-pub(crate) fn default_admin_listen() -> SocketAddr {
-    DEFAULT_ADMIN_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
-}
+pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9464));
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -243,6 +231,7 @@ pub struct OtlpExport {
     pub endpoint: String,
     pub protocol: OtlpProtocol,
     /// Sent with every export (HTTP headers, or gRPC metadata).
+    #[serde(serialize_with = "show::redacted")]
     pub headers: OtlpHeaders,
     #[serde(serialize_with = "show::secs")]
     pub timeout: Duration,
@@ -254,13 +243,16 @@ pub struct OtlpExport {
 /// Headers sent with every export: a collector's credentials. Their
 /// values are never shown, logged or printed (`Debug` and `/config` show
 /// the names, each with `<redacted>`).
-#[derive(Clone, Default, PartialEq, Eq, Serialize)]
-pub struct OtlpHeaders(#[serde(serialize_with = "show::redacted")] pub Vec<(String, String)>);
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct OtlpHeaders(pub Vec<(String, String)>);
 
 impl OtlpHeaders {
     /// The names, each with the value `<redacted>`.
     pub fn redacted(&self) -> Vec<(&str, &'static str)> {
-        show::redact(&self.0)
+        self.0
+            .iter()
+            .map(|(k, _)| (k.as_str(), "<redacted>"))
+            .collect()
     }
 }
 
@@ -388,7 +380,7 @@ impl Default for AdminSettings {
     fn default() -> Self {
         Self {
             max_connections: 64,
-            listen: default_admin_listen(),
+            listen: DEFAULT_ADMIN_LISTEN,
             web_config_file: None,
             web: None,
         }

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::{Config, MetricsEndpoint, Protocol, Upstream};
+use super::{Config, MetricsEndpoint, OtlpHeaders, Protocol, Upstream};
 
 impl Protocol {
     /// The name a route's `protocol` gives it.
@@ -184,18 +184,10 @@ pub(super) fn opt_display<T: std::fmt::Display, S: Serializer>(
     v.as_ref().map(ToString::to_string).serialize(s)
 }
 
-/// Header names, each with the value `<redacted>`.
-pub(super) fn redact(pairs: &[(String, String)]) -> Vec<(&str, &'static str)> {
-    pairs
-        .iter()
-        .map(|(k, _)| (k.as_str(), "<redacted>"))
-        .collect()
-}
-
 /// Headers as their names, each with the value `<redacted>`: a
 /// collector's credentials are never shown.
-pub(super) fn redacted<S: Serializer>(pairs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_map(redact(pairs))
+pub(super) fn redacted<S: Serializer>(headers: &OtlpHeaders, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(headers.redacted())
 }
 
 /// Header names.

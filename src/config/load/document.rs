@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 use super::super::raw::{self, RawConfig};
-use super::super::{Config, WebConfig, default_listen};
+use super::super::{Config, DEFAULT_LISTEN, WebConfig};
 use super::checker::{Checker, Origin, Overrides};
 use super::validate::Given;
 
@@ -86,7 +86,7 @@ impl Checker<'_> {
         let (listen, listen_origin) = match (overrides.listen, file_listen) {
             (Some(addr), _) => (addr, Origin::Flag("--listen")),
             (None, Some(file)) => file,
-            (None, None) => (default_listen(), Origin::Default),
+            (None, None) => (DEFAULT_LISTEN, Origin::Default),
         };
         let mut admin = raw.admin.clone().unwrap_or_default();
         // A bad address is reported already; the default stands in for it.
