@@ -397,13 +397,13 @@ pub(super) fn tls<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TlsRoots>, D
 /// each objective; a larger one is judged at this bound.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct DeclaredMax {
-    /// Default `60s`.
+    /// The largest TTFT bound a request may declare.
     #[serde(default, deserialize_with = "optional_duration")]
     pub ttft: Option<Duration>,
-    /// Default `10s`.
+    /// The largest TPOT bound a request may declare.
     #[serde(default, deserialize_with = "optional_duration")]
     pub tpot: Option<Duration>,
-    /// Default `1h`.
+    /// The largest E2EL bound a request may declare.
     #[serde(default, deserialize_with = "optional_duration")]
     pub e2el: Option<Duration>,
 }
@@ -447,7 +447,7 @@ pub(super) struct TenantFile {
 pub(super) struct ApiKeysFile {
     /// The headers a key is read from, the first one present: from
     /// `authorization`, the token of `Bearer <token>`; from any other, the
-    /// whole value. Default `[authorization, x-api-key]`.
+    /// whole value.
     #[serde(default, deserialize_with = "key_headers")]
     pub headers: Option<Vec<http::HeaderName>>,
     /// Tenant name by the SHA-256 of the key, in lowercase hex (what

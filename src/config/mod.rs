@@ -40,14 +40,15 @@
 //! a `deserialize_with` naming its kind when it is not a plain string:
 //!
 //! ```text
-//! /// How long ... A duration, default `30s`.
+//! /// How long ... A duration.
 //! #[serde(with = "kind::duration")]
 //! pub some_timeout: Duration,
 //! ```
 //!
 //! plus its default in the section's `Default` impl (a route's are on its
-//! fields, `#[serde(default)]`) and its row in `docs/configuration.md` (a
-//! test checks the reference names every key). A rule that relates it to
+//! fields, `#[serde(default)]`), the one place a default is written, and
+//! its row in `docs/configuration.md` (`reference.rs` checks that the
+//! reference names every key and writes each default the types hold). A rule that relates it to
 //! other keys is one more function in `load/validate.rs`.
 //! `/config` shows it, unknown-key messages offer it, and a bad value is
 //! reported with its line, column and key, with nothing else to write. A
@@ -147,36 +148,33 @@ pub struct OtlpSettings {
     /// unless an endpoint variable gives it.
     #[serde(deserialize_with = "kind::otlp_endpoint")]
     pub endpoint: Option<String>,
-    /// `http/protobuf` or `grpc`. Default `http/protobuf`.
+    /// `http/protobuf` or `grpc`.
     #[serde(deserialize_with = "kind::otlp_protocol")]
     pub protocol: OtlpProtocol,
-    /// Export the metrics. A boolean, default `true`; in force, whether
-    /// they are exported.
+    /// Export the metrics. A boolean; in force, whether they are exported.
     #[serde(deserialize_with = "kind::boolean")]
     pub metrics: bool,
-    /// Export one span per metered request. A boolean, default `true`; in
-    /// force, whether they are exported.
+    /// Export one span per metered request. A boolean; in force, whether they
+    /// are exported.
     #[serde(deserialize_with = "kind::boolean")]
     pub traces: bool,
-    /// How often the metrics are exported. A duration, default `60s`.
+    /// How often the metrics are exported. A duration.
     #[serde(with = "kind::duration")]
     pub metrics_interval: Duration,
-    /// The longest a finished span waits for its batch. A duration,
-    /// default `5s`.
+    /// The longest a finished span waits for its batch. A duration.
     #[serde(with = "kind::duration")]
     pub traces_delay: Duration,
-    /// How long one export may take, retries included. A duration, default
-    /// `10s`.
+    /// How long one export may take, retries included. A duration.
     #[serde(with = "kind::duration")]
     pub timeout: Duration,
-    /// Finished requests waiting for the exporter; past it they are
-    /// dropped and counted. A count, default `2048`.
+    /// Finished requests waiting for the exporter; past it they are dropped and
+    /// counted. A count.
     #[serde(deserialize_with = "kind::count")]
     pub queue: usize,
-    /// Most spans in one export. A count, default `512`.
+    /// Most spans in one export. A count.
     #[serde(deserialize_with = "kind::count")]
     pub max_batch: usize,
-    /// The `service.name` of the exported resource. Default `tokenmeter`.
+    /// The `service.name` of the exported resource.
     #[serde(deserialize_with = "kind::name")]
     pub service_name: String,
     /// The exported resource's other attributes
@@ -302,18 +300,17 @@ pub struct Sources {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TraceSettings {
-    /// Take part in the client's trace as a span of its own: the upstream
-    /// is sent a `traceparent` with the client's trace id and flags and the
-    /// proxy's span as the parent (`tracestate` unchanged), so the
-    /// upstream's spans (vLLM, SGLang, TGI) hang under the proxy's. A
-    /// boolean, default `false`: both headers go to the upstream as the
-    /// client sent them.
+    /// Take part in the client's trace as a span of its own: the upstream is
+    /// sent a `traceparent` with the client's trace id and flags and the
+    /// proxy's span as the parent (`tracestate` unchanged), so the upstream's
+    /// spans (vLLM, SGLang, TGI) hang under the proxy's. A boolean: both
+    /// headers go to the upstream as the client sent them.
     #[serde(deserialize_with = "kind::boolean")]
     pub join: bool,
     /// Start a trace for a metered request that comes without a valid
     /// `traceparent`: a new trace id, sampled, with the proxy's span as its
-    /// root, sent to the upstream in `traceparent` (a `tracestate` without
-    /// a valid `traceparent` is dropped). A boolean, default `false`.
+    /// root, sent to the upstream in `traceparent` (a `tracestate` without a
+    /// valid `traceparent` is dropped). A boolean.
     #[serde(deserialize_with = "kind::boolean")]
     pub start: bool,
 }
@@ -324,16 +321,16 @@ pub struct TraceSettings {
 #[serde(default)]
 pub struct ScrapeSettings {
     /// How often each page is fetched, where a route gives no
-    /// `scrape_interval`. A duration, default `5s`.
+    /// `scrape_interval`. A duration.
     #[serde(with = "kind::duration")]
     pub interval: Duration,
-    /// How long one fetch may take, the body read included; past it the
-    /// scrape fails. Below the interval of every route scraped, so that a
-    /// slow page never has two fetches in flight. A duration, default `2s`.
+    /// How long one fetch may take, the body read included; past it the scrape
+    /// fails. Below the interval of every route scraped, so that a slow page
+    /// never has two fetches in flight. A duration.
     #[serde(with = "kind::duration")]
     pub timeout: Duration,
-    /// Largest page read; a larger one fails the scrape, so a runaway
-    /// exporter cannot take the proxy's memory. A size, default `4MiB`.
+    /// Largest page read; a larger one fails the scrape, so a runaway exporter
+    /// cannot take the proxy's memory. A size.
     #[serde(deserialize_with = "kind::size")]
     pub max_body: usize,
 }
@@ -353,15 +350,15 @@ impl Default for ScrapeSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AdminSettings {
-    /// Most client connections open at once on the admin listener; more
-    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
-    /// whatever visits the admin port cannot take the file descriptors
-    /// forwarding needs. Applied at start only.
+    /// Most client connections open at once on the admin listener; more wait in
+    /// the kernel's accept queue. A count, at least 1: the listener's own
+    /// share, so that whatever visits the admin port cannot take the file
+    /// descriptors forwarding needs. Applied at start only.
     #[serde(deserialize_with = "kind::admin_connections")]
     pub max_connections: usize,
-    /// Address (`IP:port`) of the admin listener. Default `127.0.0.1:9464`
-    /// (loopback, so metrics are not exposed by accident). Must differ from
-    /// `listen`. `--admin-listen` replaces it.
+    /// Address (`IP:port`) of the admin listener, loopback unless given, so
+    /// that metrics are not exposed by accident. Must differ from `listen`.
+    /// `--admin-listen` replaces it.
     #[serde(deserialize_with = "kind::admin_address")]
     pub listen: SocketAddr,
     /// A Prometheus exporter-toolkit web config file (the format
@@ -391,17 +388,15 @@ impl Default for AdminSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProxySettings {
-    /// Largest request body read ahead to learn `model` and `stream`; a
-    /// larger body is forwarded as it streams in and metered with an unknown
-    /// model. A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`,
-    /// `100kB`). Default `4MiB`.
+    /// Largest request body read ahead to learn `model` and `stream`; a larger
+    /// body is forwarded as it streams in and metered with an unknown model. A
+    /// size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`, `100kB`).
     #[serde(rename = "max_request_body", deserialize_with = "kind::size")]
     pub max_request_body_bytes: usize,
-    /// Largest request body held whole so that the request can be sent
-    /// again if the upstream closes a reused connection under it (the
-    /// keep-alive race); an unmetered request's body is read ahead up to
-    /// this (a larger one is forwarded as it streams in and is never sent
-    /// twice). A size, default `64KiB`.
+    /// Largest request body held whole so that the request can be sent again if
+    /// the upstream closes a reused connection under it (the keep-alive race);
+    /// an unmetered request's body is read ahead up to this (a larger one is
+    /// forwarded as it streams in and is never sent twice). A size.
     #[serde(rename = "max_retry_body", deserialize_with = "kind::size")]
     pub max_retry_body_bytes: usize,
     /// Largest request head (request line and headers) a client may send;
@@ -413,10 +408,10 @@ pub struct ProxySettings {
         deserialize_with = "kind::request_head_size"
     )]
     pub max_request_head_bytes: usize,
-    /// How long a client connection may take to send a request head, from
-    /// when it opens or its last response ended: a connection that sends
-    /// nothing, trickles its head, or sits idle between requests longer is
-    /// closed. A duration, default `30s`. Applied at start only.
+    /// How long a client connection may take to send a request head, from when
+    /// it opens or its last response ended: a connection that sends nothing,
+    /// trickles its head, or sits idle between requests longer is closed. A
+    /// duration. Applied at start only.
     #[serde(with = "kind::duration")]
     pub request_head_timeout: Duration,
     /// Most client connections open at once on the proxy listener; more
@@ -427,33 +422,30 @@ pub struct ProxySettings {
     /// only.
     #[serde(deserialize_with = "kind::optional_count")]
     pub max_connections: Option<usize>,
-    /// Share of `max_connections` open at which the listener is overloaded
-    /// and sheds connections that have not reached the upstream. A
-    /// percentage, from `1%` to `100%`, default `90%`; held as a share (0
-    /// to 1). Applied at start only.
+    /// Share of `max_connections` open at which the listener is overloaded and
+    /// sheds connections that have not reached the upstream. A percentage, from
+    /// `1%` to `100%`; held as a share (0 to 1). Applied at start only.
     #[serde(deserialize_with = "kind::percentage")]
     pub overload_threshold: f64,
     /// While overloaded, how long a connection that has not reached the
-    /// upstream may wait for its request head or read-ahead body. A
-    /// duration, default `3s`. Applied at start only.
+    /// upstream may wait for its request head or read-ahead body. A duration.
+    /// Applied at start only.
     #[serde(with = "kind::duration")]
     pub overload_timeout: Duration,
-    /// Idle kept-alive connections kept per upstream for later requests;
-    /// beyond this many, a connection whose response ended is closed. A
-    /// count, `0` keeps none. Default `256`.
+    /// Idle kept-alive connections kept per upstream for later requests; beyond
+    /// this many, a connection whose response ended is closed. A count, `0`
+    /// keeps none.
     #[serde(deserialize_with = "kind::idle_count")]
     pub upstream_idle_connections: usize,
-    /// How long an idle upstream connection is kept. A duration, default
-    /// `90s`.
+    /// How long an idle upstream connection is kept. A duration.
     #[serde(with = "kind::duration")]
     pub upstream_idle_timeout: Duration,
     /// Largest non-streamed response body kept (as shared references to the
-    /// forwarded frames, not copies) to read its usage at the end. A size,
-    /// default `16MiB`.
+    /// forwarded frames, not copies) to read its usage at the end. A size.
     #[serde(rename = "max_response_body", deserialize_with = "kind::size")]
     pub max_response_body_bytes: usize,
     /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` to
-    /// forwarded requests. Default `true`.
+    /// forwarded requests.
     #[serde(deserialize_with = "kind::boolean")]
     pub x_forwarded: bool,
     /// Clients (addresses or CIDR ranges: `10.0.0.0/8`, `::1`) whose
@@ -462,9 +454,8 @@ pub struct ProxySettings {
     /// Default: none.
     #[serde(serialize_with = "show::displays", deserialize_with = "kind::ip_nets")]
     pub trusted_proxies: Vec<IpNet>,
-    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
-    /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).
-    /// Default `30s`.
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish before
+    /// the process exits anyway. A duration (`500ms`, `30s`, `10m`).
     #[serde(with = "kind::duration")]
     pub shutdown_grace: Duration,
 }

@@ -68,7 +68,7 @@ pub struct Route {
     /// Which requests are metered: `auto` (requests to known inference
     /// endpoints such as `.../chat/completions` and `.../completions`),
     /// `openai` (every request, read as OpenAI chat/completions) or `none`
-    /// (forward only). Default `auto`.
+    /// (forward only).
     #[serde(
         default,
         serialize_with = "super::show::display",
@@ -84,11 +84,10 @@ pub struct Route {
     #[serde(rename = "tls", default, deserialize_with = "super::kind::tls")]
     pub tls_roots: Option<TlsRoots>,
     /// Forward the client's `Host` header instead of the upstream's authority.
-    /// Default `false`.
     #[serde(default, deserialize_with = "super::kind::flag")]
     pub preserve_host: bool,
     /// Remove the matched `path_prefix` before appending the request path to
-    /// the upstream's base path. Default `false`.
+    /// the upstream's base path.
     #[serde(default, deserialize_with = "super::kind::flag")]
     pub strip_prefix: bool,
     /// Most requests of this route in flight at once (from the request head
@@ -131,7 +130,7 @@ pub struct Route {
     pub slo_header: Option<http::HeaderName>,
     /// Judge a request that declares its own objectives in the headers
     /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
-    /// the class label `declared`. Default `false`.
+    /// the class label `declared`.
     #[serde(default, deserialize_with = "super::kind::flag")]
     pub slo_request_headers: bool,
     /// The largest bound a client may declare, per objective; `None` when
@@ -196,7 +195,7 @@ pub struct Route {
 #[serde(default)]
 pub struct RouteMatch {
     /// The request path starts with this (plain string prefix). Starts with
-    /// `/`. Default `/`.
+    /// `/`.
     #[serde(deserialize_with = "super::kind::path_prefix")]
     pub path_prefix: String,
     /// The request's host, without port, compared case-insensitively
@@ -302,29 +301,26 @@ pub struct TlsRoots {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Timeouts {
-    /// TCP (and TLS) connection set-up. Default `5s`.
+    /// TCP (and TLS) connection set-up.
     #[serde(with = "super::kind::duration")]
     pub connect: Duration,
     /// From sending the request to receiving the response head. Non-streamed
     /// responses send their head when generation is done, so this is long.
-    /// Default `10m`.
     #[serde(with = "super::kind::duration")]
     pub response_headers: Duration,
-    /// Longest silence between two response body frames, reset on every
-    /// frame: a long healthy stream never times out, a stalled one does.
-    /// Default `5m`.
+    /// Longest silence between two response body frames, reset on every frame:
+    /// a long healthy stream never times out, a stalled one does.
     #[serde(with = "super::kind::duration")]
     pub idle: Duration,
     /// Longest silence while the client sends its request body: before its
     /// first byte and between any two of its frames. Past it the request is
-    /// answered `408` (outcome `client_timeout`). Default `30s`.
+    /// answered `408` (outcome `client_timeout`).
     #[serde(with = "super::kind::duration")]
     pub request_body: Duration,
     /// Longest time a request body may take to arrive up to what the proxy
     /// reads ahead of forwarding it (to learn `model`, or to hold it for a
-    /// retry), from the request head, however steadily it trickles. Past it
-    /// the request is answered `408` (outcome `client_timeout`). Default
-    /// `60s`.
+    /// retry), from the request head, however steadily it trickles. Past it the
+    /// request is answered `408` (outcome `client_timeout`).
     #[serde(with = "super::kind::duration")]
     pub request_body_total: Duration,
 }

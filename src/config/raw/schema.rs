@@ -19,8 +19,8 @@ pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawConfig {
-    /// Address (`IP:port`) the proxy accepts client traffic on.
-    /// Default `0.0.0.0:8080`. `--listen` replaces it.
+    /// Address (`IP:port`) the proxy accepts client traffic on. `--listen`
+    /// replaces it.
     #[serde(default, deserialize_with = "kind::address")]
     pub listen: Option<std::net::SocketAddr>,
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
