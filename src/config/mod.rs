@@ -17,8 +17,9 @@
 //! where each setting came from). A configuration from flags alone is an
 //! empty document checked the same way, `--upstream` its one route. Still
 //! read as text with its location (`raw`'s `Spanned`): `slo_files` (paths
-//! and globs resolved against the file's directory) and the SLO files'
-//! values, turned into `SloClass` by `load/classes.rs`.
+//! and globs resolved against the file's directory) and an SLO class's
+//! name, objectives and goodput, turned into `SloClass` by
+//! `load/classes.rs`.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value

@@ -65,10 +65,12 @@ pub(crate) struct RawSloClass {
     /// `[a-zA-Z0-9_.:-]+`; unique across all SLO files.
     pub name: Option<Spanned<String>>,
     /// What the class is for, shown in alert annotations. Default: empty.
-    pub description: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::text")]
+    pub description: Option<String>,
     /// Compliance window of the targets (error budget period). A duration,
     /// default `28d`.
-    pub window: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub window: Option<std::time::Duration>,
     /// Per-request thresholds and their targets, by metric (`ttft`, `tpot`,
     /// `e2el`). Each is either `{pNN: duration}` ("pNN below the duration",
     /// target NN/100, p50 to p99.99) or `{threshold: duration, target:
@@ -81,11 +83,13 @@ pub(crate) struct RawSloClass {
     /// Also record the class's error ratios per tenant and alert on each
     /// tenant's burn rate (`tokenmeter rules`), for routes that attribute
     /// requests to tenants. A boolean, default `false`.
-    pub per_tenant_alerts: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub per_tenant_alerts: bool,
     /// Leave slow readers' requests (see `metrics.slow_reader_share`) out
     /// of the class's judging: they are neither good nor bad. A boolean,
     /// default `false`.
-    pub exclude_slow_readers: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub exclude_slow_readers: bool,
 }
 
 /// `classes[i].objectives`.
