@@ -276,7 +276,10 @@ fn check(path: &std::path::Path, overrides: &Overrides) -> Result<ExitCode, Comm
                             .find(|(k, _)| *k == key)
                             .map_or("default", |(_, v)| v)
                     };
-                    for (signal, export) in [("metrics", &o.metrics), ("traces", &o.traces)] {
+                    for (signal, export) in [
+                        ("metrics", &o.exports.metrics),
+                        ("traces", &o.exports.traces),
+                    ] {
                         let Some(e) = export else {
                             println!("otlp {signal}: off");
                             continue;

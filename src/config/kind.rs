@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use super::located::{
-    Entry, Item, Pos, Problems, checked, checked_entries, checked_items, checked_list,
-    checked_or_empty, checked_standing_in,
+    Entry, Item, Pos, Problems, checked, checked_entries, checked_items, checked_or_empty,
+    checked_standing_in,
 };
 use super::values::{
     is_label_value, is_metric_namespace, is_tenant_name, parse_addr, parse_bool, parse_bound,
@@ -25,7 +25,6 @@ use super::values::{
 };
 use super::{
     ApiKeys, IpNet, MetricsEndpoint, OtlpProtocol, Protocol, TenantSource, TlsRoots, Upstream,
-    default_admin_listen,
 };
 
 /// A duration (`500ms`, `30s`, `10m`, `1h 30m`), greater than zero; shown
@@ -84,7 +83,16 @@ pub(super) fn percentage<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Erro
 
 /// A list of addresses or CIDR ranges (`10.0.0.0/8`, `::1`).
 pub(super) fn ip_nets<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
-    checked_list(d, parse_ip_net)
+    checked_items(d, None, Vec::new(), |_, items| {
+        let (nets, problems): (Vec<_>, Vec<_>) = items
+            .iter()
+            .map(|item| parse_ip_net(item.text).map_err(|message| (item.pos, message)))
+            .partition(Result::is_ok);
+        match problems.is_empty() {
+            true => Ok(nets.into_iter().flatten().collect()),
+            false => Err(problems.into_iter().filter_map(Result::err).collect()),
+        }
+    })
 }
 
 /// A whole number, at least 1.
@@ -94,24 +102,13 @@ pub(super) fn count<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> 
 
 /// A token count, at least 1.
 pub(super) fn token_count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    checked(d, 0, |text| match text.trim().parse::<u64>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "invalid count `{text}`: expected a whole number, at least 1"
-        )),
-    })
+    checked(d, 0, |text| parse_positive_count(text).map(|n| n as u64))
 }
 
 /// `true` or `false`, where no value (`key:`) is `false`, as leaving the
 /// key out is.
 pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     checked_or_empty(d, Some(false), false, parse_bool)
-}
-
-/// `true` or `false`, where no value (`key:`) is `None`, as leaving the
-/// key out is: the key's default is decided where it is used.
-pub(super) fn optional_boolean<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    checked_or_empty(d, Some(None), None, |text| parse_bool(text).map(Some))
 }
 
 /// A duration greater than zero, where no value (`key:`) is `None`, as
@@ -242,7 +239,7 @@ pub(super) fn address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAd
 /// in for a bad one (so the other listener is checked against it, as when
 /// the key is left out).
 pub(super) fn admin_address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
-    let default = default_admin_listen();
+    let default = super::DEFAULT_ADMIN_LISTEN;
     checked_or_empty(d, Some(default), default, parse_addr)
 }
 
@@ -260,13 +257,14 @@ pub(super) fn otlp_endpoint<'de, D: Deserializer<'de>>(d: D) -> Result<Option<St
     })
 }
 
-/// `otlp.protocol`: `http/protobuf` or `grpc`; no value is `None`.
-pub(super) fn otlp_protocol<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<OtlpProtocol>, D::Error> {
-    checked_or_empty(d, Some(None), None, |text| {
-        parse_otlp_protocol(text).map(Some)
-    })
+/// `otlp.protocol`: `http/protobuf` or `grpc`.
+pub(super) fn otlp_protocol<'de, D: Deserializer<'de>>(d: D) -> Result<OtlpProtocol, D::Error> {
+    checked(d, OtlpProtocol::HttpProtobuf, parse_otlp_protocol)
+}
+
+/// A name taken as written (`otlp.service_name`).
+pub(super) fn name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    checked(d, String::new(), |text| Ok(text.to_owned()))
 }
 
 /// `tenant.header`: a header's name, but not one that carries
@@ -399,13 +397,13 @@ pub(super) fn tls<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TlsRoots>, D
 /// each objective; a larger one is judged at this bound.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct DeclaredMax {
-    /// Default `60s`.
+    /// The largest TTFT bound a request may declare.
     #[serde(default, deserialize_with = "optional_duration")]
     pub ttft: Option<Duration>,
-    /// Default `10s`.
+    /// The largest TPOT bound a request may declare.
     #[serde(default, deserialize_with = "optional_duration")]
     pub tpot: Option<Duration>,
-    /// Default `1h`.
+    /// The largest E2EL bound a request may declare.
     #[serde(default, deserialize_with = "optional_duration")]
     pub e2el: Option<Duration>,
 }
@@ -449,7 +447,7 @@ pub(super) struct TenantFile {
 pub(super) struct ApiKeysFile {
     /// The headers a key is read from, the first one present: from
     /// `authorization`, the token of `Bearer <token>`; from any other, the
-    /// whole value. Default `[authorization, x-api-key]`.
+    /// whole value.
     #[serde(default, deserialize_with = "key_headers")]
     pub headers: Option<Vec<http::HeaderName>>,
     /// Tenant name by the SHA-256 of the key, in lowercase hex (what

@@ -187,33 +187,6 @@ where
 /// The problem of a typed key written without a value.
 const NO_VALUE: &str = "no value: give one, or leave the key out for its default";
 
-/// Reads a list of scalars, each parsed with `parse`; bad items are
-/// recorded and left out.
-pub fn checked_list<'de, D, T>(
-    deserializer: D,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    let list = Spanned::<Option<Vec<Spanned<String>>>>::deserialize(deserializer)?;
-    let Some(items) = &list.value else {
-        return match record(pos(&list), NO_VALUE.to_owned()) {
-            true => Ok(Vec::new()),
-            false => Err(D::Error::custom(NO_VALUE)),
-        };
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        match parse(&item.value) {
-            Ok(value) => out.push(value),
-            Err(message) if record(pos(item), message.clone()) => {}
-            Err(message) => return Err(D::Error::custom(message)),
-        }
-    }
-    Ok(out)
-}
-
 /// One item of a list as written: its text and where it is.
 pub struct Item<'a> {
     pub pos: Option<Pos>,

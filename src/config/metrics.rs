@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 pub struct MetricsSettings {
     /// Prefix of the domain metrics (`llm` gives
     /// `llm_time_to_first_token_seconds`). Matches `[a-zA-Z_][a-zA-Z0-9_]*`.
-    /// Default `llm`.
     #[serde(deserialize_with = "super::kind::namespace")]
     pub namespace: String,
     /// How values of the `model` label are bounded.
@@ -20,23 +19,21 @@ pub struct MetricsSettings {
     /// How values of the `tenant` label are bounded, for routes with a
     /// `tenant`.
     pub tenants: TenantLabels,
-    /// Largest token count accepted from an upstream's usage report, per
-    /// field. A report with a larger count, or with a count that is not a
-    /// whole number (negative, fractional, a string), is not counted: the
-    /// request's metering degrades (`implausible_usage` parse error) and
-    /// the token counters never take a bogus value. A count, at least 1.
-    /// Default `10000000`.
+    /// Largest token count accepted from an upstream's usage report, per field.
+    /// A report with a larger count, or with a count that is not a whole number
+    /// (negative, fractional, a string), is not counted: the request's metering
+    /// degrades (`implausible_usage` parse error) and the token counters never
+    /// take a bogus value. A count, at least 1.
     #[serde(deserialize_with = "super::kind::token_count")]
     pub max_usage_tokens: u64,
-    /// A gap between two token events longer than this is a stall,
-    /// counted in `llm_stalls_total` and `llm_stalled_seconds_total`. A
-    /// duration, default `1s`.
+    /// A gap between two token events longer than this is a stall, counted in
+    /// `llm_stalls_total` and `llm_stalled_seconds_total`. A duration.
     #[serde(with = "super::kind::duration")]
     pub stall_threshold: Duration,
-    /// A request whose forwarding waited on its client for more than this
-    /// share of its time is a slow reader's (the access line's
-    /// `slow_reader`, `llm_slow_reader_requests_total`). A percentage,
-    /// default `20%`; held as a share (0 to 1).
+    /// A request whose forwarding waited on its client for more than this share
+    /// of its time is a slow reader's (the access line's `slow_reader`,
+    /// `llm_slow_reader_requests_total`). A percentage; held as a share (0 to
+    /// 1).
     #[serde(deserialize_with = "super::kind::percentage")]
     pub slow_reader_share: f64,
     /// Histogram bucket upper bounds, per metric. A metric left out keeps its
@@ -57,10 +54,9 @@ pub struct LabelBounds {
     #[serde(deserialize_with = "super::kind::model_names")]
     pub allow: Option<Vec<String>>,
     /// Without `allow`: the first this-many distinct model names that the
-    /// upstream answered with a 2xx are used as label values (a name is
-    /// `other` until then, so names the upstream refuses never take a
-    /// slot); later new names are reported as `other`. At least 1. Default
-    /// `100`.
+    /// upstream answered with a 2xx are used as label values (a name is `other`
+    /// until then, so names the upstream refuses never take a slot); later new
+    /// names are reported as `other`. At least 1.
     #[serde(deserialize_with = "super::kind::count")]
     pub max_distinct: usize,
 }
@@ -97,15 +93,14 @@ struct TenantsRead {
     #[serde(deserialize_with = "super::kind::tenant_names")]
     allow: Option<Vec<String>>,
     /// Without `allow`: the first this-many distinct tenant names that the
-    /// upstream answered with a 2xx are used as label values (a name is
-    /// `other` until then); later new names are reported as `other`. At
-    /// least 1. Default `100`.
+    /// upstream answered with a 2xx are used as label values (a name is `other`
+    /// until then); later new names are reported as `other`. At least 1.
     #[serde(deserialize_with = "super::kind::optional_count")]
     max_distinct: Option<usize>,
     /// Also label the latency and token-count histograms by tenant (the
-    /// counters always are). Each tenant then has a histogram series of its
-    /// own per route, model and class: many more series. A boolean,
-    /// default `false`. Applied at start only.
+    /// counters always are). Each tenant then has a histogram series of its own
+    /// per route, model and class: many more series. A boolean. Applied at
+    /// start only.
     #[serde(deserialize_with = "super::kind::boolean")]
     histograms: bool,
 }

@@ -6,18 +6,20 @@
 //! derives `Deserialize` with its defaults (`#[serde(default)]` and its
 //! `Default` impl), its `///` field comments are the user documentation of
 //! its keys, and it derives `Serialize` for `/config` (`show.rs`).
-//! `proxy`, `trace_context`, `metrics`, `scrape`, `admin` and each route
-//! (`Route`, with its `match`, `timeouts` and `gpu_select`) are read so;
-//! the few other keys of the main file (`listen`, every key of `otlp`) are
-//! typed where `raw` reads them, each naming its kind. A route as read is
-//! then completed by `load/routes.rs` (`--upstream` applied, its CA file
-//! read). The flags that replace `listen`, `admin.listen` and `upstream`
-//! are applied after the file, and the `OTEL_*` variables fill in the
-//! `otlp` keys the file does not give (`load/otlp.rs`, which merges the two
-//! and says where each setting came from). Still read as text with its
-//! location (`raw`'s `Spanned`): `slo_files` (paths and globs resolved
-//! against the file's directory) and the SLO files' values, turned into
-//! `SloClass` by `load/classes.rs`.
+//! `proxy`, `trace_context`, `metrics`, `scrape`, `admin`, `otlp` and each
+//! route (`Route`, with its `match`, `timeouts` and `gpu_select`) are read
+//! so; the one other key of the main file, `listen`, is typed where `raw`
+//! reads it. A route as read is then completed by `load/routes.rs`
+//! (`--upstream` applied, its CA file read). The flags that replace
+//! `listen`, `admin.listen` and `upstream` are applied after the file, and
+//! the `OTEL_*` variables fill in the `otlp` keys the file does not give
+//! (`load/otlp.rs`, which also resolves each signal's export and says
+//! where each setting came from). A configuration from flags alone is an
+//! empty document checked the same way, `--upstream` its one route. Still
+//! read as text with its location (`raw`'s `Spanned`): `slo_files` (paths
+//! and globs resolved against the file's directory) and an SLO class's
+//! name, objectives and goodput, turned into `SloClass` by
+//! `load/classes.rs`.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
@@ -39,14 +41,15 @@
 //! a `deserialize_with` naming its kind when it is not a plain string:
 //!
 //! ```text
-//! /// How long ... A duration, default `30s`.
+//! /// How long ... A duration.
 //! #[serde(with = "kind::duration")]
 //! pub some_timeout: Duration,
 //! ```
 //!
 //! plus its default in the section's `Default` impl (a route's are on its
-//! fields, `#[serde(default)]`) and its row in `docs/configuration.md` (a
-//! test checks the reference names every key). A rule that relates it to
+//! fields, `#[serde(default)]`), the one place a default is written, and
+//! its row in `docs/configuration.md` (`reference.rs` checks that the
+//! reference names every key and writes each default the types hold). A rule that relates it to
 //! other keys is one more function in `load/validate.rs`.
 //! `/config` shows it, unknown-key messages offer it, and a bad value is
 //! reported with its line, column and key, with nothing else to write. A
@@ -55,9 +58,8 @@
 //! `Deserialize`, `#[serde(default)]` and a `Default` impl), a field of
 //! `Config`, the same field as an `Option` in `raw::RawConfig`, its line in
 //! `raw/read.rs`'s `known_keys` (so an unknown key in it is named and a
-//! near one offered), and its default where `load/document.rs` builds a
-//! `Config` (from a file: `raw.section.clone().unwrap_or_default()`; from
-//! flags alone: `Default::default()`).
+//! near one offered), and its default where `load/document.rs` builds the
+//! `Config` (`raw.section.clone().unwrap_or_default()`).
 
 mod error;
 mod kind;
@@ -65,6 +67,8 @@ mod load;
 mod located;
 mod metrics;
 mod raw;
+#[cfg(test)]
+mod reference;
 mod restart;
 mod route;
 mod server_tls;
@@ -85,7 +89,7 @@ pub use route::{
 pub use load::{ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides};
 pub use values::is_tenant_name;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -93,23 +97,11 @@ use serde::{Deserialize, Serialize};
 use slo::SloClass;
 
 /// Default proxy listen address.
-pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
 /// Default admin listen address: loopback, so metrics are not exposed by accident.
-pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
-
-/// [`DEFAULT_LISTEN`] as an address.
-pub(crate) fn default_listen() -> SocketAddr {
-    DEFAULT_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 8080)))
-}
-
-/// [`DEFAULT_ADMIN_LISTEN`] as an address.
-pub(crate) fn default_admin_listen() -> SocketAddr {
-    DEFAULT_ADMIN_LISTEN
-        .parse()
-        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9464)))
-}
+pub const DEFAULT_ADMIN_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9464));
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -127,7 +119,6 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// SLO classes from the `slo_files`, in file order. Empty when none are
     /// configured; then a route's `slo` is only a label value.
-    #[serde(serialize_with = "show::classes")]
     pub slo_classes: Vec<SloClass>,
     /// What the proxy does with the W3C trace context of metered requests.
     pub trace_context: TraceSettings,
@@ -145,34 +136,90 @@ pub struct Config {
     pub sources: Sources,
 }
 
-/// OpenTelemetry export (OTLP): metrics and one span per metered request,
-/// from the `otlp` section and the SDKs' `OTEL_*` environment variables.
-#[derive(Debug, Clone, PartialEq)]
+/// `otlp`: OpenTelemetry export (OTLP) of the metrics and of one span per
+/// metered request. The keys are the file's; the SDKs' `OTEL_*` variables
+/// fill in those it does not give (`load/otlp.rs`), which also resolves
+/// where each signal is sent (`exports`) and says where each setting came
+/// from (`from`). A change needs a restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OtlpSettings {
-    /// The collector's address as `otlp.endpoint` or
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT` gives it, when one does.
+    /// The collector, `http://host:port` (OTLP/HTTP: the signals' paths
+    /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is). Required
+    /// unless an endpoint variable gives it.
+    #[serde(deserialize_with = "kind::otlp_endpoint")]
     pub endpoint: Option<String>,
-    /// `otlp.protocol` or `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    /// `http/protobuf` or `grpc`.
+    #[serde(deserialize_with = "kind::otlp_protocol")]
     pub protocol: OtlpProtocol,
-    /// `otlp.timeout` or `OTEL_EXPORTER_OTLP_TIMEOUT`.
-    pub timeout: Duration,
-    /// Where and how the metrics are sent; `None`: not exported.
-    pub metrics: Option<OtlpExport>,
-    /// Where and how the spans are sent; `None`: not exported.
-    pub traces: Option<OtlpExport>,
+    /// Export the metrics. A boolean; in force, whether they are exported.
+    #[serde(deserialize_with = "kind::boolean")]
+    pub metrics: bool,
+    /// Export one span per metered request. A boolean; in force, whether they
+    /// are exported.
+    #[serde(deserialize_with = "kind::boolean")]
+    pub traces: bool,
+    /// How often the metrics are exported. A duration.
+    #[serde(with = "kind::duration")]
     pub metrics_interval: Duration,
+    /// The longest a finished span waits for its batch. A duration.
+    #[serde(with = "kind::duration")]
     pub traces_delay: Duration,
-    /// Finished requests waiting for the exporter.
+    /// How long one export may take, retries included. A duration.
+    #[serde(with = "kind::duration")]
+    pub timeout: Duration,
+    /// Finished requests waiting for the exporter; past it they are dropped and
+    /// counted. A count.
+    #[serde(deserialize_with = "kind::count")]
     pub queue: usize,
-    /// Most spans per export.
+    /// Most spans in one export. A count.
+    #[serde(deserialize_with = "kind::count")]
     pub max_batch: usize,
+    /// The `service.name` of the exported resource.
+    #[serde(deserialize_with = "kind::name")]
     pub service_name: String,
     /// The exported resource's other attributes
     /// (`OTEL_RESOURCE_ATTRIBUTES`, without `service.name`).
+    #[serde(skip_deserializing, serialize_with = "show::pairs")]
     pub resource_attributes: Vec<(String, String)>,
+    /// Where and how each signal is sent.
+    #[serde(skip_deserializing)]
+    pub exports: OtlpExports,
     /// Where each setting came from: (setting, `otlp.KEY`, an environment
     /// variable's name, or `default`).
+    #[serde(
+        rename = "from",
+        skip_deserializing,
+        serialize_with = "show::static_pairs"
+    )]
     pub origins: Vec<(&'static str, &'static str)>,
+}
+
+impl Default for OtlpSettings {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            protocol: OtlpProtocol::HttpProtobuf,
+            metrics: true,
+            traces: true,
+            metrics_interval: Duration::from_secs(60),
+            traces_delay: Duration::from_secs(5),
+            timeout: Duration::from_secs(10),
+            queue: 2048,
+            max_batch: 512,
+            service_name: "tokenmeter".to_owned(),
+            resource_attributes: Vec::new(),
+            exports: OtlpExports::default(),
+            origins: Vec::new(),
+        }
+    }
+}
+
+/// Where and how each signal is sent; `None`: not exported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct OtlpExports {
+    pub metrics: Option<OtlpExport>,
+    pub traces: Option<OtlpExport>,
 }
 
 /// One signal's export.
@@ -183,6 +230,7 @@ pub struct OtlpExport {
     pub endpoint: String,
     pub protocol: OtlpProtocol,
     /// Sent with every export (HTTP headers, or gRPC metadata).
+    #[serde(serialize_with = "show::redacted")]
     pub headers: OtlpHeaders,
     #[serde(serialize_with = "show::secs")]
     pub timeout: Duration,
@@ -192,7 +240,8 @@ pub struct OtlpExport {
 }
 
 /// Headers sent with every export: a collector's credentials. Their
-/// values are never shown, logged or printed (`Debug` shows the names).
+/// values are never shown, logged or printed (`Debug` and `/config` show
+/// the names, each with `<redacted>`).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct OtlpHeaders(pub Vec<(String, String)>);
 
@@ -213,11 +262,13 @@ impl std::fmt::Debug for OtlpHeaders {
 }
 
 /// How OTLP is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum OtlpProtocol {
     /// Protobuf over HTTP (`/v1/metrics`, `/v1/traces`).
+    #[serde(rename = "http/protobuf")]
     HttpProtobuf,
     /// gRPC.
+    #[serde(rename = "grpc")]
     Grpc,
 }
 
@@ -250,18 +301,17 @@ pub struct Sources {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TraceSettings {
-    /// Take part in the client's trace as a span of its own: the upstream
-    /// is sent a `traceparent` with the client's trace id and flags and the
-    /// proxy's span as the parent (`tracestate` unchanged), so the
-    /// upstream's spans (vLLM, SGLang, TGI) hang under the proxy's. A
-    /// boolean, default `false`: both headers go to the upstream as the
-    /// client sent them.
+    /// Take part in the client's trace as a span of its own: the upstream is
+    /// sent a `traceparent` with the client's trace id and flags and the
+    /// proxy's span as the parent (`tracestate` unchanged), so the upstream's
+    /// spans (vLLM, SGLang, TGI) hang under the proxy's. A boolean: both
+    /// headers go to the upstream as the client sent them.
     #[serde(deserialize_with = "kind::boolean")]
     pub join: bool,
     /// Start a trace for a metered request that comes without a valid
     /// `traceparent`: a new trace id, sampled, with the proxy's span as its
-    /// root, sent to the upstream in `traceparent` (a `tracestate` without
-    /// a valid `traceparent` is dropped). A boolean, default `false`.
+    /// root, sent to the upstream in `traceparent` (a `tracestate` without a
+    /// valid `traceparent` is dropped). A boolean.
     #[serde(deserialize_with = "kind::boolean")]
     pub start: bool,
 }
@@ -272,16 +322,16 @@ pub struct TraceSettings {
 #[serde(default)]
 pub struct ScrapeSettings {
     /// How often each page is fetched, where a route gives no
-    /// `scrape_interval`. A duration, default `5s`.
+    /// `scrape_interval`. A duration.
     #[serde(with = "kind::duration")]
     pub interval: Duration,
-    /// How long one fetch may take, the body read included; past it the
-    /// scrape fails. Below the interval of every route scraped, so that a
-    /// slow page never has two fetches in flight. A duration, default `2s`.
+    /// How long one fetch may take, the body read included; past it the scrape
+    /// fails. Below the interval of every route scraped, so that a slow page
+    /// never has two fetches in flight. A duration.
     #[serde(with = "kind::duration")]
     pub timeout: Duration,
-    /// Largest page read; a larger one fails the scrape, so a runaway
-    /// exporter cannot take the proxy's memory. A size, default `4MiB`.
+    /// Largest page read; a larger one fails the scrape, so a runaway exporter
+    /// cannot take the proxy's memory. A size.
     #[serde(deserialize_with = "kind::size")]
     pub max_body: usize,
 }
@@ -301,15 +351,15 @@ impl Default for ScrapeSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AdminSettings {
-    /// Most client connections open at once on the admin listener; more
-    /// wait in the kernel's accept queue. A count, at least 1. Default `64`:
-    /// whatever visits the admin port cannot take the file descriptors
-    /// forwarding needs. Applied at start only.
+    /// Most client connections open at once on the admin listener; more wait in
+    /// the kernel's accept queue. A count, at least 1: the listener's own
+    /// share, so that whatever visits the admin port cannot take the file
+    /// descriptors forwarding needs. Applied at start only.
     #[serde(deserialize_with = "kind::admin_connections")]
     pub max_connections: usize,
-    /// Address (`IP:port`) of the admin listener. Default `127.0.0.1:9464`
-    /// (loopback, so metrics are not exposed by accident). Must differ from
-    /// `listen`. `--admin-listen` replaces it.
+    /// Address (`IP:port`) of the admin listener, loopback unless given, so
+    /// that metrics are not exposed by accident. Must differ from `listen`.
+    /// `--admin-listen` replaces it.
     #[serde(deserialize_with = "kind::admin_address")]
     pub listen: SocketAddr,
     /// A Prometheus exporter-toolkit web config file (the format
@@ -328,7 +378,7 @@ impl Default for AdminSettings {
     fn default() -> Self {
         Self {
             max_connections: 64,
-            listen: default_admin_listen(),
+            listen: DEFAULT_ADMIN_LISTEN,
             web_config_file: None,
             web: None,
         }
@@ -339,17 +389,15 @@ impl Default for AdminSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProxySettings {
-    /// Largest request body read ahead to learn `model` and `stream`; a
-    /// larger body is forwarded as it streams in and metered with an unknown
-    /// model. A size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`,
-    /// `100kB`). Default `4MiB`.
+    /// Largest request body read ahead to learn `model` and `stream`; a larger
+    /// body is forwarded as it streams in and metered with an unknown model. A
+    /// size: bytes (`4194304`) or with a unit (`512KiB`, `4MiB`, `100kB`).
     #[serde(rename = "max_request_body", deserialize_with = "kind::size")]
     pub max_request_body_bytes: usize,
-    /// Largest request body held whole so that the request can be sent
-    /// again if the upstream closes a reused connection under it (the
-    /// keep-alive race); an unmetered request's body is read ahead up to
-    /// this (a larger one is forwarded as it streams in and is never sent
-    /// twice). A size, default `64KiB`.
+    /// Largest request body held whole so that the request can be sent again if
+    /// the upstream closes a reused connection under it (the keep-alive race);
+    /// an unmetered request's body is read ahead up to this (a larger one is
+    /// forwarded as it streams in and is never sent twice). A size.
     #[serde(rename = "max_retry_body", deserialize_with = "kind::size")]
     pub max_retry_body_bytes: usize,
     /// Largest request head (request line and headers) a client may send;
@@ -361,10 +409,10 @@ pub struct ProxySettings {
         deserialize_with = "kind::request_head_size"
     )]
     pub max_request_head_bytes: usize,
-    /// How long a client connection may take to send a request head, from
-    /// when it opens or its last response ended: a connection that sends
-    /// nothing, trickles its head, or sits idle between requests longer is
-    /// closed. A duration, default `30s`. Applied at start only.
+    /// How long a client connection may take to send a request head, from when
+    /// it opens or its last response ended: a connection that sends nothing,
+    /// trickles its head, or sits idle between requests longer is closed. A
+    /// duration. Applied at start only.
     #[serde(with = "kind::duration")]
     pub request_head_timeout: Duration,
     /// Most client connections open at once on the proxy listener; more
@@ -375,44 +423,40 @@ pub struct ProxySettings {
     /// only.
     #[serde(deserialize_with = "kind::optional_count")]
     pub max_connections: Option<usize>,
-    /// Share of `max_connections` open at which the listener is overloaded
-    /// and sheds connections that have not reached the upstream. A
-    /// percentage, from `1%` to `100%`, default `90%`; held as a share (0
-    /// to 1). Applied at start only.
+    /// Share of `max_connections` open at which the listener is overloaded and
+    /// sheds connections that have not reached the upstream. A percentage, from
+    /// `1%` to `100%`; held as a share (0 to 1). Applied at start only.
     #[serde(deserialize_with = "kind::percentage")]
     pub overload_threshold: f64,
     /// While overloaded, how long a connection that has not reached the
-    /// upstream may wait for its request head or read-ahead body. A
-    /// duration, default `3s`. Applied at start only.
+    /// upstream may wait for its request head or read-ahead body. A duration.
+    /// Applied at start only.
     #[serde(with = "kind::duration")]
     pub overload_timeout: Duration,
-    /// Idle kept-alive connections kept per upstream for later requests;
-    /// beyond this many, a connection whose response ended is closed. A
-    /// count, `0` keeps none. Default `256`.
+    /// Idle kept-alive connections kept per upstream for later requests; beyond
+    /// this many, a connection whose response ended is closed. A count, `0`
+    /// keeps none.
     #[serde(deserialize_with = "kind::idle_count")]
     pub upstream_idle_connections: usize,
-    /// How long an idle upstream connection is kept. A duration, default
-    /// `90s`.
+    /// How long an idle upstream connection is kept. A duration.
     #[serde(with = "kind::duration")]
     pub upstream_idle_timeout: Duration,
     /// Largest non-streamed response body kept (as shared references to the
-    /// forwarded frames, not copies) to read its usage at the end. A size,
-    /// default `16MiB`.
+    /// forwarded frames, not copies) to read its usage at the end. A size.
     #[serde(rename = "max_response_body", deserialize_with = "kind::size")]
     pub max_response_body_bytes: usize,
     /// Add `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` to
-    /// forwarded requests. Default `true`.
+    /// forwarded requests.
     #[serde(deserialize_with = "kind::boolean")]
     pub x_forwarded: bool,
     /// Clients (addresses or CIDR ranges: `10.0.0.0/8`, `::1`) whose
     /// `X-Forwarded-Proto` and `X-Forwarded-Host` are passed on, as another
     /// proxy in front sets them. From any other client they are replaced.
     /// Default: none.
-    #[serde(deserialize_with = "kind::ip_nets")]
+    #[serde(serialize_with = "show::displays", deserialize_with = "kind::ip_nets")]
     pub trusted_proxies: Vec<IpNet>,
-    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish
-    /// before the process exits anyway. A duration (`500ms`, `30s`, `10m`).
-    /// Default `30s`.
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish before
+    /// the process exits anyway. A duration (`500ms`, `30s`, `10m`).
     #[serde(with = "kind::duration")]
     pub shutdown_grace: Duration,
 }

@@ -19,13 +19,15 @@ pub enum TenantSource {
     ApiKeys(ApiKeys),
 }
 
-/// Tenants by the SHA-256 of their API keys. Only hashes are held, and its
-/// `Debug` shows none of them.
-#[derive(Clone, PartialEq)]
+/// Tenants by the SHA-256 of their API keys. Only hashes are held, and
+/// neither its `Debug` nor `/config` shows any of them.
+#[derive(Clone, PartialEq, Serialize)]
 pub struct ApiKeys {
     /// The headers a key is read from, the first one present.
+    #[serde(serialize_with = "super::show::headers")]
     pub headers: Vec<http::HeaderName>,
-    /// Tenant name by key hash.
+    /// Tenant name by key hash (shown: how many keys, and the names).
+    #[serde(flatten, serialize_with = "super::show::key_tenants")]
     pub tenants: std::collections::HashMap<[u8; 32], String>,
 }
 
@@ -59,14 +61,19 @@ pub struct Route {
     /// is given on the command line, which replaces it in every route.
     #[serde(
         default = "Upstream::stand_in",
+        serialize_with = "super::show::display",
         deserialize_with = "super::kind::upstream"
     )]
     pub upstream: Upstream,
     /// Which requests are metered: `auto` (requests to known inference
     /// endpoints such as `.../chat/completions` and `.../completions`),
     /// `openai` (every request, read as OpenAI chat/completions) or `none`
-    /// (forward only). Default `auto`.
-    #[serde(default, deserialize_with = "super::kind::protocol")]
+    /// (forward only).
+    #[serde(
+        default,
+        serialize_with = "super::show::display",
+        deserialize_with = "super::kind::protocol"
+    )]
     pub protocol: Protocol,
     /// Upstream timeouts.
     #[serde(default)]
@@ -77,11 +84,10 @@ pub struct Route {
     #[serde(rename = "tls", default, deserialize_with = "super::kind::tls")]
     pub tls_roots: Option<TlsRoots>,
     /// Forward the client's `Host` header instead of the upstream's authority.
-    /// Default `false`.
     #[serde(default, deserialize_with = "super::kind::flag")]
     pub preserve_host: bool,
     /// Remove the matched `path_prefix` before appending the request path to
-    /// the upstream's base path. Default `false`.
+    /// the upstream's base path.
     #[serde(default, deserialize_with = "super::kind::flag")]
     pub strip_prefix: bool,
     /// Most requests of this route in flight at once (from the request head
@@ -124,7 +130,7 @@ pub struct Route {
     pub slo_header: Option<http::HeaderName>,
     /// Judge a request that declares its own objectives in the headers
     /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
-    /// the class label `declared`. Default `false`.
+    /// the class label `declared`.
     #[serde(default, deserialize_with = "super::kind::flag")]
     pub slo_request_headers: bool,
     /// The largest bound a client may declare, per objective; `None` when
@@ -154,11 +160,19 @@ pub struct Route {
     /// llama.cpp with `--metrics`), scraped on the route's interval, off
     /// the forwarding path: `http` or `https` with a host. Default: not
     /// scraped.
-    #[serde(default, deserialize_with = "super::kind::metrics_url")]
+    #[serde(
+        default,
+        serialize_with = "super::show::opt_display",
+        deserialize_with = "super::kind::metrics_url"
+    )]
     pub engine_metrics: Option<MetricsEndpoint>,
     /// The page of the NVIDIA DCGM exporter of the GPUs serving the route,
     /// scraped as `engine_metrics` is. Default: not scraped.
-    #[serde(default, deserialize_with = "super::kind::metrics_url")]
+    #[serde(
+        default,
+        serialize_with = "super::show::opt_display",
+        deserialize_with = "super::kind::metrics_url"
+    )]
     pub gpu_metrics: Option<MetricsEndpoint>,
     /// Which GPUs of `gpu_metrics` serve the route. Only with
     /// `gpu_metrics`. Default: every GPU on the page.
@@ -181,7 +195,7 @@ pub struct Route {
 #[serde(default)]
 pub struct RouteMatch {
     /// The request path starts with this (plain string prefix). Starts with
-    /// `/`. Default `/`.
+    /// `/`.
     #[serde(deserialize_with = "super::kind::path_prefix")]
     pub path_prefix: String,
     /// The request's host, without port, compared case-insensitively
@@ -252,7 +266,7 @@ impl Upstream {
 
     /// The upstream as a URL string, for logs and `/config`.
     pub fn url(&self) -> String {
-        format!("{}://{}{}", self.scheme, self.authority, self.base_path)
+        self.to_string()
     }
 }
 
@@ -287,29 +301,26 @@ pub struct TlsRoots {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Timeouts {
-    /// TCP (and TLS) connection set-up. Default `5s`.
+    /// TCP (and TLS) connection set-up.
     #[serde(with = "super::kind::duration")]
     pub connect: Duration,
     /// From sending the request to receiving the response head. Non-streamed
     /// responses send their head when generation is done, so this is long.
-    /// Default `10m`.
     #[serde(with = "super::kind::duration")]
     pub response_headers: Duration,
-    /// Longest silence between two response body frames, reset on every
-    /// frame: a long healthy stream never times out, a stalled one does.
-    /// Default `5m`.
+    /// Longest silence between two response body frames, reset on every frame:
+    /// a long healthy stream never times out, a stalled one does.
     #[serde(with = "super::kind::duration")]
     pub idle: Duration,
     /// Longest silence while the client sends its request body: before its
     /// first byte and between any two of its frames. Past it the request is
-    /// answered `408` (outcome `client_timeout`). Default `30s`.
+    /// answered `408` (outcome `client_timeout`).
     #[serde(with = "super::kind::duration")]
     pub request_body: Duration,
     /// Longest time a request body may take to arrive up to what the proxy
     /// reads ahead of forwarding it (to learn `model`, or to hold it for a
-    /// retry), from the request head, however steadily it trickles. Past it
-    /// the request is answered `408` (outcome `client_timeout`). Default
-    /// `60s`.
+    /// retry), from the request head, however steadily it trickles. Past it the
+    /// request is answered `408` (outcome `client_timeout`).
     #[serde(with = "super::kind::duration")]
     pub request_body_total: Duration,
 }

@@ -6,30 +6,25 @@
 //! shares (0 to 1), SLO classes as their files define them, plus what
 //! loading found: the files read.
 //!
-//! This file holds only the `serialize_with` helpers the derives name and
-//! the few types whose shown form is not their fields: a value shown as its
-//! text (an address range, an upstream, a protocol), and the secrets.
+//! This file holds only the `serialize_with` helpers the derives name: a
+//! value shown as its text (an address range, an upstream, a protocol), a
+//! duration in seconds, and the secrets. No `Serialize` is written by hand.
 //!
 //! Secrets: the file holds none by construction (upstream URLs with
 //! credentials, queries or fragments are refused when loading, no header
 //! values are configured, and API keys are known only by their hashes);
 //! the OTLP export's headers, which `OTEL_EXPORTER_OTLP_HEADERS` gives,
-//! serialize as their names with `<redacted>` values ([`OtlpHeaders`]). The
-//! hashes are not shown either: a route's API-key tenants ([`ApiKeys`]) show
-//! the headers read, how many keys and which tenant names.
+//! serialize as their names with `<redacted>` values. The hashes are not
+//! shown either: a route's API-key tenants show the headers read, how many
+//! keys and which tenant names.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::{
-    ApiKeys, Config, IpNet, MetricsEndpoint, OtlpHeaders, OtlpProtocol, OtlpSettings, Protocol,
-    Upstream,
-};
-use slo::SloClass;
+use super::{Config, MetricsEndpoint, OtlpHeaders, Protocol, Upstream};
 
 impl Protocol {
     /// The name a route's `protocol` gives it.
@@ -39,6 +34,26 @@ impl Protocol {
             Protocol::Api(api) => api.name(),
             Protocol::None => "none",
         }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Its URL.
+impl std::fmt::Display for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}{}", self.scheme, self.authority, self.base_path)
+    }
+}
+
+/// Its URL redacted, never as written.
+impl std::fmt::Display for MetricsEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
     }
 }
 
@@ -138,55 +153,6 @@ pub(super) fn declared_max<S: Serializer>(
     Max { ttft, tpot, e2el }.serialize(s)
 }
 
-/// SLO classes as their files define them.
-pub(super) fn classes<S: Serializer>(classes: &[SloClass], s: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Class<'a> {
-        name: &'a str,
-        description: &'a str,
-        #[serde(serialize_with = "secs")]
-        window: Duration,
-        objectives: Vec<Objective>,
-        goodput: Goodput<'a>,
-        per_tenant_alerts: bool,
-        exclude_slow_readers: bool,
-    }
-    #[derive(Serialize)]
-    struct Objective {
-        objective: &'static str,
-        #[serde(serialize_with = "secs")]
-        threshold: Duration,
-        target: f64,
-    }
-    #[derive(Serialize)]
-    struct Goodput<'a> {
-        require: Vec<&'static str>,
-        target: &'a Option<f64>,
-    }
-    s.collect_seq(classes.iter().map(|c| {
-        Class {
-            name: &c.name,
-            description: &c.description,
-            window: c.window,
-            objectives: c
-                .objectives
-                .iter()
-                .map(|o| Objective {
-                    objective: o.kind.as_str(),
-                    threshold: o.threshold,
-                    target: o.target,
-                })
-                .collect(),
-            goodput: Goodput {
-                require: c.goodput.require.iter().map(|k| k.as_str()).collect(),
-                target: &c.goodput.target,
-            },
-            per_tenant_alerts: c.per_tenant_alerts,
-            exclude_slow_readers: c.exclude_slow_readers,
-        }
-    }))
-}
-
 /// Where one export's endpoint, protocol, headers and timeout came from.
 pub(super) fn export_origins<S: Serializer>(
     origins: &[&'static str; 4],
@@ -196,116 +162,56 @@ pub(super) fn export_origins<S: Serializer>(
     s.collect_map(names.into_iter().zip(origins.iter().copied()))
 }
 
-/// Shown as text: `10.0.0.0/8`.
-impl Serialize for IpNet {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
+/// A value as its text (`Display`): an address range, an upstream, a
+/// redacted page URL, a route's protocol.
+pub(super) fn display<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
 }
 
-/// Shown as its URL.
-impl Serialize for Upstream {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.url())
-    }
+/// Values as their text.
+pub(super) fn displays<T: std::fmt::Display, S: Serializer>(
+    items: &[T],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(items.iter().map(ToString::to_string))
 }
 
-/// Shown as its URL redacted, never as written.
-impl Serialize for MetricsEndpoint {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.shown)
-    }
+/// A value as its text, when there is one.
+pub(super) fn opt_display<T: std::fmt::Display, S: Serializer>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    v.as_ref().map(ToString::to_string).serialize(s)
 }
 
-/// Shown as the name a route's `protocol` gives it.
-impl Serialize for Protocol {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
+/// Headers as their names, each with the value `<redacted>`: a
+/// collector's credentials are never shown.
+pub(super) fn redacted<S: Serializer>(headers: &OtlpHeaders, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(headers.redacted())
 }
 
-impl Serialize for OtlpProtocol {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
+/// Header names.
+pub(super) fn headers<S: Serializer>(names: &[http::HeaderName], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(names.iter().map(http::HeaderName::as_str))
 }
 
-/// The headers' names, each with the value `<redacted>`: a collector's
-/// credentials are never shown.
-impl Serialize for OtlpHeaders {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.redacted())
+/// Tenants by key hash as how many keys and which tenant names, never a
+/// hash.
+pub(super) fn key_tenants<S: Serializer>(
+    tenants: &std::collections::HashMap<[u8; 32], String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Shown<'a> {
+        keys: usize,
+        tenants: Vec<&'a str>,
     }
-}
-
-/// The headers read, how many keys and the tenant names, never a key hash.
-impl Serialize for ApiKeys {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut tenants: Vec<&str> = self.tenants.values().map(String::as_str).collect();
-        tenants.sort_unstable();
-        tenants.dedup();
-        let mut st = s.serialize_struct("ApiKeys", 3)?;
-        st.serialize_field(
-            "headers",
-            &self
-                .headers
-                .iter()
-                .map(http::HeaderName::as_str)
-                .collect::<Vec<_>>(),
-        )?;
-        st.serialize_field("keys", &self.tenants.len())?;
-        st.serialize_field("tenants", &tenants)?;
-        st.end()
+    let mut names: Vec<&str> = tenants.values().map(String::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    Shown {
+        keys: tenants.len(),
+        tenants: names,
     }
-}
-
-/// Whether each signal is exported, and, under `exports`, how: one field
-/// of the runtime type is two keys here, so this one is written out.
-impl Serialize for OtlpSettings {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Exports<'a> {
-            metrics: &'a Option<super::OtlpExport>,
-            traces: &'a Option<super::OtlpExport>,
-        }
-        struct Secs(Duration);
-        impl Serialize for Secs {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                secs(&self.0, s)
-            }
-        }
-        struct Map<'a>(&'a [(String, String)]);
-        impl Serialize for Map<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                pairs(self.0, s)
-            }
-        }
-        struct Origins<'a>(&'a [(&'static str, &'static str)]);
-        impl Serialize for Origins<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                static_pairs(self.0, s)
-            }
-        }
-        let mut st = s.serialize_struct("OtlpSettings", 13)?;
-        st.serialize_field("endpoint", &self.endpoint)?;
-        st.serialize_field("protocol", &self.protocol)?;
-        st.serialize_field("metrics", &self.metrics.is_some())?;
-        st.serialize_field("traces", &self.traces.is_some())?;
-        st.serialize_field("metrics_interval", &Secs(self.metrics_interval))?;
-        st.serialize_field("traces_delay", &Secs(self.traces_delay))?;
-        st.serialize_field("timeout", &Secs(self.timeout))?;
-        st.serialize_field("queue", &self.queue)?;
-        st.serialize_field("max_batch", &self.max_batch)?;
-        st.serialize_field("service_name", &self.service_name)?;
-        st.serialize_field("resource_attributes", &Map(&self.resource_attributes))?;
-        st.serialize_field(
-            "exports",
-            &Exports {
-                metrics: &self.metrics,
-                traces: &self.traces,
-            },
-        )?;
-        st.serialize_field("from", &Origins(&self.origins))?;
-        st.end()
-    }
+    .serialize(s)
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use serde_json::Value;
-use tokenmeter::config::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
+use tokenmeter::config::{OtlpExport, OtlpExports, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
 /// The receiver process, killed when dropped, and what it has received.
 struct Receiver {
@@ -87,8 +87,12 @@ fn otlp(endpoint: SocketAddr, protocol: OtlpProtocol) -> OtlpSettings {
         endpoint: Some(format!("http://{endpoint}")),
         protocol,
         timeout: Duration::from_secs(2),
-        metrics: Some(export("/v1/metrics")),
-        traces: Some(export("/v1/traces")),
+        metrics: true,
+        traces: true,
+        exports: OtlpExports {
+            metrics: Some(export("/v1/metrics")),
+            traces: Some(export("/v1/traces")),
+        },
         metrics_interval: Duration::from_millis(300),
         traces_delay: Duration::from_millis(100),
         queue: 2048,
@@ -529,7 +533,7 @@ async fn a_hung_collector_fills_the_queue_not_the_clients_wait() {
     settings.queue = 2;
     settings.max_batch = 1;
     settings.traces_delay = Duration::from_millis(20);
-    for e in [&mut settings.metrics, &mut settings.traces]
+    for e in [&mut settings.exports.metrics, &mut settings.exports.traces]
         .into_iter()
         .flatten()
     {

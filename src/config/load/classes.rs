@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::super::error::ConfigError;
 use super::super::raw::{self, Entries, Pos, RawSloClass, Spanned};
-use super::super::values::{is_label_value, parse_bool, parse_duration};
+use super::super::values::{is_label_value, parse_duration};
 use super::checker::Checker;
 use slo::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 
@@ -165,7 +165,6 @@ impl Checker<'_> {
         prefix: &str,
         raw_class: &Spanned<RawSloClass>,
     ) -> Option<(SloClass, Option<Pos>)> {
-        let errors_before = self.errors.len();
         let class_pos = raw::pos(raw_class);
         let c = &raw_class.value;
 
@@ -193,18 +192,8 @@ impl Checker<'_> {
             }),
         };
         let name_pos = c.name.as_ref().and_then(raw::pos);
-        let description = c
-            .description
-            .as_ref()
-            .map(|d| d.value.trim().to_owned())
-            .unwrap_or_default();
-        let window = self
-            .value(
-                c.window.as_ref(),
-                &format!("{prefix}.window"),
-                parse_duration,
-            )
-            .unwrap_or(DEFAULT_WINDOW);
+        let description = c.description.as_deref().unwrap_or_default().trim();
+        let window = c.window.unwrap_or(DEFAULT_WINDOW);
 
         // Kinds written in the file, even when their value is bad, so that
         // `goodput.require` is not reported a second time for them.
@@ -248,31 +237,23 @@ impl Checker<'_> {
             );
         }
 
-        let per_tenant_alerts = self
-            .value(
-                c.per_tenant_alerts.as_ref(),
-                &format!("{prefix}.per_tenant_alerts"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-        let exclude_slow_readers = self
-            .value(
-                c.exclude_slow_readers.as_ref(),
-                &format!("{prefix}.exclude_slow_readers"),
-                parse_bool,
-            )
-            .unwrap_or(false);
-
+        // A class with any problem (its kinds' included, recorded as the
+        // file was read) is not defined.
+        let under = format!("{prefix}.");
+        let clean = !self
+            .errors
+            .iter()
+            .any(|e| e.key == prefix || e.key.starts_with(&under));
         let name = name?;
-        (self.errors.len() == errors_before).then_some((
+        clean.then_some((
             SloClass {
                 name,
-                description,
+                description: description.to_owned(),
                 window,
                 objectives,
                 goodput: Goodput { require, target },
-                per_tenant_alerts,
-                exclude_slow_readers,
+                per_tenant_alerts: c.per_tenant_alerts,
+                exclude_slow_readers: c.exclude_slow_readers,
             },
             name_pos,
         ))

@@ -1,17 +1,13 @@
 //! The top of a document: `Config::load`, `parse` and `from_overrides`,
-//! which run the checker over the file and apply the command line's
-//! overrides after it, and the top-level keys, which hand each section to
-//! its own file.
+//! which run the one checker over the file (an empty document without
+//! one) and apply the command line's overrides after it, and the
+//! top-level keys, which hand each section to its own file.
 
 use std::path::Path;
 
 use super::super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
 use super::super::raw::{self, RawConfig};
-use super::super::{
-    AdminSettings, Config, MetricsSettings, ProxySettings, Route, ScrapeSettings, TraceSettings,
-    WebConfig,
-};
-use super::super::{default_admin_listen, default_listen};
+use super::super::{Config, DEFAULT_LISTEN, WebConfig};
 use super::checker::{Checker, Origin, Overrides};
 use super::validate::Given;
 
@@ -36,11 +32,26 @@ impl Config {
 
     /// Validates config text; `file` names it in errors.
     pub fn parse(text: &str, file: &str, overrides: &Overrides) -> Result<Config, ConfigErrors> {
+        Self::check(Some((text, file)), overrides)
+    }
+
+    /// A config with no file: an empty document, checked as a file is,
+    /// with the overrides applied as on top of one; `--upstream`
+    /// (required) gives it one catch-all route, `default`.
+    pub fn from_overrides(overrides: &Overrides) -> Result<Config, ConfigErrors> {
+        Self::check(None, overrides)
+    }
+
+    /// The one way a config is made: the document's text and the name
+    /// errors give it (none without a file), checked, the overrides
+    /// applied after it.
+    fn check(file: Option<(&str, &str)>, overrides: &Overrides) -> Result<Config, ConfigErrors> {
+        let (text, name) = file.unwrap_or(("", FLAGS_FILE));
         let document = match raw::read(text) {
             Ok(document) => document,
             Err(error) => {
                 return Err(ConfigErrors(vec![ConfigError {
-                    file: file.to_owned(),
+                    file: name.to_owned(),
                     line: error.pos.map(|pos| pos.line),
                     column: error.pos.map(|pos| pos.column),
                     key: error.key,
@@ -48,73 +59,13 @@ impl Config {
                 }]));
             }
         };
-        let mut checker = Checker::new(file);
-        checker.locator = Some(raw::Locator::new(text));
+        let mut checker = Checker::new(name);
+        checker.locator = file.map(|_| raw::Locator::new(text));
         checker.document_problems(&document);
         // SLO files are named relative to the directory of this file.
-        let base = Path::new(file).parent().unwrap_or(Path::new(""));
+        let base = Path::new(name).parent().unwrap_or(Path::new(""));
         let config = checker.config(&document.config, overrides, base);
         checker.finish(config)
-    }
-
-    /// A config with no file: one catch-all route to `overrides.upstream`
-    /// (required) and defaults for everything else.
-    pub fn from_overrides(overrides: &Overrides) -> Result<Config, ConfigErrors> {
-        let mut checker = Checker::new(FLAGS_FILE);
-        let upstream = match &overrides.upstream {
-            Some(url) => checker.upstream_override(url),
-            None => {
-                checker.flag(
-                    "--upstream",
-                    "required when no config file is given (an upstream base URL such as http://127.0.0.1:8000)",
-                );
-                None
-            }
-        };
-        let listen = overrides.listen.unwrap_or_else(default_listen);
-        let admin_listen = overrides.admin_listen.unwrap_or_else(default_admin_listen);
-        let origin = |given: bool, flag| match given {
-            true => Origin::Flag(flag),
-            false => Origin::Default,
-        };
-        checker.validate(
-            None,
-            &Given {
-                listen: (listen, origin(overrides.listen.is_some(), "--listen")),
-                admin: (
-                    admin_listen,
-                    origin(overrides.admin_listen.is_some(), "--admin-listen"),
-                ),
-                upstream_flag: true,
-                upstream: upstream.as_ref(),
-            },
-        );
-        let otlp = checker.otlp(None, &overrides.otel_env);
-        let route = upstream.and_then(|upstream| {
-            Route::with_defaults("default", upstream)
-                .map_err(|error| checker.flag("--upstream", error.to_string()))
-                .ok()
-        });
-        let config = route.map(|route| Config {
-            listen,
-            admin: AdminSettings {
-                listen: admin_listen,
-                ..AdminSettings::default()
-            },
-            proxy: ProxySettings::default(),
-            metrics: MetricsSettings::default(),
-            routes: vec![route],
-            slo_classes: Vec::new(),
-            trace_context: TraceSettings::default(),
-            otlp,
-            tls: None,
-            scrape: ScrapeSettings::default(),
-            sources: super::super::Sources::default(),
-        });
-        match config {
-            Some(config) => checker.finish(config),
-            None => Err(checker.into_errors()),
-        }
     }
 }
 
@@ -135,7 +86,7 @@ impl Checker<'_> {
         let (listen, listen_origin) = match (overrides.listen, file_listen) {
             (Some(addr), _) => (addr, Origin::Flag("--listen")),
             (None, Some(file)) => file,
-            (None, None) => (default_listen(), Origin::Default),
+            (None, None) => (DEFAULT_LISTEN, Origin::Default),
         };
         let mut admin = raw.admin.clone().unwrap_or_default();
         // A bad address is reported already; the default stands in for it.
@@ -167,7 +118,7 @@ impl Checker<'_> {
             .as_deref()
             .and_then(|url| self.upstream_override(url));
         self.validate(
-            Some(raw),
+            raw,
             &Given {
                 listen: (listen, listen_origin),
                 admin: (admin.listen, admin_origin),

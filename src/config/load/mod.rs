@@ -26,26 +26,12 @@ pub use otel_env::{ENV_FILE, OtelEnv};
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
 mod tests {
+    use super::super::RouteMatch;
     use super::super::raw;
     use super::super::values::parse_otlp_endpoint;
     use super::super::values::*;
-    use super::super::{DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN, RouteMatch};
-    use super::super::{default_admin_listen, default_listen};
     use super::error::*;
     use super::validate::covers;
-    use std::net::SocketAddr;
-
-    #[test]
-    fn default_addresses_parse() {
-        assert_eq!(
-            DEFAULT_LISTEN.parse::<SocketAddr>().ok(),
-            Some(default_listen())
-        );
-        assert_eq!(
-            DEFAULT_ADMIN_LISTEN.parse::<SocketAddr>().ok(),
-            Some(default_admin_listen())
-        );
-    }
 
     /// Every refusal of an upstream or OTLP endpoint names its problem and
     /// shows the URL redacted, whichever check refused it.

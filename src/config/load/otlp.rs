@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use super::super::raw::RawOtlp;
-use super::super::{OtlpExport, OtlpHeaders, OtlpProtocol, OtlpSettings};
+use super::super::{OtlpExport, OtlpExports, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
 use super::super::values::*;
 use super::checker::Checker;
@@ -50,77 +49,67 @@ const TRACES: Signal = Signal {
 type Endpoint = (String, String);
 
 /// The values given for every signal: the file's or the generic
-/// variables', with where each came from.
+/// variables' (else the defaults), with where each came from.
 struct Generic {
     endpoint: Option<(Endpoint, &'static str)>,
-    protocol: Option<(OtlpProtocol, &'static str)>,
+    protocol: (OtlpProtocol, &'static str),
     headers: Option<Vec<(String, String)>>,
-    timeout: Option<(Duration, &'static str)>,
-    /// The file has an `otlp` section.
-    section: bool,
+    timeout: (Duration, &'static str),
 }
 
 const DEFAULT: &str = "default";
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Checker<'_> {
-    /// The export settings of the `otlp` section `raw` and the variables
-    /// of `env`: `None` when neither asks for an export (no section and
-    /// no endpoint variable) or `OTEL_SDK_DISABLED` is `true`.
-    pub(crate) fn otlp(&mut self, raw: Option<&RawOtlp>, env: &OtelEnv) -> Option<OtlpSettings> {
+    /// The export settings of the file's `otlp` section and the variables
+    /// of `env`: `None` when neither asks for an export (no section and no
+    /// endpoint variable) or `OTEL_SDK_DISABLED` is `true`. A key the file
+    /// gives is the file's (a bad value is reported already); another is
+    /// the variable's, else its default.
+    pub(crate) fn otlp(
+        &mut self,
+        file: Option<&OtlpSettings>,
+        env: &OtelEnv,
+    ) -> Option<OtlpSettings> {
         if self.env_value(env, "OTEL_SDK_DISABLED", parse_disabled) == Some(true) {
             return None;
         }
         let asked = [ENDPOINT, METRICS.vars[0], TRACES.vars[0]]
             .iter()
             .any(|var| env.get(var).is_some());
-        if raw.is_none() && !asked {
+        if file.is_none() && !asked {
             return None;
         }
-        let none = RawOtlp::default();
-        let o = raw.unwrap_or(&none);
-        // A file's key with a bad value is reported already; it is not
-        // looked for in the environment.
-        let in_file = |checker: &Self, key: &str| checker.given(key);
-        let endpoint = match (&o.endpoint, in_file(self, "otlp.endpoint")) {
+        let mut o = file.cloned().unwrap_or_default();
+        let endpoint = match (&o.endpoint, self.given("otlp.endpoint")) {
             (Some(e), _) => Some(((e.clone(), String::new()), "otlp.endpoint")),
             (None, true) => None,
             (None, false) => self
                 .env_value(env, ENDPOINT, parse_env_endpoint)
                 .map(|e| (e, ENDPOINT)),
         };
-        let protocol = match (o.protocol, in_file(self, "otlp.protocol")) {
-            (Some(p), _) => Some((p, "otlp.protocol")),
-            (None, true) => None,
-            (None, false) => self
-                .env_value(env, PROTOCOL, parse_otlp_protocol)
-                .map(|p| (p, PROTOCOL)),
-        };
-        let timeout = match (o.timeout, in_file(self, "otlp.timeout")) {
-            (Some(t), _) => Some((t, "otlp.timeout")),
-            (None, true) => None,
-            (None, false) => self
-                .env_value(env, TIMEOUT, parse_millis)
-                .map(|t| (t, TIMEOUT)),
-        };
+        let mut protocol = (o.protocol, DEFAULT);
+        self.setting(
+            env,
+            "otlp.protocol",
+            PROTOCOL,
+            parse_otlp_protocol,
+            &mut protocol,
+        );
+        let mut timeout = (o.timeout, DEFAULT);
+        self.setting(env, "otlp.timeout", TIMEOUT, parse_millis, &mut timeout);
         let generic = Generic {
             endpoint,
             protocol,
             headers: self.env_value(env, HEADERS, parse_headers),
             timeout,
-            section: raw.is_some(),
         };
-        let (metrics_on, traces_on) = (o.metrics.unwrap_or(true), o.traces.unwrap_or(true));
-        let metrics = metrics_on
-            .then(|| self.signal(&METRICS, &generic, env))
-            .flatten();
-        let traces = traces_on
-            .then(|| self.signal(&TRACES, &generic, env))
-            .flatten();
-        if generic.section
+        let metrics = o.metrics.then(|| self.signal(&METRICS, &generic, env));
+        let traces = o.traces.then(|| self.signal(&TRACES, &generic, env));
+        let (metrics, traces) = (metrics.flatten(), traces.flatten());
+        if file.is_some()
             && generic.endpoint.is_none()
             && !self.given("otlp.endpoint")
-            && ((metrics_on && metrics.is_none()) || (traces_on && traces.is_none()))
+            && ((o.metrics && metrics.is_none()) || (o.traces && traces.is_none()))
         {
             self.at(
                 None,
@@ -130,35 +119,18 @@ impl Checker<'_> {
                 ),
             );
         }
-        let mut origins = Vec::new();
-        let mut duration = |field: Option<Duration>, key, var, default| {
-            let (value, origin) = match (field, self.given(key)) {
-                (Some(value), _) => (Some(value), key),
-                // Bad, and reported.
-                (None, true) => (None, key),
-                (None, false) => (self.env_value(env, var, parse_millis), var),
-            };
-            match value {
-                Some(value) => (value, origin),
-                None => (default, DEFAULT),
-            }
-        };
-        let (metrics_interval, from) = duration(
-            o.metrics_interval,
+        let mut interval = (o.metrics_interval, DEFAULT);
+        let var = "OTEL_METRIC_EXPORT_INTERVAL";
+        self.setting(
+            env,
             "otlp.metrics_interval",
-            "OTEL_METRIC_EXPORT_INTERVAL",
-            Duration::from_secs(60),
+            var,
+            parse_millis,
+            &mut interval,
         );
-        origins.push(("metrics_interval", from));
-        let (traces_delay, from) = duration(
-            o.traces_delay,
-            "otlp.traces_delay",
-            "OTEL_BSP_SCHEDULE_DELAY",
-            Duration::from_secs(5),
-        );
-        origins.push(("traces_delay", from));
-        let queue = o.queue.unwrap_or(2048);
-        let max_batch = o.max_batch.unwrap_or(512);
+        let mut delay = (o.traces_delay, DEFAULT);
+        let var = "OTEL_BSP_SCHEDULE_DELAY";
+        self.setting(env, "otlp.traces_delay", var, parse_millis, &mut delay);
         let mut resource_attributes = self
             .env_value(env, "OTEL_RESOURCE_ATTRIBUTES", parse_resource_attributes)
             .unwrap_or_default();
@@ -167,15 +139,19 @@ impl Checker<'_> {
             .rposition(|(k, _)| k == "service.name")
             .map(|i| resource_attributes.swap_remove(i).1);
         resource_attributes.retain(|(k, _)| k != "service.name");
-        let (service_name, from) = match (&o.service_name, env.get("OTEL_SERVICE_NAME")) {
-            (Some(name), _) => (name.clone(), "otlp.service_name"),
-            (None, Some(name)) => (name.to_owned(), "OTEL_SERVICE_NAME"),
-            (None, None) => match from_attributes {
-                Some(name) => (name, "OTEL_RESOURCE_ATTRIBUTES"),
-                None => ("tokenmeter".to_owned(), DEFAULT),
-            },
+        let given_name = self.given("otlp.service_name");
+        let service_from = match (env.get("OTEL_SERVICE_NAME"), from_attributes) {
+            _ if given_name => "otlp.service_name",
+            (Some(name), _) => {
+                o.service_name = name.to_owned();
+                "OTEL_SERVICE_NAME"
+            }
+            (None, Some(name)) => {
+                o.service_name = name;
+                "OTEL_RESOURCE_ATTRIBUTES"
+            }
+            (None, None) => DEFAULT,
         };
-        origins.push(("service_name", from));
         if metrics.is_none() && traces.is_none() {
             return None;
         }
@@ -184,20 +160,39 @@ impl Checker<'_> {
                 .endpoint
                 .as_ref()
                 .map(|((address, path), _)| format!("{address}{path}")),
-            protocol: generic
-                .protocol
-                .map_or(OtlpProtocol::HttpProtobuf, |(p, _)| p),
-            timeout: generic.timeout.map_or(DEFAULT_TIMEOUT, |(t, _)| t),
-            metrics,
-            traces,
-            metrics_interval,
-            traces_delay,
-            queue,
-            max_batch,
-            service_name,
+            protocol: generic.protocol.0,
+            timeout: generic.timeout.0,
+            metrics: metrics.is_some(),
+            traces: traces.is_some(),
+            metrics_interval: interval.0,
+            traces_delay: delay.0,
             resource_attributes,
-            origins,
+            exports: OtlpExports { metrics, traces },
+            origins: vec![
+                ("metrics_interval", interval.1),
+                ("traces_delay", delay.1),
+                ("service_name", service_from),
+            ],
+            ..o
         })
+    }
+
+    /// One setting of the section: the file's at `key` when it gives one,
+    /// else the variable `var`'s when it is set and good; `value` holds
+    /// the default and is left with the setting and where it came from.
+    fn setting<T>(
+        &mut self,
+        env: &OtelEnv,
+        key: &'static str,
+        var: &'static str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+        value: &mut (T, &'static str),
+    ) {
+        if self.given(key) {
+            value.1 = key;
+        } else if let Some(from_env) = self.env_value(env, var, parse) {
+            *value = (from_env, var);
+        }
     }
 
     /// Where and how `signal` is sent, or `None` when nothing gives it an
@@ -206,10 +201,9 @@ impl Checker<'_> {
         let [endpoint_var, protocol_var, headers_var, timeout_var] = signal.vars;
         let own_protocol = self.env_value(env, protocol_var, parse_otlp_protocol);
         let (protocol, protocol_from) = match (generic.protocol, own_protocol) {
-            (Some((p, from)), _) if from.starts_with("otlp.") => (p, from),
+            ((p, from), _) if from.starts_with("otlp.") => (p, from),
             (_, Some(p)) => (p, protocol_var),
-            (Some((p, from)), None) => (p, from),
-            (None, None) => (OtlpProtocol::HttpProtobuf, DEFAULT),
+            (given, None) => given,
         };
         // Each variable is checked, whether or not the signal has an
         // endpoint.
@@ -253,10 +247,9 @@ impl Checker<'_> {
             (None, None) => (Vec::new(), DEFAULT),
         };
         let (timeout, timeout_from) = match (generic.timeout, own_timeout) {
-            (Some((t, from)), _) if from.starts_with("otlp.") => (t, from),
+            ((t, from), _) if from.starts_with("otlp.") => (t, from),
             (_, Some(t)) => (t, timeout_var),
-            (Some((t, from)), None) => (t, from),
-            (None, None) => (DEFAULT_TIMEOUT, DEFAULT),
+            (given, None) => given,
         };
         Some(OtlpExport {
             endpoint,

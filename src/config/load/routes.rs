@@ -1,6 +1,6 @@
 //! The `routes`: each route as read (its keys typed, the rules across
 //! them `validate.rs`'s), completed: `--upstream` applied, its CA file
-//! read.
+//! read. Without a file, `--upstream` is the one route.
 
 use std::path::Path;
 
@@ -18,6 +18,9 @@ impl Checker<'_> {
         upstream_override: Option<&Upstream>,
         base: &Path,
     ) -> Vec<Route> {
+        if self.locator.is_none() {
+            return self.flags_route(upstream_override).into_iter().collect();
+        }
         let Some(raw_routes) = self.required_list(&raw.routes, "routes", "route") else {
             return Vec::new();
         };
@@ -33,6 +36,23 @@ impl Checker<'_> {
                 )
             })
             .collect()
+    }
+
+    /// The route of a configuration from flags alone: every request to
+    /// `--upstream`, which is then required.
+    fn flags_route(&mut self, upstream: Option<&Upstream>) -> Option<Route> {
+        let Some(upstream) = upstream else {
+            if !self.reported("--upstream") {
+                self.flag(
+                    "--upstream",
+                    "required when no config file is given (an upstream base URL such as http://127.0.0.1:8000)",
+                );
+            }
+            return None;
+        };
+        Route::with_defaults("default", upstream.clone())
+            .map_err(|error| self.flag("--upstream", error.to_string()))
+            .ok()
     }
 
     /// One route completed: the upstream `--upstream` gives, its CA file

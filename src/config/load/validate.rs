@@ -34,11 +34,8 @@ pub(crate) struct Given<'k> {
 
 impl Checker<'_> {
     /// Checks every rule across keys, recording each problem.
-    pub(crate) fn validate(&mut self, raw: Option<&RawConfig>, given: &Given<'_>) {
+    pub(crate) fn validate(&mut self, raw: &RawConfig, given: &Given<'_>) {
         self.listeners(given);
-        let Some(raw) = raw else {
-            return;
-        };
         let scrape = raw.scrape.unwrap_or_default();
         let routes: Vec<&Route> = raw
             .routes

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::super::kind;
 use super::schema::*;
@@ -91,6 +91,9 @@ fn read_as<T: de::DeserializeOwned>(
     text: &str,
     known_keys: fn(&[Segment]) -> &'static [&'static str],
 ) -> Result<Document<T>, SyntaxError> {
+    // A document with nothing in it (the one of a configuration from flags
+    // alone, or an empty file) is an empty mapping: every key left out.
+    let text = if text.trim().is_empty() { "{}" } else { text };
     let mut ignored: Vec<Vec<Segment>> = Vec::new();
     let (result, problems) = super::super::located::collecting(|| {
         serde_saphyr::with_deserializer_from_str(text, |deserializer| {
@@ -229,7 +232,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["proxy"] => fields_of::<ProxySettings>(),
         ["metrics"] => fields_of::<MetricsSettings>(),
         ["trace_context"] => fields_of::<TraceSettings>(),
-        ["otlp"] => fields_of::<RawOtlp>(),
+        ["otlp"] => fields_of::<OtlpSettings>(),
         ["tls"] => fields_of::<crate::config::server_tls::RawServerTls>(),
         ["scrape"] => fields_of::<ScrapeSettings>(),
         ["metrics", "models"] => fields_of::<LabelBounds>(),
@@ -302,9 +305,12 @@ impl<'de> Deserializer<'de> for FieldsProbe {
 /// a key or a value is written.
 #[derive(Debug)]
 enum Node {
-    Map(Vec<(Spanned<KeyText>, Spanned<Node>)>),
+    /// Keys are nodes too: a key that is not a scalar (`[a, b]: 1`) never
+    /// matches a path, and does not make the pass fail.
+    Map(Vec<(Spanned<Node>, Spanned<Node>)>),
     Seq(Vec<Spanned<Node>>),
-    Scalar,
+    /// A scalar's text, by which a key is matched.
+    Scalar(String),
     /// No value (`key:`, `key: ~`).
     Null,
 }
@@ -319,29 +325,29 @@ impl<'de> Deserialize<'de> for Node {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("any YAML node")
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+                Ok(Node::Scalar(v.to_string()))
             }
-            fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+                Ok(Node::Scalar(v.to_string()))
             }
-            fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+                Ok(Node::Scalar(v.to_string()))
             }
-            fn visit_i128<E>(self, _: i128) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_i128<E>(self, v: i128) -> Result<Node, E> {
+                Ok(Node::Scalar(v.to_string()))
             }
-            fn visit_u128<E>(self, _: u128) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_u128<E>(self, v: u128) -> Result<Node, E> {
+                Ok(Node::Scalar(v.to_string()))
             }
-            fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+                Ok(Node::Scalar(v.to_string()))
             }
-            fn visit_str<E>(self, _: &str) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+                Ok(Node::Scalar(v.to_owned()))
             }
-            fn visit_bytes<E>(self, _: &[u8]) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Node, E> {
+                Ok(Node::Scalar(String::from_utf8_lossy(v).into_owned()))
             }
             fn visit_unit<E>(self) -> Result<Node, E> {
                 Ok(Node::Null)
@@ -385,57 +391,13 @@ fn shape(text: &str) -> Option<Spanned<Node>> {
     serde_saphyr::from_str_with_options::<Spanned<Node>>(text, options).ok()
 }
 
-/// A mapping key as text; keys that are not scalars never match a path.
-#[derive(Debug)]
-struct KeyText(Option<String>);
-
-impl<'de> Deserialize<'de> for KeyText {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = KeyText;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping key")
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<KeyText, E> {
-                Ok(KeyText(Some(v.to_string())))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<KeyText, E> {
-                Ok(KeyText(Some(v.to_string())))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<KeyText, E> {
-                Ok(KeyText(Some(v.to_string())))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<KeyText, E> {
-                Ok(KeyText(Some(v.to_string())))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<KeyText, E> {
-                Ok(KeyText(Some(v.to_owned())))
-            }
-            fn visit_unit<E>(self) -> Result<KeyText, E> {
-                Ok(KeyText(None))
-            }
-            fn visit_none<E>(self) -> Result<KeyText, E> {
-                Ok(KeyText(None))
-            }
-            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<KeyText, D::Error> {
-                KeyText::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<KeyText, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(KeyText(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyText, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(KeyText(None))
-            }
+impl Node {
+    /// The text of a key that is a scalar.
+    fn key(&self) -> Option<&str> {
+        match self {
+            Node::Scalar(text) => Some(text),
+            _ => None,
         }
-
-        // `deserialize_any`, not `deserialize_str`: a key that is a sequence
-        // or mapping must not make the whole pass fail.
-        deserializer.deserialize_any(KeyVisitor)
     }
 }
 
@@ -485,7 +447,7 @@ impl<'t> Locator<'t> {
                     &entries
                         .iter()
                         .rev()
-                        .find(|(k, _)| k.value.0.as_deref() == Some(key.as_str()))?
+                        .find(|(k, _)| k.value.key() == Some(key.as_str()))?
                         .1
                 }
                 (Node::Seq(items), Segment::Index(index)) => items.get(*index)?,
@@ -527,7 +489,7 @@ fn key_pos(tree: &Spanned<Node>, path: &[Segment]) -> Option<Pos> {
                 let (k, v) = entries
                     .iter()
                     .rev()
-                    .find(|(k, _)| k.value.0.as_deref() == Some(key.as_str()))?;
+                    .find(|(k, _)| k.value.key() == Some(key.as_str()))?;
                 found = pos(k);
                 node = v;
             }
@@ -555,8 +517,8 @@ fn value_path_at(tree: &Spanned<Node>, at: Pos) -> Option<Vec<Segment>> {
         match &node.value {
             Node::Map(entries) => {
                 for (key, value) in entries {
-                    if let Some(text) = &key.value.0 {
-                        path.push(Segment::Key(text.clone()));
+                    if let Some(text) = key.value.key() {
+                        path.push(Segment::Key(text.to_owned()));
                         walk(value, at, path, best);
                         path.pop();
                     }
@@ -569,7 +531,7 @@ fn value_path_at(tree: &Spanned<Node>, at: Pos) -> Option<Vec<Segment>> {
                     path.pop();
                 }
             }
-            Node::Scalar | Node::Null => {}
+            Node::Scalar(_) | Node::Null => {}
         }
     }
     let mut best = None;

@@ -5,14 +5,12 @@
 //! user documentation of each key (`docs/configuration.md` is written from
 //! them).
 
-use std::time::Duration;
-
 use serde::Deserialize;
 
 use super::super::kind;
 
 pub(crate) use super::super::{
-    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsSettings, OtlpProtocol, ProxySettings,
+    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsSettings, OtlpSettings, ProxySettings,
     Route, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
 };
 
@@ -21,8 +19,8 @@ pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct RawConfig {
-    /// Address (`IP:port`) the proxy accepts client traffic on.
-    /// Default `0.0.0.0:8080`. `--listen` replaces it.
+    /// Address (`IP:port`) the proxy accepts client traffic on. `--listen`
+    /// replaces it.
     #[serde(default, deserialize_with = "kind::address")]
     pub listen: Option<std::net::SocketAddr>,
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
@@ -43,7 +41,7 @@ pub(crate) struct RawConfig {
     pub trace_context: Option<TraceSettings>,
     /// OpenTelemetry export (OTLP) of the metrics and of one span per
     /// metered request. Default: off.
-    pub otlp: Option<RawOtlp>,
+    pub otlp: Option<OtlpSettings>,
     /// TLS on the proxy listener: its certificate and key, and optionally
     /// the authorities client certificates are verified against. Default:
     /// plain HTTP.
@@ -51,43 +49,6 @@ pub(crate) struct RawConfig {
     /// How the routes' `engine_metrics` and `gpu_metrics` pages are
     /// scraped.
     pub scrape: Option<ScrapeSettings>,
-}
-
-/// `otlp`: where and how the OpenTelemetry export goes.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct RawOtlp {
-    /// The collector: `http://host:port` (OTLP/HTTP: the signals' paths
-    /// `/v1/metrics` and `/v1/traces` are added; gRPC: as it is).
-    /// Required.
-    #[serde(default, deserialize_with = "kind::otlp_endpoint")]
-    pub endpoint: Option<String>,
-    /// `http/protobuf` (default) or `grpc`.
-    #[serde(default, deserialize_with = "kind::otlp_protocol")]
-    pub protocol: Option<OtlpProtocol>,
-    /// Export the metrics (boolean, default `true`).
-    #[serde(default, deserialize_with = "kind::optional_boolean")]
-    pub metrics: Option<bool>,
-    /// Export one span per metered request (boolean, default `true`).
-    #[serde(default, deserialize_with = "kind::optional_boolean")]
-    pub traces: Option<bool>,
-    /// How often the metrics are exported. Default `60s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub metrics_interval: Option<Duration>,
-    /// The longest a finished span waits for its batch. Default `5s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub traces_delay: Option<Duration>,
-    /// How long one export may take, retries included. Default `10s`.
-    #[serde(default, deserialize_with = "kind::optional_duration")]
-    pub timeout: Option<Duration>,
-    /// Finished requests waiting for the exporter; past it they are
-    /// dropped and counted. Default 2048.
-    #[serde(default, deserialize_with = "kind::optional_count")]
-    pub queue: Option<usize>,
-    /// Most spans in one export. Default 512.
-    #[serde(default, deserialize_with = "kind::optional_count")]
-    pub max_batch: Option<usize>,
-    /// The `service.name` of the exported resource. Default `tokenmeter`.
-    pub service_name: Option<String>,
 }
 
 /// An SLO file: `classes`, a list of SLO classes.
@@ -104,10 +65,12 @@ pub(crate) struct RawSloClass {
     /// `[a-zA-Z0-9_.:-]+`; unique across all SLO files.
     pub name: Option<Spanned<String>>,
     /// What the class is for, shown in alert annotations. Default: empty.
-    pub description: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::text")]
+    pub description: Option<String>,
     /// Compliance window of the targets (error budget period). A duration,
     /// default `28d`.
-    pub window: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::optional_duration")]
+    pub window: Option<std::time::Duration>,
     /// Per-request thresholds and their targets, by metric (`ttft`, `tpot`,
     /// `e2el`). Each is either `{pNN: duration}` ("pNN below the duration",
     /// target NN/100, p50 to p99.99) or `{threshold: duration, target:
@@ -120,11 +83,13 @@ pub(crate) struct RawSloClass {
     /// Also record the class's error ratios per tenant and alert on each
     /// tenant's burn rate (`tokenmeter rules`), for routes that attribute
     /// requests to tenants. A boolean, default `false`.
-    pub per_tenant_alerts: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub per_tenant_alerts: bool,
     /// Leave slow readers' requests (see `metrics.slow_reader_share`) out
     /// of the class's judging: they are neither good nor bad. A boolean,
     /// default `false`.
-    pub exclude_slow_readers: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "kind::flag")]
+    pub exclude_slow_readers: bool,
 }
 
 /// `classes[i].objectives`.

@@ -116,7 +116,7 @@ impl Otlp {
             )
             .with_service_name(settings.service_name.clone())
             .build();
-        let provider = if let Some(export) = &settings.metrics {
+        let provider = if let Some(export) = &settings.exports.metrics {
             let exporter = Counted {
                 inner: metric_exporter(export)?,
                 outcomes: Outcomes::new("metrics", counters.metrics_failures.clone()),
@@ -134,7 +134,7 @@ impl Otlp {
             None
         };
         let instruments = provider.as_ref().map(Instruments::new);
-        let spans = if let Some(export) = &settings.traces {
+        let spans = if let Some(export) = &settings.exports.traces {
             let mut exporter = span_exporter(export)?;
             exporter.set_resource(&resource);
             Some(exporter)
@@ -161,7 +161,10 @@ impl Otlp {
             .run(stop.clone()),
         );
         drop(entered);
-        for (signal, export) in [("metrics", &settings.metrics), ("traces", &settings.traces)] {
+        for (signal, export) in [
+            ("metrics", &settings.exports.metrics),
+            ("traces", &settings.exports.traces),
+        ] {
             if let Some(e) = export {
                 tracing::info!(
                     signal,
@@ -174,7 +177,7 @@ impl Otlp {
         }
         Ok(Self {
             queue,
-            traces: settings.traces.is_some(),
+            traces: settings.traces,
             counters,
             stop,
             task: Mutex::new(Some(task)),

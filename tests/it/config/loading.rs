@@ -20,10 +20,10 @@ fn every_example_config_validates() {
 fn reference_config_holds_the_defaults() {
     let path = PathBuf::from(CONFIG_DIR).join("tokenmeter.yaml");
     let config = Config::load(&path, &Overrides::default()).expect("valid");
-    assert_eq!(config.listen, addr(tokenmeter::config::DEFAULT_LISTEN));
+    assert_eq!(config.listen, tokenmeter::config::DEFAULT_LISTEN);
     assert_eq!(
         config.admin.listen,
-        addr(tokenmeter::config::DEFAULT_ADMIN_LISTEN)
+        tokenmeter::config::DEFAULT_ADMIN_LISTEN
     );
     assert_eq!(config.proxy, ProxySettings::default());
     assert_eq!(config.metrics.buckets, Buckets::default());

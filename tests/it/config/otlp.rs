@@ -49,7 +49,10 @@ fn otlp_settings_from_the_environment() {
     .unwrap()
     .otlp
     .unwrap();
-    let (m, t) = (o.metrics.clone().unwrap(), o.traces.clone().unwrap());
+    let (m, t) = (
+        o.exports.metrics.clone().unwrap(),
+        o.exports.traces.clone().unwrap(),
+    );
     assert_eq!(m.endpoint, "http://collector:4318/base/v1/metrics");
     assert_eq!(t.endpoint, "http://traces:4318/custom/path");
     assert_eq!(m.headers.0, [("x-key".to_owned(), "m3trics".to_owned())]);
@@ -100,7 +103,7 @@ fn otlp_settings_from_the_environment() {
     .unwrap()
     .otlp
     .unwrap();
-    let m = o.metrics.unwrap();
+    let m = o.exports.metrics.unwrap();
     assert_eq!(
         (m.endpoint.as_str(), m.protocol),
         ("http://file:4317", OtlpProtocol::Grpc)
@@ -118,7 +121,8 @@ fn otlp_settings_from_the_environment() {
     .unwrap()
     .otlp
     .unwrap();
-    assert!(o.metrics.is_some() && o.traces.is_none());
+    assert!(o.exports.metrics.is_some() && o.exports.traces.is_none());
+    assert!(o.metrics && !o.traces);
     // Disabled, whatever else says.
     for file in ["", "otlp:\n  endpoint: http://c:4318\n"] {
         let c = load(
@@ -184,11 +188,11 @@ fn otlp_export_settings() {
     assert_eq!(o.endpoint.as_deref(), Some("http://collector:4318"));
     assert_eq!(o.protocol, tokenmeter::config::OtlpProtocol::HttpProtobuf);
     assert_eq!(
-        o.metrics.unwrap().endpoint,
+        o.exports.metrics.unwrap().endpoint,
         "http://collector:4318/v1/metrics"
     );
     assert_eq!(
-        o.traces.unwrap().endpoint,
+        o.exports.traces.unwrap().endpoint,
         "http://collector:4318/v1/traces"
     );
     assert_eq!(o.metrics_interval, Duration::from_secs(60));
@@ -202,8 +206,8 @@ fn otlp_export_settings() {
     .unwrap();
     let o = c.otlp.unwrap();
     assert_eq!(o.protocol, tokenmeter::config::OtlpProtocol::Grpc);
-    assert_eq!(o.metrics.unwrap().endpoint, "http://127.0.0.1:4317");
-    assert!(o.traces.is_none());
+    assert_eq!(o.exports.metrics.unwrap().endpoint, "http://127.0.0.1:4317");
+    assert!(o.exports.traces.is_none());
     assert_eq!(o.queue, 16);
 
     let errors = errors_of(&format!("otlp:\n  protocol: grpc\n{ROUTE}"));

@@ -105,6 +105,37 @@ fn from_overrides_with_upstream() {
     assert_eq!(route.timeouts, Timeouts::default());
 }
 
+/// A configuration from flags alone is made the way a file's is: it is
+/// the one a file holding only the route `default` gives under the same
+/// flags and `OTEL_*` variables.
+#[test]
+fn from_overrides_is_a_file_with_only_the_default_route() {
+    let overrides = Overrides {
+        listen: Some(addr("127.0.0.1:7000")),
+        admin_listen: Some(addr("127.0.0.1:7001")),
+        upstream: Some("http://127.0.0.1:8000/v1".to_owned()),
+        otel_env: tokenmeter::config::OtelEnv::from_pairs([(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://127.0.0.1:4318",
+        )]),
+    };
+    let from_flags = Config::from_overrides(&overrides).expect("valid");
+    let from_file =
+        Config::parse("routes: [{name: default}]\n", "test.yaml", &overrides).expect("valid");
+    assert_eq!(from_flags, from_file);
+    assert!(from_flags.otlp.is_some());
+    // The rules across keys hold for flags alone too.
+    let colliding = Overrides {
+        admin_listen: Some(addr("127.0.0.1:7000")),
+        ..overrides
+    };
+    let errors = Config::from_overrides(&colliding).expect_err("one address");
+    assert_eq!(
+        errors.to_string(),
+        "<flags>: --admin-listen: the proxy and the admin listener cannot share the address 127.0.0.1:7000"
+    );
+}
+
 #[test]
 fn from_overrides_without_or_with_a_bad_upstream() {
     let errors = Config::from_overrides(&Overrides::default()).expect_err("no upstream");
