@@ -86,7 +86,7 @@ pub(super) fn serve_client<I>(
     arrival: Arrival,
     client: Client,
     builder: &auto::Builder<TokioExecutor>,
-    live: Arc<ArcSwap<InForce>>,
+    in_force: Arc<ArcSwap<InForce>>,
 ) -> impl Future<Output = ()>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -102,7 +102,7 @@ where
             let busy = requests.started();
             // Read once per request: a reload affects the next request, even
             // on this connection, never this one.
-            let proxy = live.load().proxy().clone();
+            let proxy = in_force.load().proxy().clone();
             // hyper keeps this future's allocation for the connection's whole
             // life; the request's own state (the upstream exchange, the
             // meter before the response head) is boxed apart so it is freed

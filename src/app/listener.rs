@@ -217,7 +217,7 @@ pub(super) async fn serve_admin(
     listener: TcpListener,
     router: axum::Router,
     limit: Limit,
-    live: Arc<ArcSwap<InForce>>,
+    in_force: Arc<ArcSwap<InForce>>,
     stop: CancellationToken,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -232,7 +232,7 @@ pub(super) async fn serve_admin(
         let (head_timeout, stop) = (limit.head_timeout, stop.clone());
         // The web config in force when the connection opens: a reload
         // that replaces its certificate applies to the next connection.
-        let tls = live
+        let tls = in_force
             .load()
             .config()
             .admin
@@ -240,13 +240,13 @@ pub(super) async fn serve_admin(
             .as_ref()
             .and_then(|web| web.tls.as_ref())
             .map(|tls| tls.config.clone());
-        let live = live.clone();
+        let in_force = in_force.clone();
         tokio::spawn(async move {
             let _slot = slot;
             if !first_byte(&stream, head_timeout, client_addr, &stop).await {
                 return;
             }
-            let listener = (Listener::Admin, &*live);
+            let listener = (Listener::Admin, &*in_force);
             let Some(stream) = handshake(stream, tls, head_timeout, client_addr, listener).await
             else {
                 return;
@@ -301,7 +301,7 @@ pub(super) async fn accept_tls<S>(
     tls: Arc<rustls::ServerConfig>,
     timeout: Duration,
     client_addr: SocketAddr,
-    (listener, live): (Listener, &ArcSwap<InForce>),
+    (listener, in_force): (Listener, &ArcSwap<InForce>),
 ) -> Option<tokio_rustls::server::TlsStream<S>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -318,7 +318,8 @@ where
             HandshakeFailure::Timeout
         }
     };
-    live.load()
+    in_force
+        .load()
         .proxy()
         .observers()
         .count(Event::Handshake(listener, failure));
@@ -328,7 +329,7 @@ where
 /// Accepts connections until `shutdown`, then drains for up to `grace`.
 pub(super) async fn serve_proxy(
     listener: TcpListener,
-    live: Arc<ArcSwap<InForce>>,
+    in_force: Arc<ArcSwap<InForce>>,
     shutdown: CancellationToken,
     admin: Arc<AdminState>,
     limit: Limit,
@@ -345,7 +346,7 @@ pub(super) async fn serve_proxy(
     // size (hyper doubles a buffer that may grow when it reads ahead).
     builder
         .http1()
-        .max_buf_size(live.load().config().proxy.max_request_head_bytes);
+        .max_buf_size(in_force.load().config().proxy.max_request_head_bytes);
     builder.http2().timer(TokioTimer::new());
     if let Err(e) = arrival::enable(&listener) {
         tracing::warn!(error = %e, "no kernel receive timestamps: t0 is read when a request head is parsed, so the time a request waits for the proxy is not in its latencies");
@@ -365,7 +366,7 @@ pub(super) async fn serve_proxy(
         };
         let builder = builder.clone();
         let (head_timeout, stop) = (limit.head_timeout, shutdown.clone());
-        let live = live.clone();
+        let in_force = in_force.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let mut client = client;
@@ -387,23 +388,28 @@ pub(super) async fn serve_proxy(
             let (stream, arrival) = arrival::stamped(stream);
             // The TLS in force when the connection opens; the handshake is
             // before the request's t0, and is charged to no request.
-            let tls = live.load().config().tls.as_ref().map(|t| t.config.clone());
+            let tls = in_force
+                .load()
+                .config()
+                .tls
+                .as_ref()
+                .map(|t| t.config.clone());
             match tls {
-                None => serve_client(stream, arrival, client, &builder, live).await,
+                None => serve_client(stream, arrival, client, &builder, in_force).await,
                 Some(tls) => {
                     let addr = client.addr;
-                    let listener = (Listener::Proxy, &*live);
+                    let listener = (Listener::Proxy, &*in_force);
                     if let Some(stream) =
                         accept_tls(stream, tls, head_timeout, addr, listener).await
                     {
-                        serve_client(stream, arrival, client, &builder, live).await;
+                        serve_client(stream, arrival, client, &builder, in_force).await;
                     }
                 }
             }
         });
     }
     drop(listener);
-    let grace = live.load().config().proxy.shutdown_grace;
+    let grace = in_force.load().config().proxy.shutdown_grace;
     admin.ready.store(false, Ordering::Relaxed);
     tracing::info!(grace = ?grace, "shutting down: draining in-flight requests");
     overload.stop();

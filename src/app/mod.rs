@@ -189,11 +189,11 @@ pub async fn start_with(
     let observers = Observers::new(metrics.clone(), access, otlp.clone());
     let connections = Connections::new(&config, &observers);
     let config = Arc::new(config);
-    let in_force = InForce::build(config.clone(), &observers, scraper, |plan, observers| {
+    let first = InForce::build(config.clone(), &observers, scraper, |plan, observers| {
         Proxy::new(plan, observers, connections.overload.clone())
     })
     .map_err(StartError::Tls)?;
-    let live = Arc::new(ArcSwap::from_pointee(in_force));
+    let in_force = Arc::new(ArcSwap::from_pointee(first));
 
     let proxy_listener =
         TcpListener::bind(config.listen)
@@ -222,7 +222,7 @@ pub async fn start_with(
 
     let admin_state = Arc::new(AdminState {
         metrics: metrics.clone(),
-        in_force: live.clone(),
+        in_force: in_force.clone(),
         ready: true.into(),
     });
     let admin_stop = CancellationToken::new();
@@ -230,7 +230,7 @@ pub async fn start_with(
         admin_listener,
         admin::router(admin_state.clone()),
         connections.admin,
-        live.clone(),
+        in_force.clone(),
         admin_stop.clone(),
     ));
     tracing::info!(%proxy_addr, %admin_addr, routes = config.routes.len(), "tokenmeter started");
@@ -244,7 +244,7 @@ pub async fn start_with(
     let sources = config.sources.clone();
     let reloader = Arc::new(reload::Reloader::new(
         source,
-        live.clone(),
+        in_force.clone(),
         metrics.clone(),
         shutdown.clone(),
     ));
@@ -256,7 +256,7 @@ pub async fn start_with(
         async move {
             serve_proxy(
                 proxy_listener,
-                live,
+                in_force,
                 shutdown,
                 admin_state,
                 connections.proxy,

@@ -89,7 +89,7 @@ pub struct Reloaded {
 pub(super) struct Reloader {
     source: Option<ConfigSource>,
     /// What is in force, the config among it.
-    live: Arc<ArcSwap<InForce>>,
+    in_force: Arc<ArcSwap<InForce>>,
     metrics: Arc<Metrics>,
     /// Held from reading the files to the swap: reloads one at a time.
     serial: tokio::sync::Mutex<()>,
@@ -109,15 +109,15 @@ fn unix_now() -> f64 {
 impl Reloader {
     pub(super) fn new(
         source: Option<ConfigSource>,
-        live: Arc<ArcSwap<InForce>>,
+        in_force: Arc<ArcSwap<InForce>>,
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
     ) -> Self {
         metrics.config_loaded(None, unix_now());
-        let started = live.load().config().clone();
+        let started = in_force.load().config().clone();
         Self {
             source,
-            live,
+            in_force,
             metrics,
             serial: tokio::sync::Mutex::new(()),
             started,
@@ -155,7 +155,7 @@ impl Reloader {
         let _serial = self.serial.lock().await;
         let (path, overrides) = (source.path.clone(), source.overrides.clone());
         let loaded = tokio::task::spawn_blocking(move || Config::load(&path, &overrides)).await;
-        let previous = self.live.load_full();
+        let previous = self.in_force.load_full();
         let result = match loaded {
             Err(e) => Err(ReloadError::Task(e.to_string())),
             Ok(Err(errors)) => Err(ReloadError::Invalid(errors)),
@@ -167,8 +167,8 @@ impl Reloader {
                 let config = Arc::new(config);
                 match self.rebuild(&previous, config.clone()) {
                     Err(e) => Err(e),
-                    Ok(in_force) => {
-                        self.live.store(Arc::new(in_force));
+                    Ok(next) => {
+                        self.in_force.store(Arc::new(next));
                         self.metrics.set_slo_targets(&config.slo_classes);
                         let restart_needed = restart_needed(&self.started, &config);
                         Ok(Reloaded { restart_needed })
@@ -176,7 +176,7 @@ impl Reloader {
                 }
             }
         };
-        let current = self.live.load();
+        let current = self.in_force.load();
         let current = current.config();
         match &result {
             Ok(reloaded) => {
@@ -216,7 +216,7 @@ impl Reloader {
     }
 
     fn sources(&self) -> Sources {
-        self.live.load().config().sources.clone()
+        self.in_force.load().config().sources.clone()
     }
 }
 

@@ -11,8 +11,8 @@
 //! syntax.
 
 mod builder;
-mod capacity;
 mod panels;
+mod tradeoff;
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
 //! The dashboard's panels, section by section: overview, goodput and
 //! error budgets per SLO class, latency, where the time goes, and
-//! outcomes (the trade-off sections are `capacity.rs`').
+//! outcomes (the trade-off sections are `tradeoff.rs`').
 
 use std::time::Duration;
 

@@ -23,9 +23,9 @@
 //! (`request.rs`), which observe the labels resolved for the request
 //! (`observe::labels`); the proxy's own health (`health.rs`); the live
 //! windows, the latency–load curves and the requests in flight, with the
-//! families read from them (`windows.rs`, `capacity.rs`); and the engines'
+//! families read from them (`windows.rs`, `knees.rs`); and the engines'
 //! and GPUs' figures, filled from the readings of the configuration in
-//! force when the exposition asks (`telemetry.rs`). The bounds of the
+//! force when the exposition asks (`engines.rs`). The bounds of the
 //! `model` and `tenant` labels are registered here.
 
 use std::sync::Arc;
@@ -42,15 +42,15 @@ use crate::scrape::Readings;
 use slo::SloClass;
 use slo::live::Live;
 
-mod capacity;
 mod deferred;
+mod engines;
 mod exemplars;
 mod families;
 mod health;
+mod knees;
 mod openmetrics;
 mod register;
 mod request;
-mod telemetry;
 mod windows;
 
 use families::Families;
@@ -58,14 +58,14 @@ use health::Health;
 use register::Register;
 use windows::Windows;
 
+pub use engines::{
+    EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
+};
 pub use exemplars::ExemplarId;
 use exemplars::Exemplified;
 pub use families::merged_buckets;
 pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
 pub use request::{LiveRequest, RequestRecorder, status_class};
-pub use telemetry::{
-    EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
-};
 pub use windows::Place;
 
 /// Every metric family, registered by the owners that keep them, which
@@ -80,7 +80,7 @@ pub struct Metrics {
     health: Health,
     windows: Windows,
     /// The routes' engines and GPUs, read at each exposition.
-    telemetry: Arc<telemetry::Telemetry>,
+    engines: Arc<engines::Engines>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -108,7 +108,7 @@ impl Metrics {
         );
         let health = Health::register(r)?;
         let windows = Windows::register(r, classes)?;
-        let telemetry = telemetry::Telemetry::register(r, windows.live.clone())?;
+        let engines = engines::Engines::register(r, windows.live.clone())?;
         let exemplified = vec![
             (names::TTFT.name(ns), Exemplified::Ttft),
             (names::TPOT.name(ns), Exemplified::Tpot),
@@ -120,7 +120,7 @@ impl Metrics {
             bounds: Arc::new(bounds),
             health,
             windows,
-            telemetry,
+            engines,
             exemplified,
             registry,
         })
@@ -136,7 +136,7 @@ impl Metrics {
     /// configuration in force) now, as the exposition has them, for `/slo`
     /// and the live page.
     pub fn telemetry(&self, readings: Option<&Readings>) -> TelemetryReport {
-        self.telemetry.report(readings, Instant::now())
+        self.engines.report(readings, Instant::now())
     }
 
     /// The classes in force: their targets and thresholds as gauges, and
@@ -181,7 +181,7 @@ impl Metrics {
     /// force's.
     pub fn encode(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
         let now = Instant::now();
-        self.telemetry.refresh(readings, now);
+        self.engines.refresh(readings, now);
         let _knees = self.windows.refresh(readings, now);
         self.health.refresh();
         let families = self.registry.gather();

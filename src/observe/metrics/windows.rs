@@ -3,7 +3,7 @@
 //! registers the families read from it, each computed when the exposition
 //! asks: the requests in flight by route, model and class
 //! (`llm_requests_in_flight`), the curves' knees and headroom
-//! (`capacity.rs`), and the SLO classes' targets and thresholds.
+//! (`knees.rs`), and the SLO classes' targets and thresholds.
 //!
 //! The requests in flight are counted once each way they are read, with
 //! the one count type ([`InFlight`]) in the one lock-free map ([`Found`]):
@@ -18,7 +18,7 @@ use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntGaugeVec};
 use tokio::time::Instant;
 
-use super::capacity;
+use super::knees;
 use super::register::Register;
 use crate::observe::labels::Labels;
 use crate::scrape::Readings;
@@ -36,7 +36,7 @@ pub(super) struct Windows {
     pub(super) capacity: Arc<Capacity>,
     concurrency: Arc<Concurrency>,
     /// The knee and headroom gauges, set from the curves at each scrape.
-    knees: capacity::Gauges,
+    knees: knees::Gauges,
     targets: Targets,
 }
 
@@ -129,7 +129,7 @@ impl Windows {
             live: Arc::new(Live::new(origin, unix)),
             capacity: Arc::new(Capacity::new(origin)),
             concurrency,
-            knees: capacity::Gauges {
+            knees: knees::Gauges {
                 knee: r.gauges(names::SLO_CAPACITY)?,
                 headroom: r.gauges(names::SLO_HEADROOM)?,
                 shown: Mutex::default(),
@@ -152,7 +152,7 @@ impl Windows {
     /// Sets the knee and headroom gauges against `readings` (the
     /// configuration in force's) at `now`; the guard holds them as set
     /// until the exposition that asked has read them.
-    pub(super) fn refresh(&self, readings: Option<&Readings>, now: Instant) -> capacity::Shown<'_> {
+    pub(super) fn refresh(&self, readings: Option<&Readings>, now: Instant) -> knees::Shown<'_> {
         self.knees.update(
             &self.capacity,
             &self.live,
@@ -170,7 +170,7 @@ impl Windows {
         now: Instant,
         readings: Option<&Readings>,
     ) -> Vec<CurveReport> {
-        capacity::report(
+        knees::report(
             &self.capacity,
             &self.live,
             &self.concurrency.by_model,

@@ -32,7 +32,7 @@ use names::Family;
 
 /// The families of the engines' and GPUs' figures, filled at each
 /// exposition.
-pub(super) struct Telemetry {
+pub(super) struct Engines {
     /// The live windows, for output tokens per GPU-second.
     live: Arc<Live>,
     engine: EngineGauges,
@@ -74,7 +74,7 @@ struct Counted {
     gpu_seconds: HashMap<Arc<str>, f64>,
 }
 
-impl Telemetry {
+impl Engines {
     pub(super) fn new(namespace: &str, live: Arc<Live>) -> Result<Self, prometheus::Error> {
         let gauges = |f: Family| GaugeVec::new(Opts::new(f.name(namespace), f.help), f.labels);
         let f = names::GPU_SECONDS;
@@ -304,7 +304,7 @@ pub struct PerGpuSecond {
     pub output_tokens: f64,
 }
 
-impl Telemetry {
+impl Engines {
     /// The figures of `readings` (the configuration in force's) at `now`;
     /// empty when no route names an endpoint.
     pub(super) fn report(&self, readings: Option<&Readings>, now: Instant) -> TelemetryReport {
@@ -396,7 +396,7 @@ impl Telemetry {
 }
 
 /// The exporter as the registry holds it.
-pub(super) struct Registered(pub(super) Arc<Telemetry>);
+pub(super) struct Registered(pub(super) Arc<Engines>);
 
 impl Collector for Registered {
     fn desc(&self) -> Vec<&Desc> {
@@ -409,7 +409,7 @@ impl Collector for Registered {
             .collect()
     }
 
-    /// The families as the exposition's [`Telemetry::refresh`] filled them.
+    /// The families as the exposition's [`Engines::refresh`] filled them.
     fn collect(&self) -> Vec<MetricFamily> {
         self.0.families()
     }

@@ -13,12 +13,12 @@ use crate::scrape::Latest;
 
 const INTERVAL: Duration = Duration::from_secs(5);
 
-fn telemetry() -> Telemetry {
-    Telemetry::new("llm", Arc::new(Live::new(Instant::now(), 0.0))).unwrap()
+fn telemetry() -> Engines {
+    Engines::new("llm", Arc::new(Live::new(Instant::now(), 0.0))).unwrap()
 }
 
 /// The exposition of `t` filled from `readings` at `now`.
-fn text(t: &Telemetry, counted: &mut Counted, readings: Option<&Readings>, now: Instant) -> String {
+fn text(t: &Engines, counted: &mut Counted, readings: Option<&Readings>, now: Instant) -> String {
     t.fill(counted, readings, now);
     let mut out = Vec::new();
     TextEncoder::new().encode(&t.families(), &mut out).unwrap();
