@@ -261,68 +261,36 @@ async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy(
     proxy.stop().await;
 }
 
-/// A DCGM exporter's page (the fixture of `tests/data/telemetry/`) served
-/// on a socket of its own, to every GET.
-async fn dcgm_page() -> SocketAddr {
-    let page = std::fs::read(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/telemetry/dcgm-h100.prom"),
-    )
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let page = page.clone();
-            tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    page.len()
-                );
-                let _ = stream.write_all(answer.as_bytes()).await;
-                let _ = stream.write_all(&page).await;
-            });
-        }
-    });
-    addr
-}
-
-/// The trade-off row, drawn by Chromium: a 4-slot engine loaded at 4 and
-/// then 6 concurrent requests shows its latency-vs-load curve with the
-/// knee at 4, and, with its engine and GPU pages scraped, the KV/GPU
-/// activity, engine queue and tokens per GPU-second charts.
+/// The trade-off row, drawn by Chromium: an engine whose page shows 4 and
+/// then 6 requests running and waiting, with requests of class `chat`
+/// meeting each load (`crate::capacity`), shows its latency-vs-load curve
+/// with the knee at 4, and, with its engine and GPU pages scraped, the
+/// KV/GPU activity, engine queue and tokens per GPU-second charts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_draws_latency_against_load_and_the_engine_and_gpus_needs_tools_chromium_and_node() {
-    use crate::capacity::{SLO_FILE, four_slots, main_file, ramp};
-    let sim = start_sim(four_slots()).await;
-    let dcgm = dcgm_page().await;
+    use crate::capacity::{SCRAPED, config, engine, knee_at_4_by_the_engine, main_file};
+    let page = Page::serve(engine(4, 0)).await;
+    // A DCGM exporter's page: the fixture of `tests/data/telemetry/`.
+    let dcgm = Page::serve(
+        std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/telemetry/dcgm-h100.prom"),
+        )
+        .unwrap(),
+    )
+    .await;
     let main = main_file(
-        // Often enough that a phase's requests read its load, as in
-        // crate::capacity.
-        "scrape:\n  interval: 100ms\n  timeout: 80ms\n",
+        SCRAPED,
         &format!(
-            "    engine_metrics: http://{sim}/metrics\n    gpu_metrics: http://{dcgm}/metrics\n"
+            "    engine_metrics: {}\n    gpu_metrics: {}\n",
+            page.url(),
+            dcgm.url()
         ),
     );
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start(config_from_files(
-        dir.path(),
-        &main,
-        &[("chat.yaml", SLO_FILE)],
-        sim,
-    ))
-    .await;
-    // 24 requests at a load of 4, then 24 at 6: the first bucket holds,
-    // the second breaks (crate::capacity says why).
-    ramp(&[proxy.proxy_addr], &[(4, 6), (6, 4)]).await;
+    let (upstream, gates) = gated_upstream().await;
+    let mut replicas = [(start(config(dir.path(), &main, upstream)).await, gates)];
+    knee_at_4_by_the_engine(&page, &mut replicas).await;
+    let [(proxy, _)] = replicas;
     let admin = proxy.admin_addr;
     scrape_until(admin, |s| {
         value(
@@ -349,8 +317,7 @@ async fn page_draws_latency_against_load_and_the_engine_and_gpus_needs_tools_chr
     assert_eq!(load["labelled"], true, "{load}");
     assert_eq!(load["knee"], "4", "{load}");
     assert_eq!(load["knee_state"], "measured", "{load}");
-    // The percentile and the goodput at both loads (and at the lower
-    // loads the clients met as they started), and the objective.
+    // The percentile and the goodput at both loads, and the objective.
     for name in ["TTFT p95", "goodput"] {
         let (points, _) = drawn(&loaded, "load", name);
         assert!(points >= 2, "{name}: {load}");

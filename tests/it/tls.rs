@@ -379,8 +379,16 @@ async fn an_idle_h2_upstream_connection_is_closed_after_the_idle_timeout() {
     let (head, _) = stream_request("deepseek-chat-text.sse");
     let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
     assert_eq!(resp.status, 200);
-    // 1 s idle, then given up; 10 s is far beyond that on any machine, and
-    // without the idle timeout the connection never closes.
+    // While the connection is idle, nothing the test waits for is on its
+    // way between the sockets, so the runtime's clock may jump from one
+    // timer to the next (paused, it moves only when no task has work):
+    // past the idle timeout, not a second of the test's time. Then, on the
+    // clock's own pace again, the close reaches the upstream; 10 s is far
+    // beyond that on any machine, and without the idle timeout the
+    // connection never closes.
+    tokio::time::pause();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::resume();
     tokio::time::timeout(Duration::from_secs(10), closed.recv())
         .await
         .expect("the idle connection was not closed")
@@ -478,8 +486,15 @@ async fn a_silent_h2_upstream_connection_is_closed_by_its_unanswered_ping() {
     let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
     assert_eq!(resp.status, 200);
     frozen.store(true, Ordering::SeqCst);
-    // The next PING is sent within 10 s and given up 10 s later.
+    // The next PING is sent within 10 s and given up 10 s later. Nothing
+    // the test waits for is on its way between the sockets meanwhile, so
+    // the runtime's clock may jump from one timer to the next (paused, it
+    // moves only when no task has work: the PING, its timeout, the end of
+    // this wait) rather than the test waiting 22 s; the requests before and
+    // after run on the clock's own pace.
+    tokio::time::pause();
     tokio::time::sleep(Duration::from_secs(22)).await;
+    tokio::time::resume();
     let resp = raw_exchange(proxy.proxy_addr, &head, b"{}").await;
     assert_eq!(
         resp.status, 200,
@@ -705,6 +720,8 @@ async fn a_client_body_stalling_on_its_way_to_an_https_upstream_is_the_clients_4
             1.0,
             "{upstream}"
         );
+        // Gone, so that the proxy's close does not linger for its body.
+        drop(client);
         proxy.stop().await;
     }
 }

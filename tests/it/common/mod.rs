@@ -1,6 +1,7 @@
 //! Shared test rig: a scriptable upstream, a raw HTTP/1.1 client that sees
 //! chunk boundaries on the wire, a tokenmeter instance on ephemeral ports,
-//! and a Prometheus text parser.
+//! a Prometheus text parser, Prometheus pages the test writes (`page.rs`),
+//! and the SLO class the latency–load tests judge by.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -18,9 +19,15 @@ use tokenmeter::config::{Config, MetricsSettings, ProxySettings, Route, Upstream
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod page;
 mod process;
 
+pub use page::{Page, vllm_page};
 pub use process::{BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped};
+
+/// The SLO file of class `chat`, TTFT p95 within 500 ms
+/// (`tests/data/slo/chat.yaml`): the class the latency–load tests judge by.
+pub const CHAT_CLASS: &str = include_str!("../../data/slo/chat.yaml");
 
 pub fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/streams")

@@ -88,7 +88,7 @@ async fn a_body_still_arriving_past_the_read_ahead_when_the_head_timeout_runs_ou
     let upstream = scripted_upstream().await;
     let mut config = config_for(upstream);
     config.proxy.max_request_body_bytes = 16;
-    config.routes[0].timeouts.response_headers = Duration::from_secs(2);
+    config.routes[0].timeouts.response_headers = Duration::from_secs(1);
     let proxy = start(config).await;
     let mut client = TcpStream::connect(proxy.proxy_addr).await.unwrap();
     client
@@ -99,9 +99,9 @@ async fn a_body_still_arriving_past_the_read_ahead_when_the_head_timeout_runs_ou
         )
         .await
         .unwrap();
-    // The rest trickles, a byte every 200 ms: never silent for the 30 s
+    // The rest trickles, a byte every 100 ms: never silent for the 30 s
     // idle timeout, and the echoing upstream answers only once it has it
-    // all, so the head timeout (2 s) runs out while it is still arriving.
+    // all, so the head timeout (1 s) runs out while it is still arriving.
     let mut buf = Vec::new();
     let resp = loop {
         tokio::select! {
@@ -109,7 +109,7 @@ async fn a_body_still_arriving_past_the_read_ahead_when_the_head_timeout_runs_ou
                 let _ = read;
                 break parse_response(&buf);
             }
-            () = tokio::time::sleep(Duration::from_millis(200)) => {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {
                 if client.write_all(b" ").await.is_err() {
                     let _ = client.read_to_end(&mut buf).await;
                     break parse_response(&buf);
@@ -160,10 +160,10 @@ async fn a_whole_body_the_upstream_sits_on_is_the_upstreams_504() {
 }
 
 #[tokio::test]
-async fn bodies_trickling_a_byte_a_second_are_408_within_the_read_ahead_bound() {
+async fn bodies_trickling_a_byte_at_a_time_are_408_within_the_read_ahead_bound() {
     let upstream = scripted_upstream().await;
     let mut config = config_for(upstream);
-    config.routes[0].timeouts.request_body_total = Duration::from_secs(3);
+    config.routes[0].timeouts.request_body_total = Duration::from_secs(1);
     let proxy = start(config).await;
     let started = std::time::Instant::now();
     let addr = proxy.proxy_addr;
@@ -176,7 +176,7 @@ async fn bodies_trickling_a_byte_a_second_are_408_within_the_read_ahead_bound() 
             )
             .await
             .unwrap();
-        // One byte a second, never silent for the 30 s idle timeout.
+        // A byte every 250 ms, never silent for the 5 s silence timeout.
         let mut buf = Vec::new();
         loop {
             tokio::select! {
@@ -184,7 +184,7 @@ async fn bodies_trickling_a_byte_a_second_are_408_within_the_read_ahead_bound() 
                     let _ = read;
                     return (parse_response(&buf), started.elapsed());
                 }
-                () = tokio::time::sleep(Duration::from_secs(1)) => {
+                () = tokio::time::sleep(Duration::from_millis(250)) => {
                     if client.write_all(b" ").await.is_err() {
                         let _ = client.read_to_end(&mut buf).await;
                         return (parse_response(&buf), started.elapsed());

@@ -402,32 +402,12 @@ pub struct TargetReport {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::class::{Goodput, Objective};
+    use crate::capacity::knee::tests::class;
     use crate::judge;
     use meter::{Outcome, TokenSource, Usage};
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
-    }
-
-    /// TTFT p95 ≤ 500 ms.
-    fn class() -> SloClass {
-        SloClass {
-            name: "chat".into(),
-            description: String::new(),
-            window: crate::class::DEFAULT_WINDOW,
-            objectives: vec![Objective {
-                kind: ObjectiveKind::Ttft,
-                threshold: ms(500),
-                target: 0.95,
-            }],
-            goodput: Goodput {
-                require: vec![ObjectiveKind::Ttft],
-                target: None,
-            },
-            per_tenant_alerts: false,
-            exclude_slow_readers: false,
-        }
     }
 
     fn stream(ttft: Duration) -> Summary {

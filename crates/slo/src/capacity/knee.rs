@@ -326,14 +326,15 @@ pub fn headroom(knee: Knee, load_now: u64) -> Option<Headroom> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
     use crate::class::{Goodput, Objective};
 
-    /// TTFT p95 ≤ 500 ms, no goodput target.
-    fn class() -> SloClass {
+    /// Class `chat`, TTFT p95 ≤ 500 ms, no goodput target: the class the
+    /// tests of the curves judge by (`curve.rs`'s too).
+    pub(crate) fn class() -> SloClass {
         SloClass {
             name: "chat".into(),
             description: String::new(),

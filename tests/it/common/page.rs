@@ -1,0 +1,70 @@
+//! A Prometheus page the test writes: served on a socket of its own to
+//! every GET, as an inference server's or a GPU exporter's `/metrics`
+//! would be, and changed by the test at will, so that what a scrape reads
+//! is what the test decided, not what a simulated engine happened to be
+//! doing at that moment.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+
+/// A page served at `addr`; [`Page::set`] changes what the next GET reads.
+pub struct Page {
+    pub addr: SocketAddr,
+    text: Arc<Mutex<String>>,
+}
+
+impl Page {
+    /// Serves `text` until the test's runtime stops.
+    pub async fn serve(text: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let text = Arc::new(Mutex::new(text));
+        let served = text.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let page = served.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                        page.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        Page { addr, text }
+    }
+
+    /// The page's URL, as a route's `engine_metrics` or `gpu_metrics`.
+    pub fn url(&self) -> String {
+        format!("http://{}/metrics", self.addr)
+    }
+
+    /// What every GET from now on reads.
+    pub fn set(&self, text: String) {
+        *self.text.lock().unwrap() = text;
+    }
+}
+
+/// vLLM's page for model `model` with `running` requests in its batch and
+/// `waiting` queued, its KV cache `kv` full (0 to 1).
+pub fn vllm_page(model: &str, running: u32, waiting: u32, kv: f64) -> String {
+    let labels = format!("engine=\"0\",model_name=\"{model}\"");
+    format!(
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{labels}}} {running}.0\n\
+         # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{{labels}}} {waiting}.0\n\
+         # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{{labels}}} {kv}\n"
+    )
+}
