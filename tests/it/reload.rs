@@ -421,36 +421,17 @@ async fn a_limit_added_by_a_reload_counts_the_streams_already_in_flight() {
     proxy.stop().await;
 }
 
-/// A page server on 127.0.0.1 answering every request with `page`.
-async fn page_server(page: &'static [u8]) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let _ = read_until(&mut stream, b"\r\n\r\n").await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    page.len()
-                );
-                let _ = stream.write_all(head.as_bytes()).await;
-                let _ = stream.write_all(page).await;
-            });
-        }
-    });
-    addr
-}
-
 /// A reload swaps the configuration, the forwarding service and the
 /// scrapes together: `/config`, the engine figures and new requests are
 /// the new route's at once, while a stream in flight across the reload
 /// ends under the route it started on, counted once.
 #[tokio::test]
 async fn a_reload_swaps_configuration_proxy_and_scrapes_together() {
-    const VLLM: &[u8] = include_bytes!("../../crates/telemetry/tests/data/vllm.prom");
-    const SGLANG: &[u8] = include_bytes!("../../crates/telemetry/tests/data/sglang.prom");
+    const VLLM: &str = include_str!("../../crates/telemetry/tests/data/vllm.prom");
+    const SGLANG: &str = include_str!("../../crates/telemetry/tests/data/sglang.prom");
     let (upstream, mut gates) = gated_upstream().await;
-    let (vllm, sglang) = (page_server(VLLM).await, page_server(SGLANG).await);
+    let vllm = Page::serve(VLLM.to_owned()).await.addr;
+    let sglang = Page::serve(SGLANG.to_owned()).await.addr;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_files(dir.path(), upstream, false).await;
     let route = |name: &str, engine: SocketAddr| {
