@@ -26,7 +26,7 @@ use meter::{Api, Limits, StreamMeter};
 use prometheus::Registry;
 use tokenmeter::config::MetricsSettings;
 use tokenmeter::observe::metrics::Metrics;
-use tokenmeter::observe::{Observed, Observers, Started};
+use tokenmeter::observe::{Observers, RequestObserver, Started};
 use tokio::time::Instant;
 
 /// Every capture, with the API it is metered as (as in `expected.yaml`).
@@ -112,7 +112,7 @@ fn meter_frame<R: meter::Recorder>(meter: &mut StreamMeter<R>, frame: &Bytes) {
 }
 
 /// A meter of one streamed response of the capture `name`, past its head.
-fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<Observed> {
+fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<RequestObserver> {
     let (parts, ()) = http::Request::post("/v1/chat/completions")
         .body(())
         .unwrap()

@@ -5,7 +5,7 @@
 //! The forwarding code (`proxy`) knows this module by its face alone, the
 //! items re-exported here: it describes a request that starts
 //! ([`Started`]: its route, API, model, head, client and trace), gets its
-//! recorder ([`Observers::request`], an [`Observed`] that the meter
+//! recorder ([`Observers::request`], an [`RequestObserver`] that the meter
 //! reports to), and reports what it does itself as typed [`Event`]s
 //! (`Observers::count`). It decides no label, no SLO class and no tenant,
 //! and names no metrics type. Behind that face:
@@ -48,9 +48,9 @@ pub mod tenant;
 pub mod trace;
 
 pub use event::{Event, HandshakeFailure, Listener, Rejection, Shed};
-pub use recorder::{Observed, Observers};
+pub use recorder::{Observers, RequestObserver};
 pub use request::{Finished, Gaps, Started};
 pub use trace::Trace;
 
 /// The meter of one request, reporting to its observers.
-pub type Meter = meter::StreamMeter<Observed>;
+pub type Meter = meter::StreamMeter<RequestObserver>;

@@ -1,6 +1,6 @@
 //! The recorder of a metered request, and the one fan-out of its end.
 //!
-//! The meter reports to one recorder per request, [`Observed`]. As the
+//! The meter reports to one recorder per request, [`RequestObserver`]. As the
 //! stream flows it touches only what the request owns: its resolved
 //! Prometheus handles (atomics) and its own sketch of ITL gaps, so a token
 //! takes no shared lock and allocates nothing. When the request finishes
@@ -120,7 +120,7 @@ impl Observers {
     /// The recorder of a request that starts now: its SLO class, tenant
     /// and labels resolved, counted in flight in the metrics and in its
     /// live series.
-    pub fn request(&self, r: Started<'_>) -> Observed {
+    pub fn request(&self, r: Started<'_>) -> RequestObserver {
         let route = &r.route.name;
         let headers = &r.parts.headers;
         let operation = r.api.operation(r.parts.uri.path());
@@ -173,7 +173,7 @@ impl Observers {
             .otlp
             .as_ref()
             .map(|otlp| Box::new(Exported::new(otlp, &r)));
-        Observed {
+        RequestObserver {
             labels,
             prometheus,
             live,
@@ -210,7 +210,7 @@ impl Observers {
 
 /// The recorder of one metered request: what it observes as it flows, and
 /// the fan-out of its end.
-pub struct Observed {
+pub struct RequestObserver {
     /// Its labels, which every observer reads.
     labels: Labels,
     prometheus: RequestRecorder,
@@ -240,7 +240,7 @@ pub struct Observed {
     slow_reader_share: f64,
 }
 
-impl Observed {
+impl RequestObserver {
     /// In flight under its labels' model from now on (its `model` label
     /// changed), unless it has finished.
     fn move_in_flight(&mut self) {
@@ -250,7 +250,7 @@ impl Observed {
     }
 }
 
-impl Recorder for Observed {
+impl Recorder for RequestObserver {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
         // The labels are final now that the upstream answered.
         let moved = self.labels.admit(status);

@@ -74,7 +74,7 @@ impl LiveRequest {
 /// label set are found up front (once its labels are final), those of its
 /// counters' label set when it finishes, each set once, without a lock
 /// (`families.rs`). Its label values are the request's [`Labels`], which its
-/// recorder (`Observed`) holds and hands to each call that needs them.
+/// recorder (`RequestObserver`) holds and hands to each call that needs them.
 pub struct RequestRecorder {
     pub(super) families: Arc<Families>,
     /// The series of its histograms' label set; `None` only while a name

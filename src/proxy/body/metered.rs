@@ -8,7 +8,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
 use super::idle::Activity;
-use crate::observe::Observed;
+use crate::observe::RequestObserver;
 use crate::proxy::blame::{Blame, Fault};
 use meter::{Recorder, StreamMeter};
 
@@ -39,7 +39,7 @@ use meter::{Recorder, StreamMeter};
 /// hyper writes out the head and the frames the upstream sent before it
 /// failed; what the client's socket cannot take at that moment is still
 /// lost with the connection.
-pub struct Metered<B: Body, R: Recorder = Observed> {
+pub struct Metered<B: Body, R: Recorder = RequestObserver> {
     inner: B,
     /// An error of `inner`, held for one poll.
     failed: Option<B::Error>,

@@ -11,7 +11,7 @@
 //!
 //! A request is recorded once, when it finishes, under its series' one lock.
 //! Its ITL gaps were gathered in a sketch of its own while it streamed (see
-//! `proxy::observe::Observed`), so the per-token path touches no shared
+//! `observe::RequestObserver` of the root crate), so the per-token path touches no shared
 //! state; the price is that a long stream's gaps land in the slot of its
 //! end, not of each gap. Requests are placed by their finish time.
 //!
