@@ -37,7 +37,7 @@ pub(super) struct Windows {
     concurrency: Arc<Concurrency>,
     /// The knee and headroom gauges, set from the curves at each scrape.
     knees: knees::Gauges,
-    targets: Targets,
+    targets: Objectives,
 }
 
 /// The requests in flight now, by label set.
@@ -99,7 +99,7 @@ impl Collector for Gauge {
 }
 
 /// `llm_slo_objective_target` and `llm_slo_threshold_seconds`.
-struct Targets {
+struct Objectives {
     target: GaugeVec,
     threshold: GaugeVec,
     /// The (slo, objective) pairs of the gauges, so a reload can remove
@@ -134,7 +134,7 @@ impl Windows {
                 headroom: r.gauges(names::SLO_HEADROOM)?,
                 shown: Mutex::default(),
             },
-            targets: Targets {
+            targets: Objectives {
                 target: r.float_gauges(names::SLO_TARGET)?,
                 threshold: r.float_gauges(names::SLO_THRESHOLD)?,
                 shown: Mutex::new(Vec::new()),

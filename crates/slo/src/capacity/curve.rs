@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::knee::{self, BUCKETS, BucketCounts, Knee, LABELS, Target, bucket_index, kind_index};
+use super::knee::{self, BUCKETS, BucketCounts, Knee, LABELS, Promise, bucket_index, kind_index};
 use crate::Verdict;
 use crate::class::{ObjectiveKind, SloClass};
 use crate::found::Found;
@@ -192,7 +192,7 @@ impl Curve {
     /// minimum count), each window's knee, and its headroom at `load_now`
     /// when that is known.
     pub fn report(&self, now: Instant, class: &SloClass, load_now: Option<u64>) -> CurveReport {
-        let targets = knee::targets(class);
+        let targets = knee::promises(class);
         let min = knee::min_judged(class);
         let windows = WINDOWS
             .iter()
@@ -358,7 +358,7 @@ pub struct BucketReport {
 }
 
 impl BucketReport {
-    fn of(index: usize, bucket: &Bucket, targets: &[Target], min: u64) -> Self {
+    fn of(index: usize, bucket: &Bucket, targets: &[Promise], min: u64) -> Self {
         let counts = &bucket.counts;
         Self {
             load_le: LABELS.get(index).copied().unwrap_or("+Inf"),

@@ -66,26 +66,27 @@ pub fn upper_bound(index: usize) -> Option<u64> {
 /// What a class promises that a bucket can meet or break: each objective's
 /// target, and the goodput target when the class sets one.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Target {
+pub struct Promise {
     /// The objective, `None` for goodput.
     pub kind: Option<ObjectiveKind>,
     /// Share of the bucket's judged requests that must meet it.
     pub target: f64,
 }
 
-impl Target {
+impl Promise {
     /// `ttft`, `tpot`, `e2el` or `goodput`.
     pub fn label(self) -> &'static str {
         self.kind.map_or("goodput", ObjectiveKind::as_str)
     }
 }
 
-/// The targets of `class`, objectives first in label order, then goodput.
-pub fn targets(class: &SloClass) -> Vec<Target> {
+/// The promises of `class` (each objective's target, then goodput's), objectives
+/// first in label order.
+pub fn promises(class: &SloClass) -> Vec<Promise> {
     class
         .objectives
         .iter()
-        .map(|o| Target {
+        .map(|o| Promise {
             kind: Some(o.kind),
             target: o.target,
         })
@@ -93,7 +94,7 @@ pub fn targets(class: &SloClass) -> Vec<Target> {
             class
                 .goodput
                 .target
-                .map(|target| Target { kind: None, target }),
+                .map(|target| Promise { kind: None, target }),
         )
         .collect()
 }
@@ -103,7 +104,7 @@ pub fn targets(class: &SloClass) -> Vec<Target> {
 /// target)⌉`: 20 for p95, 100 for p99). With fewer, a single slow request
 /// would break the bucket, and a bucket would be judged on one request.
 pub fn min_judged(class: &SloClass) -> u64 {
-    targets(class)
+    promises(class)
         .iter()
         .map(|t| one_miss(t.target))
         .fold(MIN_JUDGED, u64::max)
@@ -141,7 +142,7 @@ impl BucketCounts {
     }
 
     /// Judged requests that met `target` (good ones, for goodput).
-    pub fn met(&self, target: Target) -> u64 {
+    pub fn met(&self, target: Promise) -> u64 {
         match target.kind {
             Some(kind) => self
                 .judged
@@ -152,7 +153,7 @@ impl BucketCounts {
 
     /// Share of judged requests that met `target`; `None` when none was
     /// judged.
-    pub fn ratio(&self, target: Target) -> Option<f64> {
+    pub fn ratio(&self, target: Promise) -> Option<f64> {
         (self.judged > 0).then(|| self.met(target) as f64 / self.judged as f64)
     }
 }
@@ -190,7 +191,7 @@ impl BucketState {
 
 /// Where `counts` stand against `targets` with `min` judged requests
 /// needed.
-pub fn bucket_state(targets: &[Target], min: u64, counts: &BucketCounts) -> BucketState {
+pub fn bucket_state(targets: &[Promise], min: u64, counts: &BucketCounts) -> BucketState {
     if counts.judged < min.max(1) {
         return BucketState::TooFew;
     }
@@ -277,7 +278,7 @@ impl Knee {
 /// that breaks a class lower down says more about capacity than a noisy
 /// bucket above it.
 pub fn knee(class: &SloClass, buckets: &[BucketCounts]) -> Knee {
-    let targets = targets(class);
+    let targets = promises(class);
     if targets.is_empty() {
         return Knee::Unknown;
     }
@@ -419,7 +420,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_share_at_the_target_holds_and_one_below_breaks() {
-        let targets = targets(&class());
+        let targets = promises(&class());
         assert_eq!(
             bucket_state(&targets, 20, &counts(20, 1)),
             BucketState::Holds

@@ -65,7 +65,7 @@ impl CapacityNames {
 pub fn capacity_groups(classes: &[SloClass], namespace: &str) -> Vec<Group> {
     classes
         .iter()
-        .filter(|class| !crate::capacity::knee::targets(class).is_empty())
+        .filter(|class| !crate::capacity::knee::promises(class).is_empty())
         .map(|class| Group {
             name: format!("capacity:{}", class.name),
             rules: CAPACITY_WINDOWS
@@ -107,7 +107,7 @@ fn capacity_rules(class: &SloClass, namespace: &str, window: &str) -> Vec<Rule> 
         format!("sum by ({by}) (increase({requests}{{slo=\"{slo}\"}}[{window}]))"),
         labels(&[]),
     )];
-    let targets = knee::targets(class);
+    let targets = knee::promises(class);
     for t in &targets {
         let expr = match t.kind {
             Some(kind) => format!(
