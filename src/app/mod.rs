@@ -11,9 +11,9 @@
 //! What is in force ([`InForce`]: the configuration, the forwarding
 //! service built from it and its scrapes) lives in an [`ArcSwap`] that
 //! each request reads once; [`Running::reload`], SIGHUP and the file
-//! watcher replace it whole (`reload.rs`). The commands register their signal handlers before they
-//! bind anything (`signals.rs`), so a signal is never met by its default
-//! action.
+//! watcher replace it whole (`reload.rs`). The commands register their
+//! signal handlers before they bind anything (`signals.rs`), so a signal
+//! is never met by its default action.
 //!
 //! Nothing here holds logic worth testing on its own; the integration tests
 //! drive it through real sockets.

@@ -35,7 +35,9 @@ use super::class::Policy;
 use super::event::Event;
 use super::labels::Labels;
 use super::load::{EngineLoad, Load};
-use super::metrics::{ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder};
+use super::metrics::{
+    Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder,
+};
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
 use super::trace::Trace;
@@ -185,7 +187,7 @@ impl Observers {
             itl: Sketch::new(),
             gaps: Gaps::default(),
             load,
-            metrics: self.metrics.clone(),
+            in_flight: self.metrics.concurrency().clone(),
             place: Some(place),
             stall_threshold: self.policy.stall_threshold,
             slow_reader_share: self.policy.slow_reader_share,
@@ -232,9 +234,9 @@ pub struct RequestObserver {
     gaps: Gaps,
     /// The load it met when it was sent.
     load: Load,
-    /// Where it is counted in flight (by route, model and class label),
-    /// and its place there until it finishes.
-    metrics: Arc<Metrics>,
+    /// The requests in flight (by route and model label, and by route,
+    /// model and class label), and its place there until it finishes.
+    in_flight: Arc<Concurrency>,
     place: Option<Place>,
     stall_threshold: Duration,
     slow_reader_share: f64,
@@ -245,7 +247,7 @@ impl RequestObserver {
     /// changed), unless it has finished.
     fn move_in_flight(&mut self) {
         if self.place.is_some() {
-            self.place = Some(self.metrics.enter(&self.labels).0);
+            self.place = Some(self.in_flight.enter(&self.labels).0);
         }
     }
 }

@@ -66,7 +66,7 @@ use exemplars::Exemplified;
 pub use families::merged_buckets;
 pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
 pub use request::{LiveRequest, RequestRecorder, status_class};
-pub use windows::Place;
+pub use windows::{Concurrency, Place};
 
 /// Every metric family, registered by the owners that keep them, which
 /// this composes: the families of a request, the proxy's own health, the
@@ -228,6 +228,12 @@ impl Metrics {
     /// with it: its load at arrival where no engine is scraped.
     pub fn enter(&self, labels: &Labels) -> (Place, u64) {
         self.windows.concurrency().enter(labels)
+    }
+
+    /// The requests in flight, where a request moves when its labels
+    /// change.
+    pub fn concurrency(&self) -> &Arc<Concurrency> {
+        self.windows.concurrency()
     }
 
     /// The counters of what the OTLP export loses (each series made, so

@@ -42,7 +42,7 @@ pub(super) struct Windows {
 
 /// The requests in flight now, by label set.
 #[derive(Default)]
-pub(super) struct Concurrency {
+pub struct Concurrency {
     /// By route and model label: a request's load at arrival, and the
     /// load now where no engine is scraped.
     pub(super) by_model: Found<InFlight, 2>,
@@ -60,7 +60,7 @@ impl Concurrency {
     /// Counts a request of `labels` in flight until the returned place is
     /// dropped, and tells how many of its route and model are in flight
     /// with it.
-    pub(super) fn enter(&self, labels: &Labels) -> (Place, u64) {
+    pub fn enter(&self, labels: &Labels) -> (Place, u64) {
         let (route, model, slo) = (labels.route(), labels.model(), labels.slo());
         let (by_model, with) = self.by_model.get([route, model], InFlight::default).enter();
         let (by_class, _) = self
@@ -145,7 +145,7 @@ impl Windows {
     }
 
     /// The requests in flight.
-    pub(super) fn concurrency(&self) -> &Concurrency {
+    pub(super) fn concurrency(&self) -> &Arc<Concurrency> {
         &self.concurrency
     }
 

@@ -79,3 +79,41 @@ fn requests_in_flight_are_counted_by_one_type() {
         counts[0]
     );
 }
+
+/// The recorder of one request reaches what it observes into (its
+/// handles, its live series, the live windows, the requests in flight),
+/// never the whole metrics or a registry it does not own.
+#[test]
+fn a_request_s_observer_holds_no_registry() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("src/observe/recorder.rs")).unwrap();
+    let file = syn::parse_file(&text).unwrap();
+    let observer = file
+        .items
+        .iter()
+        .find_map(|item| match item {
+            syn::Item::Struct(s) if s.ident == "RequestObserver" => Some(s),
+            _ => None,
+        })
+        .expect("RequestObserver in src/observe/recorder.rs");
+    let mut held = Vec::new();
+    for field in &observer.fields {
+        let mut names = Names::default();
+        names.visit_type(&field.ty);
+        if names.0.iter().any(|n| n == "Metrics" || n == "Registry") {
+            held.push(format!("{}: {:?}", field.ident.as_ref().unwrap(), names.0));
+        }
+    }
+    assert!(held.is_empty(), "{}", held.join("\n"));
+}
+
+/// The names of the paths in a type.
+#[derive(Default)]
+struct Names(Vec<String>);
+
+impl<'ast> Visit<'ast> for Names {
+    fn visit_path_segment(&mut self, segment: &'ast syn::PathSegment) {
+        self.0.push(segment.ident.to_string());
+        syn::visit::visit_path_segment(self, segment);
+    }
+}
