@@ -349,19 +349,17 @@ fn the_configuration_reference_writes_every_default_the_types_hold() {
 /// kind, a value where there is none, and a bucket list of another length.
 #[test]
 fn a_wrong_default_is_told() {
-    use serde_json::json;
-    assert!(agrees("`30s`", Some(&json!(30.0))));
-    assert!(!agrees("`31s`", Some(&json!(30.0))));
-    assert!(agrees("`4MiB`", Some(&json!(4194304))));
-    assert!(agrees("`90%`", Some(&json!(0.9))));
-    assert!(!agrees("`true`", Some(&json!(false))));
-    assert!(!agrees("none", Some(&json!(5))));
-    assert!(agrees("any", Some(&json!([]))));
-    assert!(!agrees("`[a, b]`", Some(&json!(["a"]))));
-    assert!(agrees("1 ms … 2 s (3 bounds)", Some(&json!([0.001, 1, 2]))));
-    assert!(!agrees(
-        "1 ms … 2 s (4 bounds)",
-        Some(&json!([0.001, 1, 2]))
-    ));
+    // The values as `/config` would show them, written as its JSON text.
+    let v = |text: &str| -> Value { serde_json::from_str(text).unwrap() };
+    assert!(agrees("`30s`", Some(&v("30.0"))));
+    assert!(!agrees("`31s`", Some(&v("30.0"))));
+    assert!(agrees("`4MiB`", Some(&v("4194304"))));
+    assert!(agrees("`90%`", Some(&v("0.9"))));
+    assert!(!agrees("`true`", Some(&v("false"))));
+    assert!(!agrees("none", Some(&v("5"))));
+    assert!(agrees("any", Some(&v("[]"))));
+    assert!(!agrees("`[a, b]`", Some(&v("[\"a\"]"))));
+    assert!(agrees("1 ms … 2 s (3 bounds)", Some(&v("[0.001, 1, 2]"))));
+    assert!(!agrees("1 ms … 2 s (4 bounds)", Some(&v("[0.001, 1, 2]"))));
     assert!(!agrees("`llm`", None));
 }

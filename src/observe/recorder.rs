@@ -155,7 +155,7 @@ impl Observers {
         // Its load at arrival: counted in flight by route and model label
         // now, itself included, and the engine's figures where it is
         // scraped.
-        let (place, count) = self.metrics.enter(&labels);
+        let (place, count) = self.metrics.concurrency().enter(&labels);
         let load = Load {
             in_flight: count,
             engine: self

@@ -223,15 +223,8 @@ impl Metrics {
         recorder
     }
 
-    /// Counts a request of `labels` in flight until the returned place is
-    /// dropped, and tells how many of its route and model are in flight
-    /// with it: its load at arrival where no engine is scraped.
-    pub fn enter(&self, labels: &Labels) -> (Place, u64) {
-        self.windows.concurrency().enter(labels)
-    }
-
-    /// The requests in flight, where a request moves when its labels
-    /// change.
+    /// The requests in flight: a request enters them when it starts, and
+    /// again when its labels change.
     pub fn concurrency(&self) -> &Arc<Concurrency> {
         self.windows.concurrency()
     }
@@ -320,7 +313,7 @@ mod tests {
             meter::Operation::Chat,
         );
         let _ = m.request(&labels, None);
-        let _place = m.enter(&labels);
+        let _place = m.concurrency().enter(&labels);
         m.count(Event::Rejected {
             route: "r",
             reason: Rejection::BadHost,

@@ -59,7 +59,7 @@ pub struct Place {
 impl Concurrency {
     /// Counts a request of `labels` in flight until the returned place is
     /// dropped, and tells how many of its route and model are in flight
-    /// with it.
+    /// with it: its load at arrival where no engine is scraped.
     pub fn enter(&self, labels: &Labels) -> (Place, u64) {
         let (route, model, slo) = (labels.route(), labels.model(), labels.slo());
         let (by_model, with) = self.by_model.get([route, model], InFlight::default).enter();
