@@ -22,6 +22,7 @@ pub mod declared;
 pub mod found;
 pub mod history;
 pub mod in_flight;
+pub mod ledger;
 pub mod live;
 pub mod rules;
 pub mod sketch;

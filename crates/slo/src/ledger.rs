@@ -1,0 +1,360 @@
+//! A route's GPU time, energy and money, divided among its requests in
+//! flight by their share of the batch (docs/metrics.md, "Chargeback").
+//!
+//! A [`Ledger`] integrates, over time, three rates that are constant
+//! between two readings of the route's GPUs: GPUs, watts and money per
+//! second. At each moment the `n` requests in flight on this replica each
+//! accrue `rate / D`, `D` the larger of `n` and the engine's load; the
+//! rest is left to the engine's other requests, or, with nothing in
+//! flight anywhere, idle.
+//!
+//! It costs O(1) per request: every request in flight accrues at the same
+//! rate, so one running integral of `rate / D` (the `share`) serves all of
+//! them. A request remembers the integral when it starts ([`Ledger::open`])
+//! and is charged the difference when it ends ([`Tab::close`]); the
+//! requests still in flight hold `n × share − Σ marks`. So the sum closes
+//! at every reading, to rounding:
+//! `charged + in flight + other replicas + idle = total`.
+//!
+//! Readings end when they go stale (three scrape intervals by the
+//! scraper's rule, passed in as `fresh_for`): the integration stops
+//! counting a rate at its reading's end without being told, so a page that
+//! goes away stops the GPU time, and its shares, at the same moment.
+//!
+//! No clock and no I/O: it is told `now`. A time before the last one told
+//! is taken as the last one, so readings and requests on different threads
+//! never integrate backwards.
+
+use std::ops::{Add, AddAssign, Sub};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// GPU-seconds, joules and money: what a stretch of time is worth, or what
+/// a request, idle time or the other replicas were charged.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Charge {
+    pub gpu_seconds: f64,
+    pub joules: f64,
+    pub cost: f64,
+}
+
+impl Charge {
+    fn scaled(self, by: f64) -> Self {
+        Self {
+            gpu_seconds: self.gpu_seconds * by,
+            joules: self.joules * by,
+            cost: self.cost * by,
+        }
+    }
+}
+
+impl Add for Charge {
+    type Output = Self;
+    fn add(self, o: Self) -> Self {
+        Self {
+            gpu_seconds: self.gpu_seconds + o.gpu_seconds,
+            joules: self.joules + o.joules,
+            cost: self.cost + o.cost,
+        }
+    }
+}
+
+impl AddAssign for Charge {
+    fn add_assign(&mut self, o: Self) {
+        *self = *self + o;
+    }
+}
+
+impl Sub for Charge {
+    type Output = Self;
+    fn sub(self, o: Self) -> Self {
+        Self {
+            gpu_seconds: self.gpu_seconds - o.gpu_seconds,
+            joules: self.joules - o.joules,
+            cost: self.cost - o.cost,
+        }
+    }
+}
+
+/// Where a route's GPU count comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Gpus {
+    /// `gpus: N`: that many, all the time.
+    Fixed(u32),
+    /// `gpu_metrics`: the count of the latest fresh GPU reading.
+    Scraped,
+}
+
+/// One reading of the route's GPU page, as the ledger needs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuReading {
+    /// The selected GPUs.
+    pub count: usize,
+    /// The sum of their energy counters, millijoules, when every selected
+    /// GPU reports one.
+    pub energy_millijoules: Option<f64>,
+    /// The sum of their power usage, watts, when every selected GPU
+    /// reports it.
+    pub power_watts: Option<f64>,
+}
+
+/// What the ledger has counted, read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Totals {
+    /// The route's GPU time, energy and money.
+    pub total: Charge,
+    /// Charged to requests that ended.
+    pub charged: Charge,
+    /// Accrued by the requests still in flight.
+    pub in_flight: Charge,
+    /// Left to the engine's requests that came another way.
+    pub other_replicas: Charge,
+    /// No request in flight on the engine.
+    pub idle: Charge,
+    /// Energy counter sums that went back.
+    pub energy_resets: u64,
+}
+
+/// A rate in force until its reading goes stale (`None`: for good).
+#[derive(Debug, Clone, Copy)]
+struct Until {
+    value: f64,
+    until: Option<Instant>,
+}
+
+impl Until {
+    fn at(self, t: Instant) -> f64 {
+        match self.until {
+            Some(until) if t >= until => 0.0,
+            _ => self.value,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    /// Integrated up to here.
+    at: Instant,
+    /// Requests in flight on this replica.
+    n: u64,
+    gpus: Option<Until>,
+    watts: Option<Until>,
+    /// The engine's requests running and waiting.
+    engine: Option<Until>,
+    /// Money per GPU-second.
+    price: f64,
+    /// The previous energy counter sum and when it was read.
+    energy: Option<(f64, Instant)>,
+    /// The integral of `rate / D` while requests are in flight.
+    share: Charge,
+    /// The sum of the marks of the requests in flight.
+    marks: Charge,
+    totals: Totals,
+}
+
+impl State {
+    /// Integrates up to `t`, a piece at a time between the moments a
+    /// reading goes stale.
+    fn advance(&mut self, t: Instant) {
+        while self.at < t {
+            let ends = [self.gpus, self.watts, self.engine]
+                .into_iter()
+                .flatten()
+                .filter_map(|u| u.until)
+                .filter(|&until| until > self.at);
+            let end = ends.fold(t, Instant::min);
+            let span = end.duration_since(self.at).as_secs_f64();
+            let gpus = self.gpus.map_or(0.0, |u| u.at(self.at));
+            let rate = Charge {
+                gpu_seconds: gpus,
+                joules: self.watts.map_or(0.0, |u| u.at(self.at)),
+                cost: gpus * self.price,
+            }
+            .scaled(span);
+            let engine = self.engine.map_or(0.0, |u| u.at(self.at));
+            self.totals.total += rate;
+            if self.n > 0 {
+                let n = self.n as f64;
+                let d = n.max(engine);
+                self.share += rate.scaled(1.0 / d);
+                self.totals.other_replicas += rate.scaled(1.0 - n / d);
+            } else if engine > 0.0 {
+                self.totals.other_replicas += rate;
+            } else {
+                self.totals.idle += rate;
+            }
+            self.at = end;
+        }
+    }
+
+    fn in_flight(&self) -> Charge {
+        self.share.scaled(self.n as f64) - self.marks
+    }
+}
+
+/// One route's ledger, shared by its requests and its scrapes.
+#[derive(Debug)]
+pub struct Ledger(Mutex<State>);
+
+impl Ledger {
+    /// A ledger that starts counting at `now`, with `gpus` and a price per
+    /// GPU-hour (`None`: no cost).
+    pub fn new(now: Instant, gpus: Gpus, gpu_hourly_cost: Option<f64>) -> Self {
+        let state = State {
+            at: now,
+            n: 0,
+            gpus: None,
+            watts: None,
+            engine: None,
+            price: 0.0,
+            energy: None,
+            share: Charge::default(),
+            marks: Charge::default(),
+            totals: Totals::default(),
+        };
+        let ledger = Self(Mutex::new(state));
+        ledger.configure(now, gpus, gpu_hourly_cost);
+        ledger
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state is consistent between statements: a panic elsewhere
+        // leaves nothing half-written.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies a configuration from `now` on: the time before is counted
+    /// as the previous one said.
+    pub fn configure(&self, now: Instant, gpus: Gpus, gpu_hourly_cost: Option<f64>) {
+        let mut s = self.state();
+        s.advance(now);
+        s.price = gpu_hourly_cost
+            .filter(|p| p.is_finite() && *p >= 0.0)
+            .unwrap_or(0.0)
+            / 3600.0;
+        match gpus {
+            Gpus::Fixed(count) => {
+                s.gpus = Some(Until {
+                    value: f64::from(count),
+                    until: None,
+                });
+                s.watts = None;
+                s.energy = None;
+            }
+            // A fixed count becomes unknown until the page is read.
+            Gpus::Scraped => {
+                if s.gpus.is_some_and(|u| u.until.is_none()) {
+                    s.gpus = None;
+                }
+            }
+        }
+    }
+
+    /// A reading of the route's GPU page at `at`, in force for `fresh_for`.
+    pub fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration) {
+        let mut s = self.state();
+        s.advance(at);
+        let until = Some(at + fresh_for);
+        s.gpus = Some(Until {
+            value: reading.count as f64,
+            until,
+        });
+        // The average power since the previous reading, while that one was
+        // still fresh; else, or after a reset, the power usage.
+        let mut watts = reading.power_watts;
+        if let Some(mj) = reading.energy_millijoules {
+            if let Some((before, then)) = s.energy
+                && at > then
+                && at.duration_since(then) <= fresh_for
+            {
+                if mj >= before {
+                    let span = at.duration_since(then).as_secs_f64();
+                    watts = Some((mj - before) / 1000.0 / span);
+                } else {
+                    s.totals.energy_resets += 1;
+                }
+            }
+            s.energy = Some((mj, at));
+        } else {
+            s.energy = None;
+        }
+        s.watts = watts
+            .filter(|w| w.is_finite() && *w >= 0.0)
+            .map(|value| Until { value, until });
+    }
+
+    /// The engine's requests running and waiting at `at` (`None`: not
+    /// known), in force for `fresh_for`.
+    pub fn read_engine(&self, at: Instant, load: Option<f64>, fresh_for: Duration) {
+        let mut s = self.state();
+        s.advance(at);
+        s.engine = load
+            .filter(|l| l.is_finite() && *l >= 0.0)
+            .map(|value| Until {
+                value,
+                until: Some(at + fresh_for),
+            });
+    }
+
+    /// A request in flight from `now`, until its tab is closed or dropped.
+    pub fn open(self: &Arc<Self>, now: Instant) -> Tab {
+        let mut s = self.state();
+        s.advance(now);
+        s.n += 1;
+        let mark = s.share;
+        s.marks += mark;
+        Tab {
+            ledger: Some(self.clone()),
+            mark,
+        }
+    }
+
+    /// What has been counted up to `now`.
+    pub fn totals(&self, now: Instant) -> Totals {
+        let mut s = self.state();
+        s.advance(now);
+        Totals {
+            in_flight: s.in_flight(),
+            ..s.totals
+        }
+    }
+
+    fn close(&self, now: Instant, mark: Charge) -> Charge {
+        let mut s = self.state();
+        s.advance(now);
+        let charge = s.share - mark;
+        s.n = s.n.saturating_sub(1);
+        s.marks = s.marks - mark;
+        s.totals.charged += charge;
+        charge
+    }
+}
+
+/// One request's place in its route's ledger.
+#[derive(Debug)]
+pub struct Tab {
+    ledger: Option<Arc<Ledger>>,
+    mark: Charge,
+}
+
+impl Tab {
+    /// Ends the request at `now`: what it is charged.
+    pub fn close(mut self, now: Instant) -> Charge {
+        match self.ledger.take() {
+            Some(ledger) => ledger.close(now, self.mark),
+            None => Charge::default(),
+        }
+    }
+}
+
+impl Drop for Tab {
+    fn drop(&mut self) {
+        if let Some(ledger) = self.ledger.take() {
+            ledger.close(Instant::now(), self.mark);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "ledger/tests.rs"]
+mod tests;

@@ -1,0 +1,242 @@
+//! The ledger on a told clock: shares by hand, and the sum that closes.
+
+use super::*;
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[track_caller]
+fn assert_closes(t: &Totals) {
+    let sum = t.charged + t.in_flight + t.other_replicas + t.idle;
+    for (what, got, want) in [
+        ("gpu_seconds", sum.gpu_seconds, t.total.gpu_seconds),
+        ("joules", sum.joules, t.total.joules),
+        ("cost", sum.cost, t.total.cost),
+    ] {
+        assert!(
+            close(got, want),
+            "{what}: parts {got} against total {want} in {t:?}"
+        );
+    }
+}
+
+#[test]
+fn requests_in_flight_share_the_gpus_and_the_rest_is_idle() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(2), Some(3.6)));
+    // Idle for 1 s, then a alone for 1 s, a and b for 2 s, b alone for 1 s.
+    let a = ledger.open(t0 + secs(1.0));
+    let b = ledger.open(t0 + secs(2.0));
+    let charged_a = a.close(t0 + secs(4.0));
+    let charged_b = b.close(t0 + secs(5.0));
+    // a: 1 s × 2 GPUs + 2 s × 2 GPUs / 2 = 4; b: 2 + 2 = 4.
+    assert!(close(charged_a.gpu_seconds, 4.0), "{charged_a:?}");
+    assert!(close(charged_b.gpu_seconds, 4.0), "{charged_b:?}");
+    // 3.6 an hour per GPU: 0.001 a GPU-second.
+    assert!(close(charged_a.cost, 0.004), "{charged_a:?}");
+    assert_eq!(charged_a.joules, 0.0, "no page, no energy");
+    let t = ledger.totals(t0 + secs(6.0));
+    assert!(
+        close(t.idle.gpu_seconds, 4.0),
+        "1 s before and 1 s after: {t:?}"
+    );
+    assert!(close(t.total.gpu_seconds, 12.0));
+    assert_eq!(t.in_flight, Charge::default());
+    assert_closes(&t);
+}
+
+#[test]
+fn requests_still_in_flight_hold_what_they_accrued() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(1), None));
+    let a = ledger.open(t0);
+    let b = ledger.open(t0 + secs(1.0));
+    let t = ledger.totals(t0 + secs(3.0));
+    // a: 1 + 2/2, b: 2/2.
+    assert!(close(t.in_flight.gpu_seconds, 3.0), "{t:?}");
+    assert_eq!(t.charged, Charge::default());
+    assert_closes(&t);
+    drop(a);
+    drop(b);
+    let t = ledger.totals(Instant::now().max(t0 + secs(3.0)));
+    assert!(t.in_flight.gpu_seconds.abs() < 1e-9, "{t:?}");
+    assert_closes(&t);
+}
+
+#[test]
+fn a_stale_gpu_reading_stops_the_time_and_the_shares_at_once() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, None));
+    let fresh = secs(3.0);
+    let a = ledger.open(t0);
+    // No reading yet: nothing counted.
+    let reading = GpuReading {
+        count: 2,
+        energy_millijoules: None,
+        power_watts: None,
+    };
+    ledger.read_gpus(t0 + secs(1.0), reading, fresh);
+    // Fresh until 4 s; the page goes away; read again at 10 s.
+    ledger.read_gpus(t0 + secs(10.0), reading, fresh);
+    let charged = a.close(t0 + secs(11.0));
+    // 1..4 and 10..11 at 2 GPUs.
+    assert!(close(charged.gpu_seconds, 8.0), "{charged:?}");
+    let t = ledger.totals(t0 + secs(11.0));
+    assert!(close(t.total.gpu_seconds, 8.0), "{t:?}");
+    assert_closes(&t);
+}
+
+#[test]
+fn the_engines_load_leaves_the_other_replicas_their_part() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(1), None));
+    let fresh = secs(100.0);
+    // The engine runs 4 requests, 1 of them this replica's.
+    ledger.read_engine(t0, Some(4.0), fresh);
+    let a = ledger.open(t0);
+    let charged = a.close(t0 + secs(8.0));
+    assert!(close(charged.gpu_seconds, 2.0), "{charged:?}");
+    // Nothing of ours in flight, the engine busy: all the others'.
+    let t = ledger.totals(t0 + secs(10.0));
+    assert!(close(t.other_replicas.gpu_seconds, 8.0), "{t:?}");
+    assert_eq!(t.idle.gpu_seconds, 0.0);
+    // More of ours than the engine says: ours split the whole.
+    ledger.read_engine(t0 + secs(10.0), Some(1.0), fresh);
+    let (b, c) = (ledger.open(t0 + secs(10.0)), ledger.open(t0 + secs(10.0)));
+    let (b, c) = (b.close(t0 + secs(12.0)), c.close(t0 + secs(12.0)));
+    assert!(close(b.gpu_seconds + c.gpu_seconds, 2.0), "{b:?} {c:?}");
+    // The engine idle: idle.
+    ledger.read_engine(t0 + secs(12.0), Some(0.0), fresh);
+    let t = ledger.totals(t0 + secs(13.0));
+    assert!(close(t.idle.gpu_seconds, 1.0), "{t:?}");
+    assert_closes(&t);
+}
+
+#[test]
+fn energy_follows_the_counter_and_a_reset_is_not_a_negative() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, None));
+    let fresh = secs(30.0);
+    let read = |at: f64, mj: f64| {
+        let reading = GpuReading {
+            count: 2,
+            energy_millijoules: Some(mj),
+            power_watts: None,
+        };
+        ledger.read_gpus(t0 + secs(at), reading, fresh);
+    };
+    read(0.0, 1_000_000.0);
+    let a = ledger.open(t0);
+    // 500 W over 10 s: 5,000 J; from here on at 500 W.
+    read(10.0, 6_000_000.0);
+    let charged = a.close(t0 + secs(20.0));
+    assert!(close(charged.joules, 5_000.0), "{charged:?}");
+    // The driver reloads: the counter goes back; no power until the next pair.
+    read(20.0, 1_000.0);
+    let t = ledger.totals(t0 + secs(25.0));
+    assert_eq!(t.energy_resets, 1);
+    assert!(close(t.total.joules, 5_000.0), "{t:?}");
+    read(30.0, 2_001_000.0);
+    let t = ledger.totals(t0 + secs(31.0));
+    assert!(
+        close(t.total.joules, 5_000.0 + 200.0),
+        "200 W for 1 s: {t:?}"
+    );
+    assert!(t.total.joules >= 0.0 && t.idle.joules >= 0.0);
+    assert_closes(&t);
+}
+
+#[test]
+fn without_the_counter_the_power_usage_is_integrated() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, None));
+    let reading = GpuReading {
+        count: 1,
+        energy_millijoules: None,
+        power_watts: Some(300.0),
+    };
+    ledger.read_gpus(t0, reading, secs(30.0));
+    let t = ledger.totals(t0 + secs(2.0));
+    assert!(close(t.idle.joules, 600.0), "{t:?}");
+    assert_closes(&t);
+}
+
+#[test]
+fn a_new_price_applies_from_when_it_is_configured() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(1), Some(3600.0)));
+    let a = ledger.open(t0);
+    ledger.configure(t0 + secs(10.0), Gpus::Fixed(1), Some(7200.0));
+    let charged = a.close(t0 + secs(20.0));
+    assert!(close(charged.cost, 10.0 + 20.0), "{charged:?}");
+    assert!(close(charged.gpu_seconds, 20.0), "{charged:?}");
+}
+
+#[test]
+fn a_time_told_late_never_integrates_backwards() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0 + secs(5.0), Gpus::Fixed(1), None));
+    let a = ledger.open(t0);
+    let charged = a.close(t0 + secs(4.0));
+    assert_eq!(charged, Charge::default());
+    let t = ledger.totals(t0 + secs(6.0));
+    assert!(close(t.total.gpu_seconds, 1.0), "{t:?}");
+    assert_closes(&t);
+}
+
+#[test]
+fn the_sum_closes_at_every_step_of_a_random_day() {
+    // A small linear congruential generator: the same day every run.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (seed >> 33) % n
+    };
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, Some(2.5)));
+    let fresh = secs(3.0);
+    let mut open = Vec::new();
+    let mut now = t0;
+    let mut energy = 0.0;
+    let mut charged = Charge::default();
+    for _ in 0..5_000 {
+        now += Duration::from_millis(next(400));
+        match next(6) {
+            0 | 1 => open.push(ledger.open(now)),
+            2 if !open.is_empty() => {
+                let i = next(open.len() as u64) as usize;
+                charged += open.swap_remove(i).close(now);
+            }
+            3 => {
+                energy += next(1000) as f64 * 1000.0;
+                let reading = GpuReading {
+                    count: next(4) as usize,
+                    energy_millijoules: (next(5) > 0).then_some(energy),
+                    power_watts: Some(next(700) as f64),
+                };
+                ledger.read_gpus(now, reading, fresh);
+            }
+            4 => ledger.read_engine(now, Some(next(8) as f64), fresh),
+            _ => {}
+        }
+        let t = ledger.totals(now);
+        assert_closes(&t);
+        for part in [t.total, t.charged, t.in_flight, t.other_replicas, t.idle] {
+            assert!(
+                part.gpu_seconds >= -1e-6 && part.joules >= -1e-6 && part.cost >= -1e-6,
+                "{t:?}"
+            );
+        }
+    }
+    let t = ledger.totals(now);
+    assert!(
+        close(t.charged.gpu_seconds, charged.gpu_seconds),
+        "{t:?} {charged:?}"
+    );
+    assert!(t.total.gpu_seconds > 0.0 && t.total.joules > 0.0);
+}
