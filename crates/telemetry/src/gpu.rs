@@ -11,6 +11,8 @@
 //! | graphics engine active | `DCGM_FI_PROF_GR_ENGINE_ACTIVE` | ratio, 0..1 |
 //! | SM active | `DCGM_FI_PROF_SM_ACTIVE` | ratio, 0..1 |
 //! | DRAM active | `DCGM_FI_PROF_DRAM_ACTIVE` | ratio, 0..1 |
+//! | energy since the driver loaded | `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` | mJ, a counter |
+//! | power drawn | `DCGM_FI_DEV_POWER_USAGE` | W |
 //!
 //! The `DCGM_FI_PROF_*` fields need a GPU and a DCGM that can profile, and
 //! the exporter's default counters file leaves `SM_ACTIVE` out: a figure a
@@ -63,6 +65,10 @@ pub struct GpuFigures {
     pub sm_active: Option<f64>,
     /// `DCGM_FI_PROF_DRAM_ACTIVE`, 0..1.
     pub dram_active: Option<f64>,
+    /// `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, millijoules.
+    pub energy_millijoules: Option<f64>,
+    /// `DCGM_FI_DEV_POWER_USAGE`, watts.
+    pub power_watts: Option<f64>,
 }
 
 /// One GPU of the page.
@@ -165,6 +171,13 @@ pub struct GpuAggregate {
     pub graphics_engine_active: Spread,
     pub sm_active: Spread,
     pub dram_active: Spread,
+    /// The sum of the GPUs' energy counters, millijoules, when every
+    /// selected GPU reports one (a sum over some would fall and rise as
+    /// they come and go).
+    pub energy_millijoules: Option<f64>,
+    /// The sum of the GPUs' power usage, watts, when every selected GPU
+    /// reports it.
+    pub power_watts: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +187,8 @@ enum Field {
     GrEngine,
     Sm,
     Dram,
+    Energy,
+    Power,
 }
 
 impl Field {
@@ -184,6 +199,8 @@ impl Field {
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => Self::GrEngine,
             "DCGM_FI_PROF_SM_ACTIVE" => Self::Sm,
             "DCGM_FI_PROF_DRAM_ACTIVE" => Self::Dram,
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" => Self::Energy,
+            "DCGM_FI_DEV_POWER_USAGE" => Self::Power,
             _ => return None,
         })
     }
@@ -196,6 +213,11 @@ impl Field {
             Self::Util => 100.0,
             Self::FbUsed => 1024.0 * 1024.0,
             Self::GrEngine | Self::Sm | Self::Dram => 1.0,
+            // A kilowatt for three thousand years, in millijoules: below
+            // both blanks.
+            Self::Energy => 1e17,
+            // Ten kilowatts: more than any one GPU draws.
+            Self::Power => 10_000.0,
         };
         value.is_finite() && (0.0..=max).contains(&value)
     }
@@ -207,6 +229,8 @@ impl Field {
             Self::GrEngine => &mut figures.graphics_engine_active,
             Self::Sm => &mut figures.sm_active,
             Self::Dram => &mut figures.dram_active,
+            Self::Energy => &mut figures.energy_millijoules,
+            Self::Power => &mut figures.power_watts,
         }
     }
 }
@@ -272,6 +296,10 @@ impl GpuReading {
         let spread = |get: fn(&GpuFigures) -> Option<f64>| {
             Spread::of(selected.iter().filter_map(|f| get(f)))
         };
+        // Summed only when every selected GPU has it.
+        let sum = |get: fn(&GpuFigures) -> Option<f64>| {
+            selected.iter().map(|f| get(f)).sum::<Option<f64>>()
+        };
         GpuAggregate {
             count: selected.len(),
             utilization_percent: spread(|f| f.utilization_percent),
@@ -279,6 +307,8 @@ impl GpuReading {
             graphics_engine_active: spread(|f| f.graphics_engine_active),
             sm_active: spread(|f| f.sm_active),
             dram_active: spread(|f| f.dram_active),
+            energy_millijoules: sum(|f| f.energy_millijoules).filter(|_| !selected.is_empty()),
+            power_watts: sum(|f| f.power_watts).filter(|_| !selected.is_empty()),
         }
     }
 }
@@ -336,6 +366,27 @@ DCGM_FI_DEV_GPU_UTIL 50
         assert_eq!(all.count, 3);
         assert_eq!(all.utilization_percent.mean, Some(40.0));
         assert_eq!(all.utilization_percent.reporting, 1);
+    }
+
+    #[test]
+    fn energy_and_power_are_summed_only_over_gpus_that_all_report_them() {
+        let r = read(
+            r#"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",UUID="a"} 1000
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="1",UUID="b"} 2500
+DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="a"} 250.5
+DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="b"} 9223372036854775794
+DCGM_FI_DEV_POWER_USAGE{gpu="2",UUID="c"} 100
+"#,
+        );
+        assert_eq!(r.refused, 1, "a blank power");
+        let first_two = GpuSelector::all().with(GpuLabel::Gpu, ["0".to_owned(), "1".to_owned()]);
+        let two = r.aggregate(&first_two);
+        assert_eq!(two.energy_millijoules, Some(3500.0));
+        assert_eq!(two.power_watts, None, "GPU 1's power is blank");
+        let all = r.aggregate(&GpuSelector::all());
+        assert_eq!(all.energy_millijoules, None, "GPU 2 has no counter");
+        let zero = GpuSelector::all().with(GpuLabel::Gpu, ["0".to_owned()]);
+        assert_eq!(r.aggregate(&zero).power_watts, Some(250.5));
     }
 
     #[test]
