@@ -119,6 +119,43 @@ pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
     checked_or_empty(d, Some(None), None, |text| parse_duration(text).map(Some))
 }
 
+/// A route's `gpus`: a whole number of GPUs, at least 1.
+pub(super) fn gpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    checked(d, None, |text| match text.trim().parse::<u32>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(Some(n)),
+        _ => Err(format!(
+            "invalid GPU count `{text}`: expected a whole number, at least 1 (leave the key out when the route's GPUs are not counted)"
+        )),
+    })
+}
+
+/// A route's `gpu_hourly_cost`: a finite number, 0 or more.
+pub(super) fn gpu_hourly_cost<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    checked(d, None, |text| match text.trim().parse::<f64>() {
+        // `-0` is 0.
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(Some(p + 0.0)),
+        _ => Err(format!(
+            "invalid price `{text}`: expected a number, 0 or more, per GPU-hour in `cost.currency`"
+        )),
+    })
+}
+
+/// `cost.currency`: 1 to 16 letters, digits, `_` or `-`.
+pub(super) fn currency<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    checked(d, String::new(), |text| {
+        let ok = (1..=16).contains(&text.len())
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        match ok {
+            true => Ok(text.to_owned()),
+            false => Err(format!(
+                "invalid currency `{text}`: expected 1 to 16 letters, digits, `_` or `-`, like `USD`"
+            )),
+        }
+    })
+}
+
 /// A route's `protocol` (`auto`, an API's name, `none`); no value is
 /// `auto`, the default.
 pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<Protocol, D::Error> {

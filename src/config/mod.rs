@@ -131,6 +131,8 @@ pub struct Config {
     /// How the routes' engine and GPU pages are scraped, where a route does
     /// not say otherwise.
     pub scrape: ScrapeSettings,
+    /// How the routes' GPU time is priced.
+    pub cost: CostSettings,
     /// The files this config was read from, which a reload watches.
     #[serde(flatten)]
     pub sources: Sources,
@@ -342,6 +344,26 @@ impl Default for ScrapeSettings {
             interval: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
             max_body: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// `cost`: how the routes' GPU time is priced (each route's
+/// `gpu_hourly_cost`). Applies on reload, from the reload on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CostSettings {
+    /// The currency of every `gpu_hourly_cost`, the `currency` label of the
+    /// cost families: `USD`, `EUR`, `credits`... 1 to 16 letters, digits,
+    /// `_` or `-`.
+    #[serde(deserialize_with = "kind::currency")]
+    pub currency: String,
+}
+
+impl Default for CostSettings {
+    fn default() -> Self {
+        Self {
+            currency: "USD".to_owned(),
         }
     }
 }

@@ -137,6 +137,7 @@ otlp:
   max_batch: 10
   service_name: tm
 scrape: {interval: 10s, timeout: 3s, max_body: 1MiB}
+cost: {currency: EUR}
 routes:
   - name: a
     match: {path_prefix: /a/, host: a.example, methods: [POST]}
@@ -160,6 +161,8 @@ routes:
     scrape_interval: 4s
   - name: b
     upstream: http://127.0.0.1:8000
+    gpus: 2
+    gpu_hourly_cost: 2.5
     tenant:
       api_keys:
         headers: [authorization]

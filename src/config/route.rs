@@ -187,6 +187,18 @@ pub struct Route {
         deserialize_with = "super::kind::optional_duration"
     )]
     pub scrape_interval: Option<Duration>,
+    /// How many GPUs serve the route all the time, for a route without
+    /// `gpu_metrics`: its GPU-seconds, divided among its requests
+    /// (docs/metrics.md, "Chargeback"). A whole number, at least 1; not
+    /// with `gpu_metrics`, which counts them. Default: not counted.
+    #[serde(default, deserialize_with = "super::kind::gpus")]
+    pub gpus: Option<u32>,
+    /// What one of the route's GPUs costs an hour, in `cost.currency`: a
+    /// number, 0 or more (`2.5`). Its GPU-seconds are priced at it, from
+    /// the configuration it is in on. Only with `gpus` or `gpu_metrics`.
+    /// Default: not priced.
+    #[serde(default, deserialize_with = "super::kind::gpu_hourly_cost")]
+    pub gpu_hourly_cost: Option<f64>,
 }
 
 /// `routes[i].match`: which requests a route accepts. All given

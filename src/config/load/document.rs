@@ -142,6 +142,7 @@ impl Checker<'_> {
                 .as_ref()
                 .and_then(|tls| self.listener_tls(tls, base)),
             scrape,
+            cost: raw.cost.clone().unwrap_or_default(),
             sources: std::mem::take(&mut self.sources),
         }
     }

@@ -9,7 +9,8 @@
 //! SLO classes defined by the `slo_files`, and `slo_header` only with them;
 //! a tenant by header or by API keys, one of the two, and API keys with
 //! their `keys`; `gpu_select` only with `gpu_metrics`, `scrape_interval` only with a page
-//! to scrape, and `scrape.timeout` below the interval of every scraped
+//! to scrape, `gpus` not with `gpu_metrics`, `gpu_hourly_cost` only with
+//! one of the two, and `scrape.timeout` below the interval of every scraped
 //! route.
 
 use std::collections::HashMap;
@@ -203,8 +204,9 @@ impl Checker<'_> {
         }
     }
 
-    /// The rules of a route's scrape keys: `gpu_select` needs
-    /// `gpu_metrics`, `scrape_interval` a page to scrape, and a route's own
+    /// The rules of a route's scrape and GPU keys: `gpu_select` needs
+    /// `gpu_metrics`, `gpus` goes without it, `gpu_hourly_cost` needs one of
+    /// them, `scrape_interval` a page to scrape, and a route's own
     /// interval must be longer than `scrape.timeout`. Returns whether the
     /// route is scraped on `scrape.interval`, which is checked once.
     fn scrape_targets(&mut self, prefix: &str, route: &Route, scrape: &ScrapeSettings) -> bool {
@@ -217,6 +219,20 @@ impl Checker<'_> {
             self.at_key(
                 format!("{prefix}.gpu_select"),
                 "needs `gpu_metrics`: it selects GPUs of that page",
+            );
+        }
+        // Two sources of one count would each say how many GPUs there are.
+        let fixed = route.gpus.is_some() || self.given(&format!("{prefix}.gpus"));
+        if fixed && gpu {
+            self.at_key(
+                format!("{prefix}.gpus"),
+                "not with `gpu_metrics`, which counts the route's GPUs: give one of the two",
+            );
+        }
+        if self.given(&format!("{prefix}.gpu_hourly_cost")) && !fixed && !gpu {
+            self.at_key(
+                format!("{prefix}.gpu_hourly_cost"),
+                "needs `gpus` or `gpu_metrics`: it prices the route's GPU-seconds",
             );
         }
         match route.scrape_interval {

@@ -235,6 +235,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["otlp"] => fields_of::<OtlpSettings>(),
         ["tls"] => fields_of::<crate::config::server_tls::RawServerTls>(),
         ["scrape"] => fields_of::<ScrapeSettings>(),
+        ["cost"] => fields_of::<CostSettings>(),
         ["metrics", "models"] => fields_of::<LabelBounds>(),
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    AdminSettings, Buckets, GpuSelect, LabelBounds, MetricsSettings, OtlpSettings, ProxySettings,
-    Route, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
+    AdminSettings, Buckets, CostSettings, GpuSelect, LabelBounds, MetricsSettings, OtlpSettings,
+    ProxySettings, Route, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
 };
 
 pub(crate) use super::super::located::{Entries, List, Pos, Spanned, location_pos, pos};
@@ -49,6 +49,8 @@ pub(crate) struct RawConfig {
     /// How the routes' `engine_metrics` and `gpu_metrics` pages are
     /// scraped.
     pub scrape: Option<ScrapeSettings>,
+    /// How the routes' GPU time is priced.
+    pub cost: Option<CostSettings>,
 }
 
 /// An SLO file: `classes`, a list of SLO classes.

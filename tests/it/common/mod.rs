@@ -430,6 +430,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
         otlp: None,
         tls: None,
         scrape: Default::default(),
+        cost: Default::default(),
         sources: Default::default(),
     }
 }

@@ -232,3 +232,55 @@ fn tls_applies_to_an_https_page_too() {
         "{text}"
     );
 }
+
+/// The chargeback keys: every bad GPU count, price and currency is its own
+/// error at its line and column, and the keys that cannot go together say
+/// which to keep.
+#[test]
+fn bad_gpu_counts_prices_and_currencies_are_located() {
+    let (code, text) = check(
+        "\
+cost: {currency: US Dollars}
+routes:
+  - name: a
+    match: {path_prefix: /a/}
+    upstream: http://127.0.0.1:1
+    gpus: 0
+    gpu_hourly_cost: -1
+  - name: b
+    match: {path_prefix: /b/}
+    upstream: http://127.0.0.1:1
+    gpus: two
+    gpu_hourly_cost: .nan
+  - name: c
+    match: {path_prefix: /c/}
+    upstream: http://127.0.0.1:1
+    gpus: 1
+    gpu_metrics: http://127.0.0.1:2/metrics
+  - name: d
+    match: {path_prefix: /d/}
+    upstream: http://127.0.0.1:1
+    gpu_hourly_cost: 2
+",
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(
+        problems(&text),
+        [
+            "FILE:1:18: cost.currency: invalid currency `US Dollars`: expected 1 to 16 letters, digits, `_` or `-`, like `USD`",
+            "FILE:6:11: routes[0].gpus: invalid GPU count `0`: expected a whole number, at least 1 (leave the key out when the route's GPUs are not counted)",
+            "FILE:7:22: routes[0].gpu_hourly_cost: invalid price `-1`: expected a number, 0 or more, per GPU-hour in `cost.currency`",
+            "FILE:11:11: routes[1].gpus: invalid GPU count `two`: expected a whole number, at least 1 (leave the key out when the route's GPUs are not counted)",
+            "FILE:12:22: routes[1].gpu_hourly_cost: invalid price `.nan`: expected a number, 0 or more, per GPU-hour in `cost.currency`",
+            "FILE:16:11: routes[2].gpus: not with `gpu_metrics`, which counts the route's GPUs: give one of the two",
+            "FILE:21:22: routes[3].gpu_hourly_cost: needs `gpus` or `gpu_metrics`: it prices the route's GPU-seconds",
+        ],
+        "{text}"
+    );
+
+    // Together as they may go: `/config` would show them; `check` passes.
+    let (code, text) = check(
+        "cost: {currency: EUR}\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    gpus: 8\n    gpu_hourly_cost: 0\n",
+    );
+    assert_eq!(code, Some(0), "{text}");
+}
