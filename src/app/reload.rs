@@ -170,6 +170,8 @@ impl Reloader {
                     Ok(next) => {
                         self.in_force.store(Arc::new(next));
                         self.metrics.set_slo_targets(&config.slo_classes);
+                        self.metrics
+                            .configure_charges(&config, std::time::Instant::now());
                         let restart_needed = restart_needed(&self.started, &config);
                         Ok(Reloaded { restart_needed })
                     }

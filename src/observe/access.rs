@@ -174,7 +174,12 @@ impl Entry {
         if let Some(engine) = &load.engine {
             l.number("engine_running", engine.running);
             l.number("engine_waiting", engine.waiting);
-            l.share("kv_cache_usage", engine.kv_cache_usage);
+            l.decimal("kv_cache_usage", engine.kv_cache_usage);
+        }
+        if let Some(c) = f.charged {
+            l.decimal("gpu_seconds", Some(c.gpu_seconds));
+            l.decimal("gpu_joules", c.joules);
+            l.decimal("gpu_cost", c.cost);
         }
         l.end();
     }
@@ -281,9 +286,10 @@ impl<'a> Line<'a> {
         }
     }
 
-    /// A finite share (0.75), as Rust writes the shortest float that reads
-    /// back the same: a JSON number in both formats.
-    fn share(&mut self, key: &str, value: Option<f64>) {
+    /// A finite number (0.75), as Rust writes the shortest float that
+    /// reads back the same, so that lines add up to what was counted: a
+    /// JSON number in both formats.
+    fn decimal(&mut self, key: &str, value: Option<f64>) {
         if let Some(v) = value.filter(|v| v.is_finite()) {
             self.key(key);
             let _ = write!(self.buf, "{v}");
@@ -385,7 +391,7 @@ mod tests {
     use crate::config::Route;
     use crate::observe::labels::{Bounds, Labels};
     use crate::observe::load::{EngineLoad, Load};
-    use crate::observe::request::Gaps;
+    use crate::observe::request::{Charged, Gaps};
     use crate::observe::trace::Trace;
     use meter::{Outcome, ServerTimings, Summary, TokenSource, Usage};
 
@@ -453,6 +459,7 @@ mod tests {
                 in_flight: 3,
                 engine: None,
             },
+            charged: None,
         };
         let mut buf = Vec::new();
         entry.line(&mut buf, &finished, format, at());
@@ -682,9 +689,11 @@ mod tests {
     }
 
     /// Where the route's engine is scraped, the line has its figures, and
-    /// the load is its running plus waiting requests.
+    /// the load is its running plus waiting requests; where the route has
+    /// GPUs, its share of them, as the shortest decimal that reads back the
+    /// same (so lines add up to the counters).
     #[test]
-    fn the_load_at_arrival_has_the_engines_figures_where_it_is_scraped() {
+    fn the_load_at_arrival_and_the_gpu_share_are_on_the_line() {
         let labels = labels();
         let s = summary();
         let finished = Finished {
@@ -703,6 +712,11 @@ mod tests {
                     kv_cache_usage: Some(0.875),
                 }),
             },
+            charged: Some(Charged {
+                gpu_seconds: 0.1 + 0.2,
+                joules: None,
+                cost: Some(1e-7),
+            }),
         };
         let entry = logged(None, None);
         let mut buf = Vec::new();
@@ -710,7 +724,7 @@ mod tests {
         let text = String::from_utf8(buf).unwrap();
         assert!(
             text.ends_with(
-                " load=5 in_flight=2 engine_running=4 engine_waiting=1 kv_cache_usage=0.875\n"
+                " load=5 in_flight=2 engine_running=4 engine_waiting=1 kv_cache_usage=0.875 gpu_seconds=0.30000000000000004 gpu_cost=0.0000001\n"
             ),
             "{text}"
         );

@@ -36,7 +36,7 @@ use super::event::Event;
 use super::labels::Labels;
 use super::load::{EngineLoad, Load};
 use super::metrics::{
-    Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder,
+    Bill, Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder,
 };
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
@@ -156,6 +156,8 @@ impl Observers {
         // now, itself included, and the engine's figures where it is
         // scraped.
         let (place, count) = self.metrics.concurrency().enter(&labels);
+        // Its share of its route's GPUs, from now on.
+        let bill = self.metrics.open_bill(route, std::time::Instant::now());
         let load = Load {
             in_flight: count,
             engine: self
@@ -189,6 +191,7 @@ impl Observers {
             load,
             in_flight: self.metrics.concurrency().clone(),
             place: Some(place),
+            bill,
             stall_threshold: self.policy.stall_threshold,
             slow_reader_share: self.policy.slow_reader_share,
         }
@@ -238,6 +241,8 @@ pub struct RequestObserver {
     /// model and class label), and its place there until it finishes.
     in_flight: Arc<Concurrency>,
     place: Option<Place>,
+    /// Its tab in its route's GPU ledger, when the route has GPUs.
+    bill: Option<Bill>,
     stall_threshold: Duration,
     slow_reader_share: f64,
 }
@@ -302,13 +307,24 @@ impl Recorder for RequestObserver {
             summary.client_wait,
             self.slow_reader_share,
         );
+        let judged = self
+            .class
+            .as_deref()
+            .map(|class| (class, slo::judge(class, summary, slow_reader)));
+        // Good when judged good; without a class, when it ended ok.
+        let good = match judged {
+            Some((_, verdict)) => verdict.label() == Some("good"),
+            None => summary.outcome == meter::Outcome::Ok,
+        };
+        let charged = self
+            .bill
+            .take()
+            .map(|bill| bill.close(std::time::Instant::now(), &self.labels, good));
         let finished = Finished {
             summary,
             labels: &self.labels,
-            judged: self
-                .class
-                .as_deref()
-                .map(|class| (class, slo::judge(class, summary, slow_reader))),
+            judged,
+            charged,
             headers: self.headers,
             at: Instant::now(),
             gaps: self.gaps,

@@ -75,6 +75,9 @@ pub struct Finished<'a> {
     pub slow_reader: bool,
     /// The load it met when it was sent.
     pub load: Load,
+    /// Its share of its route's GPU time, energy and money, when the route
+    /// has GPUs.
+    pub charged: Option<Charged>,
 }
 
 /// Whether a request that lasted `elapsed` (on the clock that stops while
@@ -86,6 +89,17 @@ pub fn slow_reader(elapsed: Duration, client_wait: Duration, share: f64) -> bool
 }
 
 /// The first route of a configuration whose `routes` are given (YAML).
+/// What a request that ended was charged, as its access line and span
+/// show it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Charged {
+    pub gpu_seconds: f64,
+    /// When the route has a GPU page.
+    pub joules: Option<f64>,
+    /// When the route is priced.
+    pub cost: Option<f64>,
+}
+
 #[cfg(test)]
 pub(crate) fn route(routes: &str) -> Route {
     let text = format!("routes:\n{routes}");

@@ -481,12 +481,6 @@ pub const GPU_DRAM_ACTIVE: Family = domain(
     &GPU_LABELS,
     "DCGM_FI_PROF_DRAM_ACTIVE of the route's GPUs, 0 to 1: memory bandwidth use (stat: mean or max).",
 );
-pub const GPU_SECONDS: Family = domain(
-    "gpu_seconds_total",
-    Counter,
-    &["route"],
-    "GPU-seconds of the route's GPUs: each scrape's GPU count times the time to the next scrape (spans after a reading went stale are not counted).",
-);
 pub const GOOD_TOKENS_PER_GPU_SECOND: Family = domain(
     "slo_good_output_tokens_per_gpu_second",
     Gauge,
@@ -507,7 +501,7 @@ pub const SCRAPE_FAILURES: Family = own(
 );
 
 /// The families of the engines' and GPUs' figures, read by the scraper.
-pub const TELEMETRY: [Family; 15] = [
+pub const TELEMETRY: [Family; 14] = [
     ENGINE_INFO,
     ENGINE_RUNNING,
     ENGINE_WAITING,
@@ -519,10 +513,132 @@ pub const TELEMETRY: [Family; 15] = [
     GPU_GRAPHICS_ENGINE_ACTIVE,
     GPU_SM_ACTIVE,
     GPU_DRAM_ACTIVE,
-    GPU_SECONDS,
     GOOD_TOKENS_PER_GPU_SECOND,
     TOKENS_PER_GPU_SECOND,
     SCRAPE_FAILURES,
+];
+/// The labels of the GPU time, energy and money charged to requests that
+/// ended: `good` is `true` or `false`.
+pub const CHARGE_LABELS: [&str; 5] = ["route", "model", "tenant", "slo", "good"];
+/// With the currency of the price.
+pub const COST_CHARGE_LABELS: [&str; 6] = ["route", "model", "tenant", "slo", "good", "currency"];
+
+pub const GPU_SECONDS: Family = domain(
+    "gpu_seconds_total",
+    Counter,
+    &["route"],
+    "GPU-seconds of the route: its GPU count (gpus, or its GPU page's while fresh) integrated over time.",
+);
+pub const GPU_ENERGY: Family = domain(
+    "gpu_energy_joules_total",
+    Counter,
+    &["route"],
+    "Energy of the route's GPUs, joules: their power (from DCGM's energy counter, else its power usage) integrated over time.",
+);
+pub const GPU_COST: Family = domain(
+    "gpu_cost_total",
+    Counter,
+    &["route", "currency"],
+    "Cost of the route's GPU-seconds at its gpu_hourly_cost.",
+);
+pub const REQUEST_GPU_SECONDS: Family = domain(
+    "request_gpu_seconds_total",
+    Counter,
+    &CHARGE_LABELS,
+    "GPU-seconds charged to requests that ended, by their share of the batch while in flight (good: judged good or not).",
+);
+pub const REQUEST_GPU_ENERGY: Family = domain(
+    "request_gpu_energy_joules_total",
+    Counter,
+    &CHARGE_LABELS,
+    "GPU energy charged to requests that ended, joules, by their share of the batch.",
+);
+pub const REQUEST_GPU_COST: Family = domain(
+    "request_gpu_cost_total",
+    Counter,
+    &COST_CHARGE_LABELS,
+    "GPU cost charged to requests that ended, by their share of the batch.",
+);
+pub const GPU_IN_FLIGHT_SECONDS: Family = domain(
+    "gpu_in_flight_seconds",
+    Gauge,
+    &["route"],
+    "GPU-seconds accrued by the route's requests still in flight.",
+);
+pub const GPU_IN_FLIGHT_ENERGY: Family = domain(
+    "gpu_in_flight_energy_joules",
+    Gauge,
+    &["route"],
+    "GPU energy accrued by the route's requests still in flight, joules.",
+);
+pub const GPU_IN_FLIGHT_COST: Family = domain(
+    "gpu_in_flight_cost",
+    Gauge,
+    &["route", "currency"],
+    "GPU cost accrued by the route's requests still in flight.",
+);
+pub const GPU_OTHER_REPLICAS_SECONDS: Family = domain(
+    "gpu_other_replicas_seconds_total",
+    Counter,
+    &["route"],
+    "GPU-seconds left to the engine's requests that came another way (its running and waiting requests beyond this replica's).",
+);
+pub const GPU_OTHER_REPLICAS_ENERGY: Family = domain(
+    "gpu_other_replicas_energy_joules_total",
+    Counter,
+    &["route"],
+    "GPU energy left to the engine's requests that came another way, joules.",
+);
+pub const GPU_OTHER_REPLICAS_COST: Family = domain(
+    "gpu_other_replicas_cost_total",
+    Counter,
+    &["route", "currency"],
+    "GPU cost left to the engine's requests that came another way.",
+);
+pub const GPU_IDLE_SECONDS: Family = domain(
+    "gpu_idle_seconds_total",
+    Counter,
+    &["route"],
+    "GPU-seconds with no request in flight on the route's engine.",
+);
+pub const GPU_IDLE_ENERGY: Family = domain(
+    "gpu_idle_energy_joules_total",
+    Counter,
+    &["route"],
+    "GPU energy with no request in flight on the route's engine, joules.",
+);
+pub const GPU_IDLE_COST: Family = domain(
+    "gpu_idle_cost_total",
+    Counter,
+    &["route", "currency"],
+    "GPU cost with no request in flight on the route's engine.",
+);
+pub const GPU_ENERGY_RESETS: Family = own(
+    "tokenmeter_gpu_energy_resets_total",
+    Counter,
+    &["route"],
+    "Sums of the route's GPU energy counters that went back (a driver reload): the span before is not counted from them.",
+);
+
+/// The families of chargeback: the route's GPU time, energy and money, and
+/// how they are divided (docs/metrics.md, "Chargeback").
+pub const CHARGEBACK: [Family; 16] = [
+    GPU_SECONDS,
+    GPU_ENERGY,
+    GPU_COST,
+    REQUEST_GPU_SECONDS,
+    REQUEST_GPU_ENERGY,
+    REQUEST_GPU_COST,
+    GPU_IN_FLIGHT_SECONDS,
+    GPU_IN_FLIGHT_ENERGY,
+    GPU_IN_FLIGHT_COST,
+    GPU_OTHER_REPLICAS_SECONDS,
+    GPU_OTHER_REPLICAS_ENERGY,
+    GPU_OTHER_REPLICAS_COST,
+    GPU_IDLE_SECONDS,
+    GPU_IDLE_ENERGY,
+    GPU_IDLE_COST,
+    GPU_ENERGY_RESETS,
 ];
 pub const BUILD_INFO: Family = own(
     "tokenmeter_build_info",
@@ -595,7 +711,7 @@ mod tests {
 
     #[test]
     fn names_are_distinct_and_follow_prometheus_conventions() {
-        let every: Vec<&Family> = ALL.iter().chain(&TELEMETRY).collect();
+        let every: Vec<&Family> = ALL.iter().chain(&TELEMETRY).chain(&CHARGEBACK).collect();
         assert!(CAPACITY.iter().all(|f| ALL.contains(f)));
         let mut names: Vec<String> = every.iter().map(|f| f.name("llm")).collect();
         for (f, name) in every.iter().zip(&names) {
@@ -625,6 +741,7 @@ mod tests {
         let missing: Vec<String> = ALL
             .iter()
             .chain(&TELEMETRY)
+            .chain(&CHARGEBACK)
             .map(|f| f.name("llm"))
             .filter(|name| !doc.contains(&format!("`{name}`")))
             .collect();

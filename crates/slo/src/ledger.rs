@@ -11,10 +11,11 @@
 //! It costs O(1) per request: every request in flight accrues at the same
 //! rate, so one running integral of `rate / D` (the `share`) serves all of
 //! them. A request remembers the integral when it starts ([`Ledger::open`])
-//! and is charged the difference when it ends ([`Tab::close`]); the
-//! requests still in flight hold `n × share − Σ marks`. So the sum closes
-//! at every reading, to rounding:
-//! `charged + in flight + other replicas + idle = total`.
+//! and is charged the difference when it ends ([`Tab::close`]), under a
+//! key of the caller's (its labels), in the same lock as every other
+//! count; the requests still in flight hold `n × share − Σ marks`. So one
+//! [`Ledger::snapshot`] closes, to rounding:
+//! `Σ charged by key + in flight + other replicas + idle = total`.
 //!
 //! Readings end when they go stale (three scrape intervals by the
 //! scraper's rule, passed in as `fresh_for`): the integration stops
@@ -25,6 +26,8 @@
 //! is taken as the last one, so readings and requests on different threads
 //! never integrate backwards.
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::ops::{Add, AddAssign, Sub};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -132,7 +135,7 @@ impl Until {
 }
 
 #[derive(Debug)]
-struct State {
+struct State<K> {
     /// Integrated up to here.
     at: Instant,
     /// Requests in flight on this replica.
@@ -150,9 +153,11 @@ struct State {
     /// The sum of the marks of the requests in flight.
     marks: Charge,
     totals: Totals,
+    /// What the requests that ended were charged, by key.
+    by_key: HashMap<K, Charge>,
 }
 
-impl State {
+impl<K> State<K> {
     /// Integrates up to `t`, a piece at a time between the moments a
     /// reading goes stale.
     fn advance(&mut self, t: Instant) {
@@ -192,11 +197,12 @@ impl State {
     }
 }
 
-/// One route's ledger, shared by its requests and its scrapes.
+/// One route's ledger, shared by its requests and its scrapes; `K` is
+/// what the requests that ended are charged under.
 #[derive(Debug)]
-pub struct Ledger(Mutex<State>);
+pub struct Ledger<K>(Mutex<State<K>>);
 
-impl Ledger {
+impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     /// A ledger that starts counting at `now`, with `gpus` and a price per
     /// GPU-hour (`None`: no cost).
     pub fn new(now: Instant, gpus: Gpus, gpu_hourly_cost: Option<f64>) -> Self {
@@ -211,13 +217,14 @@ impl Ledger {
             share: Charge::default(),
             marks: Charge::default(),
             totals: Totals::default(),
+            by_key: HashMap::new(),
         };
         let ledger = Self(Mutex::new(state));
         ledger.configure(now, gpus, gpu_hourly_cost);
         ledger
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State<K>> {
         // The state is consistent between statements: a panic elsewhere
         // leaves nothing half-written.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
@@ -297,7 +304,7 @@ impl Ledger {
     }
 
     /// A request in flight from `now`, until its tab is closed or dropped.
-    pub fn open(self: &Arc<Self>, now: Instant) -> Tab {
+    pub fn open(self: &Arc<Self>, now: Instant) -> Tab<K> {
         let mut s = self.state();
         s.advance(now);
         s.n += 1;
@@ -311,46 +318,77 @@ impl Ledger {
 
     /// What has been counted up to `now`.
     pub fn totals(&self, now: Instant) -> Totals {
-        let mut s = self.state();
-        s.advance(now);
-        Totals {
-            in_flight: s.in_flight(),
-            ..s.totals
-        }
+        self.snapshot(now).0
     }
 
-    fn close(&self, now: Instant, mark: Charge) -> Charge {
+    /// What has been counted up to `now`, with what the requests that
+    /// ended were charged by key, read in one lock so that they add up.
+    pub fn snapshot(&self, now: Instant) -> (Totals, Vec<(K, Charge)>) {
+        let mut s = self.state();
+        s.advance(now);
+        let totals = Totals {
+            in_flight: s.in_flight(),
+            ..s.totals
+        };
+        let by_key = s.by_key.iter().map(|(k, c)| (k.clone(), *c)).collect();
+        (totals, by_key)
+    }
+
+    fn close(&self, now: Instant, mark: Charge, key: K) -> Charge {
         let mut s = self.state();
         s.advance(now);
         let charge = s.share - mark;
         s.n = s.n.saturating_sub(1);
         s.marks = s.marks - mark;
         s.totals.charged += charge;
+        *s.by_key.entry(key).or_default() += charge;
         charge
+    }
+}
+
+/// What a route's scrapes tell its ledger, whatever its requests are
+/// charged under: the scraper holds it without knowing the key.
+pub trait Reader: Send + Sync {
+    /// A reading of the route's GPU page at `at`, in force for `fresh_for`.
+    fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration);
+    /// The engine's requests running and waiting at `at` (`None`: not
+    /// known), in force for `fresh_for`.
+    fn read_engine(&self, at: Instant, load: Option<f64>, fresh_for: Duration);
+}
+
+impl<K: Eq + Hash + Clone + Default + Send> Reader for Ledger<K> {
+    fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration) {
+        Ledger::read_gpus(self, at, reading, fresh_for);
+    }
+
+    fn read_engine(&self, at: Instant, load: Option<f64>, fresh_for: Duration) {
+        Ledger::read_engine(self, at, load, fresh_for);
     }
 }
 
 /// One request's place in its route's ledger.
 #[derive(Debug)]
-pub struct Tab {
-    ledger: Option<Arc<Ledger>>,
+pub struct Tab<K: Eq + Hash + Clone + Default> {
+    ledger: Option<Arc<Ledger<K>>>,
     mark: Charge,
 }
 
-impl Tab {
-    /// Ends the request at `now`: what it is charged.
-    pub fn close(mut self, now: Instant) -> Charge {
+impl<K: Eq + Hash + Clone + Default> Tab<K> {
+    /// Ends the request at `now`, charged under `key`: what it is charged.
+    pub fn close(mut self, now: Instant, key: K) -> Charge {
         match self.ledger.take() {
-            Some(ledger) => ledger.close(now, self.mark),
+            Some(ledger) => ledger.close(now, self.mark, key),
             None => Charge::default(),
         }
     }
 }
 
-impl Drop for Tab {
+/// A request dropped without an end is charged under the default key, so
+/// that the sum still closes.
+impl<K: Eq + Hash + Clone + Default> Drop for Tab<K> {
     fn drop(&mut self) {
         if let Some(ledger) = self.ledger.take() {
-            ledger.close(Instant::now(), self.mark);
+            ledger.close(Instant::now(), self.mark, K::default());
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The routes' engines and GPUs as tokenmeter's own families: at each
 //! exposition, the latest fresh reading of each target of the scraper in
 //! force, under the names of docs/metrics.md ("Engine and GPU"), whatever
-//! the server; the scrapes' failures and the GPU-seconds as counters; and
+//! the server; the scrapes' failures as counters (the GPU-seconds are
+//! counted in `charges.rs`); and
 //! output tokens per GPU-second over the live windows.
 //!
 //! The figures are read from the readings of the configuration in force,
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{CounterVec, GaugeVec, IntCounterVec, Opts};
+use prometheus::{GaugeVec, IntCounterVec, Opts};
 use tokio::time::Instant;
 
 use slo::live::Live;
@@ -39,7 +40,6 @@ pub(super) struct Engines {
     gpu: GpuGauges,
     good_per_gpu: GaugeVec,
     tokens_per_gpu: GaugeVec,
-    gpu_seconds: CounterVec,
     failures: IntCounterVec,
     /// What was already added to the counters from the scraper last read;
     /// its lock also keeps two expositions from filling the gauges at once.
@@ -71,14 +71,11 @@ struct Counted {
     /// [`Readings::id`] of the scraper they are of.
     scraper: u64,
     failures: HashMap<(Arc<str>, Source, Reason), u64>,
-    gpu_seconds: HashMap<Arc<str>, f64>,
 }
 
 impl Engines {
     pub(super) fn new(namespace: &str, live: Arc<Live>) -> Result<Self, prometheus::Error> {
         let gauges = |f: Family| GaugeVec::new(Opts::new(f.name(namespace), f.help), f.labels);
-        let f = names::GPU_SECONDS;
-        let gpu_seconds = CounterVec::new(Opts::new(f.name(namespace), f.help), f.labels)?;
         let f = names::SCRAPE_FAILURES;
         let failures = IntCounterVec::new(Opts::new(f.name(namespace), f.help), f.labels)?;
         Ok(Self {
@@ -100,7 +97,6 @@ impl Engines {
             },
             good_per_gpu: gauges(names::GOOD_TOKENS_PER_GPU_SECOND)?,
             tokens_per_gpu: gauges(names::TOKENS_PER_GPU_SECOND)?,
-            gpu_seconds,
             failures,
             counted: Mutex::new(Counted::default()),
         })
@@ -149,7 +145,6 @@ impl Engines {
         self.gauges()
             .into_iter()
             .flat_map(|g| g.collect())
-            .chain(self.gpu_seconds.collect())
             .chain(self.failures.collect())
             .filter(|family| !family.get_metric().is_empty())
             .collect()
@@ -232,13 +227,6 @@ impl Engines {
             let key = (failure.route, failure.source, failure.reason);
             let before = counted.failures.insert(key, failure.count).unwrap_or(0);
             counter.inc_by(failure.count.saturating_sub(before));
-        }
-        for (route, seconds) in readings.gpu_seconds() {
-            let counter = self.gpu_seconds.with_label_values(&[&route]);
-            let before = counted.gpu_seconds.insert(route, seconds).unwrap_or(0.0);
-            if seconds > before {
-                counter.inc_by(seconds - before);
-            }
         }
     }
 }
@@ -404,7 +392,6 @@ impl Collector for Registered {
         t.gauges()
             .into_iter()
             .flat_map(|g| g.desc())
-            .chain(t.gpu_seconds.desc())
             .chain(t.failures.desc())
             .collect()
     }

@@ -42,6 +42,7 @@ use crate::scrape::Readings;
 use slo::SloClass;
 use slo::live::Live;
 
+mod charges;
 mod deferred;
 mod engines;
 mod exemplars;
@@ -58,6 +59,7 @@ use health::Health;
 use register::Register;
 use windows::Windows;
 
+pub use charges::Bill;
 pub use engines::{
     EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
 };
@@ -81,6 +83,8 @@ pub struct Metrics {
     windows: Windows,
     /// The routes' engines and GPUs, read at each exposition.
     engines: Arc<engines::Engines>,
+    /// The routes' GPU time, energy and money, and who was charged them.
+    charges: Arc<charges::Charges>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -109,6 +113,7 @@ impl Metrics {
         let health = Health::register(r)?;
         let windows = Windows::register(r, classes)?;
         let engines = engines::Engines::register(r, windows.live.clone())?;
+        let charges = charges::Charges::register(r)?;
         let exemplified = vec![
             (names::TTFT.name(ns), Exemplified::Ttft),
             (names::TPOT.name(ns), Exemplified::Tpot),
@@ -121,6 +126,7 @@ impl Metrics {
             health,
             windows,
             engines,
+            charges,
             exemplified,
             registry,
         })
@@ -143,6 +149,23 @@ impl Metrics {
     /// the live windows' classes. Called at start and on every reload.
     pub fn set_slo_targets(&self, classes: &[SloClass]) {
         self.windows.set_classes(classes);
+    }
+
+    /// The routes of `config` with GPUs, priced as it says, from `now` on.
+    /// Called at start and on every reload.
+    pub fn configure_charges(&self, config: &crate::config::Config, now: std::time::Instant) {
+        self.charges.configure(config, now);
+    }
+
+    /// A tab for a request of `route` in flight from `now`, when the route
+    /// has GPUs.
+    pub fn open_bill(&self, route: &str, now: std::time::Instant) -> Option<Bill> {
+        self.charges.open(route, now)
+    }
+
+    /// What `route`'s scrapes tell its ledger, for a route with GPUs.
+    pub fn ledger_reader(&self, route: &str) -> Arc<dyn slo::ledger::Reader> {
+        self.charges.reader(route)
     }
 
     /// Counts a configuration reload; on success, `unix_time` is when the

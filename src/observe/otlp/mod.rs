@@ -385,6 +385,7 @@ impl Exported {
             input_tokens: s.usage.input,
             output_tokens: s.output_tokens.map(|(n, _)| n),
             load: f.load,
+            charged: f.charged,
             span: self.span,
             end: std::time::SystemTime::now(),
         };

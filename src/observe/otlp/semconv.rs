@@ -15,6 +15,7 @@ use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
 use crate::observe::load::Load;
+use crate::observe::request::Charged;
 
 /// A finished metered request, as it is exported.
 #[derive(Debug, Clone)]
@@ -49,6 +50,9 @@ pub struct Request {
     pub output_tokens: Option<u64>,
     /// The load it met when it was sent (span attributes only).
     pub load: Load,
+    /// Its share of its route's GPUs (span attributes only), when the
+    /// route has GPUs.
+    pub charged: Option<Charged>,
     /// Its span, when it has one to export.
     pub span: Option<SpanIds>,
     /// When it ended.
@@ -312,6 +316,18 @@ pub(super) fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> S
         attributes.push(KeyValue::new("tokenmeter.tpot_seconds", d.as_secs_f64()));
     }
     load_attributes(&r.load, &mut attributes);
+    if let Some(c) = r.charged {
+        let quantities = [
+            ("tokenmeter.gpu.seconds", Some(c.gpu_seconds)),
+            ("tokenmeter.gpu.energy", c.joules),
+            ("tokenmeter.gpu.cost", c.cost),
+        ];
+        for (key, value) in quantities {
+            if let Some(v) = value {
+                attributes.push(KeyValue::new(key, v));
+            }
+        }
+    }
     let status = match r.outcome {
         "ok" => Status::Ok,
         // The client left: not the server's error.

@@ -28,12 +28,12 @@ fn assert_closes(t: &Totals) {
 #[test]
 fn requests_in_flight_share_the_gpus_and_the_rest_is_idle() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(2), Some(3.6)));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Fixed(2), Some(3.6)));
     // Idle for 1 s, then a alone for 1 s, a and b for 2 s, b alone for 1 s.
     let a = ledger.open(t0 + secs(1.0));
     let b = ledger.open(t0 + secs(2.0));
-    let charged_a = a.close(t0 + secs(4.0));
-    let charged_b = b.close(t0 + secs(5.0));
+    let charged_a = a.close(t0 + secs(4.0), 0);
+    let charged_b = b.close(t0 + secs(5.0), 0);
     // a: 1 s × 2 GPUs + 2 s × 2 GPUs / 2 = 4; b: 2 + 2 = 4.
     assert!(close(charged_a.gpu_seconds, 4.0), "{charged_a:?}");
     assert!(close(charged_b.gpu_seconds, 4.0), "{charged_b:?}");
@@ -53,7 +53,7 @@ fn requests_in_flight_share_the_gpus_and_the_rest_is_idle() {
 #[test]
 fn requests_still_in_flight_hold_what_they_accrued() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(1), None));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Fixed(1), None));
     let a = ledger.open(t0);
     let b = ledger.open(t0 + secs(1.0));
     let t = ledger.totals(t0 + secs(3.0));
@@ -71,7 +71,7 @@ fn requests_still_in_flight_hold_what_they_accrued() {
 #[test]
 fn a_stale_gpu_reading_stops_the_time_and_the_shares_at_once() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, None));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
     let fresh = secs(3.0);
     let a = ledger.open(t0);
     // No reading yet: nothing counted.
@@ -83,7 +83,7 @@ fn a_stale_gpu_reading_stops_the_time_and_the_shares_at_once() {
     ledger.read_gpus(t0 + secs(1.0), reading, fresh);
     // Fresh until 4 s; the page goes away; read again at 10 s.
     ledger.read_gpus(t0 + secs(10.0), reading, fresh);
-    let charged = a.close(t0 + secs(11.0));
+    let charged = a.close(t0 + secs(11.0), 0);
     // 1..4 and 10..11 at 2 GPUs.
     assert!(close(charged.gpu_seconds, 8.0), "{charged:?}");
     let t = ledger.totals(t0 + secs(11.0));
@@ -94,12 +94,12 @@ fn a_stale_gpu_reading_stops_the_time_and_the_shares_at_once() {
 #[test]
 fn the_engines_load_leaves_the_other_replicas_their_part() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(1), None));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Fixed(1), None));
     let fresh = secs(100.0);
     // The engine runs 4 requests, 1 of them this replica's.
     ledger.read_engine(t0, Some(4.0), fresh);
     let a = ledger.open(t0);
-    let charged = a.close(t0 + secs(8.0));
+    let charged = a.close(t0 + secs(8.0), 0);
     assert!(close(charged.gpu_seconds, 2.0), "{charged:?}");
     // Nothing of ours in flight, the engine busy: all the others'.
     let t = ledger.totals(t0 + secs(10.0));
@@ -108,7 +108,7 @@ fn the_engines_load_leaves_the_other_replicas_their_part() {
     // More of ours than the engine says: ours split the whole.
     ledger.read_engine(t0 + secs(10.0), Some(1.0), fresh);
     let (b, c) = (ledger.open(t0 + secs(10.0)), ledger.open(t0 + secs(10.0)));
-    let (b, c) = (b.close(t0 + secs(12.0)), c.close(t0 + secs(12.0)));
+    let (b, c) = (b.close(t0 + secs(12.0), 0), c.close(t0 + secs(12.0), 0));
     assert!(close(b.gpu_seconds + c.gpu_seconds, 2.0), "{b:?} {c:?}");
     // The engine idle: idle.
     ledger.read_engine(t0 + secs(12.0), Some(0.0), fresh);
@@ -120,7 +120,7 @@ fn the_engines_load_leaves_the_other_replicas_their_part() {
 #[test]
 fn energy_follows_the_counter_and_a_reset_is_not_a_negative() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, None));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
     let fresh = secs(30.0);
     let read = |at: f64, mj: f64| {
         let reading = GpuReading {
@@ -134,7 +134,7 @@ fn energy_follows_the_counter_and_a_reset_is_not_a_negative() {
     let a = ledger.open(t0);
     // 500 W over 10 s: 5,000 J; from here on at 500 W.
     read(10.0, 6_000_000.0);
-    let charged = a.close(t0 + secs(20.0));
+    let charged = a.close(t0 + secs(20.0), 0);
     assert!(close(charged.joules, 5_000.0), "{charged:?}");
     // The driver reloads: the counter goes back; no power until the next pair.
     read(20.0, 1_000.0);
@@ -154,7 +154,7 @@ fn energy_follows_the_counter_and_a_reset_is_not_a_negative() {
 #[test]
 fn without_the_counter_the_power_usage_is_integrated() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, None));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
     let reading = GpuReading {
         count: 1,
         energy_millijoules: None,
@@ -169,10 +169,10 @@ fn without_the_counter_the_power_usage_is_integrated() {
 #[test]
 fn a_new_price_applies_from_when_it_is_configured() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Fixed(1), Some(3600.0)));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Fixed(1), Some(3600.0)));
     let a = ledger.open(t0);
     ledger.configure(t0 + secs(10.0), Gpus::Fixed(1), Some(7200.0));
-    let charged = a.close(t0 + secs(20.0));
+    let charged = a.close(t0 + secs(20.0), 0);
     assert!(close(charged.cost, 10.0 + 20.0), "{charged:?}");
     assert!(close(charged.gpu_seconds, 20.0), "{charged:?}");
 }
@@ -180,9 +180,9 @@ fn a_new_price_applies_from_when_it_is_configured() {
 #[test]
 fn a_time_told_late_never_integrates_backwards() {
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0 + secs(5.0), Gpus::Fixed(1), None));
+    let ledger = Arc::new(Ledger::<u8>::new(t0 + secs(5.0), Gpus::Fixed(1), None));
     let a = ledger.open(t0);
-    let charged = a.close(t0 + secs(4.0));
+    let charged = a.close(t0 + secs(4.0), 0);
     assert_eq!(charged, Charge::default());
     let t = ledger.totals(t0 + secs(6.0));
     assert!(close(t.total.gpu_seconds, 1.0), "{t:?}");
@@ -198,7 +198,7 @@ fn the_sum_closes_at_every_step_of_a_random_day() {
         (seed >> 33) % n
     };
     let t0 = Instant::now();
-    let ledger = Arc::new(Ledger::new(t0, Gpus::Scraped, Some(2.5)));
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, Some(2.5)));
     let fresh = secs(3.0);
     let mut open = Vec::new();
     let mut now = t0;
@@ -210,7 +210,7 @@ fn the_sum_closes_at_every_step_of_a_random_day() {
             0 | 1 => open.push(ledger.open(now)),
             2 if !open.is_empty() => {
                 let i = next(open.len() as u64) as usize;
-                charged += open.swap_remove(i).close(now);
+                charged += open.swap_remove(i).close(now, (i % 3) as u8);
             }
             3 => {
                 energy += next(1000) as f64 * 1000.0;
@@ -233,7 +233,13 @@ fn the_sum_closes_at_every_step_of_a_random_day() {
             );
         }
     }
-    let t = ledger.totals(now);
+    let (t, by_key) = ledger.snapshot(now);
+    assert!(by_key.len() > 1, "{by_key:?}");
+    let keyed = by_key
+        .iter()
+        .fold(Charge::default(), |sum, (_, c)| sum + *c);
+    assert!(close(keyed.gpu_seconds, charged.gpu_seconds), "{by_key:?}");
+    assert!(close(keyed.cost, charged.cost), "{by_key:?}");
     assert!(
         close(t.charged.gpu_seconds, charged.gpu_seconds),
         "{t:?} {charged:?}"

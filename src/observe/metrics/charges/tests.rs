@@ -1,0 +1,133 @@
+//! The owner on a told clock: a route's families from its ledger, which
+//! add up at a scrape, and a reload that keeps what was counted.
+
+use std::time::Duration;
+
+use prometheus::Registry;
+
+use super::*;
+use crate::config::{Config, Overrides};
+use crate::observe::labels::{Bounds, Labels};
+
+fn config(text: &str) -> Config {
+    Config::parse(text, "tokenmeter.yaml", &Overrides::default()).unwrap()
+}
+
+const PRICED: &str = "cost: {currency: EUR}
+routes:
+  - name: plain
+    match: {path_prefix: /plain/}
+    upstream: http://127.0.0.1:1
+  - name: chat
+    upstream: http://127.0.0.1:1
+    gpus: 2
+    gpu_hourly_cost: 3.6
+";
+
+fn labels(route: &str, tenant: Option<&str>) -> Labels {
+    let bounds = std::sync::Arc::new(Bounds::new(
+        &crate::config::MetricsSettings::default(),
+        prometheus::IntCounter::new("m", "m").unwrap(),
+        prometheus::IntCounter::new("t", "t").unwrap(),
+    ));
+    let chat = meter::Operation::Chat;
+    let mut labels = Labels::resolve(&bounds, route, Some("m1"), None, tenant, chat);
+    labels.admit(200);
+    labels
+}
+
+/// The value of the sample `name{labels}` in the text exposition.
+fn value(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.parse().unwrap())
+}
+
+fn exposition(registry: &Registry) -> String {
+    let mut out = Vec::new();
+    prometheus::Encoder::encode(
+        &prometheus::TextEncoder::new(),
+        &registry.gather(),
+        &mut out,
+    )
+    .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn a_routes_families_add_up_at_a_scrape() {
+    let registry = Registry::new();
+    let r = Register {
+        registry: &registry,
+        namespace: "llm",
+    };
+    let charges = Charges::register(r).unwrap();
+    let t0 = Instant::now();
+    charges.configure(&config(PRICED), t0);
+    assert!(charges.open("plain", t0).is_none(), "no GPUs, no bill");
+    let a = charges.open("chat", t0 + Duration::from_secs(10)).unwrap();
+    let b = charges.open("chat", t0 + Duration::from_secs(20)).unwrap();
+    let la = labels("chat", Some("team-a"));
+    let charged = a.close(t0 + Duration::from_secs(30), &la, true);
+    // 10 s alone and 10 s shared, at 2 GPUs: 30 GPU-seconds; 0.001 EUR each.
+    assert!((charged.gpu_seconds - 30.0).abs() < 1e-9, "{charged:?}");
+    assert!((charged.cost.unwrap() - 0.03).abs() < 1e-12, "{charged:?}");
+    assert_eq!(charged.joules, None, "no GPU page, no energy");
+
+    let text = exposition(&registry);
+    let route = r#"route="chat""#;
+    let total = value(&text, "llm_gpu_seconds_total", route).unwrap();
+    let idle = value(&text, "llm_gpu_idle_seconds_total", route).unwrap();
+    let in_flight = value(&text, "llm_gpu_in_flight_seconds", route).unwrap();
+    let others = value(&text, "llm_gpu_other_replicas_seconds_total", route).unwrap();
+    let request = value(
+        &text,
+        "llm_request_gpu_seconds_total",
+        r#"good="true",model="m1",route="chat",slo="",tenant="team-a""#,
+    )
+    .unwrap();
+    assert_eq!(request, charged.gpu_seconds);
+    assert!(total >= 60.0 - 1e-6, "{text}");
+    let parts = request + in_flight + others + idle;
+    assert!(
+        (parts - total).abs() < 1e-6 * total,
+        "{parts} against {total}\n{text}"
+    );
+    assert!(
+        value(
+            &text,
+            "llm_gpu_cost_total",
+            r#"currency="EUR",route="chat""#
+        )
+        .unwrap()
+            > 0.0,
+        "{text}"
+    );
+    assert!(!text.contains(r#"route="plain""#), "{text}");
+    assert!(!text.contains("llm_gpu_energy_joules_total{"), "{text}");
+
+    // A reload that takes the price away: b, in flight across it, pays
+    // for its time before it at the old price (10 s shared and 70 s alone
+    // at 2 GPUs: 150 GPU-seconds) and no money after it.
+    let reload = t0 + Duration::from_secs(100);
+    charges.configure(
+        &config(&PRICED.replace("    gpu_hourly_cost: 3.6\n", "")),
+        reload,
+    );
+    let lb = labels("chat", Some("team-b"));
+    let charged = b.close(reload + Duration::from_secs(50), &lb, false);
+    assert!((charged.gpu_seconds - 250.0).abs() < 1e-9, "{charged:?}");
+    assert!((charged.cost.unwrap() - 0.15).abs() < 1e-12, "{charged:?}");
+    let text = exposition(&registry);
+    assert_eq!(
+        value(
+            &text,
+            "llm_request_gpu_seconds_total",
+            r#"good="false",model="m1",route="chat",slo="",tenant="team-b""#
+        )
+        .unwrap(),
+        charged.gpu_seconds,
+        "{text}"
+    );
+}
