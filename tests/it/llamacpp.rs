@@ -650,7 +650,10 @@ async fn llama_server_gauges_are_re_exported_with_the_route_needs_tool_llama_ser
         + sum(&s, "llm_gpu_idle_seconds_total", &route);
     let total = sum(&s, "llm_gpu_seconds_total", &route);
     assert!(charged > 0.0, "{charged}");
-    assert!((parts - total).abs() <= 0.005 * total, "{parts} against {total}");
+    assert!(
+        (parts - total).abs() <= 0.005 * total,
+        "{parts} against {total}"
+    );
     proxy.stop().await;
 }
 
