@@ -54,9 +54,12 @@ async fn request(proxy: SocketAddr, tenant: &str, extra: &[(&str, &str)]) -> Spa
     }
 }
 
-/// `tenants` (name, concurrency, requests per client) sending at once, each
-/// client one request after the other: every request's span.
-async fn load(proxy: SocketAddr, tenants: &[(&str, usize, usize, &[(&str, &str)])]) -> Vec<Span> {
+/// A tenant's clients: its name, how many at once, the requests each sends
+/// one after the other, and the headers they add.
+type Clients<'a> = (&'a str, usize, usize, &'a [(&'a str, &'a str)]);
+
+/// `tenants`' clients sending at once: every request's span.
+async fn load(proxy: SocketAddr, tenants: &[Clients<'_>]) -> Vec<Span> {
     let mut clients = Vec::new();
     for &(tenant, concurrency, each, extra) in tenants {
         let extra: Vec<(String, String)> = extra
