@@ -14,18 +14,12 @@ use std::time::Duration;
 use telemetry::{GpuLabel, GpuSelector};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, GpuSelect, MetricsEndpoint, Route, TlsRoots};
+use crate::config::{Config, GpuSelect, MetricsEndpoint, TlsRoots};
 use crate::scrape::{Kind, Scraper, Target};
 
 /// Why the scrapes of a configuration cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum ScrapeError {
-    #[error("the TLS client of route {route}'s scrapes cannot be made")]
-    Tls {
-        route: String,
-        #[source]
-        source: rustls::Error,
-    },
     #[error("the scrapes cannot start")]
     Start(#[source] crate::scrape::Error),
 }
@@ -74,7 +68,7 @@ pub(super) fn start(
     config: &Config,
     shutdown: &CancellationToken,
 ) -> Result<Option<Arc<Scraper>>, ScrapeError> {
-    let targets = targets(config)?;
+    let targets = targets(config);
     if targets.is_empty() {
         return Ok(None);
     }
@@ -83,48 +77,30 @@ pub(super) fn start(
 }
 
 /// The targets of `config`, routes in order, each route's engine before
-/// its GPUs.
-fn targets(config: &Config) -> Result<Vec<Target>, ScrapeError> {
+/// its GPUs; an `https` one trusts its route's `tls.ca_file` roots (else
+/// the web PKI's), as its upstream does.
+fn targets(config: &Config) -> Vec<Target> {
     let mut targets = Vec::new();
     for route in &config.routes {
         let interval = route.scrape_interval.unwrap_or(config.scrape.interval);
-        let target = |kind: Kind, endpoint: &MetricsEndpoint| -> Result<Target, ScrapeError> {
-            Ok(Target {
-                route: route.name.clone(),
-                kind,
-                url: endpoint.url.clone(),
-                shown_url: endpoint.shown.clone(),
-                interval,
-                timeout: config.scrape.timeout,
-                max_body: config.scrape.max_body,
-                tls: tls(route, endpoint)?,
-            })
+        let target = |kind: Kind, endpoint: &MetricsEndpoint| Target {
+            route: route.name.clone(),
+            kind,
+            url: endpoint.url.clone(),
+            shown_url: endpoint.shown.clone(),
+            interval,
+            timeout: config.scrape.timeout,
+            max_body: config.scrape.max_body,
+            tls_roots: route.tls_roots.as_ref().map(|r| r.certificates.clone()),
         };
         if let Some(endpoint) = &route.engine_metrics {
-            targets.push(target(Kind::Engine, endpoint)?);
+            targets.push(target(Kind::Engine, endpoint));
         }
         if let Some(endpoint) = &route.gpu_metrics {
-            targets.push(target(Kind::Gpu(selector(&route.gpu_select)), endpoint)?);
+            targets.push(target(Kind::Gpu(selector(&route.gpu_select)), endpoint));
         }
     }
-    Ok(targets)
-}
-
-/// The TLS client of an `https` endpoint: the route's own, trusting its
-/// `tls.ca_file` roots (else the web PKI's), as its upstream's is.
-fn tls(
-    route: &Route,
-    endpoint: &MetricsEndpoint,
-) -> Result<Option<Arc<rustls::ClientConfig>>, ScrapeError> {
-    if endpoint.url.scheme_str() != Some("https") {
-        return Ok(None);
-    }
-    crate::proxy::upstream::tls_config(route)
-        .map(Some)
-        .map_err(|source| ScrapeError::Tls {
-            route: route.name.clone(),
-            source,
-        })
+    targets
 }
 
 /// The selector of `select`: a list left empty selects by nothing.

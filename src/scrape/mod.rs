@@ -72,12 +72,7 @@ impl Scraper {
                     source_label: source.as_str(),
                 });
             }
-            let endpoint = Endpoint::new(
-                &target.route,
-                &target.url,
-                &target.shown_url,
-                target.tls.as_ref(),
-            )?;
+            let endpoint = Endpoint::new(&target)?;
             jobs.push((target, endpoint));
         }
         let slots: Arc<[Slot]> = jobs

@@ -5,7 +5,6 @@
 //! configuration, so that the scraper knows nothing of the configuration's
 //! shape.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use telemetry::{GpuSelector, ParseError};
@@ -38,10 +37,11 @@ pub struct Target {
     /// Bytes of body read at most; a larger page fails as `too_large` and
     /// costs only this much, whatever it would have been.
     pub max_body: usize,
-    /// The TLS client of an `https` URL (the route's trusted roots); the
-    /// web PKI's roots when `None`. Its ALPN is replaced by `http/1.1`, the
-    /// only protocol the scraper speaks.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The certificate authorities an `https` URL is verified against
+    /// (DER, such as the route's `tls.ca_file`); the web PKI's when `None`.
+    /// The scraper's TLS client offers `http/1.1` alone, the only protocol
+    /// it speaks.
+    pub tls_roots: Option<Vec<Vec<u8>>>,
 }
 
 /// A page of a few hundred samples is tens of KiB; a few MiB leaves room
@@ -208,6 +208,10 @@ pub enum Error {
         route: String,
         source_label: &'static str,
     },
-    #[error("the TLS client cannot be made")]
-    TlsConfig(#[source] rustls::Error),
+    #[error("route {route}: the TLS client cannot be made")]
+    TlsConfig {
+        route: String,
+        #[source]
+        source: rustls::Error,
+    },
 }

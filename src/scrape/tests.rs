@@ -167,7 +167,7 @@ fn target(route: &str, kind: Kind, url: http::Uri) -> Target {
         interval: Duration::from_millis(1000),
         timeout: Duration::from_millis(500),
         max_body: DEFAULT_MAX_BODY,
-        tls: None,
+        tls_roots: None,
     }
 }
 
@@ -569,28 +569,16 @@ fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
     assert_eq!(no_queue.engine_load_at("chat", "any", at), None);
 }
 
-/// A self-signed certificate for `127.0.0.1`, its key, and a TLS client
-/// that trusts it and offers `h2` first, as a route's does.
+/// A self-signed certificate for `127.0.0.1` and its key.
 fn self_signed() -> (
     rustls::pki_types::CertificateDer<'static>,
     rustls::pki_types::PrivateKeyDer<'static>,
-    Arc<rustls::ClientConfig>,
 ) {
     use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
     let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let cert = made.cert.der().clone();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.clone()).unwrap();
-    let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    (cert, key, Arc::new(client))
+    (cert, key)
 }
 
 /// An HTTPS server answering `answer`, offering `h2` and `http/1.1`.
@@ -626,11 +614,12 @@ async fn tls_server(
 
 #[tokio::test]
 async fn https_is_verified_against_the_target_s_roots_and_spoken_in_http_1_1() {
-    let (cert, key, client) = self_signed();
+    let (cert, key) = self_signed();
+    let roots = vec![cert.to_vec()];
     let url = tls_server(Answer::Page(VLLM), cert, key).await;
     let plain = TestServer::start(Answer::Close).await;
     let mut trusted = target("trusted", Kind::Engine, url.clone());
-    trusted.tls = Some(client.clone());
+    trusted.tls_roots = Some(roots.clone());
     // Without the roots, the web PKI's do not know the certificate.
     let untrusted = target("untrusted", Kind::Engine, url);
     // A handshake the server ends.
@@ -639,7 +628,7 @@ async fn https_is_verified_against_the_target_s_roots_and_spoken_in_http_1_1() {
         Kind::Engine,
         format!("https://{}/metrics", plain.addr).parse().unwrap(),
     );
-    not_tls.tls = Some(client);
+    not_tls.tls_roots = Some(roots);
     let shutdown = CancellationToken::new();
     let scraper = Scraper::start(vec![trusted, untrusted, not_tls], &shutdown).unwrap();
     let readings = scraper.readings();
