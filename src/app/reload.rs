@@ -62,7 +62,7 @@ pub enum ReloadError {
     #[error("reading the config failed: {0}")]
     Task(String),
     #[error("the new config's engine and GPU scrapes cannot start; the running config is kept")]
-    Scrape(#[source] super::ScrapeError),
+    Scrape(#[source] crate::scrape::Error),
 }
 
 impl ReloadError {

@@ -9,57 +9,17 @@
 //! old one stops when the last proxy holding it is dropped.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use telemetry::{GpuLabel, GpuSelector};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, GpuSelect, MetricsEndpoint, TlsRoots};
+use crate::config::{Config, GpuSelect, MetricsEndpoint};
 use crate::scrape::{Kind, Scraper, Target};
 
-/// Why the scrapes of a configuration cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum ScrapeError {
-    #[error("the scrapes cannot start")]
-    Start(#[source] crate::scrape::Error),
-}
-
-/// What decides a route's targets: equal plans scrape the same pages the
-/// same way.
-#[derive(Debug, Clone, PartialEq)]
-struct RoutePlan {
-    route: String,
-    engine: Option<MetricsEndpoint>,
-    gpu: Option<MetricsEndpoint>,
-    select: GpuSelect,
-    interval: Duration,
-    timeout: Duration,
-    max_body: usize,
-    tls_roots: Option<TlsRoots>,
-}
-
-/// Every route's plan, of the routes that name an endpoint.
-fn plan(config: &Config) -> Vec<RoutePlan> {
-    config
-        .routes
-        .iter()
-        .filter(|r| r.engine_metrics.is_some() || r.gpu_metrics.is_some())
-        .map(|r| RoutePlan {
-            route: r.name.clone(),
-            engine: r.engine_metrics.clone(),
-            gpu: r.gpu_metrics.clone(),
-            select: r.gpu_select.clone(),
-            interval: r.scrape_interval.unwrap_or(config.scrape.interval),
-            timeout: config.scrape.timeout,
-            max_body: config.scrape.max_body,
-            tls_roots: r.tls_roots.clone(),
-        })
-        .collect()
-}
-
-/// Whether `new` scrapes exactly what `old` does, the same way.
+/// Whether `new` scrapes exactly what `old` does, the same way: the same
+/// targets.
 pub(super) fn unchanged(old: &Config, new: &Config) -> bool {
-    plan(old) == plan(new)
+    targets(old) == targets(new)
 }
 
 /// The scraper of `config`'s targets, started under `shutdown`; `None`
@@ -67,13 +27,12 @@ pub(super) fn unchanged(old: &Config, new: &Config) -> bool {
 pub(super) fn start(
     config: &Config,
     shutdown: &CancellationToken,
-) -> Result<Option<Arc<Scraper>>, ScrapeError> {
+) -> Result<Option<Arc<Scraper>>, crate::scrape::Error> {
     let targets = targets(config);
     if targets.is_empty() {
         return Ok(None);
     }
-    let scraper = Scraper::start(targets, shutdown).map_err(ScrapeError::Start)?;
-    Ok(Some(Arc::new(scraper)))
+    Ok(Some(Arc::new(Scraper::start(targets, shutdown)?)))
 }
 
 /// The targets of `config`, routes in order, each route's engine before

@@ -14,8 +14,9 @@ use telemetry::{GpuSelector, ParseError};
 /// three are not, and the value is removed rather than frozen.
 pub const STALE_AFTER_INTERVALS: u32 = 3;
 
-/// One endpoint to scrape for one route.
-#[derive(Debug, Clone)]
+/// One endpoint to scrape for one route. Two equal targets are scraped
+/// the same way.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Target {
     /// The route the figures are of: the label they are exported under.
     pub route: String,
