@@ -14,9 +14,9 @@
 //!   end: the SLO verdict, then each observer in turn;
 //! - [`labels`]: a request's labels, resolved once and read by every
 //!   observer, and the bounds of `model` and `tenant`;
-//! - [`load`]: the load a request met when it was sent (the requests in
-//!   flight to its route and model, the engine's figures), by which its
-//!   latency–load curve counts it;
+//! - [`occupancy`]: what a request met when it was sent (the requests in
+//!   flight to its route and model, the engine's figures), whose load its
+//!   latency–load curve counts it at;
 //! - [`class`]: the SLO class of a request, and the policy of the
 //!   configuration in force;
 //! - [`event`]: what the proxy reports of itself;
@@ -39,8 +39,8 @@ pub mod access;
 pub mod class;
 pub mod event;
 pub mod labels;
-pub mod load;
 pub mod metrics;
+pub mod occupancy;
 pub mod otlp;
 pub mod recorder;
 pub mod request;

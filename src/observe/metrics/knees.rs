@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use prometheus::IntGaugeVec;
 use tokio::time::Instant;
 
-use crate::observe::load;
+use crate::observe::occupancy;
 use crate::scrape::Readings;
 use slo::capacity::{Capacity, CurveReport, knee};
 use slo::found::Found;
@@ -57,7 +57,7 @@ impl Gauges {
                 continue;
             };
             let (route, model, slo) = (curve.route(), curve.model(), curve.slo());
-            let load_now = load::now(in_flight, readings, route, model);
+            let load_now = occupancy::now(in_flight, readings, route, model);
             for (window, k) in curve.knees(now, &class) {
                 let Some((value, bound)) = k.value() else {
                     continue;
@@ -101,7 +101,7 @@ pub(super) fn report(
         .iter()
         .filter_map(|curve| {
             let class = live.class(curve.slo())?;
-            let load_now = load::now(in_flight, readings, curve.route(), curve.model());
+            let load_now = occupancy::now(in_flight, readings, curve.route(), curve.model());
             Some(curve.report(now, &class, Some(load_now)))
         })
         .collect()
