@@ -38,7 +38,7 @@ pub use target::{
 };
 
 use fetch::Endpoint;
-use store::Slot;
+use store::TargetState;
 use task::Job;
 
 /// The running scrapes of a set of targets. Dropping it stops them, as
@@ -75,9 +75,11 @@ impl Scraper {
             let endpoint = Endpoint::new(&target)?;
             jobs.push((target, endpoint));
         }
-        let slots: Arc<[Slot]> = jobs
+        let slots: Arc<[TargetState]> = jobs
             .iter()
-            .map(|(target, _)| Slot::new(&target.route, target.kind.source(), target.interval))
+            .map(|(target, _)| {
+                TargetState::new(&target.route, target.kind.source(), target.interval)
+            })
             .collect();
         let stop = shutdown.child_token();
         for (slot, (target, endpoint)) in jobs.into_iter().enumerate() {

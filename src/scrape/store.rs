@@ -52,8 +52,9 @@ pub struct FailureCount {
     pub count: u64,
 }
 
-/// One target's place in the store.
-pub(super) struct Slot {
+/// One target's state in the store: its latest reading, failure counts,
+/// GPU-seconds and scrapes ended.
+pub(super) struct TargetState {
     pub(super) route: Arc<str>,
     pub(super) source: Source,
     /// The reading is served for this long after it was read.
@@ -70,7 +71,7 @@ pub(super) struct Slot {
     attempts: watch::Sender<u64>,
 }
 
-impl Slot {
+impl TargetState {
     pub(super) fn new(route: &str, source: Source, interval: Duration) -> Self {
         Self {
             route: Arc::from(route),
@@ -133,7 +134,7 @@ impl Slot {
 /// The read side of a scraper: cheap to clone, never waits.
 #[derive(Clone)]
 pub struct Readings {
-    pub(super) slots: Arc<[Slot]>,
+    pub(super) slots: Arc<[TargetState]>,
     /// Tells this scraper's counts from another's: each scraper's start
     /// from 0.
     pub(super) id: u64,
@@ -142,7 +143,7 @@ pub struct Readings {
 impl Readings {
     /// Readings of `slots`, under an id no other scraper of the process
     /// has.
-    pub(super) fn new(slots: Arc<[Slot]>) -> Self {
+    pub(super) fn new(slots: Arc<[TargetState]>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Self {
             slots,
@@ -233,7 +234,7 @@ impl Readings {
 
     /// The targets are few (one or two per route): a scan is shorter than
     /// hashing the route.
-    fn slot(&self, route: &str, source: Source) -> Option<&Slot> {
+    fn slot(&self, route: &str, source: Source) -> Option<&TargetState> {
         self.slots
             .iter()
             .find(|slot| slot.source == source && &*slot.route == route)
@@ -248,7 +249,7 @@ impl Readings {
         Self::new(
             targets
                 .iter()
-                .map(|(route, source, interval)| Slot::new(route, *source, *interval))
+                .map(|(route, source, interval)| TargetState::new(route, *source, *interval))
                 .collect(),
         )
     }

@@ -489,7 +489,7 @@ async fn targets_that_cannot_be_scraped_are_refused_at_start() {
 #[test]
 fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
     let interval = Duration::from_secs(5);
-    let slot = store::Slot::new("chat", Source::Engine, interval);
+    let slot = store::TargetState::new("chat", Source::Engine, interval);
     let at = Instant::now();
     slot.store(Latest {
         at,
@@ -504,7 +504,7 @@ fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
 #[test]
 fn gpu_seconds_add_up_between_fresh_readings_only() {
     let interval = Duration::from_secs(5);
-    let slot = store::Slot::new("chat", Source::Gpu, interval);
+    let slot = store::TargetState::new("chat", Source::Gpu, interval);
     let at = Instant::now();
     let gpus = |count| {
         Reading::Gpu(telemetry::GpuAggregate {
@@ -542,7 +542,7 @@ fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
     let interval = Duration::from_secs(5);
     let at = Instant::now();
     let readings = |figures: EngineFigures| {
-        let slot = store::Slot::new("chat", Source::Engine, interval);
+        let slot = store::TargetState::new("chat", Source::Engine, interval);
         slot.store(Latest {
             at,
             reading: Reading::Engine(EngineReading {
