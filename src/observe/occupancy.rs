@@ -12,7 +12,7 @@
 //! classes and tenants, by the live windows' owner
 //! (`metrics::windows`), with the one count type and its lock-free map.
 
-use crate::scrape::{Latest, Reading, Readings, Source};
+use crate::scrape::{Latest, Page, Reading, Readings};
 use slo::found::Found;
 use slo::in_flight::InFlight;
 use telemetry::EngineFigures;
@@ -44,7 +44,7 @@ impl EngineOccupancy {
     /// those of a page that names no model (a server of one model), as
     /// [`Readings::engine_load`] reads them.
     pub fn of(readings: &Readings, route: &str, model: &str) -> Option<Self> {
-        let latest = readings.latest(route, Source::Engine)?;
+        let latest = readings.latest(route, Page::Engine)?;
         Self::of_reading(&latest, model)
     }
 

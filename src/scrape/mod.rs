@@ -8,7 +8,7 @@
 //! ([`Readings`]). An endpoint that is down, refuses, hangs, answers an
 //! error, garbage, a body over its bound or a page of names it does not
 //! know changes nothing but its own figures: each failure is counted by
-//! route, source and [`Reason`], logged once per episode (a warning when
+//! route, page and [`Reason`], logged once per episode (a warning when
 //! the target starts failing, an information when it recovers), and its
 //! last reading is served for [`STALE_AFTER_INTERVALS`] intervals, then
 //! removed rather than frozen.
@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use store::{FailureCount, Latest, Reading, Readings, Snapshot};
 pub use target::{
-    DEFAULT_MAX_BODY, Error, Failure, Kind, Reason, STALE_AFTER_INTERVALS, Source, Target,
+    DEFAULT_MAX_BODY, Error, Failure, Kind, Page, Reason, STALE_AFTER_INTERVALS, Target,
 };
 
 use fetch::Endpoint;
@@ -59,17 +59,17 @@ impl Scraper {
         let mut seen = HashSet::new();
         let mut jobs = Vec::with_capacity(targets.len());
         for target in targets {
-            let source = target.kind.source();
-            if !seen.insert((target.route.clone(), source)) {
+            let page = target.kind.page();
+            if !seen.insert((target.route.clone(), page)) {
                 return Err(Error::Duplicate {
                     route: target.route,
-                    source_label: source.as_str(),
+                    page: page.as_str(),
                 });
             }
             if target.timeout.is_zero() || target.timeout >= target.interval {
                 return Err(Error::Timing {
                     route: target.route,
-                    source_label: source.as_str(),
+                    page: page.as_str(),
                 });
             }
             let endpoint = Endpoint::new(&target)?;
@@ -77,9 +77,7 @@ impl Scraper {
         }
         let slots: Arc<[TargetState]> = jobs
             .iter()
-            .map(|(target, _)| {
-                TargetState::new(&target.route, target.kind.source(), target.interval)
-            })
+            .map(|(target, _)| TargetState::new(&target.route, target.kind.page(), target.interval))
             .collect();
         let stop = shutdown.child_token();
         for (slot, (target, endpoint)) in jobs.into_iter().enumerate() {

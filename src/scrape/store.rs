@@ -16,7 +16,7 @@ use telemetry::{EngineReading, GpuAggregate};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::target::{Reason, STALE_AFTER_INTERVALS, Source};
+use super::target::{Page, Reason, STALE_AFTER_INTERVALS};
 
 /// What one scrape read.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +39,7 @@ pub struct Latest {
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub route: Arc<str>,
-    pub source: Source,
+    pub page: Page,
     pub latest: Arc<Latest>,
 }
 
@@ -47,7 +47,7 @@ pub struct Snapshot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailureCount {
     pub route: Arc<str>,
-    pub source: Source,
+    pub page: Page,
     pub reason: Reason,
     pub count: u64,
 }
@@ -56,7 +56,7 @@ pub struct FailureCount {
 /// GPU-seconds and scrapes ended.
 pub(super) struct TargetState {
     pub(super) route: Arc<str>,
-    pub(super) source: Source,
+    pub(super) page: Page,
     /// The reading is served for this long after it was read.
     fresh_for: Duration,
     latest: ArcSwapOption<Latest>,
@@ -72,10 +72,10 @@ pub(super) struct TargetState {
 }
 
 impl TargetState {
-    pub(super) fn new(route: &str, source: Source, interval: Duration) -> Self {
+    pub(super) fn new(route: &str, page: Page, interval: Duration) -> Self {
         Self {
             route: Arc::from(route),
-            source,
+            page,
             fresh_for: interval.saturating_mul(STALE_AFTER_INTERVALS),
             latest: ArcSwapOption::empty(),
             failures: Default::default(),
@@ -163,7 +163,7 @@ impl Readings {
     pub fn gpu_seconds(&self) -> Vec<(Arc<str>, f64)> {
         self.slots
             .iter()
-            .filter(|slot| slot.source == Source::Gpu)
+            .filter(|slot| slot.page == Page::Gpu)
             .map(|slot| {
                 let seconds = f64::from_bits(slot.gpu_seconds.load(Ordering::Relaxed));
                 (slot.route.clone(), seconds)
@@ -182,7 +182,7 @@ impl Readings {
     }
 
     pub(super) fn engine_load_at(&self, route: &str, model: &str, now: Instant) -> Option<f64> {
-        let latest = self.slot(route, Source::Engine)?.fresh(now)?;
+        let latest = self.slot(route, Page::Engine)?.fresh(now)?;
         let Reading::Engine(engine) = &latest.reading else {
             return None;
         };
@@ -190,9 +190,9 @@ impl Readings {
         Some(figures.running? + figures.waiting?)
     }
 
-    /// The latest fresh reading of `route`'s target of `source`.
-    pub fn latest(&self, route: &str, source: Source) -> Option<Arc<Latest>> {
-        self.slot(route, source)?.fresh(Instant::now())
+    /// The latest fresh reading of `route`'s target of `page`.
+    pub fn latest(&self, route: &str, page: Page) -> Option<Arc<Latest>> {
+        self.slot(route, page)?.fresh(Instant::now())
     }
 
     /// Every target's latest fresh reading, in the order the targets were
@@ -209,7 +209,7 @@ impl Readings {
             .filter_map(|slot| {
                 Some(Snapshot {
                     route: slot.route.clone(),
-                    source: slot.source,
+                    page: slot.page,
                     latest: slot.fresh(now)?,
                 })
             })
@@ -224,7 +224,7 @@ impl Readings {
             .flat_map(|slot| {
                 Reason::ALL.into_iter().map(|reason| FailureCount {
                     route: slot.route.clone(),
-                    source: slot.source,
+                    page: slot.page,
                     reason,
                     count: slot.failures[reason.index()].load(Ordering::Relaxed),
                 })
@@ -234,22 +234,22 @@ impl Readings {
 
     /// The targets are few (one or two per route): a scan is shorter than
     /// hashing the route.
-    fn slot(&self, route: &str, source: Source) -> Option<&TargetState> {
+    fn slot(&self, route: &str, page: Page) -> Option<&TargetState> {
         self.slots
             .iter()
-            .find(|slot| slot.source == source && &*slot.route == route)
+            .find(|slot| slot.page == page && &*slot.route == route)
     }
 }
 
 #[cfg(test)]
 impl Readings {
-    /// Readings of targets (route, source, interval) that no task scrapes,
+    /// Readings of targets (route, page, interval) that no task scrapes,
     /// for the tests of their readers.
-    pub(crate) fn by_hand(targets: &[(&str, Source, Duration)]) -> Self {
+    pub(crate) fn by_hand(targets: &[(&str, Page, Duration)]) -> Self {
         Self::new(
             targets
                 .iter()
-                .map(|(route, source, interval)| TargetState::new(route, *source, *interval))
+                .map(|(route, page, interval)| TargetState::new(route, *page, *interval))
                 .collect(),
         )
     }

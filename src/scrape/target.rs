@@ -61,23 +61,24 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The source label of this kind.
-    pub fn source(&self) -> Source {
+    /// The page of this kind, as a label names it.
+    pub fn page(&self) -> Page {
         match self {
-            Self::Engine => Source::Engine,
-            Self::Gpu(_) => Source::Gpu,
+            Self::Engine => Page::Engine,
+            Self::Gpu(_) => Page::Gpu,
         }
     }
 }
 
-/// The kind of a target as a label: with the route, it names a target.
+/// Which page a target serves, as a label names it (`target`): with the
+/// route, it names a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
+pub enum Page {
     Engine,
     Gpu,
 }
 
-impl Source {
+impl Page {
     /// A short, fixed name, usable as a label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -197,18 +198,10 @@ pub enum Error {
         url: String,
         host: String,
     },
-    #[error(
-        "route {route}: the {source_label} scrape's timeout must be above 0 and below its interval"
-    )]
-    Timing {
-        route: String,
-        source_label: &'static str,
-    },
-    #[error("route {route}: two {source_label} targets")]
-    Duplicate {
-        route: String,
-        source_label: &'static str,
-    },
+    #[error("route {route}: the {page} scrape's timeout must be above 0 and below its interval")]
+    Timing { route: String, page: &'static str },
+    #[error("route {route}: two {page} targets")]
+    Duplicate { route: String, page: &'static str },
     #[error("route {route}: the TLS client cannot be made")]
     TlsConfig {
         route: String,

@@ -64,7 +64,7 @@ impl Job {
                         failing = false;
                         tracing::info!(
                             route = %self.target.route,
-                            source = slot.source.as_str(),
+                            source = slot.page.as_str(),
                             url = %self.target.shown_url,
                             "scrape recovered"
                         );
@@ -76,7 +76,7 @@ impl Job {
                         failing = true;
                         tracing::warn!(
                             route = %self.target.route,
-                            source = slot.source.as_str(),
+                            source = slot.page.as_str(),
                             url = %self.target.shown_url,
                             reason = failure.reason().as_str(),
                             error = %Chain(&failure),
@@ -86,7 +86,7 @@ impl Job {
                     } else {
                         tracing::debug!(
                             route = %self.target.route,
-                            source = slot.source.as_str(),
+                            source = slot.page.as_str(),
                             reason = failure.reason().as_str(),
                             error = %Chain(&failure),
                             "scrape failed"

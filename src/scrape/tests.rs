@@ -184,13 +184,13 @@ fn attempted(readings: &Readings, index: usize) -> u64 {
     *readings.slots[index].attempts().borrow()
 }
 
-/// The failures of `route`'s target of `source`, by reason, the zeros left
+/// The failures of `route`'s target of `page`, by reason, the zeros left
 /// out.
-fn failures(readings: &Readings, route: &str, source: Source) -> Vec<(Reason, u64)> {
+fn failures(readings: &Readings, route: &str, page: Page) -> Vec<(Reason, u64)> {
     readings
         .failures()
         .into_iter()
-        .filter(|f| &*f.route == route && f.source == source && f.count > 0)
+        .filter(|f| &*f.route == route && f.page == page && f.count > 0)
         .map(|f| (f.reason, f.count))
         .collect()
 }
@@ -217,14 +217,14 @@ async fn an_engine_page_is_read_and_its_load_served() {
     let snapshot = readings.snapshot();
     assert_eq!(snapshot.len(), 1);
     assert_eq!(
-        (&*snapshot[0].route, snapshot[0].source),
-        ("chat", Source::Engine)
+        (&*snapshot[0].route, snapshot[0].page),
+        ("chat", Page::Engine)
     );
     let Reading::Engine(engine) = &snapshot[0].latest.reading else {
         panic!("not an engine reading: {snapshot:?}");
     };
     assert_eq!(engine.server, Some(Server::Vllm));
-    assert!(readings.latest("chat", Source::Gpu).is_none());
+    assert!(readings.latest("chat", Page::Gpu).is_none());
     // Every reason is listed, at zero.
     let counts = readings.failures();
     assert_eq!(counts.len(), Reason::ALL.len());
@@ -244,9 +244,7 @@ async fn a_dcgm_page_is_read_for_the_selected_gpus() {
     let readings = scraper.readings();
     attempts(readings, 0, 1).await;
 
-    let latest = readings
-        .latest("chat", Source::Gpu)
-        .expect("a fresh reading");
+    let latest = readings.latest("chat", Page::Gpu).expect("a fresh reading");
     let Reading::Gpu(gpus) = &latest.reading else {
         panic!("not a GPU reading: {latest:?}");
     };
@@ -300,7 +298,7 @@ async fn each_failure_is_counted_under_its_reason_and_serves_nothing() {
     let readings = scraper.readings();
 
     let sources = expected.iter().flat_map(|(route, _, reason)| {
-        [Source::Engine, Source::Gpu].map(|source| (*route, source, *reason))
+        [Page::Engine, Page::Gpu].map(|source| (*route, source, *reason))
     });
     for (index, (route, source, reason)) in sources.enumerate() {
         attempts(readings, index, 2).await;
@@ -347,7 +345,7 @@ async fn a_100_mb_answer_costs_only_the_bound() {
     {
         attempts(readings, index, 1).await;
         assert_eq!(
-            failures(readings, route, Source::Engine),
+            failures(readings, route, Page::Engine),
             [(Reason::TooLarge, 1)]
         );
         // The server stops when its writes fail, the scraper having closed
@@ -376,12 +374,12 @@ async fn a_reading_goes_stale_and_is_removed_not_frozen() {
     let scraper = Scraper::start(vec![chat], &shutdown).unwrap();
     let readings = scraper.readings();
     attempts(readings, 0, 1).await;
-    assert!(readings.latest("chat", Source::Engine).is_some());
+    assert!(readings.latest("chat", Page::Engine).is_some());
 
     server.answer(Answer::Close);
     let failed_from = attempted(readings, 0) + 1;
     attempts(readings, 0, failed_from + 1).await;
-    assert!(!failures(readings, "chat", Source::Engine).is_empty());
+    assert!(!failures(readings, "chat", Page::Engine).is_empty());
     // A scrape under way when the answer changed may have read it again.
     let read_at = readings.slots[0].held().expect("not yet stale").at;
     // Served for three intervals after it was read, then no more.
@@ -489,7 +487,7 @@ async fn targets_that_cannot_be_scraped_are_refused_at_start() {
 #[test]
 fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
     let interval = Duration::from_secs(5);
-    let slot = store::TargetState::new("chat", Source::Engine, interval);
+    let slot = store::TargetState::new("chat", Page::Engine, interval);
     let at = Instant::now();
     slot.store(Latest {
         at,
@@ -504,7 +502,7 @@ fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
 #[test]
 fn gpu_seconds_add_up_between_fresh_readings_only() {
     let interval = Duration::from_secs(5);
-    let slot = store::TargetState::new("chat", Source::Gpu, interval);
+    let slot = store::TargetState::new("chat", Page::Gpu, interval);
     let at = Instant::now();
     let gpus = |count| {
         Reading::Gpu(telemetry::GpuAggregate {
@@ -542,7 +540,7 @@ fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
     let interval = Duration::from_secs(5);
     let at = Instant::now();
     let readings = |figures: EngineFigures| {
-        let slot = store::TargetState::new("chat", Source::Engine, interval);
+        let slot = store::TargetState::new("chat", Page::Engine, interval);
         slot.store(Latest {
             at,
             reading: Reading::Engine(EngineReading {
@@ -637,7 +635,7 @@ async fn https_is_verified_against_the_target_s_roots_and_spoken_in_http_1_1() {
     for (index, route) in [(1, "untrusted"), (2, "not_tls")] {
         attempts(readings, index, 1).await;
         assert_eq!(
-            failures(readings, route, Source::Engine),
+            failures(readings, route, Page::Engine),
             [(Reason::Tls, 1)],
             "{route}"
         );

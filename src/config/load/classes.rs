@@ -21,7 +21,7 @@ use super::checker::Checker;
 use slo::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 
 /// One SLO file to read, and where the main config names it.
-struct Source {
+struct SloFile {
     path: PathBuf,
     pos: Option<Pos>,
     key: String,
@@ -30,11 +30,11 @@ struct Source {
 impl Checker<'_> {
     /// Resolves `slo_files` and checks every class of every file.
     pub(crate) fn slo_classes(&mut self, list: &raw::List, base: &Path) -> Vec<SloClass> {
-        let mut sources: Vec<Source> = Vec::new();
-        let add = |sources: &mut Vec<Source>, source: Source| {
+        let mut files: Vec<SloFile> = Vec::new();
+        let add = |files: &mut Vec<SloFile>, file: SloFile| {
             // A file matched by two entries (a path and a glob) is read once.
-            if !sources.iter().any(|s| s.path == source.path) {
-                sources.push(source);
+            if !files.iter().any(|s| s.path == file.path) {
+                files.push(file);
             }
         };
         for (i, item) in list.value.iter().enumerate() {
@@ -48,8 +48,8 @@ impl Checker<'_> {
             let joined = base.join(text);
             if !text.contains(['*', '?', '[']) {
                 add(
-                    &mut sources,
-                    Source {
+                    &mut files,
+                    SloFile {
                         path: joined,
                         pos,
                         key,
@@ -83,8 +83,8 @@ impl Checker<'_> {
                     }
                     for path in found {
                         add(
-                            &mut sources,
-                            Source {
+                            &mut files,
+                            SloFile {
                                 path,
                                 pos,
                                 key: key.clone(),
@@ -100,13 +100,17 @@ impl Checker<'_> {
         let mut defined: HashMap<String, (String, Option<u64>)> = HashMap::new();
         self.sources
             .files
-            .extend(sources.iter().map(|s| s.path.clone()));
-        for source in sources {
-            let file = source.path.display().to_string();
-            let text = match std::fs::read_to_string(&source.path) {
+            .extend(files.iter().map(|s| s.path.clone()));
+        for slo_file in files {
+            let file = slo_file.path.display().to_string();
+            let text = match std::fs::read_to_string(&slo_file.path) {
                 Ok(text) => text,
                 Err(e) => {
-                    self.at(source.pos, source.key, format!("cannot read `{file}`: {e}"));
+                    self.at(
+                        slo_file.pos,
+                        slo_file.key,
+                        format!("cannot read `{file}`: {e}"),
+                    );
                     continue;
                 }
             };
