@@ -32,12 +32,12 @@ use http::HeaderMap;
 
 use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::class::Policy;
-use super::event::Event;
 use super::labels::Labels;
 use super::metrics::{
     Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder,
 };
 use super::occupancy::{EngineOccupancy, Occupancy};
+use super::occurrence::Occurrence;
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
 use super::trace::Trace;
@@ -102,8 +102,8 @@ impl Observers {
     }
 
     /// Counts what the proxy reports of itself.
-    pub fn count(&self, event: Event<'_>) {
-        self.metrics.count(event);
+    pub fn count(&self, occurrence: Occurrence<'_>) {
+        self.metrics.count(occurrence);
     }
 
     /// Tells the observers of a route in force, so that its own counters
@@ -129,7 +129,7 @@ impl Observers {
         let chosen = self
             .policy
             .choose(r.route, headers, r.model, operation, |objective| {
-                self.count(Event::DeclarationRefused { route, objective });
+                self.count(Occurrence::DeclarationRefused { route, objective });
             });
         let tenant = r
             .route
