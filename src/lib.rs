@@ -23,6 +23,8 @@
 //! - [`scrape`]: each route's inference server and GPUs, their own
 //!   Prometheus pages scraped on an interval off the forwarding path, and
 //!   their latest fresh readings and failure counts.
+//! - [`dial`]: how an HTTP server is reached (host, port, TLS client and
+//!   server name; TCP, then TLS), for an upstream and a scraped page alike.
 //! - [`dashboard`]: the Grafana dashboard, built from the SLO classes.
 //! - [`config`]: YAML, validated into immutable runtime types.
 //!
@@ -37,6 +39,7 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod dashboard;
+pub mod dial;
 pub mod in_force;
 pub mod observe;
 pub mod proxy;

@@ -23,7 +23,7 @@ use super::connection::{Client, serve_client};
 use crate::admin::AdminState;
 use crate::config::Config;
 use crate::in_force::InForce;
-use crate::observe::{Event, HandshakeFailure, Listener, Observers};
+use crate::observe::{HandshakeFailure, Listener, Observers, Occurrence};
 use crate::proxy::arrival;
 use crate::proxy::overload::{self, Overload, Shed};
 
@@ -322,7 +322,7 @@ where
         .load()
         .proxy()
         .observers()
-        .count(Event::Handshake(listener, failure));
+        .count(Occurrence::Handshake(listener, failure));
     None
 }
 

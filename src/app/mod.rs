@@ -27,7 +27,6 @@ mod scrapes;
 mod signals;
 
 pub use reload::{ConfigSource, DEBOUNCE, ReloadError, Reloaded};
-pub use scrapes::ScrapeError;
 pub use signals::{Received, SignalError, Signals};
 
 use std::net::SocketAddr;
@@ -102,7 +101,7 @@ pub enum StartError {
     #[error("setting up upstream TLS")]
     Tls(#[source] rustls::Error),
     #[error("starting the engine and GPU scrapes")]
-    Scrape(#[source] ScrapeError),
+    Scrape(#[source] crate::scrape::Error),
     #[error("binding the {listener} listener on {addr}")]
     Bind {
         listener: &'static str,

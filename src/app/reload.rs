@@ -62,7 +62,7 @@ pub enum ReloadError {
     #[error("reading the config failed: {0}")]
     Task(String),
     #[error("the new config's engine and GPU scrapes cannot start; the running config is kept")]
-    Scrape(#[source] super::ScrapeError),
+    Scrape(#[source] crate::scrape::Error),
 }
 
 impl ReloadError {
@@ -129,7 +129,7 @@ impl Reloader {
     /// running scraper when the two scrape the same targets, else with a
     /// new one.
     fn rebuild(&self, previous: &InForce, config: Arc<Config>) -> Result<InForce, ReloadError> {
-        let scraper = if super::scrapes::unchanged(previous.config(), &config) {
+        let scraper = if super::scrapes::unchanged(previous.config(), &config, &self.metrics) {
             previous.scraper().cloned()
         } else {
             super::scrapes::start(&config, &self.shutdown, &self.metrics)

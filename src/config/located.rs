@@ -96,6 +96,9 @@ pub(crate) struct Problem {
     /// 1 for an entry whose key must not be shown (an API key's hash may
     /// be the key itself, pasted by mistake).
     pub up: usize,
+    /// A key missing from the value, which the problem is about: the key
+    /// reported is the value's with this one under it.
+    pub below: Option<&'static str>,
 }
 
 thread_local! {
@@ -120,9 +123,30 @@ fn record(pos: Option<Pos>, message: String) -> bool {
 
 /// Records a problem reported `up` keys above its value.
 fn record_up(pos: Option<Pos>, message: String, up: usize) -> bool {
+    record_problem(Problem {
+        pos,
+        message,
+        up,
+        below: None,
+    })
+}
+
+/// Records a problem about the key `below` of the value at `pos` (a key
+/// that is missing), or of the value itself; `false` when no document is
+/// being collected.
+pub(crate) fn record_below(pos: Option<Pos>, below: Option<&'static str>, message: String) -> bool {
+    record_problem(Problem {
+        pos,
+        message,
+        up: 0,
+        below,
+    })
+}
+
+fn record_problem(problem: Problem) -> bool {
     PROBLEMS.with(|problems| match problems.borrow_mut().as_mut() {
         Some(list) => {
-            list.push(Problem { pos, message, up });
+            list.push(problem);
             true
         }
         None => false,

@@ -17,9 +17,10 @@
 //! where each setting came from). A configuration from flags alone is an
 //! empty document checked the same way, `--upstream` its one route. Still
 //! read as text with its location (`raw`'s `Spanned`): `slo_files` (paths
-//! and globs resolved against the file's directory) and an SLO class's
-//! name, objectives and goodput, turned into `SloClass` by
-//! `load/classes.rs`.
+//! and globs resolved against the file's directory). An SLO file's classes
+//! are read into `slo::SloClass` itself (`slo_class.rs`, serde's remote
+//! derive naming each field's kind), and their rules across keys checked
+//! by `load/classes.rs`.
 //!
 //! Every problem is reported at once, with its file, line, column and key:
 //! a typed field is read by a function of `kind.rs` that records a bad value
@@ -73,6 +74,7 @@ mod restart;
 mod route;
 mod server_tls;
 mod show;
+mod slo_class;
 mod values;
 mod web;
 

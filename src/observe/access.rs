@@ -168,10 +168,10 @@ impl Entry {
         );
         l.number("input_tokens", s.usage.input);
         l.number("parse_errors", Some(u64::from(s.parse_errors)));
-        let load = &f.load;
-        l.number("load", Some(load.curve()));
-        l.number("in_flight", Some(load.in_flight));
-        if let Some(engine) = &load.engine {
+        let occupancy = &f.occupancy;
+        l.number("load", Some(occupancy.curve()));
+        l.number("in_flight", Some(occupancy.in_flight));
+        if let Some(engine) = &occupancy.engine {
             l.number("engine_running", engine.running);
             l.number("engine_waiting", engine.waiting);
             l.decimal("kv_cache_usage", engine.kv_cache_usage);
@@ -390,7 +390,7 @@ mod tests {
     use super::*;
     use crate::config::Route;
     use crate::observe::labels::{Bounds, Labels};
-    use crate::observe::load::{EngineLoad, Load};
+    use crate::observe::occupancy::{EngineOccupancy, Occupancy};
     use crate::observe::request::{Charged, Gaps};
     use crate::observe::trace::Trace;
     use meter::{Outcome, ServerTimings, Summary, TokenSource, Usage};
@@ -455,7 +455,7 @@ mod tests {
             at: tokio::time::Instant::now(),
             gaps: Gaps::default(),
             slow_reader,
-            load: Load {
+            occupancy: Occupancy {
                 in_flight: 3,
                 engine: None,
             },
@@ -704,9 +704,9 @@ mod tests {
             at: tokio::time::Instant::now(),
             gaps: Gaps::default(),
             slow_reader: false,
-            load: Load {
+            occupancy: Occupancy {
                 in_flight: 2,
-                engine: Some(EngineLoad {
+                engine: Some(EngineOccupancy {
                     running: Some(4),
                     waiting: Some(1),
                     kv_cache_usage: Some(0.875),

@@ -307,7 +307,7 @@ struct Labeler {
     max_distinct: usize,
     /// How many of the slots go only to names answered twice.
     reserve: usize,
-    slots: Mutex<Slots>,
+    admissions: Mutex<Admissions>,
 }
 
 /// How long a name's first 2xx counts towards a reserved slot.
@@ -319,7 +319,7 @@ const MIN_CANDIDATES: usize = 1024;
 /// The names admitted, and those answered once, waiting for a second 2xx
 /// for a reserved slot.
 #[derive(Default)]
-struct Slots {
+struct Admissions {
     seen: HashSet<String>,
     /// When each candidate was first answered.
     candidates: HashMap<String, Instant>,
@@ -335,7 +335,7 @@ impl Labeler {
             allow: cfg.allow.as_ref().map(|a| a.iter().cloned().collect()),
             max_distinct: cfg.max_distinct,
             reserve: 0,
-            slots: Mutex::new(Slots::default()),
+            admissions: Mutex::new(Admissions::default()),
         }
     }
 
@@ -356,10 +356,10 @@ impl Labeler {
             Some(allow) if allow.contains(name) => Label::Use,
             Some(_) => Label::Other,
             None => {
-                let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-                if slots.seen.contains(name) {
+                let admissions = self.admissions.lock().unwrap_or_else(|e| e.into_inner());
+                if admissions.seen.contains(name) {
                     Label::Use
-                } else if slots.seen.len() < self.max_distinct {
+                } else if admissions.seen.len() < self.max_distinct {
                     Label::Pending
                 } else {
                     Label::Other
@@ -374,17 +374,19 @@ impl Labeler {
         if let Some(allow) = &self.allow {
             return allow.contains(name);
         }
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if slots.seen.contains(name) {
+        let mut admissions = self.admissions.lock().unwrap_or_else(|e| e.into_inner());
+        if admissions.seen.contains(name) {
             return true;
         }
-        let taken = slots.seen.len();
+        let taken = admissions.seen.len();
         if taken >= self.max_distinct {
             return false;
         }
-        if taken + self.reserve < self.max_distinct || slots.answered_twice(name, now, self.cap()) {
-            slots.candidates.remove(name);
-            slots.seen.insert(name.to_owned());
+        if taken + self.reserve < self.max_distinct
+            || admissions.answered_twice(name, now, self.cap())
+        {
+            admissions.candidates.remove(name);
+            admissions.seen.insert(name.to_owned());
             return true;
         }
         false
@@ -396,7 +398,7 @@ impl Labeler {
     }
 }
 
-impl Slots {
+impl Admissions {
     /// Whether `name`, answered at `now`, was answered before within
     /// [`PROBATION`]; if not, it is remembered as answered now (the oldest
     /// candidate forgotten past `cap`).
@@ -499,8 +501,8 @@ mod tests {
         // Full: every other name is `other` for good.
         assert_eq!(l.label("x"), Label::Other);
         assert!(!l.admit("x", later) && !l.admit("x", later));
-        let slots = l.slots.lock().unwrap();
-        assert!(slots.order.len() <= l.cap() && slots.candidates.len() <= l.cap());
+        let admissions = l.admissions.lock().unwrap();
+        assert!(admissions.order.len() <= l.cap() && admissions.candidates.len() <= l.cap());
     }
 
     /// A request's labels: names bounded, `unknown` and `other` for what

@@ -6,7 +6,7 @@
 //! items re-exported here: it describes a request that starts
 //! ([`Started`]: its route, API, model, head, client and trace), gets its
 //! recorder ([`Observers::request`], an [`RequestObserver`] that the meter
-//! reports to), and reports what it does itself as typed [`Event`]s
+//! reports to), and reports what it does itself as typed [`Occurrence`]s
 //! (`Observers::count`). It decides no label, no SLO class and no tenant,
 //! and names no metrics type. Behind that face:
 //!
@@ -14,12 +14,12 @@
 //!   end: the SLO verdict, then each observer in turn;
 //! - [`labels`]: a request's labels, resolved once and read by every
 //!   observer, and the bounds of `model` and `tenant`;
-//! - [`load`]: the load a request met when it was sent (the requests in
-//!   flight to its route and model, the engine's figures), by which its
-//!   latency–load curve counts it;
+//! - [`occupancy`]: what a request met when it was sent (the requests in
+//!   flight to its route and model, the engine's figures), whose load its
+//!   latency–load curve counts it at;
 //! - [`class`]: the SLO class of a request, and the policy of the
 //!   configuration in force;
-//! - [`event`]: what the proxy reports of itself;
+//! - [`occurrence`]: what the proxy reports of itself;
 //! - [`metrics`]: the Prometheus registry of the catalogue's families, the
 //!   per-request Prometheus recorder, the live series behind `/slo`, the
 //!   exemplars and the OpenMetrics exposition;
@@ -37,17 +37,17 @@
 
 pub mod access;
 pub mod class;
-pub mod event;
 pub mod labels;
-pub mod load;
 pub mod metrics;
+pub mod occupancy;
+pub mod occurrence;
 pub mod otlp;
 pub mod recorder;
 pub mod request;
 pub mod tenant;
 pub mod trace;
 
-pub use event::{Event, HandshakeFailure, Listener, Rejection, Shed};
+pub use occurrence::{HandshakeFailure, Listener, Occurrence, Rejection, Shed};
 pub use recorder::{Observers, RequestObserver};
 pub use request::{Finished, Gaps, Started};
 pub use trace::Trace;

@@ -18,10 +18,10 @@
 //! when configured, the OTLP export; with them, the [`Policy`] of the
 //! configuration in force and the readings of its engines. A request's
 //! SLO class, tenant and labels are
-//! resolved once, when it starts ([`Observers::request`]), with the load
-//! it meets then (`load.rs`), and made final when the upstream answers
+//! resolved once, when it starts ([`Observers::request`]), with the
+//! occupancy it meets then (`occupancy.rs`), and made final when the upstream answers
 //! (and, for a request that named no model, when its response names one);
-//! every observer reads the same [`Labels`] and load.
+//! every observer reads the same [`Labels`] and occupancy.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,12 +32,12 @@ use http::HeaderMap;
 
 use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::class::Policy;
-use super::event::Event;
 use super::labels::Labels;
-use super::load::{EngineLoad, Load};
 use super::metrics::{
     Bill, Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder,
 };
+use super::occupancy::{EngineOccupancy, Occupancy};
+use super::occurrence::Occurrence;
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
 use super::trace::Trace;
@@ -102,8 +102,8 @@ impl Observers {
     }
 
     /// Counts what the proxy reports of itself.
-    pub fn count(&self, event: Event<'_>) {
-        self.metrics.count(event);
+    pub fn count(&self, occurrence: Occurrence<'_>) {
+        self.metrics.count(occurrence);
     }
 
     /// Tells the observers of a route in force, so that its own counters
@@ -129,7 +129,7 @@ impl Observers {
         let chosen = self
             .policy
             .choose(r.route, headers, r.model, operation, |objective| {
-                self.count(Event::DeclarationRefused { route, objective });
+                self.count(Occurrence::DeclarationRefused { route, objective });
             });
         let tenant = r
             .route
@@ -158,12 +158,12 @@ impl Observers {
         let (place, count) = self.metrics.concurrency().enter(&labels);
         // Its share of its route's GPUs, from now on.
         let bill = self.metrics.open_bill(route, std::time::Instant::now());
-        let load = Load {
+        let occupancy = Occupancy {
             in_flight: count,
             engine: self
                 .readings
                 .as_ref()
-                .and_then(|r| EngineLoad::of(r, route, labels.model())),
+                .and_then(|r| EngineOccupancy::of(r, route, labels.model())),
         };
         let class = chosen.class;
         let live = self
@@ -188,7 +188,7 @@ impl Observers {
             headers: None,
             itl: Sketch::new(),
             gaps: Gaps::default(),
-            load,
+            occupancy,
             in_flight: self.metrics.concurrency().clone(),
             place: Some(place),
             bill,
@@ -235,8 +235,8 @@ pub struct RequestObserver {
     itl: Sketch,
     /// Its stalls and longest gap.
     gaps: Gaps,
-    /// The load it met when it was sent.
-    load: Load,
+    /// The requests and engine figures it met when it was sent.
+    occupancy: Occupancy,
     /// The requests in flight (by route and model label, and by route,
     /// model and class label), and its place there until it finishes.
     in_flight: Arc<Concurrency>,
@@ -329,7 +329,7 @@ impl Recorder for RequestObserver {
             at: Instant::now(),
             gaps: self.gaps,
             slow_reader,
-            load: self.load,
+            occupancy: self.occupancy,
         };
         self.prometheus.finish(&finished);
         if let Some(live) = &self.tenants

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::labels::Labels;
-use super::load::Load;
+use super::occupancy::Occupancy;
 use super::trace::Trace;
 use crate::config::Route;
 use meter::{Api, Summary};
@@ -73,8 +73,8 @@ pub struct Finished<'a> {
     /// Its client held it up for more than `metrics.slow_reader_share` of
     /// its time.
     pub slow_reader: bool,
-    /// The load it met when it was sent.
-    pub load: Load,
+    /// The requests and engine figures it met when it was sent.
+    pub occupancy: Occupancy,
     /// Its share of its route's GPU time, energy and money, when the route
     /// has GPUs.
     pub charged: Option<Charged>,

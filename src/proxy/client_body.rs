@@ -146,9 +146,10 @@ impl Body for ClientBody {
 /// `h2`) queues requests in blocks of 32 slots allocated with each
 /// connection, so every byte of `Request<RequestBody>` costs 32 per upstream connection
 /// (boxed, a block is 8 KiB instead of 10).
-pub struct RequestBody(Box<Source>);
+pub struct RequestBody(Box<Feed>);
 
-enum Source {
+/// Where the body's frames come from.
+enum Feed {
     /// Frames read ahead (the whole body, or its beginning), then, if the
     /// body was larger than the read-ahead limit, the rest as it arrives.
     Buffered {
@@ -162,20 +163,20 @@ enum Source {
 impl RequestBody {
     /// `frames` read ahead, then `rest` (if the body went on) as it arrives.
     pub fn buffered(frames: VecDeque<Frame<Bytes>>, rest: Option<ClientBody>) -> Self {
-        Self(Box::new(Source::Buffered { frames, rest }))
+        Self(Box::new(Feed::Buffered { frames, rest }))
     }
 
     /// The client's body, forwarded as it streams in.
     pub fn streaming(body: ClientBody) -> Self {
-        Self(Box::new(Source::Streaming(body)))
+        Self(Box::new(Feed::Streaming(body)))
     }
 
     /// Whether the whole body is held here (read ahead to its end, or
     /// empty): nothing of it is still to come from the client.
     pub fn is_whole(&self) -> bool {
         match &*self.0 {
-            Source::Buffered { rest, .. } => rest.as_ref().is_none_or(|r| r.is_end_stream()),
-            Source::Streaming(_) => false,
+            Feed::Buffered { rest, .. } => rest.as_ref().is_none_or(|r| r.is_end_stream()),
+            Feed::Streaming(_) => false,
         }
     }
 
@@ -184,11 +185,11 @@ impl RequestBody {
     /// here.
     pub fn watch_end(&mut self) -> Option<Arc<AtomicBool>> {
         let rest = match &mut *self.0 {
-            Source::Buffered {
+            Feed::Buffered {
                 rest: Some(rest), ..
             }
-            | Source::Streaming(rest) => rest,
-            Source::Buffered { rest: None, .. } => return None,
+            | Feed::Streaming(rest) => rest,
+            Feed::Buffered { rest: None, .. } => return None,
         };
         if rest.is_end_stream() {
             return None;
@@ -211,12 +212,10 @@ impl RequestBody {
                 .collect::<Option<VecDeque<_>>>()
         };
         match &*self.0 {
-            Source::Buffered { frames, rest }
-                if rest.as_ref().is_none_or(|r| r.is_end_stream()) =>
-            {
+            Feed::Buffered { frames, rest } if rest.as_ref().is_none_or(|r| r.is_end_stream()) => {
                 Some(Self::buffered(copy(frames)?, None))
             }
-            Source::Streaming(body) if body.is_end_stream() => {
+            Feed::Streaming(body) if body.is_end_stream() => {
                 Some(Self::buffered(VecDeque::new(), None))
             }
             _ => None,
@@ -233,7 +232,7 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
         match &mut *self.get_mut().0 {
-            Source::Buffered { frames, rest } => {
+            Feed::Buffered { frames, rest } => {
                 if let Some(frame) = frames.pop_front() {
                     return Poll::Ready(Some(Ok(frame)));
                 }
@@ -242,30 +241,30 @@ impl Body for RequestBody {
                     None => Poll::Ready(None),
                 }
             }
-            Source::Streaming(inner) => Pin::new(inner).poll_frame(cx),
+            Feed::Streaming(inner) => Pin::new(inner).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match &*self.0 {
-            Source::Buffered { frames, rest } => {
+            Feed::Buffered { frames, rest } => {
                 frames.is_empty() && rest.as_ref().is_none_or(|r| r.is_end_stream())
             }
-            Source::Streaming(inner) => inner.is_end_stream(),
+            Feed::Streaming(inner) => inner.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         let buffered: u64 = match &*self.0 {
-            Source::Buffered { frames, .. } => frames
+            Feed::Buffered { frames, .. } => frames
                 .iter()
                 .filter_map(|f| f.data_ref().map(|d| d.len() as u64))
                 .sum(),
-            Source::Streaming(_) => 0,
+            Feed::Streaming(_) => 0,
         };
         let rest = match &*self.0 {
-            Source::Buffered { rest: None, .. } => SizeHint::with_exact(0),
-            Source::Buffered { rest: Some(r), .. } | Source::Streaming(r) => r.size_hint(),
+            Feed::Buffered { rest: None, .. } => SizeHint::with_exact(0),
+            Feed::Buffered { rest: Some(r), .. } | Feed::Streaming(r) => r.size_hint(),
         };
         let mut hint = SizeHint::new();
         hint.set_lower(rest.lower() + buffered);

@@ -45,7 +45,7 @@ use tokio::time::Instant;
 
 use crate::config::{Protocol, ProxySettings, Route};
 
-use crate::observe::{Event, Observers, Rejection, Started, Trace};
+use crate::observe::{Observers, Occurrence, Rejection, Started, Trace};
 use client_body::{ReadAhead, read_ahead};
 use meter::{Api, Limits, StreamMeter};
 use rewrite::{XForwarded, host_problem, remove_hop_by_hop, request_host, strip_port};
@@ -207,14 +207,14 @@ impl Proxy {
         client_addr: SocketAddr,
     ) -> Response<ResponseBody> {
         if let Some(problem) = host_problem(&req) {
-            self.observers.count(Event::Rejected {
+            self.observers.count(Occurrence::Rejected {
                 route: "",
                 reason: Rejection::BadHost,
             });
             return ProxyError::BadRequest(problem).response();
         }
         let Some(state) = self.find_route(&req) else {
-            self.observers.count(Event::Unrouted);
+            self.observers.count(Occurrence::Unrouted);
             return ProxyError::NoRoute.response();
         };
         let route = &state.route;
@@ -257,7 +257,7 @@ impl Proxy {
         };
         let Some(mut meter) = self.meter(&cx, &parts, model.as_deref()) else {
             self.observers
-                .count(Event::Passthrough { route: &route.name });
+                .count(Occurrence::Passthrough { route: &route.name });
             let req = Request::from_parts(parts, body);
             return match self.send(state, req, client_addr).await {
                 Ok(resp) => Self::respond(route, resp, None, None, admitted),
@@ -335,7 +335,7 @@ impl Proxy {
     ) -> Response<ResponseBody> {
         let route = cx.route;
         let err = ProxyError::Overloaded(route.max_in_flight.unwrap_or_default());
-        self.observers.count(Event::Rejected {
+        self.observers.count(Occurrence::Rejected {
             route: &route.name,
             reason: Rejection::MaxInFlight,
         });
@@ -491,6 +491,6 @@ fn new_upstream(
         route,
         keepalive.max_idle,
         keepalive.idle_timeout,
-        Box::new(move |race| observers.count(Event::Retried { route: &name, race })),
+        Box::new(move |race| observers.count(Occurrence::Retried { route: &name, race })),
     )
 }

@@ -10,7 +10,7 @@
 //! closed at once, one that has sent no complete request head within the
 //! timeout of opening is closed, and a request whose body, read ahead, has
 //! not all arrived within the timeout of its head is answered `408`. What
-//! is shed is reported to the observers (`Event::Shed`), which count it;
+//! is shed is reported to the observers (`Occurrence::Shed`), which count it;
 //! each episode is logged once when it starts and once when it ends.
 //!
 //! The signal is a `watch` channel that also carries the listener's
@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 /// Why a connection was shed (the `reason` it is counted under).
 pub use crate::observe::Shed;
-use crate::observe::{Event, Observers};
+use crate::observe::{Observers, Occurrence};
 
 /// What the proxy listener's connections are told.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -154,7 +154,7 @@ impl Overload {
     /// Counts a connection shed for `reason`.
     pub fn shed(&self, reason: Shed) {
         self.shed.fetch_add(1, Ordering::Relaxed);
-        self.observers.count(Event::Shed(reason));
+        self.observers.count(Occurrence::Shed(reason));
     }
 
     /// Tells every connection the listener is shutting down.

@@ -13,13 +13,10 @@ use http::header::{ACCEPT, CONNECTION, CONTENT_LENGTH, HOST, USER_AGENT};
 use http::{HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsConnector;
-use tokio_util::either::Either;
 
-use super::target::{Error, Failure};
+use super::target::{Error, Failure, Target};
+use crate::dial::{DialError, Dialer};
 
 /// What Prometheus asks for: the text format, whichever version.
 const ACCEPT_TEXT: &str =
@@ -29,51 +26,38 @@ const AGENT: &str = concat!("tokenmeter/", env!("CARGO_PKG_VERSION"));
 
 /// Where a target's page is, resolved once from its URL.
 pub(super) struct Endpoint {
-    /// The host to resolve (an IPv6 address without its brackets).
-    host: String,
-    port: u16,
+    /// How the server is reached, as a route's upstream is.
+    dialer: Dialer,
     /// The `Host` header: the URL's host and port, without user info.
     host_header: HeaderValue,
     /// The path and query, as written.
     path: Uri,
-    /// For `https`: the TLS client and the name the certificate must bear.
-    tls: Option<(TlsConnector, ServerName<'static>)>,
 }
 
 impl Endpoint {
-    /// The endpoint of `url`; `route` and `shown` (the redacted URL) name it
-    /// in an error.
-    pub(super) fn new(
-        route: &str,
-        url: &Uri,
-        shown: &str,
-        tls: Option<&Arc<rustls::ClientConfig>>,
-    ) -> Result<Self, Error> {
+    /// The endpoint of `target`'s URL, over TLS trusting its roots for
+    /// `https`.
+    pub(super) fn new(target: &Target) -> Result<Self, Error> {
+        let url = &target.url;
         let https = match url.scheme_str() {
             Some("https") => true,
             Some("http") => false,
             _ => {
                 return Err(Error::Scheme {
-                    route: route.to_owned(),
-                    url: shown.to_owned(),
+                    route: target.route.clone(),
+                    url: target.shown_url.clone(),
                 });
             }
         };
         let no_host = || Error::NoHost {
-            route: route.to_owned(),
-            url: shown.to_owned(),
+            route: target.route.clone(),
+            url: target.shown_url.clone(),
         };
         let authority = url.authority().ok_or_else(no_host)?;
         let written = authority.host();
         if written.is_empty() {
             return Err(no_host());
         }
-        let host = written
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(written)
-            .to_owned();
-        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         let host_header = match authority.port() {
             Some(port) => format!("{written}:{port}"),
             None => written.to_owned(),
@@ -83,33 +67,28 @@ impl Endpoint {
             .path_and_query()
             .map_or_else(|| Uri::from_static("/"), |p| Uri::from(p.clone()));
         let tls = if https {
-            let name = ServerName::try_from(host.clone()).map_err(|_| Error::ServerName {
-                route: route.to_owned(),
-                url: shown.to_owned(),
-                host: host.clone(),
-            })?;
-            Some((TlsConnector::from(http1_only(tls)?), name))
+            Some(http1_client(target)?)
         } else {
             None
         };
+        let dialer = Dialer::new(authority, tls).map_err(|e| Error::ServerName {
+            route: target.route.clone(),
+            url: target.shown_url.clone(),
+            host: e.host,
+        })?;
         Ok(Self {
-            host,
-            port,
+            dialer,
             host_header,
             path,
-            tls,
         })
     }
 
     /// The page's body, at most `max_body` bytes of it.
     pub(super) async fn fetch(&self, max_body: usize) -> Result<Bytes, Failure> {
-        let tcp = self.connect().await?;
-        let io = match &self.tls {
-            None => Either::Left(tcp),
-            Some((tls, name)) => {
-                Either::Right(tls.connect(name.clone(), tcp).await.map_err(Failure::Tls)?)
-            }
-        };
+        let io = self.dialer.connect().await.map_err(|e| match e {
+            DialError::Connect(e) => Failure::Connect(e),
+            DialError::Tls(e) => Failure::Tls(e),
+        })?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
             .map_err(Failure::Http)?;
@@ -151,41 +130,17 @@ impl Endpoint {
         }
         Ok(page.freeze())
     }
-
-    /// A TCP connection to the host: each of its addresses in turn, until
-    /// one answers.
-    async fn connect(&self) -> Result<TcpStream, Failure> {
-        let addrs = tokio::net::lookup_host((self.host.as_str(), self.port))
-            .await
-            .map_err(Failure::Connect)?;
-        let mut last = None;
-        for addr in addrs {
-            match TcpStream::connect(addr).await {
-                Ok(tcp) => return Ok(tcp),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(Failure::Connect(last.unwrap_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::NotFound, "the host has no address")
-        })))
-    }
 }
 
-/// `tls`, or the web PKI's roots, speaking HTTP/1.1 only: a route's client
-/// may offer `h2`, which this client does not speak.
-fn http1_only(tls: Option<&Arc<rustls::ClientConfig>>) -> Result<Arc<rustls::ClientConfig>, Error> {
-    let mut config = match tls {
-        Some(config) => (**config).clone(),
-        None => rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(Error::TlsConfig)?
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        })
-        .with_no_client_auth(),
-    };
+/// The TLS client of `target`: its roots (else the web PKI's), speaking
+/// HTTP/1.1 only, the one protocol of this client.
+fn http1_client(target: &Target) -> Result<Arc<rustls::ClientConfig>, Error> {
+    let mut config = crate::dial::client_config(target.tls_roots.as_deref()).map_err(|source| {
+        Error::TlsConfig {
+            route: target.route.clone(),
+            source,
+        }
+    })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

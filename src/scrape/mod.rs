@@ -8,7 +8,7 @@
 //! ([`Readings`]). An endpoint that is down, refuses, hangs, answers an
 //! error, garbage, a body over its bound or a page of names it does not
 //! know changes nothing but its own figures: each failure is counted by
-//! route, source and [`Reason`], logged once per episode (a warning when
+//! route, page and [`Reason`], logged once per episode (a warning when
 //! the target starts failing, an information when it recovers), and its
 //! last reading is served for [`STALE_AFTER_INTERVALS`] intervals, then
 //! removed rather than frozen.
@@ -34,11 +34,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use store::{FailureCount, Latest, Reading, Readings, Snapshot};
 pub use target::{
-    DEFAULT_MAX_BODY, Error, Failure, Kind, Reason, STALE_AFTER_INTERVALS, Source, Target,
+    DEFAULT_MAX_BODY, Error, Failure, Kind, LedgerLink, Page, Reason, STALE_AFTER_INTERVALS, Target,
 };
 
 use fetch::Endpoint;
-use store::Slot;
+use store::TargetState;
 use task::Job;
 
 /// The running scrapes of a set of targets. Dropping it stops them, as
@@ -59,32 +59,27 @@ impl Scraper {
         let mut seen = HashSet::new();
         let mut jobs = Vec::with_capacity(targets.len());
         for target in targets {
-            let source = target.kind.source();
-            if !seen.insert((target.route.clone(), source)) {
+            let page = target.kind.page();
+            if !seen.insert((target.route.clone(), page)) {
                 return Err(Error::Duplicate {
                     route: target.route,
-                    source_label: source.as_str(),
+                    page: page.as_str(),
                 });
             }
             if target.timeout.is_zero() || target.timeout >= target.interval {
                 return Err(Error::Timing {
                     route: target.route,
-                    source_label: source.as_str(),
+                    page: page.as_str(),
                 });
             }
-            let endpoint = Endpoint::new(
-                &target.route,
-                &target.url,
-                &target.shown_url,
-                target.tls.as_ref(),
-            )?;
+            let endpoint = Endpoint::new(&target)?;
             jobs.push((target, endpoint));
         }
-        let slots: Arc<[Slot]> = jobs
+        let slots: Arc<[TargetState]> = jobs
             .iter()
             .map(|(target, _)| {
-                Slot::new(&target.route, target.kind.source(), target.interval)
-                    .feeding(target.ledger.clone())
+                TargetState::new(&target.route, target.kind.page(), target.interval)
+                    .feeding(target.ledger.as_ref().map(|l| l.0.clone()))
             })
             .collect();
         let stop = shutdown.child_token();

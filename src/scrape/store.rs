@@ -17,7 +17,7 @@ use telemetry::{EngineReading, GpuAggregate};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::target::{Reason, STALE_AFTER_INTERVALS, Source};
+use super::target::{Page, Reason, STALE_AFTER_INTERVALS};
 
 /// What one scrape read.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +40,7 @@ pub struct Latest {
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     pub route: Arc<str>,
-    pub source: Source,
+    pub page: Page,
     pub latest: Arc<Latest>,
 }
 
@@ -48,15 +48,16 @@ pub struct Snapshot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailureCount {
     pub route: Arc<str>,
-    pub source: Source,
+    pub page: Page,
     pub reason: Reason,
     pub count: u64,
 }
 
-/// One target's place in the store.
-pub(super) struct Slot {
+/// One target's state in the store: its latest reading, failure counts,
+/// GPU-seconds and scrapes ended.
+pub(super) struct TargetState {
     pub(super) route: Arc<str>,
-    pub(super) source: Source,
+    pub(super) page: Page,
     /// The reading is served for this long after it was read.
     fresh_for: Duration,
     latest: ArcSwapOption<Latest>,
@@ -69,11 +70,11 @@ pub(super) struct Slot {
     attempts: watch::Sender<u64>,
 }
 
-impl Slot {
-    pub(super) fn new(route: &str, source: Source, interval: Duration) -> Self {
+impl TargetState {
+    pub(super) fn new(route: &str, page: Page, interval: Duration) -> Self {
         Self {
             route: Arc::from(route),
-            source,
+            page,
             fresh_for: interval.saturating_mul(STALE_AFTER_INTERVALS),
             latest: ArcSwapOption::empty(),
             failures: Default::default(),
@@ -145,7 +146,7 @@ impl Slot {
 /// The read side of a scraper: cheap to clone, never waits.
 #[derive(Clone)]
 pub struct Readings {
-    pub(super) slots: Arc<[Slot]>,
+    pub(super) slots: Arc<[TargetState]>,
     /// Tells this scraper's counts from another's: each scraper's start
     /// from 0.
     pub(super) id: u64,
@@ -154,7 +155,7 @@ pub struct Readings {
 impl Readings {
     /// Readings of `slots`, under an id no other scraper of the process
     /// has.
-    pub(super) fn new(slots: Arc<[Slot]>) -> Self {
+    pub(super) fn new(slots: Arc<[TargetState]>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Self {
             slots,
@@ -180,7 +181,7 @@ impl Readings {
     }
 
     pub(super) fn engine_load_at(&self, route: &str, model: &str, now: Instant) -> Option<f64> {
-        let latest = self.slot(route, Source::Engine)?.fresh(now)?;
+        let latest = self.slot(route, Page::Engine)?.fresh(now)?;
         let Reading::Engine(engine) = &latest.reading else {
             return None;
         };
@@ -188,9 +189,9 @@ impl Readings {
         Some(figures.running? + figures.waiting?)
     }
 
-    /// The latest fresh reading of `route`'s target of `source`.
-    pub fn latest(&self, route: &str, source: Source) -> Option<Arc<Latest>> {
-        self.slot(route, source)?.fresh(Instant::now())
+    /// The latest fresh reading of `route`'s target of `page`.
+    pub fn latest(&self, route: &str, page: Page) -> Option<Arc<Latest>> {
+        self.slot(route, page)?.fresh(Instant::now())
     }
 
     /// Every target's latest fresh reading, in the order the targets were
@@ -207,7 +208,7 @@ impl Readings {
             .filter_map(|slot| {
                 Some(Snapshot {
                     route: slot.route.clone(),
-                    source: slot.source,
+                    page: slot.page,
                     latest: slot.fresh(now)?,
                 })
             })
@@ -222,7 +223,7 @@ impl Readings {
             .flat_map(|slot| {
                 Reason::ALL.into_iter().map(|reason| FailureCount {
                     route: slot.route.clone(),
-                    source: slot.source,
+                    page: slot.page,
                     reason,
                     count: slot.failures[reason.index()].load(Ordering::Relaxed),
                 })
@@ -232,22 +233,22 @@ impl Readings {
 
     /// The targets are few (one or two per route): a scan is shorter than
     /// hashing the route.
-    fn slot(&self, route: &str, source: Source) -> Option<&Slot> {
+    fn slot(&self, route: &str, page: Page) -> Option<&TargetState> {
         self.slots
             .iter()
-            .find(|slot| slot.source == source && &*slot.route == route)
+            .find(|slot| slot.page == page && &*slot.route == route)
     }
 }
 
 #[cfg(test)]
 impl Readings {
-    /// Readings of targets (route, source, interval) that no task scrapes,
+    /// Readings of targets (route, page, interval) that no task scrapes,
     /// for the tests of their readers.
-    pub(crate) fn by_hand(targets: &[(&str, Source, Duration)]) -> Self {
+    pub(crate) fn by_hand(targets: &[(&str, Page, Duration)]) -> Self {
         Self::new(
             targets
                 .iter()
-                .map(|(route, source, interval)| Slot::new(route, *source, *interval))
+                .map(|(route, page, interval)| TargetState::new(route, *page, *interval))
                 .collect(),
         )
     }

@@ -5,7 +5,6 @@
 //! configuration, so that the scraper knows nothing of the configuration's
 //! shape.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use telemetry::{GpuSelector, ParseError};
@@ -15,8 +14,9 @@ use telemetry::{GpuSelector, ParseError};
 /// three are not, and the value is removed rather than frozen.
 pub const STALE_AFTER_INTERVALS: u32 = 3;
 
-/// One endpoint to scrape for one route.
-#[derive(Debug, Clone)]
+/// One endpoint to scrape for one route. Two equal targets are scraped
+/// the same way.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Target {
     /// The route the figures are of: the label they are exported under.
     pub route: String,
@@ -38,14 +38,37 @@ pub struct Target {
     /// Bytes of body read at most; a larger page fails as `too_large` and
     /// costs only this much, whatever it would have been.
     pub max_body: usize,
-    /// The TLS client of an `https` URL (the route's trusted roots); the
-    /// web PKI's roots when `None`. Its ALPN is replaced by `http/1.1`, the
-    /// only protocol the scraper speaks.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The certificate authorities an `https` URL is verified against
+    /// (DER, such as the route's `tls.ca_file`); the web PKI's when `None`.
+    /// The scraper's TLS client offers `http/1.1` alone, the only protocol
+    /// it speaks.
+    pub tls_roots: Option<Vec<Vec<u8>>>,
     /// The ledger of the route's GPU time (`slo::ledger`), when the route
     /// has GPUs: each reading of the target tells it the GPUs and their
     /// power, or the engine's load, as it is stored.
-    pub ledger: Option<Arc<dyn slo::ledger::Reader>>,
+    pub ledger: Option<LedgerLink>,
+}
+
+/// The ledger a target's readings feed: two links are equal when they
+/// feed the same ledger, so a reload that keeps a route's ledger keeps its
+/// scraper.
+#[derive(Clone)]
+pub struct LedgerLink(pub std::sync::Arc<dyn slo::ledger::Reader>);
+
+impl PartialEq for LedgerLink {
+    fn eq(&self, other: &Self) -> bool {
+        // The ledgers, not their vtables.
+        std::ptr::addr_eq(
+            std::sync::Arc::as_ptr(&self.0),
+            std::sync::Arc::as_ptr(&other.0),
+        )
+    }
+}
+
+impl std::fmt::Debug for LedgerLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LedgerLink")
+    }
 }
 
 /// A page of a few hundred samples is tens of KiB; a few MiB leaves room
@@ -64,23 +87,24 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The source label of this kind.
-    pub fn source(&self) -> Source {
+    /// The page of this kind, as a label names it.
+    pub fn page(&self) -> Page {
         match self {
-            Self::Engine => Source::Engine,
-            Self::Gpu(_) => Source::Gpu,
+            Self::Engine => Page::Engine,
+            Self::Gpu(_) => Page::Gpu,
         }
     }
 }
 
-/// The kind of a target as a label: with the route, it names a target.
+/// Which page a target serves, as a label names it (`target`): with the
+/// route, it names a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
+pub enum Page {
     Engine,
     Gpu,
 }
 
-impl Source {
+impl Page {
     /// A short, fixed name, usable as a label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -200,18 +224,14 @@ pub enum Error {
         url: String,
         host: String,
     },
-    #[error(
-        "route {route}: the {source_label} scrape's timeout must be above 0 and below its interval"
-    )]
-    Timing {
+    #[error("route {route}: the {page} scrape's timeout must be above 0 and below its interval")]
+    Timing { route: String, page: &'static str },
+    #[error("route {route}: two {page} targets")]
+    Duplicate { route: String, page: &'static str },
+    #[error("route {route}: the TLS client cannot be made")]
+    TlsConfig {
         route: String,
-        source_label: &'static str,
+        #[source]
+        source: rustls::Error,
     },
-    #[error("route {route}: two {source_label} targets")]
-    Duplicate {
-        route: String,
-        source_label: &'static str,
-    },
-    #[error("the TLS client cannot be made")]
-    TlsConfig(#[source] rustls::Error),
 }

@@ -11,7 +11,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::fetch::Endpoint;
-use super::store::{Latest, Reading, Slot};
+use super::store::{Latest, Reading, TargetState};
 use super::target::{Failure, Kind, Target};
 
 /// What the task of one target needs.
@@ -20,7 +20,7 @@ pub(super) struct Job {
     pub(super) endpoint: Endpoint,
     /// The target's slot in the store (the store is shared: `slot` indexes
     /// it).
-    pub(super) slots: Arc<[Slot]>,
+    pub(super) slots: Arc<[TargetState]>,
     pub(super) slot: usize,
 }
 
@@ -64,7 +64,7 @@ impl Job {
                         failing = false;
                         tracing::info!(
                             route = %self.target.route,
-                            source = slot.source.as_str(),
+                            source = slot.page.as_str(),
                             url = %self.target.shown_url,
                             "scrape recovered"
                         );
@@ -76,7 +76,7 @@ impl Job {
                         failing = true;
                         tracing::warn!(
                             route = %self.target.route,
-                            source = slot.source.as_str(),
+                            source = slot.page.as_str(),
                             url = %self.target.shown_url,
                             reason = failure.reason().as_str(),
                             error = %Chain(&failure),
@@ -86,7 +86,7 @@ impl Job {
                     } else {
                         tracing::debug!(
                             route = %self.target.route,
-                            source = slot.source.as_str(),
+                            source = slot.page.as_str(),
                             reason = failure.reason().as_str(),
                             error = %Chain(&failure),
                             "scrape failed"

@@ -167,7 +167,7 @@ fn target(route: &str, kind: Kind, url: http::Uri) -> Target {
         interval: Duration::from_millis(1000),
         timeout: Duration::from_millis(500),
         max_body: DEFAULT_MAX_BODY,
-        tls: None,
+        tls_roots: None,
         ledger: None,
     }
 }
@@ -185,13 +185,13 @@ fn attempted(readings: &Readings, index: usize) -> u64 {
     *readings.slots[index].attempts().borrow()
 }
 
-/// The failures of `route`'s target of `source`, by reason, the zeros left
+/// The failures of `route`'s target of `page`, by reason, the zeros left
 /// out.
-fn failures(readings: &Readings, route: &str, source: Source) -> Vec<(Reason, u64)> {
+fn failures(readings: &Readings, route: &str, page: Page) -> Vec<(Reason, u64)> {
     readings
         .failures()
         .into_iter()
-        .filter(|f| &*f.route == route && f.source == source && f.count > 0)
+        .filter(|f| &*f.route == route && f.page == page && f.count > 0)
         .map(|f| (f.reason, f.count))
         .collect()
 }
@@ -218,14 +218,14 @@ async fn an_engine_page_is_read_and_its_load_served() {
     let snapshot = readings.snapshot();
     assert_eq!(snapshot.len(), 1);
     assert_eq!(
-        (&*snapshot[0].route, snapshot[0].source),
-        ("chat", Source::Engine)
+        (&*snapshot[0].route, snapshot[0].page),
+        ("chat", Page::Engine)
     );
     let Reading::Engine(engine) = &snapshot[0].latest.reading else {
         panic!("not an engine reading: {snapshot:?}");
     };
     assert_eq!(engine.server, Some(Server::Vllm));
-    assert!(readings.latest("chat", Source::Gpu).is_none());
+    assert!(readings.latest("chat", Page::Gpu).is_none());
     // Every reason is listed, at zero.
     let counts = readings.failures();
     assert_eq!(counts.len(), Reason::ALL.len());
@@ -245,9 +245,7 @@ async fn a_dcgm_page_is_read_for_the_selected_gpus() {
     let readings = scraper.readings();
     attempts(readings, 0, 1).await;
 
-    let latest = readings
-        .latest("chat", Source::Gpu)
-        .expect("a fresh reading");
+    let latest = readings.latest("chat", Page::Gpu).expect("a fresh reading");
     let Reading::Gpu(gpus) = &latest.reading else {
         panic!("not a GPU reading: {latest:?}");
     };
@@ -301,7 +299,7 @@ async fn each_failure_is_counted_under_its_reason_and_serves_nothing() {
     let readings = scraper.readings();
 
     let sources = expected.iter().flat_map(|(route, _, reason)| {
-        [Source::Engine, Source::Gpu].map(|source| (*route, source, *reason))
+        [Page::Engine, Page::Gpu].map(|source| (*route, source, *reason))
     });
     for (index, (route, source, reason)) in sources.enumerate() {
         attempts(readings, index, 2).await;
@@ -348,7 +346,7 @@ async fn a_100_mb_answer_costs_only_the_bound() {
     {
         attempts(readings, index, 1).await;
         assert_eq!(
-            failures(readings, route, Source::Engine),
+            failures(readings, route, Page::Engine),
             [(Reason::TooLarge, 1)]
         );
         // The server stops when its writes fail, the scraper having closed
@@ -377,12 +375,12 @@ async fn a_reading_goes_stale_and_is_removed_not_frozen() {
     let scraper = Scraper::start(vec![chat], &shutdown).unwrap();
     let readings = scraper.readings();
     attempts(readings, 0, 1).await;
-    assert!(readings.latest("chat", Source::Engine).is_some());
+    assert!(readings.latest("chat", Page::Engine).is_some());
 
     server.answer(Answer::Close);
     let failed_from = attempted(readings, 0) + 1;
     attempts(readings, 0, failed_from + 1).await;
-    assert!(!failures(readings, "chat", Source::Engine).is_empty());
+    assert!(!failures(readings, "chat", Page::Engine).is_empty());
     // A scrape under way when the answer changed may have read it again.
     let read_at = readings.slots[0].held().expect("not yet stale").at;
     // Served for three intervals after it was read, then no more.
@@ -490,7 +488,7 @@ async fn targets_that_cannot_be_scraped_are_refused_at_start() {
 #[test]
 fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
     let interval = Duration::from_secs(5);
-    let slot = store::Slot::new("chat", Source::Engine, interval);
+    let slot = store::TargetState::new("chat", Page::Engine, interval);
     let at = Instant::now();
     slot.store(Latest {
         at,
@@ -510,8 +508,9 @@ fn each_reading_of_a_route_with_gpus_is_told_to_its_ledger() {
         slo::ledger::Gpus::Scraped,
         None,
     ));
-    let gpu = store::Slot::new("chat", Source::Gpu, interval).feeding(Some(ledger.clone()));
-    let engine = store::Slot::new("chat", Source::Engine, interval).feeding(Some(ledger.clone()));
+    let gpu = store::TargetState::new("chat", Page::Gpu, interval).feeding(Some(ledger.clone()));
+    let engine =
+        store::TargetState::new("chat", Page::Engine, interval).feeding(Some(ledger.clone()));
     let at = Instant::now();
     let gpus = |count, mj| {
         Reading::Gpu(telemetry::GpuAggregate {
@@ -566,7 +565,7 @@ fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
     let interval = Duration::from_secs(5);
     let at = Instant::now();
     let readings = |figures: EngineFigures| {
-        let slot = store::Slot::new("chat", Source::Engine, interval);
+        let slot = store::TargetState::new("chat", Page::Engine, interval);
         slot.store(Latest {
             at,
             reading: Reading::Engine(EngineReading {
@@ -593,28 +592,16 @@ fn the_load_of_a_server_of_one_model_is_any_model_s_and_needs_both_figures() {
     assert_eq!(no_queue.engine_load_at("chat", "any", at), None);
 }
 
-/// A self-signed certificate for `127.0.0.1`, its key, and a TLS client
-/// that trusts it and offers `h2` first, as a route's does.
+/// A self-signed certificate for `127.0.0.1` and its key.
 fn self_signed() -> (
     rustls::pki_types::CertificateDer<'static>,
     rustls::pki_types::PrivateKeyDer<'static>,
-    Arc<rustls::ClientConfig>,
 ) {
     use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
     let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let cert = made.cert.der().clone();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.clone()).unwrap();
-    let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    client.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    (cert, key, Arc::new(client))
+    (cert, key)
 }
 
 /// An HTTPS server answering `answer`, offering `h2` and `http/1.1`.
@@ -650,11 +637,12 @@ async fn tls_server(
 
 #[tokio::test]
 async fn https_is_verified_against_the_target_s_roots_and_spoken_in_http_1_1() {
-    let (cert, key, client) = self_signed();
+    let (cert, key) = self_signed();
+    let roots = vec![cert.to_vec()];
     let url = tls_server(Answer::Page(VLLM), cert, key).await;
     let plain = TestServer::start(Answer::Close).await;
     let mut trusted = target("trusted", Kind::Engine, url.clone());
-    trusted.tls = Some(client.clone());
+    trusted.tls_roots = Some(roots.clone());
     // Without the roots, the web PKI's do not know the certificate.
     let untrusted = target("untrusted", Kind::Engine, url);
     // A handshake the server ends.
@@ -663,7 +651,7 @@ async fn https_is_verified_against_the_target_s_roots_and_spoken_in_http_1_1() {
         Kind::Engine,
         format!("https://{}/metrics", plain.addr).parse().unwrap(),
     );
-    not_tls.tls = Some(client);
+    not_tls.tls_roots = Some(roots);
     let shutdown = CancellationToken::new();
     let scraper = Scraper::start(vec![trusted, untrusted, not_tls], &shutdown).unwrap();
     let readings = scraper.readings();
@@ -672,7 +660,7 @@ async fn https_is_verified_against_the_target_s_roots_and_spoken_in_http_1_1() {
     for (index, route) in [(1, "untrusted"), (2, "not_tls")] {
         attempts(readings, index, 1).await;
         assert_eq!(
-            failures(readings, route, Source::Engine),
+            failures(readings, route, Page::Engine),
             [(Reason::Tls, 1)],
             "{route}"
         );

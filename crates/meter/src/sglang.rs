@@ -65,18 +65,20 @@ pub fn sniff(data: &[u8]) -> Option<bool> {
 
 /// Most outputs (`index` values) whose text is tracked; later indexes are
 /// read as deltas. Bounds memory whatever the upstream sends.
-const MAX_SLOTS: usize = 64;
+const MAX_OUTPUTS: usize = 64;
 
 /// The per-request state that tells cumulative from delta text.
 #[derive(Debug, Default)]
 pub struct Cumulative {
-    slots: Vec<Slot>,
+    outputs: Vec<PreviousText>,
     /// Some event did not extend its index's previous text: deltas.
     delta: bool,
 }
 
+/// The text an output (`index`) sent last, by its length and hash: what
+/// its next text must start with to be cumulative.
 #[derive(Debug, Clone, Copy)]
-struct Slot {
+struct PreviousText {
     index: u64,
     /// Length in bytes of the previous text.
     len: usize,
@@ -104,8 +106,8 @@ impl Cumulative {
             while let Some(key) = r.key()? {
                 match key {
                     // The index of the event may come after `text` in the
-                    // object, so the text is checked against every slot.
-                    b"text" => text = r.string_or_null(|t| Text::new(t, &self.slots))?,
+                    // object, so the text is checked against every output.
+                    b"text" => text = r.string_or_null(|t| Text::new(t, &self.outputs))?,
                     b"meta_info" => meta_info(r, &mut usage, &mut timings)?,
                     b"index" => index = r.count()?,
                     b"error" => error |= r.present()?,
@@ -118,24 +120,24 @@ impl Cumulative {
         let mut token = false;
         if let Some(text) = text {
             let index = index.unwrap_or(0);
-            match self.slots.iter().position(|s| s.index == index) {
+            match self.outputs.iter().position(|s| s.index == index) {
                 Some(k) => {
-                    let slot = &mut self.slots[k];
+                    let previous = &mut self.outputs[k];
                     if text.extends & (1 << k) == 0 {
                         self.delta = true;
                     }
                     token = if self.delta {
                         text.len > 0
                     } else {
-                        text.len > slot.len
+                        text.len > previous.len
                     };
-                    slot.len = text.len;
-                    slot.hash = text.hash;
+                    previous.len = text.len;
+                    previous.hash = text.hash;
                 }
                 None => {
                     token = text.len > 0;
-                    if self.slots.len() < MAX_SLOTS {
-                        self.slots.push(Slot {
+                    if self.outputs.len() < MAX_OUTPUTS {
+                        self.outputs.push(PreviousText {
                             index,
                             len: text.len,
                             hash: text.hash,
@@ -184,9 +186,10 @@ fn meta_info(
     Ok(())
 }
 
-/// What is kept of a text: its length, its hash, and for each tracked slot
-/// (bit `k`) whether it starts with that slot's previous text. The index of
-/// the event may come after `text` in the object, so every slot is checked.
+/// What is kept of a text: its length, its hash, and for each tracked
+/// output (bit `k`) whether it starts with that output's previous text. The
+/// index of the event may come after `text` in the object, so every output
+/// is checked.
 struct Text {
     len: usize,
     hash: u64,
@@ -194,9 +197,9 @@ struct Text {
 }
 
 impl Text {
-    fn new(bytes: &[u8], slots: &[Slot]) -> Text {
+    fn new(bytes: &[u8], outputs: &[PreviousText]) -> Text {
         let mut extends = 0u64;
-        for (k, s) in slots.iter().enumerate().take(MAX_SLOTS) {
+        for (k, s) in outputs.iter().enumerate().take(MAX_OUTPUTS) {
             if bytes.get(..s.len).is_some_and(|p| fnv(p) == s.hash) {
                 extends |= 1 << k;
             }

@@ -163,7 +163,7 @@ pub(crate) fn closing(signal: &watch::Sender<bool>) -> Pin<Box<dyn Future<Output
 
 /// What a [`SimBody`] sends.
 #[derive(Debug)]
-enum Source {
+enum Payload {
     /// A streamed response, one event per frame.
     Script(Script),
     /// A complete JSON answer in one frame (taken when sent).
@@ -185,7 +185,7 @@ pub(crate) struct SimBody {
     /// `Some` when each frame is stamped with its send time and
     /// fingerprinted (`x-sim-stamp`).
     stamp: Option<Fingerprint>,
-    source: Source,
+    source: Payload,
     /// The step waiting for its deadline.
     pending: Option<Step>,
     /// Reused for every deadline, so a long stream allocates one timer.
@@ -215,7 +215,7 @@ impl std::fmt::Debug for SimBody {
 }
 
 impl SimBody {
-    fn new(source: Source, tracker: Tracker, shutdown: watch::Sender<bool>) -> Self {
+    fn new(source: Payload, tracker: Tracker, shutdown: watch::Sender<bool>) -> Self {
         Self {
             stamp: None,
             source,
@@ -231,18 +231,18 @@ impl SimBody {
 
     /// A streamed response played from `script`.
     pub(crate) fn script(script: Script, tracker: Tracker, shutdown: watch::Sender<bool>) -> Self {
-        Self::new(Source::Script(script), tracker, shutdown)
+        Self::new(Payload::Script(script), tracker, shutdown)
     }
 
     /// A complete answer sent as one frame.
     pub(crate) fn once(bytes: Bytes, tracker: Tracker, shutdown: watch::Sender<bool>) -> Self {
-        Self::new(Source::Once(Some(bytes)), tracker, shutdown)
+        Self::new(Payload::Once(Some(bytes)), tracker, shutdown)
     }
 
     /// A body that fails before its first frame: the head goes out, then the
     /// connection is reset.
     pub(crate) fn reset(tracker: Tracker, shutdown: watch::Sender<bool>) -> Self {
-        Self::new(Source::Reset, tracker, shutdown)
+        Self::new(Payload::Reset, tracker, shutdown)
     }
 
     /// Stamps every frame with its send time and fingerprints the body.
@@ -261,20 +261,20 @@ impl SimBody {
     /// Whether the source has nothing more to give after the current frame.
     fn source_ended(&self) -> bool {
         match &self.source {
-            Source::Script(script) => script.is_ended() && self.pending.is_none(),
-            Source::Once(bytes) => bytes.is_none(),
-            Source::Reset => false,
+            Payload::Script(script) => script.is_ended() && self.pending.is_none(),
+            Payload::Once(bytes) => bytes.is_none(),
+            Payload::Reset => false,
         }
     }
 
     fn next_step(&mut self) -> Option<Step> {
         match &mut self.source {
-            Source::Script(script) => script.next_step(),
-            Source::Once(bytes) => bytes.take().map(|bytes| Step {
+            Payload::Script(script) => script.next_step(),
+            Payload::Once(bytes) => bytes.take().map(|bytes| Step {
                 at: Instant::now(),
                 action: Action::Frame(bytes),
             }),
-            Source::Reset => Some(Step {
+            Payload::Reset => Some(Step {
                 at: Instant::now(),
                 action: Action::Reset,
             }),
@@ -318,7 +318,7 @@ impl http_body::Body for SimBody {
                 return Poll::Pending;
             };
             this.admission = Some(Admission::Running(slot));
-            if let Source::Script(script) = &mut this.source {
+            if let Payload::Script(script) = &mut this.source {
                 script.begin(Instant::now());
             }
         }
@@ -397,12 +397,12 @@ impl http_body::Body for SimBody {
         match &self.source {
             // The stamp's length is known only when it is sent: a stamped
             // answer goes out chunked.
-            Source::Once(_) if self.stamp.is_some() => SizeHint::default(),
+            Payload::Once(_) if self.stamp.is_some() => SizeHint::default(),
             // An exact size lets the server send `content-length` for
             // non-streamed answers, as real servers do.
-            Source::Once(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
-            Source::Once(None) => SizeHint::with_exact(0),
-            Source::Script(_) | Source::Reset => SizeHint::default(),
+            Payload::Once(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
+            Payload::Once(None) => SizeHint::with_exact(0),
+            Payload::Script(_) | Payload::Reset => SizeHint::default(),
         }
     }
 }

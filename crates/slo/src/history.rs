@@ -140,12 +140,12 @@ pub struct History {
 
 /// The requests that finished in a point, by its index: asked only of the
 /// point being filled (and, as it closes, the one before).
-pub type Source<'a> = &'a dyn Fn(u64) -> Aggregate;
+pub type PointAggregates<'a> = &'a dyn Fn(u64) -> Aggregate;
 
 impl History {
     /// Moves the open point to `index`, closing the one before with its
     /// requests from `source`.
-    fn advance(&mut self, index: u64, source: Source<'_>) {
+    fn advance(&mut self, index: u64, source: PointAggregates<'_>) {
         self.first.get_or_insert(index);
         if self.open.is_some_and(|open| open >= index) {
             return;
@@ -170,7 +170,7 @@ impl History {
     }
 
     /// A request started at point `index`.
-    pub fn start(&mut self, index: u64, source: Source<'_>) {
+    pub fn start(&mut self, index: u64, source: PointAggregates<'_>) {
         self.advance(index, source);
         self.in_flight += 1;
         self.open_in_flight.peak = self.open_in_flight.peak.max(self.in_flight);
@@ -184,7 +184,7 @@ impl History {
         index: u64,
         at: f64,
         input_ttft: Option<(u64, f64)>,
-        source: Source<'_>,
+        source: PointAggregates<'_>,
     ) {
         self.advance(index, source);
         self.in_flight = self.in_flight.saturating_sub(1);
@@ -212,7 +212,7 @@ impl History {
         since: u64,
         now: Duration,
         unix: f64,
-        source: Source<'_>,
+        source: PointAggregates<'_>,
     ) -> (Vec<PointReport>, Vec<[f64; 3]>) {
         let width = POINT.as_secs();
         let now_secs = now.as_secs_f64();

@@ -209,24 +209,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Checks one optional value: `None` when it is absent or bad (bad values
-    /// are recorded).
-    pub(crate) fn value<T>(
-        &mut self,
-        field: Option<&Spanned<String>>,
-        key: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Option<T> {
-        let field = field?;
-        match parse(&field.value) {
-            Ok(value) => Some(value),
-            Err(message) => {
-                self.at(raw::pos(field), key, message);
-                None
-            }
-        }
-    }
-
     pub(crate) fn upstream_override(&mut self, url: &str) -> Option<Upstream> {
         match parse_upstream(url) {
             Ok(upstream) => Some(upstream),

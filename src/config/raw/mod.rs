@@ -1,10 +1,11 @@
 //! Stage one of loading: the YAML document read into serde types that mirror
 //! it, plus every key the types do not know.
 //!
-//! In the types here (`schema.rs`), an SLO class's name, objectives and
-//! goodput are kept as the text written in the file, with its location
-//! ([`Spanned`]), for stage two ([`super::load`]) to check; its other keys
-//! are typed. Every field of the main file is typed,
+//! In the types here (`schema.rs`), `slo_files` is kept as the text
+//! written in the file, with its location ([`Spanned`]), for stage two
+//! ([`super::load`]) to resolve; an SLO file's classes are read into
+//! `slo::SloClass` (`super::slo_class`). Every other field of the main file
+//! is typed,
 //! as are the sections read as their runtime types (`proxy`,
 //! `trace_context`...), and read by `super::located` without failing: a
 //! bad value is recorded with its location and the key is found from it.

@@ -124,6 +124,7 @@ fn read_as<T: de::DeserializeOwned>(
                 .and_then(|(at, tree)| value_path_at(tree, at))
                 .map(|mut path| {
                     path.truncate(path.len().saturating_sub(problem.up));
+                    path.extend(problem.below.map(|key| Segment::Key(key.to_owned())));
                     path
                 })
                 .map(|path| dotted(&path))
@@ -216,9 +217,9 @@ fn keys_of(path: &[Segment]) -> Vec<&str> {
 fn known_slo_keys(parent: &[Segment]) -> &'static [&'static str] {
     match keys_of(parent).as_slice() {
         [] => fields_of::<RawSloFile>(),
-        ["classes"] => fields_of::<RawSloClass>(),
-        ["classes", "objectives"] => fields_of::<RawObjectives>(),
-        ["classes", "goodput"] => fields_of::<RawGoodput>(),
+        ["classes"] => probed(SloClassKeys::deserialize(FieldsProbe)),
+        ["classes", "objectives"] => fields_of::<ObjectivesKeys>(),
+        ["classes", "goodput"] => probed(GoodputKeys::deserialize(FieldsProbe)),
         _ => &[],
     }
 }
@@ -253,7 +254,13 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
 
 /// The field names a derived `Deserialize` struct asks for.
 fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
-    match T::deserialize(FieldsProbe) {
+    probed(T::deserialize(FieldsProbe))
+}
+
+/// The field names a deserializer run on [`FieldsProbe`] asked for (one
+/// of serde's remote derives included).
+fn probed<T>(read: Result<T, ProbeError>) -> &'static [&'static str] {
+    match read {
         Err(ProbeError(Some(fields))) => fields,
         _ => &[],
     }
@@ -429,6 +436,15 @@ impl<'t> Locator<'t> {
     /// Where the value at `path` is written.
     pub(crate) fn at(&self, path: &[Segment]) -> Option<Pos> {
         self.node(path).and_then(pos)
+    }
+
+    /// The text of the scalar at `dotted`, with where it is written.
+    pub(crate) fn scalar(&self, dotted: &str) -> Option<(&str, Option<Pos>)> {
+        let node = segments(dotted).and_then(|path| self.node(&path))?;
+        match &node.value {
+            Node::Scalar(text) => Some((text, pos(node))),
+            _ => None,
+        }
     }
 
     /// Whether the file gives the key at `dotted` a value (a bad one

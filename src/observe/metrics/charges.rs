@@ -23,7 +23,10 @@ use prometheus::{CounterVec, GaugeVec, Opts};
 
 use super::register::Register;
 
+mod book;
 mod report;
+
+use book::{Book, ChargeKey, Shown};
 
 use crate::config::Config;
 use crate::observe::labels::Labels;
@@ -31,32 +34,6 @@ use crate::observe::request::Charged;
 use names::Family;
 pub use report::{ChargebackReport, render_text};
 use slo::ledger::{Charge, Gpus, Ledger, Reader, Tab};
-
-/// What a request that ended is charged under: its labels but the route
-/// (the ledger is the route's), and whether it was good.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct ChargeKey {
-    model: Arc<str>,
-    tenant: Arc<str>,
-    slo: Arc<str>,
-    good: bool,
-}
-
-/// How a route's figures are shown, as its configuration in force says.
-#[derive(Debug, Clone, Default)]
-struct Shown {
-    /// It has a GPU page, whose energy is read.
-    energy: bool,
-    /// Its price's currency, when it is priced.
-    currency: Option<Arc<str>>,
-}
-
-/// One route's ledger and how it is shown.
-struct Book {
-    route: Arc<str>,
-    ledger: Arc<Ledger<ChargeKey>>,
-    shown: ArcSwap<Shown>,
-}
 
 /// The ledgers of the routes with GPUs, and their families.
 pub(super) struct Charges {

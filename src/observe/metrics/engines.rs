@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use slo::live::Live;
 use telemetry::Spread;
 
-use crate::scrape::{Reading, Readings, Reason, Source};
+use crate::scrape::{Page, Reading, Readings, Reason};
 
 use names::Family;
 
@@ -70,7 +70,7 @@ struct GpuGauges {
 struct Counted {
     /// [`Readings::id`] of the scraper they are of.
     scraper: u64,
-    failures: HashMap<(Arc<str>, Source, Reason), u64>,
+    failures: HashMap<(Arc<str>, Page, Reason), u64>,
 }
 
 impl Engines {
@@ -221,10 +221,10 @@ impl Engines {
         for failure in readings.failures() {
             let counter = self.failures.with_label_values(&[
                 &failure.route,
-                failure.source.as_str(),
+                failure.page.as_str(),
                 failure.reason.as_str(),
             ]);
-            let key = (failure.route, failure.source, failure.reason);
+            let key = (failure.route, failure.page, failure.reason);
             let before = counted.failures.insert(key, failure.count).unwrap_or(0);
             counter.inc_by(failure.count.saturating_sub(before));
         }

@@ -1,5 +1,5 @@
 //! The proxy's own health, under `tokenmeter_`: what it reports of itself
-//! ([`Event`]s: unrouted, passthrough, refused and retried requests), its
+//! ([`Occurrence`]s: unrouted, passthrough, refused and retried requests), its
 //! listeners' connections, its configuration's reloads, the telemetry it
 //! lost (log lines, OTLP), and its build. One owner that registers its
 //! families, in four parts that each hold one concern.
@@ -9,11 +9,11 @@ use std::sync::OnceLock;
 use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
 use super::register::Register;
-use crate::observe::event::{Event, HandshakeFailure, Listener, Rejection, Shed};
+use crate::observe::occurrence::{HandshakeFailure, Listener, Occurrence, Rejection, Shed};
 
 /// The proxy's own families.
 pub(super) struct Health {
-    events: Events,
+    occurrences: Occurrences,
     connections: Connections,
     reloads: Reloads,
     losses: Losses,
@@ -21,7 +21,7 @@ pub(super) struct Health {
 
 /// What the proxy reports of requests it forwards without metering them,
 /// or refuses.
-struct Events {
+struct Occurrences {
     unrouted: IntCounter,
     passthrough: IntCounterVec,
     rejected: IntCounterVec,
@@ -61,7 +61,7 @@ struct Losses {
 impl Health {
     pub(super) fn register(r: Register<'_>) -> Result<Self, prometheus::Error> {
         let health = Health {
-            events: Events {
+            occurrences: Occurrences {
                 unrouted: r.counter(names::UNROUTED)?,
                 passthrough: r.counters(names::PASSTHROUGH)?,
                 rejected: r.counters(names::REJECTED)?,
@@ -108,25 +108,25 @@ impl Health {
     }
 
     /// Counts what the proxy reports of itself.
-    pub(super) fn count(&self, event: Event<'_>) {
-        let e = &self.events;
-        match event {
-            Event::Unrouted => e.unrouted.inc(),
-            Event::Passthrough { route } => e.passthrough.with_label_values(&[route]).inc(),
-            Event::Rejected { route, reason } => e
+    pub(super) fn count(&self, occurrence: Occurrence<'_>) {
+        let e = &self.occurrences;
+        match occurrence {
+            Occurrence::Unrouted => e.unrouted.inc(),
+            Occurrence::Passthrough { route } => e.passthrough.with_label_values(&[route]).inc(),
+            Occurrence::Rejected { route, reason } => e
                 .rejected
                 .with_label_values(&[route, reason.as_str()])
                 .inc(),
-            Event::DeclarationRefused { route, objective } => e
+            Occurrence::DeclarationRefused { route, objective } => e
                 .declarations_refused
                 .with_label_values(&[route, objective.as_str()])
                 .inc(),
-            Event::Retried { route, race } => e
+            Occurrence::Retried { route, race } => e
                 .upstream_retries
                 .with_label_values(&[route, race.as_str()])
                 .inc(),
-            Event::Shed(reason) => self.connections.shed[reason as usize].inc(),
-            Event::Handshake(listener, reason) => {
+            Occurrence::Shed(reason) => self.connections.shed[reason as usize].inc(),
+            Occurrence::Handshake(listener, reason) => {
                 self.connections.tls_handshake_failures[listener as usize][reason as usize].inc()
             }
         }
@@ -137,12 +137,12 @@ impl Health {
     /// its rejections.
     pub(super) fn declare_route(&self, route: &str, limited: bool) {
         for race in [h1::Race::Closed, h1::Race::Reset] {
-            self.events
+            self.occurrences
                 .upstream_retries
                 .with_label_values(&[route, race.as_str()]);
         }
         if limited {
-            self.events
+            self.occurrences
                 .rejected
                 .with_label_values(&[route, Rejection::MaxInFlight.as_str()]);
         }

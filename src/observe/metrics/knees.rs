@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use prometheus::IntGaugeVec;
 use tokio::time::Instant;
 
-use crate::observe::load;
+use crate::observe::occupancy;
 use crate::scrape::Readings;
 use slo::capacity::{Capacity, CurveReport, knee};
 use slo::found::Found;
@@ -57,7 +57,7 @@ impl Gauges {
                 continue;
             };
             let (route, model, slo) = (curve.route(), curve.model(), curve.slo());
-            let load_now = load::now(in_flight, readings, route, model);
+            let load_now = occupancy::now(in_flight, readings, route, model);
             for (window, k) in curve.knees(now, &class) {
                 let Some((value, bound)) = k.value() else {
                     continue;
@@ -101,7 +101,7 @@ pub(super) fn report(
         .iter()
         .filter_map(|curve| {
             let class = live.class(curve.slo())?;
-            let load_now = load::now(in_flight, readings, curve.route(), curve.model());
+            let load_now = occupancy::now(in_flight, readings, curve.route(), curve.model());
             Some(curve.report(now, &class, Some(load_now)))
         })
         .collect()
@@ -116,30 +116,26 @@ mod tests {
 
     use super::*;
     use meter::{Outcome, ServerTimings, Summary, TokenSource, Usage};
+    use slo::SloClass;
     use slo::capacity::LoadSample;
-    use slo::{Goodput, Objective, ObjectiveKind, SloClass};
 
-    /// TTFT p95 ≤ 500 ms.
-    fn class() -> SloClass {
-        SloClass {
-            name: "chat".into(),
-            description: String::new(),
-            window: slo::DEFAULT_WINDOW,
-            objectives: vec![Objective {
-                kind: ObjectiveKind::Ttft,
-                threshold: Duration::from_millis(500),
-                target: 0.95,
-            }],
-            goodput: Goodput {
-                require: vec![ObjectiveKind::Ttft],
-                target: None,
-            },
-            per_tenant_alerts: false,
-            exclude_slow_readers: false,
-        }
+    /// The class the latency–load tests judge by, TTFT p95 within 500 ms,
+    /// read by the configuration's loader from its one file.
+    fn chat() -> SloClass {
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/slo/chat.yaml");
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("main.yaml");
+        let text = format!(
+            "slo_files: ['{file}']\nroutes:\n  - name: r\n    upstream: http://127.0.0.1:1\n"
+        );
+        std::fs::write(&main, text).unwrap();
+        let config = crate::config::Config::load(&main, &Default::default()).unwrap();
+        let [class] = <[SloClass; 1]>::try_from(config.slo_classes).unwrap();
+        assert_eq!(class.name, "chat");
+        class
     }
 
-    fn sample(ttft_ms: u64) -> LoadSample {
+    fn sample(class: &SloClass, ttft_ms: u64) -> LoadSample {
         let ttft = Duration::from_millis(ttft_ms);
         let s = Summary {
             outcome: Outcome::Ok,
@@ -163,7 +159,7 @@ mod tests {
             terminal_event: None,
             parse_errors: 0,
         };
-        LoadSample::new(&class(), &s, slo::judge(&class(), &s, false)).unwrap()
+        LoadSample::new(class, &s, slo::judge(class, &s, false)).unwrap()
     }
 
     fn gauge(name: &str) -> IntGaugeVec {
@@ -204,16 +200,19 @@ mod tests {
         let now = Instant::now();
         let (capacity, live, in_flight) =
             (Capacity::new(now), Live::new(now, 0.0), Found::default());
-        live.set_classes(&[class()]);
+        let class = chat();
+        live.set_classes(std::slice::from_ref(&class));
         let gauges = Gauges {
             knee: gauge("knee"),
             headroom: gauge("headroom"),
             shown: Mutex::default(),
         };
         let curve = capacity.curve("r", "m", "chat");
-        capacity.curve("r", "m", "gone").record(now, 1, &sample(10));
+        capacity
+            .curve("r", "m", "gone")
+            .record(now, 1, &sample(&class, 10));
         for _ in 0..20 {
-            curve.record(now, 1, &sample(10));
+            curve.record(now, 1, &sample(&class, 10));
         }
         let (_held, _) = in_flight.get(["r", "m"], InFlight::default).enter();
         drop(gauges.update(&capacity, &live, &in_flight, None, now));
@@ -228,7 +227,7 @@ mod tests {
         assert_eq!(shown(&gauges.knee), windows("lower", 1));
         assert_eq!(shown(&gauges.headroom), windows("lower", 0));
         for _ in 0..20 {
-            curve.record(now, 2, &sample(900));
+            curve.record(now, 2, &sample(&class, 900));
         }
         drop(gauges.update(&capacity, &live, &in_flight, None, now));
         assert_eq!(shown(&gauges.knee), windows("measured", 1));

@@ -35,8 +35,8 @@ use prometheus::{Encoder, IntGauge, Registry, TextEncoder};
 use tokio::time::Instant;
 
 use crate::config::MetricsSettings;
-use crate::observe::event::Event;
 use crate::observe::labels::{Bounds, Labels};
+use crate::observe::occurrence::Occurrence;
 use crate::scrape::Readings;
 
 use slo::SloClass;
@@ -273,8 +273,8 @@ impl Metrics {
     }
 
     /// Counts what the proxy reports of itself.
-    pub fn count(&self, event: Event<'_>) {
-        self.health.count(event);
+    pub fn count(&self, occurrence: Occurrence<'_>) {
+        self.health.count(occurrence);
     }
 
     /// Makes the series of a route's own counters, at 0, so that their
@@ -312,7 +312,7 @@ impl Drop for ReceivingBody {
 mod tests {
     use super::*;
     use crate::config::MetricsSettings;
-    use crate::observe::event::Rejection;
+    use crate::observe::occurrence::Rejection;
 
     /// Every family of the catalogue is registered, and every family the
     /// exporter serves is the catalogue's, with its kind, help and labels.
@@ -343,15 +343,15 @@ mod tests {
         );
         let _ = m.request(&labels, None);
         let _place = m.concurrency().enter(&labels);
-        m.count(Event::Rejected {
+        m.count(Occurrence::Rejected {
             route: "r",
             reason: Rejection::BadHost,
         });
-        m.count(Event::DeclarationRefused {
+        m.count(Occurrence::DeclarationRefused {
             route: "r",
             objective: slo::ObjectiveKind::Ttft,
         });
-        m.count(Event::Passthrough { route: "r" });
+        m.count(Occurrence::Passthrough { route: "r" });
         m.declare_route("r", true);
         let _ = m.connections("proxy", 1);
         let gathered = registry.gather();

@@ -63,7 +63,7 @@ impl LiveRequest {
             let l = f.labels;
             self.capacity.curve(l.route(), l.model(), l.slo()).record(
                 f.at,
-                f.load.curve(),
+                f.occupancy.curve(),
                 &sample,
             );
         }
@@ -296,7 +296,7 @@ impl RequestRecorder {
         if let Some((class, verdict)) = finished.judged {
             count_verdict(f, &c, class, verdict, s);
             if on_curve(l, class) && verdict.label().is_some() {
-                count_load(f, &c, class, verdict, finished.load.curve());
+                count_load(f, &c, class, verdict, finished.occupancy.curve());
             }
         }
     }

@@ -8,7 +8,7 @@
 //! The requests in flight are counted once each way they are read, with
 //! the one count type ([`InFlight`]) in the one lock-free map ([`Found`]):
 //! by route and model, the load a request meets when it is sent
-//! (`observe::load`), and by route, model and class, the gauge.
+//! (`observe::occupancy`), and by route, model and class, the gauge.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

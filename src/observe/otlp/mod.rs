@@ -384,7 +384,7 @@ impl Exported {
             elapsed: s.elapsed,
             input_tokens: s.usage.input,
             output_tokens: s.output_tokens.map(|(n, _)| n),
-            load: f.load,
+            occupancy: f.occupancy,
             charged: f.charged,
             span: self.span,
             end: std::time::SystemTime::now(),

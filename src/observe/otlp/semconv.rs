@@ -14,7 +14,7 @@ use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
-use crate::observe::load::Load;
+use crate::observe::occupancy::Occupancy;
 use crate::observe::request::Charged;
 
 /// A finished metered request, as it is exported.
@@ -48,8 +48,9 @@ pub struct Request {
     pub elapsed: Duration,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
-    /// The load it met when it was sent (span attributes only).
-    pub load: Load,
+    /// The requests and engine figures it met when it was sent (span
+    /// attributes only).
+    pub occupancy: Occupancy,
     /// Its share of its route's GPUs (span attributes only), when the
     /// route has GPUs.
     pub charged: Option<Charged>,
@@ -261,18 +262,18 @@ impl ResponseModels {
     }
 }
 
-/// The load a request met at arrival, as span attributes: the load its
-/// curve counts it at, the requests in flight, and the engine's figures
+/// The occupancy a request met at arrival, as span attributes: the load
+/// its curve counts it at, the requests in flight, and the engine's figures
 /// where they were read. Not on the metrics: a load is a span's detail,
 /// and as an attribute of the histograms it would multiply their series.
-fn load_attributes(load: &Load, attributes: &mut Vec<KeyValue>) {
+fn occupancy_attributes(occupancy: &Occupancy, attributes: &mut Vec<KeyValue>) {
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    attributes.push(KeyValue::new("tokenmeter.load", count(load.curve())));
+    attributes.push(KeyValue::new("tokenmeter.load", count(occupancy.curve())));
     attributes.push(KeyValue::new(
         "tokenmeter.load.in_flight",
-        count(load.in_flight),
+        count(occupancy.in_flight),
     ));
-    let Some(engine) = &load.engine else {
+    let Some(engine) = &occupancy.engine else {
         return;
     };
     for (key, value) in [
@@ -315,7 +316,7 @@ pub(super) fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> S
     if let Some(d) = r.tpot {
         attributes.push(KeyValue::new("tokenmeter.tpot_seconds", d.as_secs_f64()));
     }
-    load_attributes(&r.load, &mut attributes);
+    occupancy_attributes(&r.occupancy, &mut attributes);
     if let Some(c) = r.charged {
         let quantities = [
             ("tokenmeter.gpu.seconds", Some(c.gpu_seconds)),

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use http_body::Frame;
 use hyper::body::Incoming;
 
-use super::connect::Io;
 use super::error::BodyError;
+use crate::dial::Io;
 use crate::proxy::client_body::{ClientBodyError, RequestBody};
 use crate::proxy::delegate::delegate_body;
 use h1::OWN_BUFFER_MAX;

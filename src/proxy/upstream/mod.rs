@@ -1,8 +1,9 @@
 //! The upstream of a route: its connections, the choice of protocol, and
 //! one exchange.
 //!
-//! A connection is made by `connect.rs`: TCP, then TLS for an `https`
-//! upstream, offering `h2` and `http/1.1` by ALPN. The protocol is chosen
+//! A connection is made by `connect.rs`, with the route's `crate::dial`
+//! dialer: TCP, then TLS for an `https` upstream, offering `h2` and
+//! `http/1.1` by ALPN. The protocol is chosen
 //! by what the connection speaks, not by the URL's scheme: HTTP/1.1 (plain
 //! TCP, or TLS where ALPN chose `http/1.1` or nothing) is spoken by the
 //! client connection of our own (`h1`), whose connections are pooled per
@@ -35,12 +36,12 @@ use http::{HeaderValue, Request, Response};
 use super::client_body::{BodyTimeout, ClientBodyError, RequestBody};
 use super::rewrite::{origin_form, upstream_host};
 use crate::config::Route;
+use crate::dial::Io;
 use connect::Connector;
 use h1::{Conn, Pool, Prepared, Reused};
 use h2::H2Failed;
 
 pub use body::{BoxError, FromUpstream, H1Body};
-pub use connect::{Io, tls_config};
 pub use error::{BodyError, Error};
 pub use h2::H2Body;
 

@@ -84,11 +84,11 @@ struct Bucket {
 
 /// One time slot: the buckets that saw a request in it, by index.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Slot {
+struct SlotBuckets {
     buckets: Vec<(usize, Bucket)>,
 }
 
-impl Slot {
+impl SlotBuckets {
     fn bucket(&mut self, index: usize) -> &mut Bucket {
         let at = match self.buckets.iter().position(|(i, _)| *i == index) {
             Some(at) => at,
@@ -101,7 +101,7 @@ impl Slot {
     }
 }
 
-impl Merge for Slot {
+impl Merge for SlotBuckets {
     fn merge_from(&mut self, other: &Self) {
         for (index, theirs) in &other.buckets {
             let mine = self.bucket(*index);
@@ -120,7 +120,7 @@ pub struct Curve {
     model: String,
     slo: String,
     origin: Instant,
-    rings: Mutex<[Ring<Slot>; 3]>,
+    rings: Mutex<[Ring<SlotBuckets>; 3]>,
 }
 
 impl Curve {
@@ -136,7 +136,7 @@ impl Curve {
         &self.slo
     }
 
-    fn rings(&self) -> std::sync::MutexGuard<'_, [Ring<Slot>; 3]> {
+    fn rings(&self) -> std::sync::MutexGuard<'_, [Ring<SlotBuckets>; 3]> {
         self.rings.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -152,7 +152,7 @@ impl Curve {
                 sketch.add(v);
             }
         }
-        let slot = Slot {
+        let slot = SlotBuckets {
             buckets: vec![(bucket_index(load), bucket)],
         };
         for (ring, window) in self.rings().iter_mut().zip(WINDOWS) {
@@ -166,7 +166,7 @@ impl Curve {
         let which = which.min(WINDOWS.len() - 1);
         let index = slot_index(self.origin, now, WINDOWS[which].slot);
         let mut counts = [BucketCounts::default(); BUCKETS];
-        self.rings()[which].visit(index, &mut |slot: &Slot| {
+        self.rings()[which].visit(index, &mut |slot: &SlotBuckets| {
             for (i, b) in &slot.buckets {
                 if let Some(c) = counts.get_mut(*i) {
                     c.add(&b.counts);
@@ -199,7 +199,7 @@ impl Curve {
             .enumerate()
             .map(|(which, window)| {
                 let index = slot_index(self.origin, now, window.slot);
-                let mut total = Slot::default();
+                let mut total = SlotBuckets::default();
                 self.rings()[which].collect(index, &mut total);
                 total.buckets.sort_by_key(|(i, _)| *i);
                 let mut counts = [BucketCounts::default(); BUCKETS];

@@ -20,7 +20,7 @@ use serde::Serialize;
 use slo::ledger::{Charge, Totals};
 use slo::live::WINDOWS;
 
-use super::{Book, ChargeKey, Shown};
+use super::book::{Book, ChargeKey, Shown};
 
 /// How often a point is taken, at most.
 pub(super) const EVERY: Duration = Duration::from_secs(10);

@@ -64,8 +64,8 @@ fn gpus(count: usize) -> Reading {
 
 fn readings() -> Readings {
     Readings::by_hand(&[
-        ("chat", Source::Engine, INTERVAL),
-        ("chat", Source::Gpu, INTERVAL),
+        ("chat", Page::Engine, INTERVAL),
+        ("chat", Page::Gpu, INTERVAL),
     ])
 }
 

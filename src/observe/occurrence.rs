@@ -1,5 +1,6 @@
 //! What the forwarding code reports of itself, apart from metered
-//! requests: typed events, which `observe` counts.
+//! requests: typed occurrences, which `observe` counts. (An event, in this
+//! project, is one of a response stream's protocol events: the meter's.)
 //!
 //! The proxy says what happened (a request matched no route, a connection
 //! was shed, a request was sent again...) and never how it is counted:
@@ -8,7 +9,7 @@
 
 /// Something the proxy did, or had done to it, that is counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event<'a> {
+pub enum Occurrence<'a> {
     /// A request matched no route.
     Unrouted,
     /// A request of `route` was forwarded without metering.

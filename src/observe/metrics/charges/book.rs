@@ -1,0 +1,33 @@
+//! What the owner and its windows share: a route's book (its ledger and
+//! how its figures are shown) and the key its requests are charged under.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use slo::ledger::Ledger;
+
+/// What a request that ended is charged under: its labels but the route
+/// (the ledger is the route's), and whether it was good.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct ChargeKey {
+    pub(super) model: Arc<str>,
+    pub(super) tenant: Arc<str>,
+    pub(super) slo: Arc<str>,
+    pub(super) good: bool,
+}
+
+/// How a route's figures are shown, as its configuration in force says.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Shown {
+    /// It has a GPU page, whose energy is read.
+    pub(super) energy: bool,
+    /// Its price's currency, when it is priced.
+    pub(super) currency: Option<Arc<str>>,
+}
+
+/// One route's ledger and how it is shown.
+pub(super) struct Book {
+    pub(super) route: Arc<str>,
+    pub(super) ledger: Arc<Ledger<ChargeKey>>,
+    pub(super) shown: ArcSwap<Shown>,
+}
