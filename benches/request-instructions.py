@@ -29,6 +29,10 @@ spans, default intervals) to tests/otlp/receiver.py (needs PyPI's
 opentelemetry-proto and grpcio), so the figure with and without it is what
 exporting a request costs, the exporter's task and the SDK's thread
 included;
+GPUS=1 gives the route one GPU at a price (`gpus: 1`, `gpu_hourly_cost`),
+so every request is charged its share of it: the figure with and without
+it is what chargeback costs a request (a binary without those keys
+refuses the config);
 KEEP=DIR keeps the callgrind profile of each binary's N2 run in DIR
 (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 `callgrind_annotate DIR/1.cg.*`."""
@@ -66,6 +70,8 @@ def run(binary, n, stream, keep_as=None):
             'classes:\n  - name: chat\n    objectives:\n      ttft: {p95: 500ms}\n    goodput: {target: 0.9}\n')
         top += 'slo_files: [slo.yaml]\n'
         route += '    slo: chat\n'
+    if os.environ.get('GPUS') == '1':
+        route += '    gpus: 1\n    gpu_hourly_cost: 2.5\n'
     receiver = None
     otlp = os.environ.get('OTLP')
     if otlp:

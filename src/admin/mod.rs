@@ -31,7 +31,7 @@ mod page;
 use arc_swap::ArcSwap;
 
 use crate::in_force::InForce;
-use crate::observe::metrics::Metrics;
+use crate::observe::metrics::{ChargebackReport, Metrics, render_chargeback};
 use slo::aggregate::Quantiles;
 use slo::capacity::CurveReport;
 use slo::live::Report;
@@ -128,10 +128,17 @@ async fn slo(
     };
     // The engines and GPUs are the process's, whoever asks.
     let telemetry = state.metrics.telemetry(readings);
+    // Who used the GPUs: every tenant's, so none in a tenant's view.
+    let chargeback = if tenant.is_empty() {
+        state.metrics.chargeback()
+    } else {
+        ChargebackReport { routes: Vec::new() }
+    };
     let report = SloReport {
         report,
         capacity,
         telemetry,
+        chargeback,
     };
     let accept = headers
         .get(header::ACCEPT)
@@ -153,7 +160,9 @@ async fn slo(
     if !text {
         return axum::Json(report).into_response();
     }
-    let table = render_text(&report.report) + &render_capacity(&report.capacity);
+    let table = render_text(&report.report)
+        + &render_capacity(&report.capacity)
+        + &render_chargeback(&report.chargeback);
     if accept.contains("text/html") && query.format.is_none() {
         let escaped = table
             .replace('&', "&amp;")
@@ -170,13 +179,15 @@ async fn slo(
 /// `/slo`'s JSON: the live windows' report, and beside its fields the
 /// latency–load curves (`capacity`), one per route, model and class, and
 /// the engine and GPU figures of each route whose pages are scraped
-/// (`telemetry`).
+/// (`telemetry`), and each route's GPU time, energy and money over the
+/// windows with who was charged them (`chargeback`).
 #[derive(serde::Serialize)]
 struct SloReport {
     #[serde(flatten)]
     report: Report,
     capacity: Vec<CurveReport>,
     telemetry: crate::observe::metrics::TelemetryReport,
+    chargeback: ChargebackReport,
 }
 
 #[derive(Debug, serde::Deserialize)]

@@ -185,7 +185,7 @@ pub async fn start_with(
     // The scrapes run until shutdown begins, or until a reload replaces
     // them.
     let shutdown = CancellationToken::new();
-    let scraper = scrapes::start(&config, &shutdown).map_err(StartError::Scrape)?;
+    let scraper = scrapes::start(&config, &shutdown, &metrics).map_err(StartError::Scrape)?;
     let observers = Observers::new(metrics.clone(), access, otlp.clone());
     let connections = Connections::new(&config, &observers);
     let config = Arc::new(config);

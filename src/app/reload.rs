@@ -132,7 +132,8 @@ impl Reloader {
         let scraper = if super::scrapes::unchanged(previous.config(), &config) {
             previous.scraper().cloned()
         } else {
-            super::scrapes::start(&config, &self.shutdown).map_err(ReloadError::Scrape)?
+            super::scrapes::start(&config, &self.shutdown, &self.metrics)
+                .map_err(ReloadError::Scrape)?
         };
         let observers = previous.proxy().observers();
         InForce::build(config, observers, scraper, |plan, observers| {

@@ -3,7 +3,7 @@
 //! reload that changes them.
 //!
 //! A reload that leaves every target as it was keeps the running scraper,
-//! so its readings, its failure counts and its GPU-seconds go on; one that
+//! so its readings and its failure counts go on; one that
 //! changes any target starts a new scraper for all of them (the exporter's
 //! counters add the new scraper's counts on top of the old one's), and the
 //! old one stops when the last proxy holding it is dropped.
@@ -15,6 +15,7 @@ use telemetry::{GpuLabel, GpuSelector};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, GpuSelect, MetricsEndpoint, Route, TlsRoots};
+use crate::observe::metrics::Metrics;
 use crate::scrape::{Kind, Scraper, Target};
 
 /// Why the scrapes of a configuration cannot start.
@@ -42,6 +43,8 @@ struct RoutePlan {
     timeout: Duration,
     max_body: usize,
     tls_roots: Option<TlsRoots>,
+    /// The route has GPUs, whose ledger its readings feed.
+    charged: bool,
 }
 
 /// Every route's plan, of the routes that name an endpoint.
@@ -59,6 +62,7 @@ fn plan(config: &Config) -> Vec<RoutePlan> {
             timeout: config.scrape.timeout,
             max_body: config.scrape.max_body,
             tls_roots: r.tls_roots.clone(),
+            charged: has_gpus(r),
         })
         .collect()
 }
@@ -68,13 +72,20 @@ pub(super) fn unchanged(old: &Config, new: &Config) -> bool {
     plan(old) == plan(new)
 }
 
-/// The scraper of `config`'s targets, started under `shutdown`; `None`
+/// Whether `route` has GPUs, whose time is divided among its requests.
+fn has_gpus(route: &Route) -> bool {
+    route.gpus.is_some() || route.gpu_metrics.is_some()
+}
+
+/// The scraper of `config`'s targets, started under `shutdown`, each
+/// reading of a route with GPUs told to its ledger in `metrics`; `None`
 /// when no route names an endpoint.
 pub(super) fn start(
     config: &Config,
     shutdown: &CancellationToken,
+    metrics: &Metrics,
 ) -> Result<Option<Arc<Scraper>>, ScrapeError> {
-    let targets = targets(config)?;
+    let targets = targets(config, metrics)?;
     if targets.is_empty() {
         return Ok(None);
     }
@@ -84,10 +95,11 @@ pub(super) fn start(
 
 /// The targets of `config`, routes in order, each route's engine before
 /// its GPUs.
-fn targets(config: &Config) -> Result<Vec<Target>, ScrapeError> {
+fn targets(config: &Config, metrics: &Metrics) -> Result<Vec<Target>, ScrapeError> {
     let mut targets = Vec::new();
     for route in &config.routes {
         let interval = route.scrape_interval.unwrap_or(config.scrape.interval);
+        let ledger = has_gpus(route).then(|| metrics.ledger_reader(&route.name));
         let target = |kind: Kind, endpoint: &MetricsEndpoint| -> Result<Target, ScrapeError> {
             Ok(Target {
                 route: route.name.clone(),
@@ -98,6 +110,7 @@ fn targets(config: &Config) -> Result<Vec<Target>, ScrapeError> {
                 timeout: config.scrape.timeout,
                 max_body: config.scrape.max_body,
                 tls: tls(route, endpoint)?,
+                ledger: ledger.clone(),
             })
         };
         if let Some(endpoint) = &route.engine_metrics {

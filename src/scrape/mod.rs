@@ -82,7 +82,10 @@ impl Scraper {
         }
         let slots: Arc<[Slot]> = jobs
             .iter()
-            .map(|(target, _)| Slot::new(&target.route, target.kind.source(), target.interval))
+            .map(|(target, _)| {
+                Slot::new(&target.route, target.kind.source(), target.interval)
+                    .feeding(target.ledger.clone())
+            })
             .collect();
         let stop = shutdown.child_token();
         for (slot, (target, endpoint)) in jobs.into_iter().enumerate() {

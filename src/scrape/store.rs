@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
+use slo::ledger::{GpuReading, Reader};
 use telemetry::{EngineReading, GpuAggregate};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -61,10 +62,8 @@ pub(super) struct Slot {
     latest: ArcSwapOption<Latest>,
     /// Indexed by [`Reason::index`].
     failures: [AtomicU64; Reason::ALL.len()],
-    /// The GPU-seconds of a GPU target so far, as `f64` bits: each fresh
-    /// reading's GPU count times the time to the next reading. Only the
-    /// target's task writes it.
-    gpu_seconds: AtomicU64,
+    /// The ledger each reading is told to, when the route has GPUs.
+    ledger: Option<Arc<dyn Reader>>,
     /// Scrapes ended, successful or not: what the tests await instead of
     /// sleeping.
     attempts: watch::Sender<u64>,
@@ -78,7 +77,7 @@ impl Slot {
             fresh_for: interval.saturating_mul(STALE_AFTER_INTERVALS),
             latest: ArcSwapOption::empty(),
             failures: Default::default(),
-            gpu_seconds: AtomicU64::new(0f64.to_bits()),
+            ledger: None,
             attempts: watch::Sender::new(0),
         }
     }
@@ -90,17 +89,30 @@ impl Slot {
             .filter(|latest| now.saturating_duration_since(latest.at) <= self.fresh_for)
     }
 
-    /// Replaces the reading. A GPU reading that follows a fresh one adds
-    /// the GPU-seconds between them, at the earlier one's count: a span
-    /// after a reading that went stale is not known, and not counted.
+    /// The same place, whose readings `ledger` is told.
+    pub(super) fn feeding(self, ledger: Option<Arc<dyn Reader>>) -> Self {
+        Self { ledger, ..self }
+    }
+
+    /// Replaces the reading, and tells the route's ledger, which counts the
+    /// GPUs and their power, or the engine's load, from the reading's time
+    /// for as long as it is fresh.
     pub(super) fn store(&self, latest: Latest) {
-        if let Some(before) = self.fresh(latest.at)
-            && let Reading::Gpu(gpus) = &before.reading
-        {
-            let span = latest.at.saturating_duration_since(before.at).as_secs_f64();
-            let total = f64::from_bits(self.gpu_seconds.load(Ordering::Relaxed));
-            let added = total + gpus.count as f64 * span;
-            self.gpu_seconds.store(added.to_bits(), Ordering::Relaxed);
+        if let Some(ledger) = &self.ledger {
+            let at = latest.at.into_std();
+            match &latest.reading {
+                Reading::Gpu(gpus) => {
+                    let reading = GpuReading {
+                        count: gpus.count,
+                        energy_millijoules: gpus.energy_millijoules,
+                        power_watts: gpus.power_watts,
+                    };
+                    ledger.read_gpus(at, reading, self.fresh_for);
+                }
+                Reading::Engine(engine) => {
+                    ledger.read_engine(at, engine_requests(engine), self.fresh_for);
+                }
+            }
         }
         self.latest.store(Some(Arc::new(latest)));
     }
@@ -155,19 +167,6 @@ impl Readings {
     /// scrapers adds a new scraper's counts whole.
     pub fn id(&self) -> u64 {
         self.id
-    }
-
-    /// The GPU-seconds of each route's GPU target since the scraper
-    /// started, in the order the targets were given.
-    pub fn gpu_seconds(&self) -> Vec<(Arc<str>, f64)> {
-        self.slots
-            .iter()
-            .filter(|slot| slot.source == Source::Gpu)
-            .map(|slot| {
-                let seconds = f64::from_bits(slot.gpu_seconds.load(Ordering::Relaxed));
-                (slot.route.clone(), seconds)
-            })
-            .collect()
     }
 
     /// The requests running and waiting on `route`'s engine at its latest
@@ -262,5 +261,23 @@ impl Readings {
     /// would.
     pub(crate) fn fail_by_hand(&self, index: usize, reason: Reason, now: Instant) {
         self.slots[index].fail(reason, now);
+    }
+}
+
+/// The engine's requests as the ledger divides by them: running plus
+/// waiting, summed over its models; the running ones alone where the page
+/// gives no waiting count; `None` where it gives neither.
+fn engine_requests(engine: &EngineReading) -> Option<f64> {
+    let sum = |get: fn(&telemetry::EngineFigures) -> Option<f64>| {
+        engine
+            .models
+            .iter()
+            .filter_map(|m| get(&m.figures))
+            .fold(None, |sum: Option<f64>, n| Some(sum.unwrap_or(0.0) + n))
+    };
+    let (running, waiting) = (sum(|f| f.running), sum(|f| f.waiting));
+    match (running, waiting) {
+        (None, None) => None,
+        (r, w) => Some(r.unwrap_or(0.0) + w.unwrap_or(0.0)),
     }
 }

@@ -42,6 +42,10 @@ pub struct Target {
     /// web PKI's roots when `None`. Its ALPN is replaced by `http/1.1`, the
     /// only protocol the scraper speaks.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The ledger of the route's GPU time (`slo::ledger`), when the route
+    /// has GPUs: each reading of the target tells it the GPUs and their
+    /// power, or the engine's load, as it is stored.
+    pub ledger: Option<Arc<dyn slo::ledger::Reader>>,
 }
 
 /// A page of a few hundred samples is tens of KiB; a few MiB leaves room

@@ -168,6 +168,7 @@ fn target(route: &str, kind: Kind, url: http::Uri) -> Target {
         timeout: Duration::from_millis(500),
         max_body: DEFAULT_MAX_BODY,
         tls: None,
+        ledger: None,
     }
 }
 
@@ -502,36 +503,59 @@ fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
 }
 
 #[test]
-fn gpu_seconds_add_up_between_fresh_readings_only() {
+fn each_reading_of_a_route_with_gpus_is_told_to_its_ledger() {
     let interval = Duration::from_secs(5);
-    let slot = store::Slot::new("chat", Source::Gpu, interval);
+    let ledger = Arc::new(slo::ledger::Ledger::<u8>::new(
+        Instant::now().into_std(),
+        slo::ledger::Gpus::Scraped,
+        None,
+    ));
+    let gpu = store::Slot::new("chat", Source::Gpu, interval).feeding(Some(ledger.clone()));
+    let engine = store::Slot::new("chat", Source::Engine, interval).feeding(Some(ledger.clone()));
     let at = Instant::now();
-    let gpus = |count| {
+    let gpus = |count, mj| {
         Reading::Gpu(telemetry::GpuAggregate {
             count,
+            energy_millijoules: Some(mj),
             ..telemetry::GpuAggregate::default()
         })
     };
-    slot.store(Latest {
+    gpu.store(Latest {
         at,
-        reading: gpus(4),
+        reading: gpus(4, 0.0),
     });
-    // 4 GPUs for 5 s, then 2 GPUs for 5 s.
-    slot.store(Latest {
+    // 4 GPUs for 5 s; then 2 GPUs at 400 W (2,000 J over the 5 s before).
+    gpu.store(Latest {
         at: at + interval,
-        reading: gpus(2),
+        reading: gpus(2, 2_000_000.0),
     });
-    slot.store(Latest {
-        at: at + interval * 2,
-        reading: gpus(2),
+    // The engine runs 3 and queues 1 of two models.
+    let model = |running, waiting| telemetry::ModelReading {
+        model: None,
+        figures: telemetry::EngineFigures {
+            running: Some(running),
+            waiting,
+            ..telemetry::EngineFigures::default()
+        },
+    };
+    engine.store(Latest {
+        at: at + interval,
+        reading: Reading::Engine(telemetry::EngineReading {
+            models: vec![model(2.0, Some(1.0)), model(1.0, None)],
+            ..telemetry::EngineReading::default()
+        }),
     });
-    // After a gap longer than the staleness bound, nothing is added.
-    slot.store(Latest {
-        at: at + interval * 10,
-        reading: gpus(2),
-    });
-    let readings = Readings::new(Arc::from(vec![slot]));
-    assert_eq!(readings.gpu_seconds(), [(Arc::from("chat"), 30.0)]);
+    // Nothing of this replica's in flight, the engine busy: the other
+    // replicas' time.
+    let t = ledger.totals((at + interval * 2).into_std());
+    assert_eq!(t.total.gpu_seconds, 30.0, "{t:?}");
+    assert_eq!(t.total.joules, 2_000.0, "{t:?}");
+    assert_eq!(t.other_replicas.gpu_seconds, 10.0, "{t:?}");
+    assert_eq!(t.idle.gpu_seconds, 20.0, "{t:?}");
+    // A reading that goes stale stops the time, as it stops `llm_gpus`.
+    let t = ledger.totals((at + interval * 10).into_std());
+    assert_eq!(t.total.gpu_seconds, 20.0 + 2.0 * 15.0, "{t:?}");
+    let readings = Readings::new(Arc::from(vec![gpu]));
     let other = Readings::new(Arc::from(Vec::new()));
     assert_ne!(readings.id(), other.id());
 }

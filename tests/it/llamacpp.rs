@@ -557,7 +557,8 @@ async fn llama_server_reports_prompt_and_predicted_ms_into_the_phase_histograms_
 /// llama-server's own `/metrics` (`--metrics`), scraped through the route's
 /// `engine_metrics`: its `llamacpp:*` gauges under tokenmeter's names, with
 /// the route and no model (llama-server names none), while requests run
-/// on its two slots.
+/// on its two slots; with `gpus: 1`, the GPU's time divided among the
+/// requests adds up.
 #[tokio::test]
 async fn llama_server_gauges_are_re_exported_with_the_route_needs_tool_llama_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -580,6 +581,9 @@ async fn llama_server_gauges_are_re_exported_with_the_route_needs_tool_llama_ser
     });
     config.scrape.interval = Duration::from_millis(200);
     config.scrape.timeout = Duration::from_millis(150);
+    // One GPU all the time, divided among the requests by their share of
+    // the engine's batch.
+    config.routes[0].gpus = Some(1);
     let proxy = start(config).await;
 
     let engine = [("route", "test"), ("model", "")];
@@ -634,6 +638,21 @@ async fn llama_server_gauges_are_re_exported_with_the_route_needs_tool_llama_ser
             &[("route", "test")]
         ),
         0.0
+    );
+    // The requests, in flight, left to others and idle add up to the GPU's
+    // time.
+    let s = scrape(proxy.admin_addr).await.1;
+    let route = [("route", "test")];
+    let charged = sum(&s, "llm_request_gpu_seconds_total", &route);
+    let parts = charged
+        + sum(&s, "llm_gpu_in_flight_seconds", &route)
+        + sum(&s, "llm_gpu_other_replicas_seconds_total", &route)
+        + sum(&s, "llm_gpu_idle_seconds_total", &route);
+    let total = sum(&s, "llm_gpu_seconds_total", &route);
+    assert!(charged > 0.0, "{charged}");
+    assert!(
+        (parts - total).abs() <= 0.005 * total,
+        "{parts} against {total}"
     );
     proxy.stop().await;
 }

@@ -32,6 +32,7 @@ mod attribution;
 mod bench;
 mod capacity;
 mod chaos;
+mod chargeback;
 mod cli;
 mod compat;
 mod config;

@@ -464,21 +464,17 @@ async fn figures_of_a_page_that_stops_answering_are_removed_not_frozen() {
 
     engine.set(Answer::Hang);
     gpus.set(Answer::Status(503));
+    // The chargeback families are counters that stay; every figure goes.
+    let figure = |x: &Sample| {
+        (x.name.starts_with("llm_engine_") || x.name.starts_with("llm_gpu"))
+            && !names::CHARGEBACK.iter().any(|f| f.name("llm") == x.name)
+    };
     let gone = scrape_until(proxy.admin_addr, |s| {
-        !s.iter().any(|x| {
-            x.labels.get("route").map(String::as_str) == Some("chat")
-                && (x.name.starts_with("llm_engine_") || x.name.starts_with("llm_gpu"))
-                && x.name != "llm_gpu_seconds_total"
-        })
+        !s.iter()
+            .any(|x| x.labels.get("route").map(String::as_str) == Some("chat") && figure(x))
     })
     .await;
-    let leftover: Vec<&Sample> = gone
-        .iter()
-        .filter(|x| {
-            (x.name.starts_with("llm_engine_") || x.name.starts_with("llm_gpu"))
-                && x.name != "llm_gpu_seconds_total"
-        })
-        .collect();
+    let leftover: Vec<&Sample> = gone.iter().filter(|x| figure(x)).collect();
     assert!(leftover.is_empty(), "{leftover:?}");
     let failures = |target, reason| {
         value(

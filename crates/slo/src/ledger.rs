@@ -348,7 +348,7 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
 
 /// What a route's scrapes tell its ledger, whatever its requests are
 /// charged under: the scraper holds it without knowing the key.
-pub trait Reader: Send + Sync {
+pub trait Reader: Send + Sync + std::fmt::Debug {
     /// A reading of the route's GPU page at `at`, in force for `fresh_for`.
     fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration);
     /// The engine's requests running and waiting at `at` (`None`: not
@@ -356,7 +356,7 @@ pub trait Reader: Send + Sync {
     fn read_engine(&self, at: Instant, load: Option<f64>, fresh_for: Duration);
 }
 
-impl<K: Eq + Hash + Clone + Default + Send> Reader for Ledger<K> {
+impl<K: Eq + Hash + Clone + Default + Send + std::fmt::Debug> Reader for Ledger<K> {
     fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration) {
         Ledger::read_gpus(self, at, reading, fresh_for);
     }

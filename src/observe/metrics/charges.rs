@@ -22,10 +22,14 @@ use prometheus::proto::MetricFamily;
 use prometheus::{CounterVec, GaugeVec, Opts};
 
 use super::register::Register;
+
+mod report;
+
 use crate::config::Config;
 use crate::observe::labels::Labels;
 use crate::observe::request::Charged;
 use names::Family;
+pub use report::{ChargebackReport, render_text};
 use slo::ledger::{Charge, Gpus, Ledger, Reader, Tab};
 
 /// What a request that ended is charged under: its labels but the route
@@ -61,6 +65,8 @@ pub(super) struct Charges {
     /// Those of the configuration in force, which a request looks up.
     in_force: ArcSwap<HashMap<Arc<str>, Arc<Book>>>,
     families: Families,
+    /// Points of the ledgers' counts, for the windows of `/slo`.
+    history: Mutex<report::History>,
 }
 
 /// The families, made anew from the ledgers at each exposition.
@@ -101,6 +107,7 @@ impl Charges {
             books: Mutex::default(),
             in_force: ArcSwap::default(),
             families,
+            history: Mutex::new(report::History::new(Instant::now())),
         });
         r.registry.register(Box::new(Registered(charges.clone())))?;
         Ok(charges)
@@ -150,6 +157,27 @@ impl Charges {
             tab: book.ledger.open(now),
             shown: book.shown.load_full(),
         })
+    }
+
+    /// Every book, in no order.
+    fn books(&self) -> Vec<Arc<Book>> {
+        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
+        books.values().cloned().collect()
+    }
+
+    /// Takes a point of the ledgers for the windows, when one is due.
+    fn tick(&self, books: &[Arc<Book>], now: Instant) {
+        let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        history.tick(books, now);
+    }
+
+    /// Every route's GPU time, energy and money over the live windows, and
+    /// who was charged them.
+    pub(super) fn report(&self, now: Instant) -> ChargebackReport {
+        let books = self.books();
+        self.tick(&books, now);
+        let history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        history.report(&books, now)
     }
 
     /// What `route`'s scrapes tell its ledger, made now if the route has
@@ -324,13 +352,8 @@ impl Collector for Registered {
             return Vec::new();
         };
         let now = Instant::now();
-        let books: Vec<Arc<Book>> = charges
-            .books
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let books = charges.books();
+        charges.tick(&books, now);
         for book in &books {
             made.book(book, now);
         }

@@ -59,7 +59,7 @@ use health::Health;
 use register::Register;
 use windows::Windows;
 
-pub use charges::Bill;
+pub use charges::{Bill, ChargebackReport, render_text as render_chargeback};
 pub use engines::{
     EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
 };
@@ -136,6 +136,12 @@ impl Metrics {
     /// total) at each scrape. Only the first source set is used.
     pub fn count_log_drops(&self, dropped: impl Fn() -> u64 + Send + Sync + 'static) {
         self.health.count_log_drops(dropped);
+    }
+
+    /// Every route's GPU time, energy and money over the live windows, and
+    /// who was charged them, for `/slo` and the live page.
+    pub fn chargeback(&self) -> ChargebackReport {
+        self.charges.report(std::time::Instant::now())
     }
 
     /// The routes' engine and GPU figures of `readings` (those of the

@@ -19,31 +19,9 @@ pub struct Page {
 impl Page {
     /// Serves `text` until the test's runtime stops.
     pub async fn serve(text: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let text = Arc::new(Mutex::new(text));
         let served = text.clone();
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let page = served.lock().unwrap().clone();
-                tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
-                        page.len()
-                    );
-                    let _ = stream.write_all(answer.as_bytes()).await;
-                    let _ = stream.shutdown().await;
-                });
-            }
-        });
+        let addr = serve_made(move || served.lock().unwrap().clone()).await;
         Page { addr, text }
     }
 
@@ -56,6 +34,36 @@ impl Page {
     pub fn set(&self, text: String) {
         *self.text.lock().unwrap() = text;
     }
+}
+
+/// Serves to every GET the page `make` writes at that moment (a counter
+/// that grows with time, say), until the test's runtime stops; its
+/// address.
+pub async fn serve_made(make: impl Fn() -> String + Send + Sync + 'static) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let page = make();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    addr
 }
 
 /// vLLM's page for model `model` with `running` requests in its batch and

@@ -167,7 +167,7 @@ fn dcgm_selects_the_gpus_of_a_route() {
     let reading = read_gpus(&page("dcgm-a100.prom"));
     assert_eq!(
         (reading.gpus.len(), reading.ignored, reading.refused),
-        (4, 12, 0)
+        (4, 8, 0)
     );
     let first = &reading.gpus[0];
     assert_eq!(first.label("modelName"), Some("NVIDIA A100-SXM4-80GB"));
@@ -184,6 +184,9 @@ fn dcgm_selects_the_gpus_of_a_route() {
             graphics_engine_active: spread(Some(0.8565), Some(0.912), 2),
             sm_active: spread(Some(0.887), Some(0.887), 1),
             dram_active: spread(Some(0.475), Some(0.503), 2),
+            // The page has no energy counter; every GPU's power.
+            energy_millijoules: None,
+            power_watts: Some(61.823 + 61.823),
         },
     );
 
@@ -199,6 +202,8 @@ fn dcgm_selects_the_gpus_of_a_route() {
             graphics_engine_active: spread(Some(0.017), Some(0.034), 2),
             sm_active: spread(None, None, 0),
             dram_active: spread(Some(0.0055), Some(0.011), 2),
+            energy_millijoules: None,
+            power_watts: Some(61.823 + 61.823),
         },
     );
 

@@ -131,3 +131,60 @@ fn a_routes_families_add_up_at_a_scrape() {
         "{text}"
     );
 }
+
+#[test]
+fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
+    let registry = Registry::new();
+    let r = Register {
+        registry: &registry,
+        namespace: "llm",
+    };
+    let charges = Charges::register(r).unwrap();
+    let t0 = Instant::now();
+    let secs = Duration::from_secs;
+    charges.configure(&config(PRICED), t0);
+    let a = charges.open("chat", t0).unwrap();
+    let b = charges.open("chat", t0 + secs(5)).unwrap();
+    a.close(t0 + secs(10), &labels("chat", Some("team-a")), true);
+    b.close(t0 + secs(20), &labels("chat", Some("team-b")), false);
+
+    let report = charges.report(t0 + secs(30));
+    let w = &report.routes[0].windows[0];
+    assert_eq!((report.routes[0].route.as_str(), w.window), ("chat", "1m"));
+    assert_eq!(report.routes[0].currency.as_deref(), Some("EUR"));
+    // The counts began 30 s ago: the window is those 30 s, at 2 GPUs.
+    assert!((w.seconds - 30.0).abs() < 0.1, "{w:?}");
+    assert!((w.total.gpu_seconds - 60.0).abs() < 1e-9, "{w:?}");
+    let tenant = |name: &str| w.tenants.iter().find(|t| t.tenant == name).unwrap();
+    // a: 5 s alone and 5 s shared; b: 5 s shared and 10 s alone.
+    assert!(
+        (tenant("team-a").good.gpu_seconds - 15.0).abs() < 1e-9,
+        "{w:?}"
+    );
+    assert_eq!(tenant("team-a").waste.gpu_seconds, 0.0);
+    assert!(
+        (tenant("team-b").waste.gpu_seconds - 25.0).abs() < 1e-9,
+        "{w:?}"
+    );
+    assert!((w.idle.gpu_seconds - 20.0).abs() < 1e-9, "{w:?}");
+    assert!((w.idle.cost.unwrap() - 0.02).abs() < 1e-12, "{w:?}");
+    assert_eq!(w.idle.joules, None, "no GPU page");
+
+    // Later, a minute with nothing in flight: all idle, no tenant.
+    charges.report(t0 + secs(100));
+    let report = charges.report(t0 + secs(200));
+    let w = &report.routes[0].windows[0];
+    assert!(
+        (w.seconds - 100.0).abs() < 1e-9,
+        "from the point of 100 s: {w:?}"
+    );
+    assert!(w.tenants.is_empty(), "{w:?}");
+    assert!((w.idle.gpu_seconds - 200.0).abs() < 1e-9, "{w:?}");
+    let text = render_text(&report);
+    assert!(text.starts_with("gpu route chat  currency EUR\n"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("1h     team-b") && l.ends_with("100.0%")),
+        "{text}"
+    );
+}

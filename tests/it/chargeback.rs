@@ -1,0 +1,469 @@
+//! Chargeback on real sockets (docs/metrics.md, "Chargeback"): a route's
+//! GPU time, energy and money divided among its tenants by their share of
+//! the requests in flight, against the spans the clients measured; the
+//! parts adding up to the route's total; the access lines adding up to the
+//! counters; a price changed by a reload; a GPU page that goes away.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::common::*;
+use tokenmeter::app::{ConfigSource, Running};
+use tokenmeter::config::{Config, Overrides};
+
+/// One request as its client saw it: its tenant, when it was sent and
+/// when its last byte arrived.
+#[derive(Debug, Clone)]
+struct Span {
+    tenant: String,
+    start: Instant,
+    end: Instant,
+}
+
+/// Sends one streamed chat request for `tenant` (with `extra` headers)
+/// and reads the whole answer.
+async fn request(proxy: SocketAddr, tenant: &str, extra: &[(&str, &str)]) -> Span {
+    let mut headers = vec![("x-tenant", tenant)];
+    headers.extend_from_slice(extra);
+    let (head, body) = chat_request("m1", true, &headers);
+    let start = Instant::now();
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let end = Instant::now();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    Span {
+        tenant: tenant.to_owned(),
+        start,
+        end,
+    }
+}
+
+/// A tenant's clients: its name, how many at once, the requests each sends
+/// one after the other, and the headers they add.
+type Clients<'a> = (&'a str, usize, usize, &'a [(&'a str, &'a str)]);
+
+/// `tenants`' clients sending at once: every request's span.
+async fn load(proxy: SocketAddr, tenants: &[Clients<'_>]) -> Vec<Span> {
+    let mut clients = Vec::new();
+    for &(tenant, concurrency, each, extra) in tenants {
+        let extra: Vec<(String, String)> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for _ in 0..concurrency {
+            let (tenant, extra) = (tenant.to_owned(), extra.clone());
+            clients.push(tokio::spawn(async move {
+                let extra: Vec<(&str, &str)> = extra
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                let mut spans = Vec::new();
+                for _ in 0..each {
+                    spans.push(request(proxy, &tenant, &extra).await);
+                }
+                spans
+            }));
+        }
+    }
+    let mut spans = Vec::new();
+    for client in clients {
+        spans.extend(client.await.unwrap());
+    }
+    spans
+}
+
+/// Each tenant's share of `gpus` GPUs over `spans`: the integral, over
+/// every moment some request is in flight, of its requests in flight over
+/// all of them.
+fn shares(spans: &[Span], gpus: f64) -> BTreeMap<String, f64> {
+    let mut edges: Vec<(Instant, i32, &str)> = Vec::new();
+    for s in spans {
+        edges.push((s.start, 1, &s.tenant));
+        edges.push((s.end, -1, &s.tenant));
+    }
+    // Ends before starts at one instant: a request that ends as another
+    // starts does not share that instant.
+    edges.sort_by_key(|&(at, step, _)| (at, step));
+    let mut in_flight: BTreeMap<&str, i32> = BTreeMap::new();
+    let mut shares = BTreeMap::new();
+    let mut last = edges[0].0;
+    for (at, step, tenant) in edges {
+        let all: i32 = in_flight.values().sum();
+        if all > 0 {
+            let span = at.duration_since(last).as_secs_f64();
+            for (t, n) in &in_flight {
+                *shares.entry(t.to_string()).or_insert(0.0) +=
+                    gpus * span * f64::from(*n) / f64::from(all);
+            }
+        }
+        *in_flight.entry(tenant).or_insert(0) += step;
+        last = at;
+    }
+    shares
+}
+
+/// The sum of `name` over the series with `labels`, from a scrape's text.
+fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    sum(samples, name, labels)
+}
+
+/// The route's parts of one quantity (`seconds`, `energy_joules`, `cost`)
+/// against its total, from one scrape: they must be equal.
+fn parts_and_total(s: &[Sample], route: &str, quantity: &str) -> (f64, f64) {
+    let r = [("route", route)];
+    let in_flight = match quantity {
+        "seconds" => "llm_gpu_in_flight_seconds".to_owned(),
+        q => format!("llm_gpu_in_flight_{q}"),
+    };
+    let parts = total(s, &format!("llm_request_gpu_{quantity}_total"), &r)
+        + total(s, &in_flight, &r)
+        + total(s, &format!("llm_gpu_other_replicas_{quantity}_total"), &r)
+        + total(s, &format!("llm_gpu_idle_{quantity}_total"), &r);
+    let whole = match quantity {
+        "seconds" => "llm_gpu_seconds_total".to_owned(),
+        q => format!("llm_gpu_{q}_total"),
+    };
+    (parts, total(s, &whole, &r))
+}
+
+#[track_caller]
+fn assert_near(got: f64, want: f64, within: f64, what: &str) {
+    let err = (got - want).abs() / want.abs().max(1e-12);
+    assert!(
+        err <= within,
+        "{what}: {got} against {want} ({:.3} %)",
+        err * 100.0
+    );
+}
+
+/// The access lines of tenant requests the child wrote, as JSON, until
+/// `n` of them have come.
+fn access_lines(lines: &mut impl Iterator<Item = std::io::Result<String>>, n: usize) -> Vec<Value> {
+    let mut access = Vec::new();
+    while access.len() < n {
+        let line = lines.next().expect("serve exited").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["target"] == "tokenmeter::access" {
+            access.push(v["fields"].clone());
+        }
+    }
+    access
+}
+
+/// Three tenants at concurrencies 1, 2 and 3 and a fourth that declares
+/// an objective it always misses, through the binary in front of a
+/// batch-limited upstream, on a route of one GPU at 3.6 an hour: each
+/// tenant's GPU-seconds are the integral of its share of the requests in
+/// flight as its clients measured them; the parts add up to the route's
+/// GPU-seconds and cost; the missing tenant's time is all waste; and the
+/// access lines add up to the counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_share_the_gpus_by_their_requests_in_flight() {
+    let sim = start_sim(sim::SimConfig {
+        slots: NonZeroU32::new(4),
+        ..schedule(40, 8, 25)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenmeter.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "cost: {{currency: EUR}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    gpus: 1\n    gpu_hourly_cost: 3.6\n    tenant: {{header: x-tenant}}\n    slo_request_headers: true\n"
+        ),
+    )
+    .unwrap();
+    let mut child = serve(&[OsStr::new("--config"), path.as_os_str()]);
+    let miss: &[(&str, &str)] = &[("x-slo-ttft-ms", "1")];
+    let spans = load(
+        child.proxy,
+        &[
+            ("a", 1, 6, &[]),
+            ("b", 2, 6, &[]),
+            ("c", 3, 6, &[]),
+            ("d", 1, 4, miss),
+        ],
+    )
+    .await;
+    let (_, s) = scrape(child.admin).await;
+    let want = shares(&spans, 1.0);
+    let route = ("route", "chat");
+    for (tenant, want) in &want {
+        let got = total(
+            &s,
+            "llm_request_gpu_seconds_total",
+            &[route, ("tenant", tenant)],
+        );
+        assert_near(got, *want, 0.02, &format!("tenant {tenant}'s GPU-seconds"));
+    }
+    for quantity in ["seconds", "cost"] {
+        let (parts, whole) = parts_and_total(&s, "chat", quantity);
+        assert_near(parts, whole, 0.005, quantity);
+    }
+    // 3.6 EUR an hour: a thousandth of a euro a GPU-second.
+    let cost = total(
+        &s,
+        "llm_request_gpu_cost_total",
+        &[route, ("currency", "EUR")],
+    );
+    let seconds = total(&s, "llm_request_gpu_seconds_total", &[route]);
+    assert_near(cost, seconds * 0.001, 1e-9, "cost");
+    // The tenant that missed every objective: all its time is waste.
+    let d = |good| {
+        total(
+            &s,
+            "llm_request_gpu_seconds_total",
+            &[("tenant", "d"), ("good", good)],
+        )
+    };
+    assert!(
+        d("false") > 0.0 && d("true") == 0.0,
+        "{} {}",
+        d("false"),
+        d("true")
+    );
+    assert!(
+        total(
+            &s,
+            "llm_request_gpu_seconds_total",
+            &[("tenant", "a"), ("good", "false")]
+        ) == 0.0
+    );
+
+    // The lines add up to the counters, per tenant.
+    let lines = access_lines(&mut child.lines, spans.len());
+    for tenant in want.keys() {
+        let of = |field: &str| -> f64 {
+            lines
+                .iter()
+                .filter(|l| l["tenant"] == tenant.as_str())
+                .map(|l| l[field].as_f64().unwrap())
+                .sum()
+        };
+        let counted = |name| total(&s, name, &[route, ("tenant", tenant)]);
+        assert_near(
+            of("gpu_seconds"),
+            counted("llm_request_gpu_seconds_total"),
+            1e-9,
+            "lines' GPU-seconds",
+        );
+        assert_near(
+            of("gpu_cost"),
+            counted("llm_request_gpu_cost_total"),
+            1e-9,
+            "lines' cost",
+        );
+        assert!(
+            lines.iter().all(|l| l.get("gpu_joules").is_none()),
+            "no GPU page, no joules"
+        );
+    }
+}
+
+/// A DCGM page of 2 GPUs whose energy counters grow at 150 W each: the
+/// route's joules follow the same shares as its GPU-seconds, and the parts
+/// add up to the joules counted, the counter's growth since the second
+/// reading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn energy_of_a_dcgm_page_follows_the_same_shares() {
+    let began = Instant::now();
+    let page = serve_made(move || {
+        let mj = 150_000.0 * began.elapsed().as_secs_f64();
+        format!(
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"0\",UUID=\"GPU-a\"}} {}\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"1\",UUID=\"GPU-b\"}} {}\n",
+            1e9 + mj,
+            2e9 + mj
+        )
+    })
+    .await;
+    let sim = start_sim(sim::SimConfig {
+        slots: NonZeroU32::new(4),
+        ..schedule(40, 8, 25)
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = load_file(
+        dir.path(),
+        &format!(
+            "scrape: {{interval: 200ms, timeout: 150ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    gpu_metrics: http://{page}/metrics\n    tenant: {{header: x-tenant}}\n"
+        ),
+    );
+    let proxy = start(config).await;
+    let route = [("route", "chat")];
+    // Two readings give the first average power.
+    scrape_until(proxy.admin_addr, |s| {
+        total(s, "llm_gpu_energy_joules_total", &route) > 0.0
+    })
+    .await;
+    let spans = load(proxy.proxy_addr, &[("a", 1, 5, &[]), ("b", 2, 5, &[])]).await;
+    let (_, s) = scrape(proxy.admin_addr).await;
+    for quantity in ["seconds", "energy_joules"] {
+        let (parts, whole) = parts_and_total(&s, "chat", quantity);
+        assert_near(parts, whole, 0.005, quantity);
+    }
+    let of = |name, tenant| total(&s, name, &[("route", "chat"), ("tenant", tenant)]);
+    for tenant in ["a", "b"] {
+        let gpu = of("llm_request_gpu_seconds_total", tenant);
+        let joules = of("llm_request_gpu_energy_joules_total", tenant);
+        // 300 W over 2 GPUs: 150 J a GPU-second.
+        assert_near(
+            joules,
+            150.0 * gpu,
+            0.05,
+            &format!("tenant {tenant}'s joules"),
+        );
+    }
+    let want = shares(&spans, 2.0);
+    assert_near(
+        of("llm_request_gpu_seconds_total", "b"),
+        want["b"],
+        0.02,
+        "b's GPU-seconds",
+    );
+    // The joules counted are the counter's growth over the time counted
+    // but the first interval (no average yet), at 300 W.
+    let gpu_seconds = total(&s, "llm_gpu_seconds_total", &route);
+    let joules = total(&s, "llm_gpu_energy_joules_total", &route);
+    assert_near(
+        joules,
+        300.0 * (gpu_seconds / 2.0 - 0.2),
+        0.05,
+        "joules counted",
+    );
+    assert_eq!(total(&s, "tokenmeter_gpu_energy_resets_total", &route), 0.0);
+    proxy.stop().await;
+}
+
+/// A config file in `dir` loaded as a user's would be, on ephemeral ports.
+fn load_file(dir: &Path, text: &str) -> Config {
+    let path = dir.join("main.yaml");
+    std::fs::write(&path, text).unwrap();
+    Config::load(&path, &overrides()).unwrap()
+}
+
+fn overrides() -> Overrides {
+    Overrides {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    }
+}
+
+/// The price of a route with 2 GPUs changed by a reload: the cost before
+/// it is at the old price, the cost after at the new one, and what was
+/// counted stays.
+#[tokio::test]
+async fn a_price_changed_by_reload_applies_from_the_reload_on() {
+    let sim = start_sim(schedule(5, 5, 3)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let main = |price: &str| {
+        format!(
+            "routes:\n  - name: chat\n    upstream: http://{sim}\n    gpus: 2\n    gpu_hourly_cost: {price}\n"
+        )
+    };
+    let config = load_file(dir.path(), &main("3600"));
+    let path = dir.path().join("main.yaml");
+    let proxy: Running = tokenmeter::app::start_with(
+        config,
+        Some(ConfigSource {
+            path: path.clone(),
+            overrides: overrides(),
+            watch: false,
+        }),
+        None,
+    )
+    .await
+    .unwrap();
+    let route = [("route", "chat")];
+    let read = |s: &[Sample]| {
+        (
+            total(s, "llm_gpu_seconds_total", &route),
+            total(
+                s,
+                "llm_gpu_cost_total",
+                &[("route", "chat"), ("currency", "USD")],
+            ),
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (seconds, cost) = read(&scrape(proxy.admin_addr).await.1);
+    // One a GPU-second.
+    assert_near(cost, seconds, 1e-9, "cost at 3600 an hour");
+    std::fs::write(&path, main("7200")).unwrap();
+    proxy.reload().await.unwrap();
+    let (at_reload, cost_at_reload) = read(&scrape(proxy.admin_addr).await.1);
+    let _ = load(proxy.proxy_addr, &[("a", 1, 2, &[])]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (later, cost_later) = read(&scrape(proxy.admin_addr).await.1);
+    assert!(cost_later >= cost_at_reload && cost_at_reload >= cost);
+    // Two a GPU-second from the reload on.
+    assert_near(
+        cost_later - cost_at_reload,
+        2.0 * (later - at_reload),
+        1e-6,
+        "cost at 7200 an hour",
+    );
+    let (_, s) = scrape(proxy.admin_addr).await;
+    let (parts, whole) = parts_and_total(&s, "chat", "cost");
+    assert_near(parts, whole, 1e-9, "cost's parts");
+    proxy.stop().await;
+}
+
+/// A GPU page that stops answering while a request is in flight: the
+/// GPU-seconds stop three intervals after its last reading, the request is
+/// charged no time after that, and the parts still add up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_page_that_goes_away_stops_the_time_and_the_shares() {
+    let page =
+        Arc::new(Page::serve("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-a\"} 50\n".into()).await);
+    // One request of about 2.5 s.
+    let sim = start_sim(schedule(10, 25, 100)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = load_file(
+        dir.path(),
+        &format!(
+            "scrape: {{interval: 100ms, timeout: 80ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    gpu_metrics: {}\n    tenant: {{header: x-tenant}}\n",
+            page.url()
+        ),
+    );
+    let proxy = start(config).await;
+    let route = [("route", "chat")];
+    scrape_until(proxy.admin_addr, |s| total(s, "llm_gpus", &route) == 1.0).await;
+    let client = tokio::spawn(request(proxy.proxy_addr, "a", &[]));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    page.set("not a page".into());
+    let span = client.await.unwrap();
+    let (_, s) = scrape(proxy.admin_addr).await;
+    let charged = total(&s, "llm_request_gpu_seconds_total", &[("tenant", "a")]);
+    let lasted = span.end.duration_since(span.start).as_secs_f64();
+    assert!(lasted > 2.0, "{lasted}");
+    // Charged from its start to about 0.3 s after the last good reading,
+    // not for its whole time.
+    assert!(charged > 0.4 && charged < 1.2, "{charged} of {lasted} s");
+    let (parts, whole) = parts_and_total(&s, "chat", "seconds");
+    assert_near(parts, whole, 1e-9, "parts");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (_, again) = scrape(proxy.admin_addr).await;
+    assert_eq!(
+        total(&again, "llm_gpu_seconds_total", &route),
+        whole,
+        "no time counted while stale"
+    );
+    proxy.stop().await;
+}
