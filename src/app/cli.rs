@@ -202,6 +202,12 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
             // The fleet's latency–load curves and knees, after the ratios.
             file.groups
                 .extend(slo::rules::capacity_groups(&loaded.slo_classes, namespace));
+            // Chargeback whatever the routes: a route a reload gives GPUs
+            // is covered by the rule file already deployed.
+            file.groups.push(slo::rules::chargeback_group(
+                namespace,
+                &slo::rules::CHARGEBACK_WINDOWS,
+            ));
             let yaml = slo::rules::to_yaml(&file).map_err(CommandError::Rules)?;
             write_output(out.as_deref(), &yaml)?;
             Ok(ExitCode::SUCCESS)

@@ -3,14 +3,16 @@
 //! exports.
 //!
 //! Every panel queries the raw series (histograms and counters) aggregated
-//! with `sum by (..., le)` first, so the dashboard is right for any number
-//! of proxy replicas and needs no recording rules. Template variables
+//! with `sum by (..., le)` first (the GPUs' own counters, which every
+//! replica counts alike, with `avg by (route)`), so the dashboard is right
+//! for any number of proxy replicas and needs no recording rules. Template variables
 //! (`$route`, `$model`, `$slo`, `$tenant`) filter every panel.
 //!
 //! This module only builds JSON: it reads no files and knows no config
 //! syntax.
 
 mod builder;
+mod cost;
 mod panels;
 mod tradeoff;
 
@@ -33,6 +35,7 @@ pub fn render(namespace: &str, classes: &[ClassView]) -> Value {
     b.phases();
     b.outcomes();
     b.engine();
+    b.cost();
     json!({
         "uid": UID,
         "title": "tokenmeter: LLM latency and goodput",
@@ -185,6 +188,66 @@ mod tests {
             !exprs
                 .iter()
                 .any(|e| e.contains("slo=\"batch\"") && e.contains("(1 - "))
+        );
+    }
+
+    /// The Cost row's panels: cost per tenant by currency, good against
+    /// waste and idle stacked, the idle share, and cost and joules per good
+    /// output token per tenant.
+    #[test]
+    fn the_cost_row_shows_the_bill_per_tenant() {
+        let d = render("llm", &classes());
+        let panels = d["panels"].as_array().unwrap();
+        let row = panels
+            .iter()
+            .position(|p| p["type"] == "row" && p["title"] == "Cost")
+            .expect("a Cost row");
+        let cost: Vec<&Value> = panels[row + 1..]
+            .iter()
+            .take_while(|p| p["type"] != "row")
+            .collect();
+        let titles: Vec<&str> = cost.iter().map(|p| p["title"].as_str().unwrap()).collect();
+        assert_eq!(
+            titles,
+            [
+                "Cost per hour, per tenant and idle",
+                "GPU time: good, waste and idle",
+                "Idle share",
+                "Cost per million good output tokens",
+                "Joules per good output token",
+            ]
+        );
+        let exprs = |p: &Value| expressions(p);
+        assert!(
+            exprs(cost[0])[0]
+                .contains("sum by (route, tenant, currency) (rate(llm_request_gpu_cost_total{")
+        );
+        let stacked = exprs(cost[1]);
+        assert!(stacked[0].contains("good=\"true\""), "{stacked:?}");
+        assert!(stacked[1].contains("good=\"false\""), "{stacked:?}");
+        assert!(stacked[2].starts_with("avg by (route) (rate(llm_gpu_idle_seconds_total{"));
+        assert_eq!(
+            cost[1]["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"],
+            "normal"
+        );
+        assert_eq!(cost[2]["fieldConfig"]["defaults"]["unit"], "percentunit");
+        let per_token = exprs(cost[3]);
+        assert!(per_token[0].starts_with(
+            "1e6 * (sum by (route, tenant, currency) (rate(llm_request_gpu_cost_total{"
+        ));
+        assert!(per_token[0].contains(
+            "/ on (route, tenant) group_left () (sum by (route, tenant) (rate(llm_slo_good_output_tokens_total{"
+        ));
+        assert!(
+            exprs(cost[4])[0]
+                .starts_with("sum by (route, tenant) (rate(llm_request_gpu_energy_joules_total{")
+        );
+        // The chargeback families have no operation label, so the row
+        // filters by none.
+        assert!(
+            cost.iter()
+                .flat_map(|p| exprs(p))
+                .all(|e| !e.contains("$operation"))
         );
     }
 

@@ -33,6 +33,7 @@ mod bench;
 mod capacity;
 mod chaos;
 mod chargeback;
+mod chargeback_fleet;
 mod cli;
 mod compat;
 mod config;

@@ -32,10 +32,16 @@ impl Drop for Prometheus {
 /// Starts Prometheus scraping `targets` every second and evaluating the
 /// shipped rules (`deploy/prometheus/rules.yml`) every second.
 pub(crate) async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
-    let dir = tempfile::tempdir().unwrap();
     let rules =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/rules.yml");
-    std::fs::copy(rules, dir.path().join("rules.yml")).unwrap();
+    start_prometheus_with_rules(targets, &std::fs::read_to_string(rules).unwrap()).await
+}
+
+/// Starts Prometheus scraping `targets` every second and evaluating the
+/// rule file `rules` (its text) every second.
+pub(crate) async fn start_prometheus_with_rules(targets: &[SocketAddr], rules: &str) -> Prometheus {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rules.yml"), rules).unwrap();
     let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\

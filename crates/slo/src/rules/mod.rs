@@ -18,24 +18,28 @@
 //!
 //! And per class with a target, [`capacity_groups`]: the latency–load
 //! curve summed over every replica, and the fleet's knee and headroom.
+//! And whatever the classes, [`chargeback_group`]: the fleet's GPU time,
+//! its tenants' and idle, and what a good token costs.
 //!
 //! This module builds the rule file as data and text; it must not do I/O
 //! (the CLI writes the file).
 //!
 //! The error ratios and burn-rate alerts are built in `burn.rs`, the
-//! capacity rules in `fleet.rs`; this file holds the rule file's types and
-//! writes it as YAML.
+//! capacity rules in `fleet.rs`, the chargeback rules in `chargeback.rs`;
+//! this file holds the rule file's types and writes it as YAML.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 mod burn;
+mod chargeback;
 mod fleet;
 #[cfg(test)]
 mod tests;
 
 pub use burn::{WINDOWS, ratio_name, rules};
+pub use chargeback::{CHARGEBACK_WINDOWS, ChargebackNames, chargeback_group};
 pub use fleet::{CAPACITY_WINDOWS, CapacityNames, capacity_groups};
 
 /// A Prometheus rule file.

@@ -1,6 +1,7 @@
 //! The rule file checked as text, and by `promtool` for what text cannot
-//! show: that Prometheus takes the rules, and that the capacity rules give
-//! the fleet's knee from several replicas' counters.
+//! show: that Prometheus takes the rules, that the capacity rules give
+//! the fleet's knee from several replicas' counters, and that the
+//! chargeback rules give the fleet's bill from them.
 
 // Panicking on unexpected input is how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -192,15 +193,22 @@ fn capacity_rules_give_the_fleets_knee_needs_tool_promtool() {
     let mut file = rules(&classes, "llm");
     file.groups.extend(capacity_groups(&classes, "llm"));
     assert_eq!(file.groups.len(), 4);
-    std::fs::write(dir.join("rules.yml"), to_yaml(&file).unwrap()).unwrap();
-    std::fs::write(dir.join("capacity.test.yaml"), CAPACITY_TEST).unwrap();
+    check_and_test(&dir, &file, CAPACITY_TEST);
+}
+
+/// Writes `file` as `rules.yml` and `test` as `rules.test.yaml` in `dir`,
+/// runs `promtool check rules` and `promtool test rules` there, and removes
+/// `dir`.
+fn check_and_test(dir: &std::path::Path, file: &RuleFile, test: &str) {
+    std::fs::write(dir.join("rules.yml"), to_yaml(file).unwrap()).unwrap();
+    std::fs::write(dir.join("rules.test.yaml"), test).unwrap();
     for args in [
         &["check", "rules", "rules.yml"][..],
-        &["test", "rules", "capacity.test.yaml"][..],
+        &["test", "rules", "rules.test.yaml"][..],
     ] {
         let out = std::process::Command::new("promtool")
             .args(args)
-            .current_dir(&dir)
+            .current_dir(dir)
             .output()
             .expect("promtool not found: install Debian's `prometheus` package (see README)");
         assert!(
@@ -210,7 +218,7 @@ fn capacity_rules_give_the_fleets_knee_needs_tool_promtool() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// Per minute and replica (a, b), by load bucket: model `m` holds TTFT
@@ -279,3 +287,174 @@ fn percent_text_has_no_float_noise() {
     assert_eq!(round_percent(1.0 - 0.95).to_string(), "5");
     assert_eq!(round_percent(1.0 - 0.999).to_string(), "0.1");
 }
+
+#[test]
+fn chargeback_rules_are_recorded_over_each_window_in_evaluation_order() {
+    let group = chargeback_group("acme", &CHARGEBACK_WINDOWS);
+    assert_eq!(group.name, "chargeback");
+    let names: Vec<&str> = group
+        .rules
+        .iter()
+        .map(|r| r.record.as_deref().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2 * 7);
+    assert_eq!(
+        &names[..7],
+        [
+            "slo:acme_gpu_seconds:rate5m",
+            "slo:acme_request_gpu_seconds:rate5m",
+            "slo:acme_gpu_idle_seconds:rate5m",
+            "slo:acme_gpu_idle:ratio_rate5m",
+            "slo:acme_request_gpu_waste:ratio_rate5m",
+            "slo:acme_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m",
+            "slo:acme_request_gpu_joules_per_good_output_token:ratio_rate5m",
+        ]
+    );
+    assert!(names[7..].iter().all(|n| n.ends_with("rate1h")));
+    let exprs: Vec<&str> = group.rules.iter().map(|r| r.expr.as_str()).collect();
+    // The GPUs and idle are every replica's, so averaged; the tenants'
+    // charges are each replica's own, so summed.
+    assert_eq!(
+        exprs[0],
+        "avg by (route) (rate(acme_gpu_seconds_total[5m]))"
+    );
+    assert_eq!(
+        exprs[1],
+        "sum by (route, tenant) (rate(acme_request_gpu_seconds_total[5m]))"
+    );
+    assert_eq!(
+        exprs[2],
+        "avg by (route) (rate(acme_gpu_idle_seconds_total[5m]))"
+    );
+    assert_eq!(
+        exprs[3],
+        "slo:acme_gpu_idle_seconds:rate5m\n/\n(slo:acme_gpu_seconds:rate5m > 0)"
+    );
+    assert_eq!(
+        exprs[4],
+        "(\n  sum by (route, tenant) (rate(acme_request_gpu_seconds_total{good=\"false\"}[5m]))\nor\n  slo:acme_request_gpu_seconds:rate5m * 0\n)\n/\n(slo:acme_request_gpu_seconds:rate5m > 0)"
+    );
+    assert!(exprs[5].starts_with(
+        "1e6 * (\n  sum by (route, tenant, currency) (rate(acme_request_gpu_cost_total[5m]))\n  / on (route, tenant) group_left ()\n"
+    ));
+    assert!(
+        exprs[5]
+            .contains("sum by (route, tenant) (rate(acme_slo_good_output_tokens_total[5m])) > 0")
+    );
+    assert!(exprs[6].starts_with(
+        "sum by (route, tenant) (rate(acme_request_gpu_energy_joules_total[5m]))\n/ on (route, tenant)\n"
+    ));
+    assert!(
+        group
+            .rules
+            .iter()
+            .all(|r| r.labels.is_empty() && r.alert.is_none())
+    );
+}
+
+/// Two replicas in front of one engine of one GPU, which is busy three
+/// quarters of the time: each charges its tenants half of the busy time
+/// and counts the same idle quarter. The fleet's tenants plus idle are one
+/// replica's GPU time, and the shares come out exact (every rate is a
+/// binary fraction, so no rounding).
+#[test]
+fn chargeback_rules_give_the_fleets_bill_needs_tool_promtool() {
+    let dir = std::env::temp_dir().join(format!("slo-chargeback-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = RuleFile {
+        groups: vec![chargeback_group("llm", &CHARGEBACK_WINDOWS)],
+    };
+    check_and_test(&dir, &file, CHARGEBACK_TEST);
+}
+
+/// Per minute and replica (a, b) of route `r`, one GPU: 60 GPU-seconds,
+/// 15 of them idle on both. Charged (GPU-seconds per minute): on a, `t1`
+/// 15 good and 7.5 not; on b, `t1` 7.5 good, `t2` 7.5 good, `t3` 7.5 not
+/// (each replica 22.5, half the busy 45). So per second, the fleet's `t1`
+/// 0.5 (a quarter waste), `t2` 0.125 (none), `t3` 0.125 (all); with idle
+/// 0.25 they are the GPU's 1. Cost is 0.25 per GPU-second (900 USD per
+/// GPU-hour) and energy 256 J per GPU-second, so `t1`'s 16 good tokens a
+/// second (12 on a, 4 on b) cost 0.125 / 16 × 1e6 = 7812.5 USD per
+/// million and 128 / 16 = 8 J each; `t2`'s 2 cost 0.03125 / 2 × 1e6 =
+/// 15625 and 16 J each; `t3` has no good token, so no such figure. Over
+/// 70 minutes, so that the hour's window is covered too.
+const CHARGEBACK_TEST: &str = r#"rule_files:
+  - rules.yml
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - {series: 'llm_gpu_seconds_total{instance="a",route="r"}', values: '0+60x70'}
+      - {series: 'llm_gpu_seconds_total{instance="b",route="r"}', values: '0+60x70'}
+      - {series: 'llm_gpu_idle_seconds_total{instance="a",route="r"}', values: '0+15x70'}
+      - {series: 'llm_gpu_idle_seconds_total{instance="b",route="r"}', values: '0+15x70'}
+      - {series: 'llm_gpu_other_replicas_seconds_total{instance="a",route="r"}', values: '0+22.5x70'}
+      - {series: 'llm_gpu_other_replicas_seconds_total{instance="b",route="r"}', values: '0+22.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+15x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="false"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r",model="m",tenant="t2",slo="chat",good="true"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r",model="m",tenant="t3",slo="chat",good="false"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="true",currency="USD"}', values: '0+3.75x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="false",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="b",route="r",model="m",tenant="t1",slo="chat",good="true",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="b",route="r",model="m",tenant="t2",slo="chat",good="true",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="b",route="r",model="m",tenant="t3",slo="chat",good="false",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+3840x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="false"}', values: '0+1920x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+1920x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r",model="m",tenant="t2",slo="chat",good="true"}', values: '0+1920x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r",model="m",tenant="t3",slo="chat",good="false"}', values: '0+1920x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="a",route="r",model="m",tenant="t1",slo="chat",operation="chat"}', values: '0+720x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t1",slo="chat",operation="chat"}', values: '0+240x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t2",slo="chat",operation="chat"}', values: '0+120x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t3",slo="chat",operation="chat"}', values: '0x70'}
+    promql_expr_test:
+      - expr: slo:llm_gpu_seconds:rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_gpu_seconds:rate5m{route="r"}', value: 1}
+      - expr: slo:llm_request_gpu_seconds:rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_request_gpu_seconds:rate5m{route="r",tenant="t1"}', value: 0.5}
+          - {labels: 'slo:llm_request_gpu_seconds:rate5m{route="r",tenant="t2"}', value: 0.125}
+          - {labels: 'slo:llm_request_gpu_seconds:rate5m{route="r",tenant="t3"}', value: 0.125}
+      - expr: slo:llm_gpu_idle_seconds:rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_gpu_idle_seconds:rate5m{route="r"}', value: 0.25}
+      # The fleet's tenants plus idle, less one replica's GPU time: 0.
+      - expr: sum by (route) (slo:llm_request_gpu_seconds:rate5m) + slo:llm_gpu_idle_seconds:rate5m - on (route) rate(llm_gpu_seconds_total{instance="a"}[5m])
+        eval_time: 70m
+        exp_samples:
+          - {labels: '{route="r"}', value: 0}
+      - expr: slo:llm_gpu_idle:ratio_rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_gpu_idle:ratio_rate5m{route="r"}', value: 0.25}
+      - expr: slo:llm_request_gpu_waste:ratio_rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t1"}', value: 0.25}
+          - {labels: 'slo:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t2"}', value: 0}
+          - {labels: 'slo:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t3"}', value: 1}
+      - expr: slo:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t1",currency="USD"}', value: 7812.5}
+          - {labels: 'slo:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t2",currency="USD"}', value: 15625}
+      - expr: slo:llm_request_gpu_joules_per_good_output_token:ratio_rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t1"}', value: 8}
+          - {labels: 'slo:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t2"}', value: 16}
+      - expr: slo:llm_gpu_idle:ratio_rate1h
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_gpu_idle:ratio_rate1h{route="r"}', value: 0.25}
+      - expr: slo:llm_request_gpu_waste:ratio_rate1h{tenant="t1"}
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'slo:llm_request_gpu_waste:ratio_rate1h{route="r",tenant="t1"}', value: 0.25}
+"#;
