@@ -206,8 +206,9 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     // tenants' part of the window is the load's, and idle the rest.
     // Prometheus extrapolates a rate from the first and last samples in
     // the window to its ends, which adds up to a scrape interval (1 s) to
-    // what a counter grew in them: up to 9 % here, never less.
-    let (low, high) = (0.95 * busy / WINDOW_SECONDS, 1.15 * busy / WINDOW_SECONDS);
+    // what a counter grew in them, at each end: up to 17 % here, never
+    // less (15 % seen with the suite running beside it).
+    let (low, high) = (0.95 * busy / WINDOW_SECONDS, 1.2 * busy / WINDOW_SECONDS);
     assert!(
         (low..high).contains(&tenants),
         "tenants {tenants} against a load of {busy} s in {WINDOW}"
