@@ -40,11 +40,11 @@ function tokenmeterDrawBill(section, chargeback, windowName, h) {
 }
 
 // Money with two significant digits below 1 (a GPU-minute is a few
-// hundredths), two decimals up to 100, none beyond.
+// hundredths) down to a millionth, two decimals up to 100, none beyond.
 function billMoney(v) {
   const a = Math.abs(v);
   if (a === 0) return '0';
-  const digits = a >= 100 ? 0 : a >= 1 ? 2 : 1 - Math.floor(Math.log10(a));
+  const digits = a >= 100 ? 0 : a >= 1 ? 2 : Math.min(1 - Math.floor(Math.log10(a)), 6);
   return Number(v.toFixed(digits)).toString();
 }
 
@@ -167,9 +167,14 @@ function drawRouteBill(fig, route, windowName, h) {
   // of the tenants' charge spent on requests that were not good.
   const charged = tenants.reduce((s, r) => s + sumOf(r), 0);
   const waste = tenants.reduce((s, r) => s + of(r.parts[1].a), 0);
-  const span = win && win.seconds < parseSpan(windowName) - 1
-    ? `the ${h.duration(win.seconds)} counted so far`
-    : `the last ${BILL_WINDOWS[windowName] || windowName}`;
+  // A window covers less while the process is younger than it, and more
+  // when nothing read the counts for a while (/slo's `seconds`: they are
+  // kept as they are read, a point every 10 s at most, one a minute past
+  // 5 minutes, so a little more is the rule).
+  const covers = parseSpan(windowName);
+  let span = `the last ${BILL_WINDOWS[windowName] || windowName}`;
+  if (win && win.seconds < covers - 1) span = `the ${h.duration(win.seconds)} counted so far`;
+  if (win && win.seconds > covers * 1.25) span = `the last ${h.duration(win.seconds)} (nothing read the counts for a while)`;
   let note = 'This window is not reported.';
   if (win && !counted) note = 'Each tenant\'s share of the route\'s GPUs shows here once its requests end.';
   if (counted) {
