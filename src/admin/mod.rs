@@ -52,6 +52,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/", get(page::index))
         .route("/assets/page.js", get(page::script))
         .route("/assets/load.js", get(page::load_script))
+        .route("/assets/bill.js", get(page::bill_script))
         .route("/assets/page.css", get(page::style))
         .route("/assets/icon.svg", get(page::icon))
         .route("/metrics", get(metrics))

@@ -1,4 +1,4 @@
-//! The admin root: one page of live charts (`page/index.html`, its script
+//! The admin root: one page of live charts (`page/index.html`, its scripts
 //! and its style sheet, compiled into the binary). It draws what `/slo` and
 //! `/slo/history` answer, in SVG, with no library and nothing fetched from
 //! elsewhere: the content security policy allows this origin only.
@@ -9,6 +9,7 @@ use axum::response::IntoResponse;
 const INDEX: &str = include_str!("page/index.html");
 const SCRIPT: &str = include_str!("page/page.js");
 const LOAD_SCRIPT: &str = include_str!("page/load.js");
+const BILL_SCRIPT: &str = include_str!("page/bill.js");
 const STYLE: &str = include_str!("page/page.css");
 const ICON: &str = include_str!("page/icon.svg");
 
@@ -42,6 +43,10 @@ pub(super) async fn script() -> impl IntoResponse {
 
 pub(super) async fn load_script() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", LOAD_SCRIPT)
+}
+
+pub(super) async fn bill_script() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", BILL_SCRIPT)
 }
 
 pub(super) async fn style() -> impl IntoResponse {

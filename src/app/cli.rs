@@ -253,7 +253,7 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
         }
         Command::Load(args) => {
             let stop = super::Signals::install()?.shutdown();
-            let summary = sim::load::run_load(args.target, args.rate, stop).await;
+            let summary = sim::load::run_load(args.target, args.rate, Vec::new(), stop).await;
             println!(
                 "load: {} sent, {} ok, {} failed",
                 summary.sent, summary.ok, summary.failed

@@ -1,6 +1,7 @@
 //! `tokenmeter sim` and `tokenmeter demo`: the simulator on its own, and the
 //! embedded default that works out of the box (simulator, proxy in front of
-//! it, a small steady load).
+//! it, a small steady load from a few tenants, and a bill for their GPU
+//! time).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -153,6 +154,10 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         "  goodput: curl -s 'http://{admin}/slo?format=text'   (SLO classes: the presets of config/slo/)"
     );
     println!(
+        "  bill:    the page's \"Who used the GPUs\", or curl -s 'http://{admin}/slo?format=text': tenants {} on a GPU per route at {GPU_HOURLY_COST} USD an hour",
+        DEMO_TENANTS.join(", ")
+    );
+    println!(
         "  a steady load of {} request(s)/s is running; Ctrl-C stops.",
         args.rate
     );
@@ -173,6 +178,7 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
                 steps: RAMP_STEPS.to_vec(),
                 hold: RAMP_HOLD,
                 max_tokens: BATCHED_TOKENS,
+                tenants: tenants(),
             },
             stop.clone().cancelled_owned(),
         ))
@@ -180,6 +186,7 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
     let load = tokio::spawn(sim::load::run_load(
         format!("http://{proxy}"),
         args.rate,
+        tenants(),
         stop.clone().cancelled_owned(),
     ));
     signals.shutdown().await;
@@ -208,6 +215,18 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
     }
     Ok(())
 }
+
+/// The tenants of the demo's clients: the load's take 3, 2 and 1 of every
+/// 6 requests, the ramp's clients name them in turn.
+const DEMO_TENANTS: [&str; 3] = ["assistant", "search", "reports"];
+
+fn tenants() -> Vec<String> {
+    DEMO_TENANTS.map(str::to_owned).to_vec()
+}
+
+/// What each simulated GPU costs an hour, in USD: a plausible cloud price
+/// for one data-centre GPU.
+const GPU_HOURLY_COST: f64 = 2.5;
 
 /// Slots of the ramp's engine: where its knee is.
 const BATCHED_SLOTS: u32 = 4;
@@ -257,10 +276,14 @@ const PRESETS: [(&str, &str); 4] = [
 
 /// The demo's config, for the simulators at `sim` and `batched`.
 fn demo_config(sim: SocketAddr, batched: SocketAddr) -> String {
+    let tenant = sim::load::TENANT_HEADER;
     format!(
         "\
 # tokenmeter demo: the simulator behind one route per kind of traffic, and
-# a batch-limited engine whose capacity a ramp of clients explores.
+# a batch-limited engine whose capacity a ramp of clients explores. Each
+# simulator stands for one GPU, counted on the route its clients use, and
+# priced, so that the tenants' bill shows who used it; `completions` shares
+# `chat`'s simulator, whose GPU `chat` counts.
 slo_files: [slo/*.yaml]
 routes:
   - name: batched
@@ -269,11 +292,17 @@ routes:
     upstream: http://{batched}
     slo: chat
     engine_metrics: http://{batched}/metrics
+    gpus: 1
+    gpu_hourly_cost: {GPU_HOURLY_COST}
+    tenant: {{header: {tenant}}}
   - name: chat
     match: {{path_prefix: /v1/chat/}}
     upstream: http://{sim}
     slo: chat
     slo_header: x-slo-class
+    gpus: 1
+    gpu_hourly_cost: {GPU_HOURLY_COST}
+    tenant: {{header: {tenant}}}
   - name: completions
     upstream: http://{sim}
     slo: code-completion

@@ -586,6 +586,18 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
     let engine = [("route", "batched"), ("server", "vllm")];
     let s = scrape_until(admin, |s| value(s, "llm_engine_info", &engine) == 1.0).await;
     assert_eq!(value(&s, "llm_engine_info", &engine), 1.0);
+    // The bill: both routes with a GPU, priced in USD, each charging its
+    // clients' tenants (a tenant is listed once it is charged).
+    let bill = demo_bill(admin).await;
+    let routes = bill["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), BILLED.len(), "{bill}");
+    for (route, (name, tenants)) in routes.iter().zip(BILLED) {
+        assert_eq!(route["route"], name, "{bill}");
+        assert_eq!(route["currency"], "USD", "{route}");
+        let total = &route["windows"][1]["total"];
+        assert!(total["cost"].as_f64().unwrap() > 0.0, "{route}");
+        assert!(billed(route, tenants), "{route}");
+    }
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -599,6 +611,38 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
     assert!(rest.iter().any(|l| l.starts_with("load: ")), "{rest:?}");
     assert!(rest.iter().any(|l| l.starts_with("ramp: ")), "{rest:?}");
+}
+
+/// The demo's routes with a GPU and the tenants each charges soon: the
+/// ramp's first client's on `batched`, the load's three on `chat`.
+const BILLED: [(&str, &[&str]); 2] = [
+    ("batched", &["assistant"]),
+    ("chat", &["assistant", "search", "reports"]),
+];
+
+/// Whether `route`'s 5-minute bill charges each of `tenants`.
+fn billed(route: &serde_json::Value, tenants: &[&str]) -> bool {
+    let charged = route["windows"][1]["tenants"].as_array();
+    tenants
+        .iter()
+        .all(|name| charged.is_some_and(|c| c.iter().any(|t| t["tenant"] == *name)))
+}
+
+/// `/slo`'s chargeback once each route of [`BILLED`] charges its tenants,
+/// or after 20 s: a tenant's first charge comes when its first request
+/// ends.
+async fn demo_bill(admin: std::net::SocketAddr) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let bill = admin_json(admin, "/slo").await["chargeback"].take();
+        let routes = bill["routes"].as_array().map_or(&[][..], Vec::as_slice);
+        let done = routes.len() == BILLED.len()
+            && routes.iter().zip(BILLED).all(|(r, (_, t))| billed(r, t));
+        if done || tokio::time::Instant::now() > deadline {
+            return bill;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Logging never blocks forwarding: with its standard error never read (a

@@ -10,14 +10,17 @@
 //!   script error or refused request (the content security policy allows
 //!   nothing from elsewhere); a burst of slow requests turns the TTFT
 //!   objective from ok to breach within two refreshes while TPOT stays
-//!   ok; and the page fits a 400 px wide window.
+//!   ok; and the page fits a 400 px wide window. A route with a priced
+//!   GPU and two tenants, one of which misses the objective it declares,
+//!   has its "Who used the GPUs" chart: a bar per tenant, good and wasted,
+//!   with `/slo`'s amounts.
 //!
 //! Thresholds are far from the simulated schedules (TTFT 10 ms and 2.5 s
 //! against 600 ms), so a slow machine does not flip a verdict.
 //!
 //! A missing `chromium`, Node.js or `npm ci --prefix tests/page` fails the
 //! browser test with what to install. With `TOKENMETER_PAGE_SCREENSHOT` set
-//! to a path, it also saves a screenshot of the page there.
+//! to a path, a test saves a screenshot of the page there.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -246,6 +249,7 @@ async fn history_sums_to_the_hour_of_slo_and_the_page_is_served_with_its_policy(
         ("/", "text/html; charset=utf-8"),
         ("/assets/page.js", "text/javascript; charset=utf-8"),
         ("/assets/load.js", "text/javascript; charset=utf-8"),
+        ("/assets/bill.js", "text/javascript; charset=utf-8"),
         ("/assets/page.css", "text/css; charset=utf-8"),
     ] {
         let resp = get(admin, path).await;
@@ -304,7 +308,7 @@ async fn page_draws_latency_against_load_and_the_engine_and_gpus_needs_tools_chr
 
     let url = format!("http://{admin}/#route=chat&slo=chat");
     let loaded = tokio::task::spawn_blocking(move || {
-        let mut b = Browser::open(&url);
+        let mut b = Browser::open(&url, None);
         let loaded = b.next();
         b.say("done");
         loaded
@@ -347,6 +351,137 @@ async fn page_draws_latency_against_load_and_the_engine_and_gpus_needs_tools_chr
     proxy.stop().await;
 }
 
+const GPU_FILE: &str = "\
+slo_files: [slo/*.yaml]
+routes:
+  - name: chat
+    upstream: http://127.0.0.1:1
+    slo: interactive
+    gpus: 1
+    gpu_hourly_cost: 2.5
+    tenant: {header: x-tenant}
+    slo_request_headers: true
+";
+
+/// "Who used the GPUs", drawn by Chromium: a route with one GPU at 2.5 USD
+/// an hour, tenant `a`'s requests good and tenant `b`'s all missing the
+/// 1 ms TTFT they declare. Its chart has a bar per tenant, `a` all good and
+/// `b` all waste, each of the amount `/slo` reports for the 5-minute
+/// window, and the idle, in flight and other replicas bars; its title
+/// names the currency and its note the idle and waste shares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_draws_who_used_the_gpus_good_and_wasted_per_tenant_needs_tools_chromium_and_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let Stack { proxy, .. } = Stack::start(schedule(40, 10, 10), |sim| {
+        config_from_files(dir.path(), GPU_FILE, &[("classes.yaml", SLO_FILE)], sim)
+    })
+    .await;
+    let admin = proxy.admin_addr;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let headers: &[(&str, &str)] = if i % 2 == 0 {
+            &[("x-tenant", "a")]
+        } else {
+            &[("x-tenant", "b"), ("x-slo-ttft-ms", "1")]
+        };
+        let (head, body) = chat_request("m1", true, headers);
+        let to = proxy.proxy_addr;
+        tasks.spawn(async move { raw_exchange(to, &head, &body).await.status });
+        if tasks.len() == 4 {
+            assert_eq!(tasks.join_next().await.unwrap().unwrap(), 200);
+        }
+    }
+    while let Some(status) = tasks.join_next().await {
+        assert_eq!(status.unwrap(), 200);
+    }
+    settled(admin, 16.0).await;
+
+    let shot = dir.path().join("page.png");
+    let url = format!("http://{admin}/#route=chat&slo=interactive");
+    let open = shot.clone();
+    let loaded = tokio::task::spawn_blocking(move || {
+        let mut b = Browser::open(&url, Some(&open));
+        let loaded = b.next();
+        b.say("done");
+        drop(b);
+        loaded
+    })
+    .await
+    .unwrap();
+    assert_eq!(loaded["event"], "loaded", "{loaded}");
+    assert_eq!(loaded["no_gpus_note"], false, "{loaded}");
+    let chart = &loaded["charts"]["bill:chat"];
+    assert_eq!(chart["hidden"], false, "{chart}");
+    assert_eq!(chart["labelled"], true, "{chart}");
+    let title = chart["title"].as_str().unwrap();
+    assert!(title.contains("USD") && title.contains("5 min"), "{title}");
+
+    // The tenants' requests have all ended: their charges are those /slo
+    // reports now, whatever the time since the page read them.
+    let slo = admin_json(admin, "/slo").await;
+    let bill = &slo["chargeback"]["routes"][0];
+    assert_eq!(bill["route"], "chat", "{bill}");
+    assert_eq!(bill["currency"], "USD", "{bill}");
+    let window = &bill["windows"][1];
+    assert_eq!(window["window"], "5m", "{window}");
+    let charged = |tenant: &str, part: &str| -> f64 {
+        let t = window["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tenant"] == tenant)
+            .unwrap_or_else(|| panic!("no tenant {tenant}: {window}"));
+        t[part]["cost"].as_f64().unwrap()
+    };
+    let drawn = |row: &str, part: &str| -> (f64, f64) {
+        let p = chart["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["row"] == row && p["part"] == part)
+            .unwrap_or_else(|| panic!("no {part} of {row}: {chart}"));
+        (p["value"].as_f64().unwrap(), p["width"].as_f64().unwrap())
+    };
+    for (tenant, good, waste) in [("a", true, false), ("b", false, true)] {
+        let row = format!("tenant {tenant}");
+        for (part, has) in [("good", good), ("waste", waste)] {
+            let (value, width) = drawn(&row, part);
+            let want = charged(tenant, part);
+            assert!(
+                (value - want).abs() <= 1e-12,
+                "{row} {part}: {value} vs {want}"
+            );
+            assert_eq!(value > 0.0, has, "{row} {part}: {value}");
+            assert_eq!(width > 0.0, has, "{row} {part}: {width} px");
+        }
+    }
+    for row in ["in flight", "other replicas", "idle"] {
+        assert!(chart["series"][row].is_object(), "no {row} bar: {chart}");
+    }
+    // b's share of the charge, all of it waste.
+    let waste = chart["waste_share"]
+        .as_str()
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    let (a, b) = (charged("a", "good"), charged("b", "waste"));
+    assert!((waste - b / (a + b)).abs() < 1e-9, "{waste}");
+    let idle = chart["idle_share"]
+        .as_str()
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    assert!((0.0..1.0).contains(&idle), "{idle}");
+    let note = chart["note"].as_str().unwrap();
+    assert!(note.contains("idle") && note.contains("wasted"), "{note}");
+
+    let png = std::fs::read(&shot).unwrap_or_default();
+    if std::env::var_os("TOKENMETER_PAGE_SCREENSHOT").is_none() {
+        assert!(png.starts_with(b"\x89PNG"), "no screenshot at {shot:?}");
+    }
+    proxy.stop().await;
+}
+
 /// The page driver: a node process speaking JSON lines.
 struct Browser {
     child: Child,
@@ -355,7 +490,9 @@ struct Browser {
 }
 
 impl Browser {
-    fn open(url: &str) -> Self {
+    /// Loads `url`; with `screenshot` (or `TOKENMETER_PAGE_SCREENSHOT`,
+    /// which wins), the driver saves the page there before it quits.
+    fn open(url: &str, screenshot: Option<&Path>) -> Self {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/page");
         assert!(
             Path::new(&std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()))
@@ -368,8 +505,13 @@ impl Browser {
         );
         let mut cmd = Command::new("node");
         cmd.arg(dir.join("check.mjs")).arg(url);
-        if let Ok(path) = std::env::var("TOKENMETER_PAGE_SCREENSHOT") {
-            cmd.arg(path);
+        match std::env::var_os("TOKENMETER_PAGE_SCREENSHOT") {
+            Some(path) => {
+                cmd.arg(path);
+            }
+            None => {
+                cmd.args(screenshot);
+            }
         }
         let mut child = cmd
             .stdin(Stdio::piped())
@@ -446,7 +588,7 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_
 
     let url = format!("http://{admin}/");
     let (b, loaded) = tokio::task::spawn_blocking(move || {
-        let mut b = Browser::open(&url);
+        let mut b = Browser::open(&url, None);
         let loaded = b.next();
         (b, loaded)
     })
@@ -454,6 +596,16 @@ async fn page_draws_the_traffic_and_turns_red_on_a_burst_of_slow_requests_needs_
     .unwrap();
     assert_eq!(loaded["event"], "loaded", "{loaded}");
     assert_eq!(loaded["options"], serde_json::json!(["chat · interactive"]));
+    // No route counts GPUs: no bill, and a line that says why.
+    assert_eq!(loaded["no_gpus_note"], true, "{loaded}");
+    assert!(
+        !loaded["charts"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("bill:")),
+        "{loaded}"
+    );
     for chart in loaded["charts"].as_object().unwrap().values() {
         assert!(
             chart["hidden"] == true || chart["labelled"] == true,

@@ -633,15 +633,20 @@ async fn load_sends_streams_and_counts_outcomes() {
     };
     let sim = Sim::start(config).await;
     // The run length is the load's duration, not a synchronisation point.
-    let summary =
-        load::run_load(format!("{}/", sim.base), 100.0, tokio::time::sleep(ms(700))).await;
+    let summary = load::run_load(
+        format!("{}/", sim.base),
+        100.0,
+        Vec::new(),
+        tokio::time::sleep(ms(700)),
+    )
+    .await;
     assert!(summary.sent >= 20, "{summary:?}");
     assert!(summary.ok >= 10, "{summary:?}");
     assert!(summary.ok + summary.failed <= summary.sent);
     let stats = sim.stats().await;
     assert!(stats["requests"].as_u64().unwrap() >= summary.ok + summary.failed);
 
-    let nothing = load::run_load(sim.base.clone(), 0.0, async {}).await;
+    let nothing = load::run_load(sim.base.clone(), 0.0, Vec::new(), async {}).await;
     assert_eq!(nothing, load::LoadSummary::default());
 }
 

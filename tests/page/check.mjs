@@ -75,6 +75,16 @@ try {
         thresholds: [...fig.querySelectorAll('[data-threshold]')].map((t) => Number(t.dataset.threshold)),
         ticks: [...fig.querySelectorAll('.plot svg text')].map((t) => t.textContent),
         legend: fig.querySelector('.legend').textContent,
+        // The bars of a chargeback chart: each segment's row, part, amount
+        // and drawn width.
+        parts: [...fig.querySelectorAll('[data-part]')].map((p) => ({
+          row: p.closest('[data-series]').dataset.series,
+          part: p.dataset.part,
+          value: Number(p.dataset.value),
+          width: Number(p.getAttribute('width')),
+        })),
+        idle_share: fig.dataset.idleShare ?? null,
+        waste_share: fig.dataset.wasteShare ?? null,
         labelled: !!svg && svg.getAttribute('role') === 'img'
           && !!document.getElementById(svg.getAttribute('aria-labelledby') || ''),
       };
@@ -89,6 +99,7 @@ try {
     }
     return {
       series: document.getElementById('series').value,
+      no_gpus_note: !document.getElementById('bill-none').hidden,
       options: [...document.getElementById('series').options].map((o) => o.textContent),
       charts,
       states,

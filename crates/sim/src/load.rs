@@ -2,6 +2,8 @@
 //! requests at a fixed rate through a base URL (normally the proxy in front
 //! of the simulator), with a deterministic mix of lengths, slow starts and
 //! failures so the demo's dashboards show a spread of latencies and outcomes.
+//! Given tenants, each request names one in [`TENANT_HEADER`], in uneven
+//! shares, so the demo's bill has several tenants to tell apart.
 //!
 //! Open loop means a request is sent every `1 / rate` seconds whether or not
 //! earlier ones have finished, as real users do; a slow upstream therefore
@@ -37,14 +39,20 @@ pub struct LoadSummary {
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
+/// The request header that names a request's tenant, for a proxy whose
+/// route attributes requests by it (`tenant: {header: x-tenant}`).
+pub const TENANT_HEADER: &str = "x-tenant";
+
 /// Sends streamed chat requests to `{base_url}/v1/chat/completions` at
 /// `rate_per_sec` until `shutdown` resolves, then stops sending, abandons the
-/// requests still running and returns the counts. A rate of zero (or any
-/// rate that is not a positive finite number) sends nothing and waits for
-/// `shutdown`.
+/// requests still running and returns the counts. Each request names one of
+/// `tenants` (none when it is empty), see [`tenant_of`]. A rate of zero (or
+/// any rate that is not a positive finite number) sends nothing and waits
+/// for `shutdown`.
 pub async fn run_load(
     base_url: String,
     rate_per_sec: f64,
+    tenants: Vec<String>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> LoadSummary {
     let mut summary = LoadSummary::default();
@@ -71,7 +79,7 @@ pub async fn run_load(
         tokio::select! {
             () = &mut shutdown => break,
             _ = ticks.tick() => {
-                let request = build_request(&url, summary.sent);
+                let request = build_request(&url, summary.sent, tenant_of(&tenants, summary.sent));
                 summary.sent += 1;
                 let client = client.clone();
                 running.spawn(async move { send(&client, request).await });
@@ -103,9 +111,24 @@ fn count(summary: &mut LoadSummary, joined: Result<Result<(), String>, tokio::ta
     }
 }
 
-/// Request `i` of the run. The mix is a function of `i` only, so two demo
-/// runs offer the same load.
-fn build_request(url: &str, i: u64) -> Result<Request<Full<Bytes>>, String> {
+/// The tenant of request `i`: of `n` tenants, the first takes `n` of every
+/// `n (n + 1) / 2` requests, the next `n - 1`, and so on to the last, which
+/// takes one, so that their shares of the GPUs differ.
+pub fn tenant_of(tenants: &[String], i: u64) -> Option<&str> {
+    let n = tenants.len() as u64;
+    let mut slot = i.checked_rem(n * (n + 1) / 2)?;
+    for (k, tenant) in (0..n).zip(tenants) {
+        if slot < n - k {
+            return Some(tenant);
+        }
+        slot -= n - k;
+    }
+    None
+}
+
+/// Request `i` of the run, for `tenant`. The mix is a function of `i` only,
+/// so two demo runs offer the same load.
+fn build_request(url: &str, i: u64, tenant: Option<&str>) -> Result<Request<Full<Bytes>>, String> {
     let words = ["tell", "me", "about", "metering", "tokens", "latency"];
     let prompt = words[..2 + (i % 5) as usize].join(" ");
     let body = json!({
@@ -122,6 +145,9 @@ fn build_request(url: &str, i: u64) -> Result<Request<Full<Bytes>>, String> {
                 .map_err(|e| format!("bad base URL: {e}"))?,
         )
         .header(CONTENT_TYPE, "application/json");
+    if let Some(tenant) = tenant {
+        builder = builder.header(TENANT_HEADER, tenant);
+    }
     // Co-prime periods so the special cases rarely coincide.
     if i % 7 == 3 {
         builder = builder.header("x-sim-ttft-ms", "600");
@@ -169,4 +195,23 @@ async fn send(
         return Err("error event in stream".to_owned());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tenant_of;
+
+    /// Three tenants share every six requests three, two and one; none
+    /// names no tenant.
+    #[test]
+    fn tenants_take_uneven_shares_in_turn() {
+        let tenants: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let names: Vec<_> = (0..12).map(|i| tenant_of(&tenants, i).unwrap()).collect();
+        assert_eq!(
+            names,
+            ["a", "a", "a", "b", "b", "c", "a", "a", "a", "b", "b", "c"]
+        );
+        assert_eq!(tenant_of(&["x".to_owned()], 7), Some("x"));
+        assert_eq!(tenant_of(&[], 0), None);
+    }
 }

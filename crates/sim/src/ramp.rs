@@ -8,6 +8,9 @@
 //! all meet the same load at arrival, and a batch-limited simulator shows
 //! its knee at its number of slots. The requests are plain (no slow starts
 //! or faults), of one length, so that only the load moves their latency.
+//! Given tenants, client `i` names the `i`-th of them, round, in
+//! [`TENANT_HEADER`]: the first clients, which run at every step, are the
+//! tenants that use the engine most.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::load::LoadSummary;
+use crate::load::{LoadSummary, TENANT_HEADER};
 
 /// The shape of a ramp.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +39,9 @@ pub struct Ramp {
     pub hold: Duration,
     /// Output tokens each request asks for.
     pub max_tokens: u32,
+    /// The tenants the clients name, client `i` the `i % len`-th (none when
+    /// empty).
+    pub tenants: Vec<String>,
 }
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -73,12 +79,17 @@ pub async fn run_ramp(
         for &step in &ramp.steps {
             concurrency.send_replace(step);
             while started < step {
+                let tenant = (!ramp.tenants.is_empty())
+                    .then(|| ramp.tenants[started as usize % ramp.tenants.len()].clone());
                 clients.spawn(client_loop(
                     started,
                     concurrency.subscribe(),
-                    client.clone(),
-                    url.clone(),
-                    ramp.max_tokens,
+                    Sender {
+                        client: client.clone(),
+                        url: url.clone(),
+                        max_tokens: ramp.max_tokens,
+                        tenant,
+                    },
                     counts.clone(),
                 ));
                 started += 1;
@@ -97,14 +108,21 @@ pub async fn run_ramp(
     }
 }
 
+/// What a client sends its requests with.
+struct Sender {
+    client: HttpClient,
+    url: Arc<str>,
+    max_tokens: u32,
+    /// The tenant its requests name, if any.
+    tenant: Option<String>,
+}
+
 /// Client `index`: sends a request after another while the concurrency is
 /// above its index, and waits for it to rise again when it is not.
 async fn client_loop(
     index: u32,
     mut concurrency: watch::Receiver<u32>,
-    client: HttpClient,
-    url: Arc<str>,
-    max_tokens: u32,
+    sender: Sender,
     counts: Arc<Counts>,
 ) {
     loop {
@@ -112,7 +130,7 @@ async fn client_loop(
             return;
         }
         counts.sent.fetch_add(1, Ordering::Relaxed);
-        match send(&client, &url, max_tokens).await {
+        match send(&sender).await {
             Ok(()) => counts.ok.fetch_add(1, Ordering::Relaxed),
             Err(reason) => {
                 tracing::debug!(%reason, "ramp: request failed");
@@ -123,24 +141,31 @@ async fn client_loop(
 }
 
 /// Sends one streamed chat request and reads its answer to the end.
-async fn send(client: &HttpClient, url: &str, max_tokens: u32) -> Result<(), String> {
+async fn send(sender: &Sender) -> Result<(), String> {
     let body = json!({
         "model": "sim-model",
         "stream": true,
         "stream_options": {"include_usage": true},
-        "max_tokens": max_tokens,
+        "max_tokens": sender.max_tokens,
         "messages": [{"role": "user", "content": "how much load can you take"}],
     });
-    let request = Request::builder()
+    let mut builder = Request::builder()
         .method(Method::POST)
         .uri(
-            url.parse::<Uri>()
+            sender
+                .url
+                .parse::<Uri>()
                 .map_err(|e| format!("bad base URL: {e}"))?,
         )
-        .header(CONTENT_TYPE, "application/json")
+        .header(CONTENT_TYPE, "application/json");
+    if let Some(tenant) = &sender.tenant {
+        builder = builder.header(TENANT_HEADER, tenant);
+    }
+    let request = builder
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| format!("could not build request: {e}"))?;
-    let response = client
+    let response = sender
+        .client
         .request(request)
         .await
         .map_err(|e| format!("request: {e}"))?;
@@ -186,6 +211,7 @@ mod tests {
             steps: vec![3],
             hold: Duration::from_secs(60),
             max_tokens: 20,
+            tenants: Vec::new(),
         };
         let load = tokio::spawn(run_ramp(format!("http://{addr}"), ramp, async {
             let _ = load_stopped.await;

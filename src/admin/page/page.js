@@ -36,6 +36,8 @@
     history: null, // this key's entry of /slo/history (objectives, targets)
     capacity: [], // /slo's latency-load curves
     engine: [], // this route's engine and GPU figures, one sample a refresh
+    chargeback: null, // /slo's who used the GPUs, every route's
+    bill: '5m', // the window of the chargeback charts
   };
 
   // ---------- formatting ----------
@@ -487,6 +489,12 @@
     }
   }
 
+  function drawBill() {
+    tokenmeterDrawBill(document.getElementById('bill'), view.chargeback, view.bill, {
+      node, shape, ticks, count, percent, duration, C, M,
+    });
+  }
+
   // The phases chart splits completed streams by the server's own timings
   // where it reports them, else at the response head and the first token.
   function phaseLines(points) {
@@ -672,13 +680,14 @@
     const q = new URLSearchParams(location.hash.slice(1));
     const range = Number(q.get('range'));
     if ([900, 1800, 3600].includes(range)) view.range = range;
+    if (['1m', '5m', '1h'].includes(q.get('bill'))) view.bill = q.get('bill');
     if (q.has('route')) view.key = `${q.get('route')}\u0000${q.get('slo') || ''}`;
   }
 
   function toHash() {
     if (!view.key) return;
     const [route, slo] = view.key.split('\u0000');
-    const q = new URLSearchParams({ route, slo, range: String(view.range) });
+    const q = new URLSearchParams({ route, slo, range: String(view.range), bill: view.bill });
     history.replaceState(null, '', `#${q}`);
   }
 
@@ -712,6 +721,7 @@
     fillSelect(report);
     view.series = report.series.find((s) => keyOf(s) === view.key) || null;
     view.capacity = report.capacity || [];
+    view.chargeback = report.chargeback || null;
     const sample = engineSample(report);
     if (sample) view.engine = view.engine.filter((p) => p.t >= sample.t - 3600).concat([sample]);
     if (view.key) {
@@ -735,6 +745,7 @@
     drawNow();
     drawObjectives();
     drawTradeOff();
+    drawBill();
     drawCharts();
   }
 
@@ -774,6 +785,13 @@
       });
       b.setAttribute('aria-pressed', String(Number(b.dataset.range) === view.range));
     }
+    for (const b of document.querySelectorAll('[data-bill-window]')) {
+      b.addEventListener('click', () => {
+        view.bill = b.dataset.billWindow;
+        toHash();
+        drawBill();
+      });
+    }
     let pending = false;
     new ResizeObserver(() => {
       if (pending) return;
@@ -782,6 +800,7 @@
         pending = false;
         if (view.points.length) drawCharts();
         drawTradeOff();
+        drawBill();
       });
     }).observe(document.getElementById('charts'));
     loop();
