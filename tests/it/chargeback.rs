@@ -216,6 +216,15 @@ async fn tenants_share_the_gpus_by_their_requests_in_flight() {
         let (parts, whole) = parts_and_total(&s, "chat", quantity);
         assert_near(parts, whole, 0.005, quantity);
     }
+    // The route's GPUs are counted, and its tokens per GPU-second shown.
+    assert_eq!(total(&s, "llm_gpus", &[route]), 1.0);
+    assert!(
+        total(
+            &s,
+            "llm_output_tokens_per_gpu_second",
+            &[route, ("window", "1m")]
+        ) > 0.0
+    );
     // 3.6 EUR an hour: a thousandth of a euro a GPU-second.
     let cost = total(
         &s,

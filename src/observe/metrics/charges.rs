@@ -109,6 +109,7 @@ impl Charges {
             book.shown.store(Arc::new(Shown {
                 energy: route.gpu_metrics.is_some(),
                 currency: route.gpu_hourly_cost.map(|_| currency.clone()),
+                fixed: route.gpus,
             }));
             in_force.insert(book.route.clone(), book);
         }
@@ -134,6 +135,17 @@ impl Charges {
             tab: book.ledger.open(now),
             shown: book.shown.load_full(),
         })
+    }
+
+    /// The routes in force with `gpus: N`, by name: their GPUs, counted.
+    pub(super) fn fixed_gpus(&self) -> Vec<(Arc<str>, u32)> {
+        let in_force = self.in_force.load();
+        let mut fixed: Vec<_> = in_force
+            .values()
+            .filter_map(|b| Some((b.route.clone(), b.shown.load().fixed?)))
+            .collect();
+        fixed.sort();
+        fixed
     }
 
     /// Every book, in no order.

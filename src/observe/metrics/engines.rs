@@ -116,9 +116,9 @@ impl Engines {
     /// Fills the families from `readings` (those of the configuration in
     /// force; `None` when no route names an endpoint) at `now`, for the
     /// exposition that follows.
-    pub(super) fn refresh(&self, readings: Option<&Readings>, now: Instant) {
+    pub(super) fn refresh(&self, readings: Option<&Readings>, fixed: &[FixedGpus], now: Instant) {
         let mut counted = self.counted.lock().unwrap_or_else(|e| e.into_inner());
-        self.fill(&mut counted, readings, now);
+        self.fill(&mut counted, readings, fixed, now);
     }
 
     fn gauges(&self) -> [&GaugeVec; 13] {
@@ -150,16 +150,22 @@ impl Engines {
             .collect()
     }
 
-    /// Fills every family from `readings` at `now`.
-    fn fill(&self, counted: &mut Counted, readings: Option<&Readings>, now: Instant) {
+    /// Fills every family from `readings` and the routes of `fixed` GPUs
+    /// at `now`.
+    fn fill(
+        &self,
+        counted: &mut Counted,
+        readings: Option<&Readings>,
+        fixed: &[FixedGpus],
+        now: Instant,
+    ) {
         for gauge in self.gauges() {
             gauge.reset();
         }
-        let Some(readings) = readings else {
-            return;
-        };
-        self.count(counted, readings);
-        for route in self.report_of(readings, now).routes {
+        if let Some(readings) = readings {
+            self.count(counted, readings);
+        }
+        for route in self.report(readings, fixed, now).routes {
             let name = route.route.as_str();
             if let Some(engine) = &route.engine {
                 self.engine
@@ -293,22 +299,21 @@ pub struct PerGpuSecond {
 }
 
 impl Engines {
-    /// The figures of `readings` (the configuration in force's) at `now`;
-    /// empty when no route names an endpoint.
-    pub(super) fn report(&self, readings: Option<&Readings>, now: Instant) -> TelemetryReport {
-        match readings {
-            Some(readings) => self.report_of(readings, now),
-            None => TelemetryReport::default(),
-        }
-    }
-
-    /// The fresh figures of `readings` at `now`, by route (in the order of
-    /// their targets), with output tokens per GPU-second over the live
-    /// windows of each route whose GPUs are known: the window's token rates
-    /// over the GPUs the route has now.
-    fn report_of(&self, readings: &Readings, now: Instant) -> TelemetryReport {
+    /// The fresh figures of `readings` (the configuration in force's; `None`
+    /// when no route names an endpoint) at `now`, by route (in the order of
+    /// their targets), then the routes of `fixed` GPUs (their count, no
+    /// figure), with output tokens per GPU-second over the live windows of
+    /// each route whose GPUs are known: the window's token rates over the
+    /// GPUs the route has now.
+    pub(super) fn report(
+        &self,
+        readings: Option<&Readings>,
+        fixed: &[FixedGpus],
+        now: Instant,
+    ) -> TelemetryReport {
         let mut routes: Vec<RouteTelemetry> = Vec::new();
-        for snapshot in readings.snapshot_at(now) {
+        let snapshots = readings.map(|r| r.snapshot_at(now)).unwrap_or_default();
+        for snapshot in snapshots {
             let at = match routes.iter().position(|r| *r.route == *snapshot.route) {
                 Some(at) => at,
                 None => {
@@ -355,6 +360,14 @@ impl Engines {
                 }
             }
         }
+        for (route, count) in fixed {
+            routes.push(RouteTelemetry {
+                route: route.to_string(),
+                engine: None,
+                gpus: Some(GpuView::counted(*count as usize)),
+                per_gpu_second: Vec::new(),
+            });
+        }
         if routes
             .iter()
             .any(|r| r.gpus.as_ref().is_some_and(|g| g.count > 0))
@@ -380,6 +393,28 @@ impl Engines {
             }
         }
         TelemetryReport { routes }
+    }
+}
+
+/// A route with `gpus: N` (its name and N): its GPUs are counted, not
+/// read from a page.
+pub(super) type FixedGpus = (Arc<str>, u32);
+
+impl GpuView {
+    /// `count` GPUs whose figures are unknown.
+    fn counted(count: usize) -> Self {
+        let unknown = MeanMax {
+            mean: None,
+            max: None,
+        };
+        Self {
+            count,
+            utilization_ratio: unknown,
+            framebuffer_used_bytes: unknown,
+            graphics_engine_active_ratio: unknown,
+            sm_active_ratio: unknown,
+            dram_active_ratio: unknown,
+        }
     }
 }
 

@@ -148,7 +148,9 @@ impl Metrics {
     /// configuration in force) now, as the exposition has them, for `/slo`
     /// and the live page.
     pub fn telemetry(&self, readings: Option<&Readings>) -> TelemetryReport {
-        self.engines.report(readings, Instant::now())
+        let now = Instant::now();
+        self.engines
+            .report(readings, &self.charges.fixed_gpus(), now)
     }
 
     /// The classes in force: their targets and thresholds as gauges, and
@@ -210,7 +212,8 @@ impl Metrics {
     /// force's.
     pub fn encode(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
         let now = Instant::now();
-        self.engines.refresh(readings, now);
+        self.engines
+            .refresh(readings, &self.charges.fixed_gpus(), now);
         let _knees = self.windows.refresh(readings, now);
         self.health.refresh();
         let families = self.registry.gather();

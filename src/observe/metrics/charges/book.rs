@@ -23,6 +23,8 @@ pub(super) struct Shown {
     pub(super) energy: bool,
     /// Its price's currency, when it is priced.
     pub(super) currency: Option<Arc<str>>,
+    /// Its `gpus`, when its GPUs are counted rather than read.
+    pub(super) fixed: Option<u32>,
 }
 
 /// One route's ledger and how it is shown.

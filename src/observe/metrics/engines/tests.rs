@@ -19,7 +19,7 @@ fn telemetry() -> Engines {
 
 /// The exposition of `t` filled from `readings` at `now`.
 fn text(t: &Engines, counted: &mut Counted, readings: Option<&Readings>, now: Instant) -> String {
-    t.fill(counted, readings, now);
+    t.fill(counted, readings, &[], now);
     let mut out = Vec::new();
     TextEncoder::new().encode(&t.families(), &mut out).unwrap();
     String::from_utf8(out).unwrap()
@@ -259,7 +259,7 @@ fn the_families_are_the_catalogue_s() {
             reading: gpus(2),
         },
     );
-    t.fill(&mut Counted::default(), Some(&r), at);
+    t.fill(&mut Counted::default(), Some(&r), &[], at);
     let registry = prometheus::Registry::new();
     registry
         .register(Box::new(Registered(Arc::new(telemetry()))))
