@@ -55,14 +55,20 @@ fn exposition(registry: &Registry) -> String {
     String::from_utf8(out).unwrap()
 }
 
-#[test]
-fn a_routes_families_add_up_at_a_scrape() {
+/// The owner, registered in a registry of its own.
+fn owner() -> (Registry, Arc<Charges>) {
     let registry = Registry::new();
     let r = Register {
         registry: &registry,
         namespace: "llm",
     };
     let charges = Charges::register(r).unwrap();
+    (registry, charges)
+}
+
+#[test]
+fn a_routes_families_add_up_at_a_scrape() {
+    let (registry, charges) = owner();
     let t0 = Instant::now();
     charges.configure(&config(PRICED), t0);
     assert!(charges.open("plain", t0).is_none(), "no GPUs, no bill");
@@ -134,12 +140,7 @@ fn a_routes_families_add_up_at_a_scrape() {
 
 #[test]
 fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
-    let registry = Registry::new();
-    let r = Register {
-        registry: &registry,
-        namespace: "llm",
-    };
-    let charges = Charges::register(r).unwrap();
+    let (_registry, charges) = owner();
     let t0 = Instant::now();
     let secs = Duration::from_secs;
     charges.configure(&config(PRICED), t0);

@@ -295,7 +295,18 @@ fn the_families_are_the_catalogue_s() {
 #[test]
 fn the_report_shows_what_the_families_hold() {
     let t = telemetry();
-    assert_eq!(t.report(None, Instant::now()), TelemetryReport::default());
+    assert_eq!(
+        t.report(None, &[], Instant::now()),
+        TelemetryReport::default()
+    );
+    // A route with `gpus: 4` and no page: its count, no figure.
+    let fixed = t.report(None, &[(Arc::from("batch"), 4)], Instant::now());
+    let counted = fixed.routes[0].gpus.as_ref().unwrap();
+    assert_eq!(
+        (fixed.routes[0].route.as_str(), counted.count),
+        ("batch", 4)
+    );
+    assert_eq!(counted.utilization_ratio.mean, None);
     let r = readings();
     let at = Instant::now();
     r.store_by_hand(
@@ -312,7 +323,7 @@ fn the_report_shows_what_the_families_hold() {
             reading: gpus(2),
         },
     );
-    let report = t.report(Some(&r), at);
+    let report = t.report(Some(&r), &[], at);
     assert_eq!(report.routes.len(), 1);
     let chat = &report.routes[0];
     assert_eq!(chat.route, "chat");
@@ -328,6 +339,6 @@ fn the_report_shows_what_the_families_hold() {
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["routes"][0]["gpus"]["sm_active_ratio"]["mean"], 0.3);
     // Stale: nothing.
-    let later = t.report(Some(&r), at + INTERVAL * 4);
+    let later = t.report(Some(&r), &[], at + INTERVAL * 4);
     assert!(later.routes.is_empty(), "{later:?}");
 }
