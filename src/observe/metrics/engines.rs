@@ -360,13 +360,18 @@ impl Engines {
                 }
             }
         }
+        // A route with counted GPUs may have its engine scraped: one entry.
         for (route, count) in fixed {
-            routes.push(RouteTelemetry {
-                route: route.to_string(),
-                engine: None,
-                gpus: Some(GpuView::counted(*count as usize)),
-                per_gpu_second: Vec::new(),
-            });
+            let counted = Some(GpuView::counted(*count as usize));
+            match routes.iter_mut().find(|r| *r.route == **route) {
+                Some(scraped) => scraped.gpus = counted,
+                None => routes.push(RouteTelemetry {
+                    route: route.to_string(),
+                    engine: None,
+                    gpus: counted,
+                    per_gpu_second: Vec::new(),
+                }),
+            }
         }
         if routes
             .iter()

@@ -307,6 +307,19 @@ fn the_report_shows_what_the_families_hold() {
         ("batch", 4)
     );
     assert_eq!(counted.utilization_ratio.mean, None);
+    // One whose engine is scraped: one entry, with both.
+    let r = readings();
+    r.store_by_hand(
+        0,
+        Latest {
+            at: Instant::now(),
+            reading: engine(),
+        },
+    );
+    let both = t.report(Some(&r), &[(Arc::from("chat"), 2)], Instant::now());
+    assert_eq!(both.routes.len(), 1, "{both:?}");
+    assert!(both.routes[0].engine.is_some());
+    assert_eq!(both.routes[0].gpus.as_ref().map(|g| g.count), Some(2));
     let r = readings();
     let at = Instant::now();
     r.store_by_hand(
