@@ -74,13 +74,8 @@ async fn serve<S>(mut stream: S, answer: Answer)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
+    if !read_head(&mut stream).await {
+        return;
     }
     let page = |status: &str, body: &[u8]| {
         let mut out = format!(

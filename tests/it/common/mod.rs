@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 mod page;
 mod process;
 
-pub use page::{Page, serve_made, vllm_page};
+pub use page::{Page, read_head, serve_made, vllm_page};
 pub use process::{BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped};
 
 /// The SLO file of class `chat`, TTFT p95 within 500 ms

@@ -46,13 +46,8 @@ pub async fn serve_made(make: impl Fn() -> String + Send + Sync + 'static) -> So
         while let Ok((mut stream, _)) = listener.accept().await {
             let page = make();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if !read_head(&mut stream).await {
+                    return;
                 }
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
@@ -64,6 +59,20 @@ pub async fn serve_made(make: impl Fn() -> String + Send + Sync + 'static) -> So
         }
     });
     addr
+}
+
+/// Reads a request head from `stream`; `false` when it closes or fails
+/// first.
+pub async fn read_head<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> bool {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
 }
 
 /// vLLM's page for model `model` with `running` requests in its batch and
