@@ -39,8 +39,10 @@ use slo::ledger::{Charge, Gpus, Ledger, Reader, Tab};
 pub(super) struct Charges {
     /// Every route that has had GPUs, by name, kept across reloads.
     books: Mutex<HashMap<Arc<str>, Arc<Book>>>,
-    /// Those of the configuration in force, which a request looks up.
-    in_force: ArcSwap<HashMap<Arc<str>, Arc<Book>>>,
+    /// The books of the routes with GPUs of the configuration last
+    /// applied (at start and at each reload's swap), which a request
+    /// looks its route up in.
+    applied: ArcSwap<HashMap<Arc<str>, Arc<Book>>>,
     families: Families,
     /// Points of the ledgers' counts, for the windows of `/slo`.
     history: Mutex<report::History>,
@@ -82,7 +84,7 @@ impl Charges {
         let families = Families::new(r.namespace)?;
         let charges = Arc::new(Self {
             books: Mutex::default(),
-            in_force: ArcSwap::default(),
+            applied: ArcSwap::default(),
             families,
             history: Mutex::new(report::History::new(Instant::now())),
         });
@@ -97,7 +99,7 @@ impl Charges {
     pub(super) fn configure(&self, config: &Config, now: Instant) {
         let currency: Arc<str> = config.cost.currency.as_str().into();
         let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut in_force = HashMap::new();
+        let mut applied = HashMap::new();
         for route in &config.routes {
             let gpus = match (route.gpus, &route.gpu_metrics) {
                 (Some(n), _) => Gpus::Fixed(n),
@@ -111,26 +113,26 @@ impl Charges {
                 currency: route.gpu_hourly_cost.map(|_| currency.clone()),
                 fixed: route.gpus,
             }));
-            in_force.insert(book.route.clone(), book);
+            applied.insert(book.route.clone(), book);
         }
         // The routes that went: no GPUs from now on; their series stay as
         // they were.
         for (name, book) in books.iter() {
-            if !in_force.contains_key(name) {
+            if !applied.contains_key(name) {
                 book.ledger.configure(now, Gpus::Fixed(0), None);
             }
         }
-        self.in_force.store(Arc::new(in_force));
+        self.applied.store(Arc::new(applied));
     }
 
     /// A tab for a request of `route` in flight from `now`, when the route
     /// has GPUs.
     pub(super) fn open(&self, route: &str, now: Instant) -> Option<Bill> {
-        let in_force = self.in_force.load();
-        if in_force.is_empty() {
+        let applied = self.applied.load();
+        if applied.is_empty() {
             return None;
         }
-        let book = in_force.get(route)?;
+        let book = applied.get(route)?;
         Some(Bill {
             tab: book.ledger.open(now),
             shown: book.shown.load_full(),
@@ -139,8 +141,8 @@ impl Charges {
 
     /// The routes in force with `gpus: N`, by name: their GPUs, counted.
     pub(super) fn fixed_gpus(&self) -> Vec<(Arc<str>, u32)> {
-        let in_force = self.in_force.load();
-        let mut fixed: Vec<_> = in_force
+        let applied = self.applied.load();
+        let mut fixed: Vec<_> = applied
             .values()
             .filter_map(|b| Some((b.route.clone(), b.shown.load().fixed?)))
             .collect();
