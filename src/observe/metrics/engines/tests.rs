@@ -62,18 +62,10 @@ fn gpus(count: usize) -> Reading {
     })
 }
 
-fn readings() -> Readings {
-    Readings::by_hand(&[
-        ("chat", Page::Engine, INTERVAL),
-        ("chat", Page::Gpu, INTERVAL),
-    ])
-}
-
-#[test]
-fn fresh_readings_are_exported_under_our_names_with_the_route() {
-    let t = telemetry();
+/// Readings of both targets with the engine's page and 2 GPUs, read at
+/// `at`.
+fn read_both(at: Instant) -> Readings {
     let r = readings();
-    let at = Instant::now();
     r.store_by_hand(
         0,
         Latest {
@@ -88,6 +80,21 @@ fn fresh_readings_are_exported_under_our_names_with_the_route() {
             reading: gpus(2),
         },
     );
+    r
+}
+
+fn readings() -> Readings {
+    Readings::by_hand(&[
+        ("chat", Page::Engine, INTERVAL),
+        ("chat", Page::Gpu, INTERVAL),
+    ])
+}
+
+#[test]
+fn fresh_readings_are_exported_under_our_names_with_the_route() {
+    let t = telemetry();
+    let at = Instant::now();
+    let r = read_both(at);
     let out = text(&t, &mut Counted::default(), Some(&r), at);
     for line in [
         r#"llm_engine_info{route="chat",server="vllm"} 1"#,
@@ -112,22 +119,8 @@ fn fresh_readings_are_exported_under_our_names_with_the_route() {
 #[test]
 fn stale_readings_vanish_rather_than_freeze() {
     let t = telemetry();
-    let r = readings();
     let at = Instant::now();
-    r.store_by_hand(
-        0,
-        Latest {
-            at,
-            reading: engine(),
-        },
-    );
-    r.store_by_hand(
-        1,
-        Latest {
-            at,
-            reading: gpus(2),
-        },
-    );
+    let r = read_both(at);
     let mut counted = Counted::default();
     let fresh = text(&t, &mut counted, Some(&r), at + INTERVAL * 3);
     assert!(fresh.contains("llm_engine_requests_running{"), "{fresh}");
@@ -243,22 +236,8 @@ fn a_route_without_gpus_has_no_tokens_per_gpu_second() {
 #[test]
 fn the_families_are_the_catalogue_s() {
     let t = telemetry();
-    let r = readings();
     let at = Instant::now();
-    r.store_by_hand(
-        0,
-        Latest {
-            at,
-            reading: engine(),
-        },
-    );
-    r.store_by_hand(
-        1,
-        Latest {
-            at,
-            reading: gpus(2),
-        },
-    );
+    let r = read_both(at);
     t.fill(&mut Counted::default(), Some(&r), &[], at);
     let registry = prometheus::Registry::new();
     registry
@@ -320,22 +299,8 @@ fn the_report_shows_what_the_families_hold() {
     assert_eq!(both.routes.len(), 1, "{both:?}");
     assert!(both.routes[0].engine.is_some());
     assert_eq!(both.routes[0].gpus.as_ref().map(|g| g.count), Some(2));
-    let r = readings();
     let at = Instant::now();
-    r.store_by_hand(
-        0,
-        Latest {
-            at,
-            reading: engine(),
-        },
-    );
-    r.store_by_hand(
-        1,
-        Latest {
-            at,
-            reading: gpus(2),
-        },
-    );
+    let r = read_both(at);
     let report = t.report(Some(&r), &[], at);
     assert_eq!(report.routes.len(), 1);
     let chat = &report.routes[0];
