@@ -2,14 +2,16 @@
 //! one value that `app` makes at start-up and swaps whole on a reload.
 //!
 //! [`InForce`] holds the configuration (the process's only copy of it in
-//! force), the forwarding service built from it, and the scrapes of its
-//! routes' engines and GPUs. Whoever needs any of them reads the snapshot
-//! in force: the proxy listener (a request takes its forwarding service,
-//! a connection its TLS), the admin listener (its TLS and credentials,
-//! `/config`, the exposition and `/slo`, which read the engines and GPUs
-//! through [`InForce::readings`], the one way to them). Nothing built from
-//! a configuration reaches back up to the snapshot that holds it: the
-//! snapshot is handed down.
+//! force), the forwarding service built from it, the scrapes of its
+//! routes' engines and GPUs, and what it says of their GPUs and prices
+//! (its charge plan, which its requests open their tabs in and which is
+//! applied to the ledgers when the snapshot goes in force). Whoever needs
+//! any of them reads the snapshot in force: the proxy listener (a request
+//! takes its forwarding service, a connection its TLS), the admin listener
+//! (its TLS and credentials, `/config`, the exposition and `/slo`, which
+//! read the engines and GPUs through [`InForce::engines`], the one way to
+//! them). Nothing built from a configuration reaches back up to the
+//! snapshot that holds it: the snapshot is handed down.
 //!
 //! A request holds the forwarding service it started with ([`Proxy`], an
 //! `Arc`), never the snapshot, so a reload that replaces the scrapes stops
@@ -20,6 +22,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::observe::Observers;
+use crate::observe::metrics::{ChargePlan, EngineSources, FixedGpus};
 use crate::proxy::{Plan, Proxy};
 use crate::scrape::{Readings, Scraper};
 
@@ -34,6 +37,10 @@ pub struct InForce {
     /// shared with the next snapshot when a reload leaves them as they
     /// were, and stopped when the last snapshot holding them is dropped.
     scraper: Option<Arc<Scraper>>,
+    /// What `config` says of its routes' GPUs and prices.
+    charges: ChargePlan,
+    /// Its routes whose GPUs are counted (`gpus: N`), from `charges`.
+    fixed_gpus: Vec<FixedGpus>,
 }
 
 impl InForce {
@@ -48,7 +55,9 @@ impl InForce {
         build: impl FnOnce(Plan<'_>, Observers) -> Result<Proxy, rustls::Error>,
     ) -> Result<Self, rustls::Error> {
         let readings = scraper.as_deref().map(Scraper::readings);
-        let observers = observers.configured(&config, readings);
+        let charges = observers.metrics().charge_plan(&config);
+        let fixed_gpus = charges.fixed_gpus();
+        let observers = observers.configured(&config, readings, charges.clone());
         let plan = Plan {
             routes: &config.routes,
             settings: &config.proxy,
@@ -59,6 +68,8 @@ impl InForce {
             config,
             proxy,
             scraper,
+            charges,
+            fixed_gpus,
         })
     }
 
@@ -81,5 +92,20 @@ impl InForce {
     /// route names one.
     pub fn readings(&self) -> Option<&Readings> {
         self.scraper.as_deref().map(Scraper::readings)
+    }
+
+    /// The engines and GPUs in force: the readings of its scrapes and the
+    /// GPUs its routes count.
+    pub fn engines(&self) -> EngineSources<'_> {
+        EngineSources {
+            readings: self.readings(),
+            fixed: &self.fixed_gpus,
+        }
+    }
+
+    /// What the configuration says of its routes' GPUs and prices, to
+    /// apply when the snapshot goes in force.
+    pub fn charges(&self) -> &ChargePlan {
+        &self.charges
     }
 }

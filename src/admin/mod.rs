@@ -88,7 +88,7 @@ async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> im
     let in_force = state.in_force.load();
     (
         [(header::CONTENT_TYPE, content_type)],
-        state.metrics.encode(openmetrics, in_force.readings()),
+        state.metrics.encode(openmetrics, in_force.engines()),
     )
 }
 
@@ -128,7 +128,7 @@ async fn slo(
         Vec::new()
     };
     // The engines and GPUs are the process's, whoever asks.
-    let telemetry = state.metrics.telemetry(readings);
+    let telemetry = state.metrics.telemetry(in_force.engines());
     // Who used the GPUs: every tenant's, so none in a tenant's view.
     let chargeback = if tenant.is_empty() {
         state.metrics.chargeback()

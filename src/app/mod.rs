@@ -192,7 +192,7 @@ pub async fn start_with(
         Proxy::new(plan, observers, connections.overload.clone())
     })
     .map_err(StartError::Tls)?;
-    metrics.configure_charges(&config, std::time::Instant::now());
+    metrics.apply_charges(first.charges(), std::time::Instant::now());
     let in_force = Arc::new(ArcSwap::from_pointee(first));
 
     let proxy_listener =

@@ -169,10 +169,11 @@ impl Reloader {
                 match self.rebuild(&previous, config.clone()) {
                     Err(e) => Err(e),
                     Ok(next) => {
+                        let charges = next.charges().clone();
                         self.in_force.store(Arc::new(next));
                         self.metrics.set_slo_targets(&config.slo_classes);
                         self.metrics
-                            .configure_charges(&config, std::time::Instant::now());
+                            .apply_charges(&charges, std::time::Instant::now());
                         let restart_needed = restart_needed(&self.started, &config);
                         Ok(Reloaded { restart_needed })
                     }

@@ -34,7 +34,8 @@ use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::class::Policy;
 use super::labels::Labels;
 use super::metrics::{
-    Bill, Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody, RequestRecorder,
+    Bill, ChargePlan, Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody,
+    RequestRecorder,
 };
 use super::occupancy::{EngineOccupancy, Occupancy};
 use super::occurrence::Occurrence;
@@ -65,6 +66,9 @@ pub struct Observers {
     /// The latest readings of the routes' engines and GPUs in force, when
     /// any route names one: a request's load at arrival reads them.
     readings: Option<Readings>,
+    /// The configuration's routes with GPUs, where a request opens its
+    /// tab.
+    charges: ChargePlan,
 }
 
 impl Observers {
@@ -77,15 +81,23 @@ impl Observers {
             otlp,
             policy: Arc::default(),
             readings: None,
+            charges: ChargePlan::default(),
         }
     }
 
     /// The same observers, for the requests of `config`, whose engines
-    /// and GPUs are read from `readings` (none when `None`).
-    pub fn configured(&self, config: &Config, readings: Option<&Readings>) -> Self {
+    /// and GPUs are read from `readings` (none when `None`), charged as
+    /// `charges` (its plan) says.
+    pub fn configured(
+        &self,
+        config: &Config,
+        readings: Option<&Readings>,
+        charges: ChargePlan,
+    ) -> Self {
         Self {
             policy: Arc::new(Policy::of(config)),
             readings: readings.cloned(),
+            charges,
             ..self.clone()
         }
     }
@@ -157,7 +169,7 @@ impl Observers {
         // scraped.
         let (place, count) = self.metrics.concurrency().enter(&labels);
         // Its share of its route's GPUs, from now on.
-        let bill = self.metrics.open_bill(route, std::time::Instant::now());
+        let bill = self.charges.open(route, std::time::Instant::now());
         let occupancy = Occupancy {
             in_flight: count,
             engine: self
@@ -353,6 +365,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::observe::metrics::EngineSources;
     use meter::{Api, Limits, StreamMeter};
 
     fn observers() -> Observers {
@@ -411,7 +424,7 @@ mod tests {
         }
         meter.end(t0 + Duration::from_millis(5600));
         drop(meter);
-        let text = o.metrics().encode(false, None);
+        let text = o.metrics().encode(false, EngineSources::default());
         assert_eq!(count(&text, "llm_stalls_total{"), 2.0, "{text}");
         assert!(
             (count(&text, "llm_stalled_seconds_total{") - 5.5).abs() < 1e-9,
@@ -432,7 +445,7 @@ mod tests {
         let t0 = Instant::now();
         let recorder = o.request(started(&parts));
         let mut meter = StreamMeter::new(t0, Api::OpenAi, Limits::default(), recorder);
-        let text = o.metrics().encode(false, None);
+        let text = o.metrics().encode(false, EngineSources::default());
         assert_eq!(count(&text, "llm_requests_in_flight{"), 1.0, "{text}");
         meter.response_head(t0, 200, Some(b"text/event-stream"), None);
         let chunk =
@@ -442,7 +455,7 @@ mod tests {
         meter.end(t0 + Duration::from_millis(40));
         meter.end(t0 + Duration::from_millis(50));
         drop(meter);
-        let text = o.metrics().encode(false, None);
+        let text = o.metrics().encode(false, EngineSources::default());
         assert_eq!(count(&text, "llm_requests_in_flight{"), 0.0, "{text}");
         assert_eq!(count(&text, "llm_requests_total{"), 1.0, "{text}");
         assert_eq!(
@@ -485,7 +498,7 @@ mod tests {
             meter.end(at);
         };
         run(Some("req-1"), &[10, 700, 30]);
-        let text = o.metrics().encode(true, None);
+        let text = o.metrics().encode(true, EngineSources::default());
         let exemplar = |family: &str| -> Vec<&str> {
             text.lines()
                 .filter(|l| l.starts_with(family) && l.contains(" # {"))
@@ -512,7 +525,7 @@ mod tests {
         // A request without an id moves no exemplar; a later one with an
         // id takes its bucket's.
         run(None, &[10]);
-        let before = o.metrics().encode(true, None);
+        let before = o.metrics().encode(true, EngineSources::default());
         assert_eq!(
             before.matches(r#" # {request_id="req-1"}"#).count(),
             4,
@@ -520,7 +533,7 @@ mod tests {
         );
         assert_eq!(before.matches(" # {").count(), 4, "{before}");
         run(Some("req-2"), &[10, 700, 30]);
-        let after = o.metrics().encode(true, None);
+        let after = o.metrics().encode(true, EngineSources::default());
         assert_eq!(
             after.matches(r#" # {request_id="req-2"}"#).count(),
             4,
@@ -529,6 +542,10 @@ mod tests {
         assert_eq!(after.matches(" # {").count(), 4, "{after}");
         assert!(after.ends_with("# EOF\n"));
         // The Prometheus text format has none.
-        assert!(!o.metrics().encode(false, None).contains(" # {"));
+        assert!(
+            !o.metrics()
+                .encode(false, EngineSources::default())
+                .contains(" # {")
+        );
     }
 }

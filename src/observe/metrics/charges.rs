@@ -3,11 +3,15 @@
 //!
 //! The owner keeps a ledger (`slo::ledger`) per route that has GPUs, by
 //! route name across reloads, so that a reload neither loses nor repeats
-//! what was counted; a reload changes a route's GPUs and price from then
-//! on ([`Charges::configure`]). A request of such a route opens a tab when
-//! it is counted in flight and closes it when it ends, under its labels and
-//! verdict ([`Bill`]); the route's scrapes tell its ledger the GPUs, power
-//! and engine load ([`Charges::reader`]). Every family is read from one
+//! what was counted. What a configuration says of its routes' GPUs and
+//! prices is its [`ChargePlan`], made with the snapshot of that
+//! configuration and held by it ([`Charges::plan`]); when the snapshot
+//! goes in force, its plan is applied to the ledgers from that moment on
+//! ([`Charges::apply`]). A request of a route with GPUs opens a tab in the
+//! plan of the snapshot it started under when it is counted in flight,
+//! and closes it when it ends, under its labels and verdict ([`Bill`]);
+//! the route's scrapes tell its ledger the GPUs, power and engine load
+//! ([`Charges::reader`]). Every family is read from one
 //! snapshot of each ledger when the exposition asks, so that at every
 //! scrape the requests' charges, the in-flight share, the other replicas'
 //! and idle add up to the route's total.
@@ -16,11 +20,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{CounterVec, GaugeVec, Opts};
 
+use super::engines::FixedGpus;
 use super::register::Register;
 
 mod book;
@@ -39,10 +43,6 @@ use slo::ledger::{Charge, Gpus, Ledger, Reader, Tab};
 pub(super) struct Charges {
     /// Every route that has had GPUs, by name, kept across reloads.
     books: Mutex<HashMap<Arc<str>, Arc<Book>>>,
-    /// The books of the routes with GPUs of the configuration last
-    /// applied (at start and at each reload's swap), which a request
-    /// looks its route up in.
-    applied: ArcSwap<HashMap<Arc<str>, Arc<Book>>>,
     families: Families,
     /// Points of the ledgers' counts, for the windows of `/slo`.
     history: Mutex<report::History>,
@@ -53,6 +53,47 @@ struct Families {
     namespace: String,
     /// Made once for their descriptions.
     template: Vec<Vec<Desc>>,
+}
+
+/// What one configuration says of its routes with GPUs: each one's book,
+/// GPUs, price and how its charges are shown.
+#[derive(Clone, Default)]
+pub struct ChargePlan {
+    routes: Arc<HashMap<Arc<str>, Planned>>,
+}
+
+/// One route of a [`ChargePlan`].
+struct Planned {
+    book: Arc<Book>,
+    gpus: Gpus,
+    price: Option<f64>,
+    shown: Arc<Shown>,
+}
+
+impl ChargePlan {
+    /// A tab for a request of `route` in flight from `now`, when the route
+    /// has GPUs.
+    pub fn open(&self, route: &str, now: Instant) -> Option<Bill> {
+        if self.routes.is_empty() {
+            return None;
+        }
+        let planned = self.routes.get(route)?;
+        Some(Bill {
+            tab: planned.book.ledger.open(now),
+            shown: planned.shown.clone(),
+        })
+    }
+
+    /// The routes with `gpus: N`, by name: their GPUs, counted.
+    pub fn fixed_gpus(&self) -> Vec<FixedGpus> {
+        let mut fixed: Vec<_> = self
+            .routes
+            .iter()
+            .filter_map(|(route, p)| Some((route.clone(), p.shown.fixed?)))
+            .collect();
+        fixed.sort();
+        fixed
+    }
 }
 
 /// A request's tab in its route's ledger, and how its charge is shown.
@@ -84,7 +125,6 @@ impl Charges {
         let families = Families::new(r.namespace)?;
         let charges = Arc::new(Self {
             books: Mutex::default(),
-            applied: ArcSwap::default(),
             families,
             history: Mutex::new(report::History::new(Instant::now())),
         });
@@ -92,14 +132,12 @@ impl Charges {
         Ok(charges)
     }
 
-    /// The routes of `config` with GPUs from `now` on: each one's ledger
-    /// (made at its first configuration) told its GPUs and price. A route
-    /// that no longer has GPUs keeps its ledger, with no GPUs, so that its
-    /// counters go on if they come back.
-    pub(super) fn configure(&self, config: &Config, now: Instant) {
+    /// What `config` says of its routes with GPUs, each with its book
+    /// (made now if the route has none yet).
+    pub(super) fn plan(&self, config: &Config, now: Instant) -> ChargePlan {
         let currency: Arc<str> = config.cost.currency.as_str().into();
         let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut applied = HashMap::new();
+        let mut routes = HashMap::new();
         for route in &config.routes {
             let gpus = match (route.gpus, &route.gpu_metrics) {
                 (Some(n), _) => Gpus::Fixed(n),
@@ -107,47 +145,40 @@ impl Charges {
                 (None, None) => continue,
             };
             let book = book(&mut books, &route.name, now);
-            book.ledger.configure(now, gpus, route.gpu_hourly_cost);
-            book.shown.store(Arc::new(Shown {
+            let shown = Arc::new(Shown {
                 energy: route.gpu_metrics.is_some(),
                 currency: route.gpu_hourly_cost.map(|_| currency.clone()),
                 fixed: route.gpus,
-            }));
-            applied.insert(book.route.clone(), book);
+            });
+            let planned = Planned {
+                book: book.clone(),
+                gpus,
+                price: route.gpu_hourly_cost,
+                shown,
+            };
+            routes.insert(book.route.clone(), planned);
         }
-        // The routes that went: no GPUs from now on; their series stay as
-        // they were.
+        ChargePlan {
+            routes: Arc::new(routes),
+        }
+    }
+
+    /// Puts `plan` in force from `now` on: each of its routes' ledgers told
+    /// its GPUs and price. A route that no longer has GPUs keeps its
+    /// ledger, with no GPUs, so that its counters go on if they come back.
+    pub(super) fn apply(&self, plan: &ChargePlan, now: Instant) {
+        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
         for (name, book) in books.iter() {
-            if !applied.contains_key(name) {
-                book.ledger.configure(now, Gpus::Fixed(0), None);
+            match plan.routes.get(name) {
+                Some(p) => {
+                    book.ledger.configure(now, p.gpus, p.price);
+                    book.shown.store(p.shown.clone());
+                }
+                // The routes that went: no GPUs from now on; their series
+                // stay as they were.
+                None => book.ledger.configure(now, Gpus::Fixed(0), None),
             }
         }
-        self.applied.store(Arc::new(applied));
-    }
-
-    /// A tab for a request of `route` in flight from `now`, when the route
-    /// has GPUs.
-    pub(super) fn open(&self, route: &str, now: Instant) -> Option<Bill> {
-        let applied = self.applied.load();
-        if applied.is_empty() {
-            return None;
-        }
-        let book = applied.get(route)?;
-        Some(Bill {
-            tab: book.ledger.open(now),
-            shown: book.shown.load_full(),
-        })
-    }
-
-    /// The routes in force with `gpus: N`, by name: their GPUs, counted.
-    pub(super) fn fixed_gpus(&self) -> Vec<(Arc<str>, u32)> {
-        let applied = self.applied.load();
-        let mut fixed: Vec<_> = applied
-            .values()
-            .filter_map(|b| Some((b.route.clone(), b.shown.load().fixed?)))
-            .collect();
-        fixed.sort();
-        fixed
     }
 
     /// Every book, in no order.
@@ -190,7 +221,7 @@ fn book(books: &mut HashMap<Arc<str>, Arc<Book>>, route: &str, now: Instant) -> 
     let book = Arc::new(Book {
         route: route.clone(),
         ledger: Arc::new(Ledger::new(now, Gpus::Scraped, None)),
-        shown: ArcSwap::default(),
+        shown: arc_swap::ArcSwap::default(),
     });
     books.insert(route, book.clone());
     book

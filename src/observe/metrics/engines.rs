@@ -403,7 +403,16 @@ impl Engines {
 
 /// A route with `gpus: N` (its name and N): its GPUs are counted, not
 /// read from a page.
-pub(super) type FixedGpus = (Arc<str>, u32);
+pub type FixedGpus = (Arc<str>, u32);
+
+/// The engines and GPUs of the snapshot in force, as the exposition and
+/// `/slo` read them: the latest readings of its scrapes (`None` when no
+/// route names a page), and the routes whose GPUs it counts.
+#[derive(Clone, Copy, Default)]
+pub struct EngineSources<'a> {
+    pub readings: Option<&'a Readings>,
+    pub fixed: &'a [FixedGpus],
+}
 
 impl GpuView {
     /// `count` GPUs whose figures are unknown.

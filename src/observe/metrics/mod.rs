@@ -59,9 +59,10 @@ use health::Health;
 use register::Register;
 use windows::Windows;
 
-pub use charges::{Bill, ChargebackReport, render_text as render_chargeback};
+pub use charges::{Bill, ChargePlan, ChargebackReport, render_text as render_chargeback};
 pub use engines::{
-    EngineModelView, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry, TelemetryReport,
+    EngineModelView, EngineSources, EngineView, FixedGpus, GpuView, MeanMax, PerGpuSecond,
+    RouteTelemetry, TelemetryReport,
 };
 pub use exemplars::ExemplarId;
 use exemplars::Exemplified;
@@ -144,13 +145,12 @@ impl Metrics {
         self.charges.report(std::time::Instant::now())
     }
 
-    /// The routes' engine and GPU figures of `readings` (those of the
-    /// configuration in force) now, as the exposition has them, for `/slo`
-    /// and the live page.
-    pub fn telemetry(&self, readings: Option<&Readings>) -> TelemetryReport {
+    /// The routes' engine and GPU figures of `engines` (those of the
+    /// snapshot in force) now, as the exposition has them, for `/slo` and
+    /// the live page.
+    pub fn telemetry(&self, engines: EngineSources<'_>) -> TelemetryReport {
         let now = Instant::now();
-        self.engines
-            .report(readings, &self.charges.fixed_gpus(), now)
+        self.engines.report(engines.readings, engines.fixed, now)
     }
 
     /// The classes in force: their targets and thresholds as gauges, and
@@ -159,16 +159,16 @@ impl Metrics {
         self.windows.set_classes(classes);
     }
 
-    /// The routes of `config` with GPUs, priced as it says, from `now` on.
-    /// Called at start and on every reload.
-    pub fn configure_charges(&self, config: &crate::config::Config, now: std::time::Instant) {
-        self.charges.configure(config, now);
+    /// What `config` says of its routes' GPUs and prices, for the
+    /// snapshot of `config` (its requests open their tabs there).
+    pub fn charge_plan(&self, config: &crate::config::Config) -> ChargePlan {
+        self.charges.plan(config, std::time::Instant::now())
     }
 
-    /// A tab for a request of `route` in flight from `now`, when the route
-    /// has GPUs.
-    pub fn open_bill(&self, route: &str, now: std::time::Instant) -> Option<Bill> {
-        self.charges.open(route, now)
+    /// Puts the GPUs and prices of `plan` in force from `now` on: called
+    /// when its snapshot goes in force, at start and at each reload's swap.
+    pub fn apply_charges(&self, plan: &ChargePlan, now: std::time::Instant) {
+        self.charges.apply(plan, now);
     }
 
     /// What `route`'s scrapes tell its ledger, for a route with GPUs.
@@ -208,13 +208,11 @@ impl Metrics {
     /// or with `openmetrics` the OpenMetrics text format, which has the
     /// latency histograms' exemplars. The engines' and GPUs' families, and
     /// the knee and headroom gauges (read against the engines' loads where
-    /// they are scraped), are those of `readings`: the configuration in
-    /// force's.
-    pub fn encode(&self, openmetrics: bool, readings: Option<&Readings>) -> String {
+    /// they are scraped), are those of `engines`: the snapshot in force's.
+    pub fn encode(&self, openmetrics: bool, engines: EngineSources<'_>) -> String {
         let now = Instant::now();
-        self.engines
-            .refresh(readings, &self.charges.fixed_gpus(), now);
-        let _knees = self.windows.refresh(readings, now);
+        self.engines.refresh(engines.readings, engines.fixed, now);
+        let _knees = self.windows.refresh(engines.readings, now);
         self.health.refresh();
         let families = self.registry.gather();
         if openmetrics {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use bytes::Bytes;
+use tokenmeter::observe::metrics::EngineSources;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -314,7 +315,7 @@ async fn a_flooded_admin_port_does_not_stop_forwarding() {
         assert!(!resp.truncated);
         assert!(resp.body().ends_with(b"data: [DONE]\n\n"));
     }
-    let text = proxy.metrics.encode(false, None);
+    let text = proxy.metrics.encode(false, EngineSources::default());
     let s = parse_metrics(&text);
     assert!(value(&s, "tokenmeter_open_connections", &[("listener", "admin")]) <= 8.0);
     assert_eq!(sum(&s, "llm_requests_total", &[("outcome", "ok")]), 5.0);

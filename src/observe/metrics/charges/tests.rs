@@ -66,14 +66,21 @@ fn owner() -> (Registry, Arc<Charges>) {
     (registry, charges)
 }
 
+/// The plan of `config`, put in force at `now`, as a snapshot's is.
+fn in_force(charges: &Charges, config: &Config, now: Instant) -> ChargePlan {
+    let plan = charges.plan(config, now);
+    charges.apply(&plan, now);
+    plan
+}
+
 #[test]
 fn a_routes_families_add_up_at_a_scrape() {
     let (registry, charges) = owner();
     let t0 = Instant::now();
-    charges.configure(&config(PRICED), t0);
-    assert!(charges.open("plain", t0).is_none(), "no GPUs, no bill");
-    let a = charges.open("chat", t0 + Duration::from_secs(10)).unwrap();
-    let b = charges.open("chat", t0 + Duration::from_secs(20)).unwrap();
+    let plan = in_force(&charges, &config(PRICED), t0);
+    assert!(plan.open("plain", t0).is_none(), "no GPUs, no bill");
+    let a = plan.open("chat", t0 + Duration::from_secs(10)).unwrap();
+    let b = plan.open("chat", t0 + Duration::from_secs(20)).unwrap();
     let la = labels("chat", Some("team-a"));
     let charged = a.close(t0 + Duration::from_secs(30), &la, true);
     // 10 s alone and 10 s shared, at 2 GPUs: 30 GPU-seconds; 0.001 EUR each.
@@ -117,7 +124,8 @@ fn a_routes_families_add_up_at_a_scrape() {
     // for its time before it at the old price (10 s shared and 70 s alone
     // at 2 GPUs: 150 GPU-seconds) and no money after it.
     let reload = t0 + Duration::from_secs(100);
-    charges.configure(
+    in_force(
+        &charges,
         &config(&PRICED.replace("    gpu_hourly_cost: 3.6\n", "")),
         reload,
     );
@@ -143,9 +151,9 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
     let (_registry, charges) = owner();
     let t0 = Instant::now();
     let secs = Duration::from_secs;
-    charges.configure(&config(PRICED), t0);
-    let a = charges.open("chat", t0).unwrap();
-    let b = charges.open("chat", t0 + secs(5)).unwrap();
+    let plan = in_force(&charges, &config(PRICED), t0);
+    let a = plan.open("chat", t0).unwrap();
+    let b = plan.open("chat", t0 + secs(5)).unwrap();
     a.close(t0 + secs(10), &labels("chat", Some("team-a")), true);
     b.close(t0 + secs(20), &labels("chat", Some("team-b")), false);
 
