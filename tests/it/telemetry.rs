@@ -357,7 +357,7 @@ async fn endpoints_gone_wrong_change_no_byte_and_are_counted_by_reason() {
         ("huge", huge.url(), "too_large"),
     ];
     let mut main = format!(
-        "scrape: {{interval: 200ms, timeout: 150ms, max_body: 1MiB}}\nslo_files: [slo/*.yaml]\nroutes:\n  - name: plain\n    match: {{path_prefix: /plain/}}\n    strip_prefix: true\n    upstream: http://{sim}\n    slo: interactive\n"
+        "scrape: {{interval: 400ms, timeout: 300ms, max_body: 16KiB}}\nslo_files: [slo/*.yaml]\nroutes:\n  - name: plain\n    match: {{path_prefix: /plain/}}\n    strip_prefix: true\n    upstream: http://{sim}\n    slo: interactive\n"
     );
     for (name, url, _) in &cases {
         main.push_str(&format!(
