@@ -6,7 +6,10 @@
 //! second. At each moment the `n` requests in flight on this replica each
 //! accrue `rate / D`, `D` the larger of `n` and the engine's load; the
 //! rest is left to the engine's other requests, or, with nothing in
-//! flight anywhere, idle.
+//! flight anywhere, idle. The engine's load is its last reading moved by
+//! this replica's own requests that started or ended since: `E + n − n₀`,
+//! `n₀` the requests in flight when it was read, so a reading late by a
+//! scrape interval is late only for the other replicas' changes.
 //!
 //! It costs O(1) per request: every request in flight accrues at the same
 //! rate, so one running integral of `rate / D` (the `share`) serves all of
@@ -142,8 +145,10 @@ struct State<K> {
     n: u64,
     gpus: Option<Until>,
     watts: Option<Until>,
-    /// The engine's requests running and waiting.
+    /// The engine's requests running and waiting, as last read.
     engine: Option<Until>,
+    /// This replica's requests in flight when the engine was last read.
+    n_read: u64,
     /// Money per GPU-second.
     price: f64,
     /// The previous energy counter sum and when it was read.
@@ -176,7 +181,7 @@ impl<K> State<K> {
                 cost: gpus * self.price,
             }
             .scaled(span);
-            let engine = self.engine.map_or(0.0, |u| u.at(self.at));
+            let engine = self.engine_load();
             self.totals.total += rate;
             if self.n > 0 {
                 let n = self.n as f64;
@@ -189,6 +194,17 @@ impl<K> State<K> {
                 self.totals.idle += rate;
             }
             self.at = end;
+        }
+    }
+
+    /// The engine's load now: its last fresh reading, moved by this
+    /// replica's requests that started or ended since (0 when unknown).
+    fn engine_load(&self) -> f64 {
+        match self.engine {
+            Some(u) if u.until.is_none_or(|until| self.at < until) => {
+                (u.value + self.n as f64 - self.n_read as f64).max(0.0)
+            }
+            _ => 0.0,
         }
     }
 
@@ -212,6 +228,7 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
             gpus: None,
             watts: None,
             engine: None,
+            n_read: 0,
             price: 0.0,
             energy: None,
             share: Charge::default(),
@@ -295,6 +312,7 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     pub fn read_engine(&self, at: Instant, load: Option<f64>, fresh_for: Duration) {
         let mut s = self.state();
         s.advance(at);
+        s.n_read = s.n;
         s.engine = load
             .filter(|l| l.is_finite() && *l >= 0.0)
             .map(|value| Until {

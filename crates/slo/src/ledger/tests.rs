@@ -97,8 +97,8 @@ fn the_engines_load_leaves_the_other_replicas_their_part() {
     let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Fixed(1), None));
     let fresh = secs(100.0);
     // The engine runs 4 requests, 1 of them this replica's.
-    ledger.read_engine(t0, Some(4.0), fresh);
     let a = ledger.open(t0);
+    ledger.read_engine(t0, Some(4.0), fresh);
     let charged = a.close(t0 + secs(8.0), 0);
     assert!(close(charged.gpu_seconds, 2.0), "{charged:?}");
     // Nothing of ours in flight, the engine busy: all the others'.
@@ -106,14 +106,38 @@ fn the_engines_load_leaves_the_other_replicas_their_part() {
     assert!(close(t.other_replicas.gpu_seconds, 8.0), "{t:?}");
     assert_eq!(t.idle.gpu_seconds, 0.0);
     // More of ours than the engine says: ours split the whole.
-    ledger.read_engine(t0 + secs(10.0), Some(1.0), fresh);
     let (b, c) = (ledger.open(t0 + secs(10.0)), ledger.open(t0 + secs(10.0)));
+    ledger.read_engine(t0 + secs(10.0), Some(1.0), fresh);
     let (b, c) = (b.close(t0 + secs(12.0), 0), c.close(t0 + secs(12.0), 0));
     assert!(close(b.gpu_seconds + c.gpu_seconds, 2.0), "{b:?} {c:?}");
     // The engine idle: idle.
     ledger.read_engine(t0 + secs(12.0), Some(0.0), fresh);
     let t = ledger.totals(t0 + secs(13.0));
     assert!(close(t.idle.gpu_seconds, 1.0), "{t:?}");
+    assert_closes(&t);
+}
+
+#[test]
+fn this_replicas_own_requests_move_the_engines_load_between_readings() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Fixed(1), None));
+    let fresh = secs(100.0);
+    // The engine runs this replica's two requests and nothing else.
+    let (a, b) = (ledger.open(t0), ledger.open(t0));
+    ledger.read_engine(t0, Some(2.0), fresh);
+    // b ends: the engine now runs a alone, though its page still says 2.
+    let b = b.close(t0 + secs(2.0), 0);
+    assert!(close(b.gpu_seconds, 1.0), "{b:?}");
+    // c starts: the engine runs a and c, as the page said.
+    let c = ledger.open(t0 + secs(4.0));
+    let a = a.close(t0 + secs(6.0), 0);
+    assert!(close(a.gpu_seconds, 1.0 + 2.0 + 1.0), "{a:?}");
+    // c alone until 8, then nothing: its page's 2 are both gone.
+    let c = c.close(t0 + secs(8.0), 0);
+    assert!(close(c.gpu_seconds, 1.0 + 2.0), "{c:?}");
+    let t = ledger.totals(t0 + secs(10.0));
+    assert_eq!(t.other_replicas.gpu_seconds, 0.0, "{t:?}");
+    assert!(close(t.idle.gpu_seconds, 2.0), "{t:?}");
     assert_closes(&t);
 }
 
