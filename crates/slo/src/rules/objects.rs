@@ -69,7 +69,11 @@ pub(super) fn objectives(classes: &[SloClass]) -> Vec<ToolObjective<'_>> {
         let about = if class.description.is_empty() {
             format!("SLO class {}", class.name)
         } else {
-            format!("SLO class {}: {}", class.name, class.description)
+            format!(
+                "SLO class {}: {}",
+                class.name,
+                class.description.trim_end_matches('.')
+            )
         };
         for o in &class.objectives {
             let kind = o.kind.as_str();

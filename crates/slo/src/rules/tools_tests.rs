@@ -62,12 +62,17 @@ fn each_kind_of_histogram_is_read_its_own_way() {
         n.fraction_within(half, "h", "slo=\"a\"", "slo", "5m"),
         "histogram_fraction(0, 0.5, sum by (slo) (rate(h{slo=\"a\"}[5m])))"
     );
-    assert_eq!(n.heatmap("h", "x=\"1\"", "1m"), "sum(increase(h{x=\"1\"}[1m]))");
+    assert_eq!(
+        n.heatmap("h", "x=\"1\"", "1m"),
+        "sum(increase(h{x=\"1\"}[1m]))"
+    );
 }
 
 #[test]
 fn durations_are_prometheus_durations_and_bounds_le_values() {
     assert_eq!(prom_duration(Duration::from_secs(28 * 86_400)), "28d");
+    assert_eq!(prom_duration(Duration::from_secs(7_200)), "2h");
+    assert_eq!(prom_duration(Duration::from_secs(300)), "5m");
     assert_eq!(prom_duration(Duration::from_secs(90)), "90s");
     assert_eq!(prom_duration(Duration::from_millis(500)), "500ms");
     assert_eq!(prom_duration(Duration::from_millis(1500)), "1500ms");
@@ -79,7 +84,10 @@ fn durations_are_prometheus_durations_and_bounds_le_values() {
 #[test]
 fn object_names_are_dns_1123_labels_and_distinct() {
     assert_eq!(object_name("chat", "ttft"), "chat-ttft");
-    assert_eq!(object_name("code-completion", "errors"), "code-completion-errors");
+    assert_eq!(
+        object_name("code-completion", "errors"),
+        "code-completion-errors"
+    );
     let odd = ["Chat", "chat_", "a.b:c", "_", &"x".repeat(80)];
     let mut seen = std::collections::HashSet::new();
     for name in odd {
