@@ -264,7 +264,8 @@ mod tests {
                 "_bucket",
                 "_seconds_count",
                 "_seconds_sum",
-                "le)",
+                ", le)",
+                "by (le)",
                 "_tokens_sum",
             ] {
                 assert!(!e.contains(classic_only), "{e}");
