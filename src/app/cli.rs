@@ -13,6 +13,7 @@ use super::demo::{DemoArgs, SimArgs};
 use crate::config::{Config, OtelEnv, Overrides};
 use crate::dashboard::ClassView;
 use crate::observe::access::AccessLog;
+use slo::rules::Histograms;
 
 /// A transparent metering reverse proxy for LLM inference.
 #[derive(Debug, Parser)]
@@ -49,7 +50,8 @@ enum Command {
     },
     /// Write Prometheus recording and alerting rules for the config's SLO
     /// classes (burn-rate alerts as in the Google SRE workbook, and the
-    /// fleet's latency-load knee and headroom).
+    /// fleet's latency-load knee and headroom), or their objectives as
+    /// Pyrra or Sloth objects.
     Rules {
         /// The config file (its `slo_files` define the classes).
         #[arg(long, short, env = "TOKENMETER_CONFIG")]
@@ -57,6 +59,12 @@ enum Command {
         /// Where to write the rules; standard output by default.
         #[arg(long, short)]
         out: Option<PathBuf>,
+        /// What to write: Prometheus rules, Pyrra `ServiceLevelObjective`s
+        /// (one YAML document each) or a Sloth `prometheus/v1` spec.
+        #[arg(long, value_enum, default_value = "prometheus")]
+        format: RulesFormat,
+        #[command(flatten)]
+        histograms: HistogramsArg,
     },
     /// Write the Grafana dashboard for a config's metrics and SLO classes.
     Dashboard {
@@ -66,6 +74,8 @@ enum Command {
         /// Where to write the dashboard JSON; standard output by default.
         #[arg(long, short)]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        histograms: HistogramsArg,
     },
     /// Print the SHA-256 of each API key read from standard input (one per
     /// line), as `routes[i].tenant.api_keys.keys` lists them. Keys are read
@@ -87,6 +97,38 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+}
+
+/// What `tokenmeter rules` writes.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RulesFormat {
+    Prometheus,
+    Pyrra,
+    Sloth,
+}
+
+#[derive(Debug, Args)]
+struct HistogramsArg {
+    /// Which histograms the queries read: `classic` (the `_bucket`,
+    /// `_count` and `_sum` series), or `native`, for a Prometheus that
+    /// scrapes native histograms (`scrape_native_histograms`).
+    #[arg(long, value_enum, default_value = "classic")]
+    histograms: HistogramKind,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum HistogramKind {
+    Classic,
+    Native,
+}
+
+impl HistogramsArg {
+    fn get(&self) -> Histograms {
+        match self.histograms {
+            HistogramKind::Classic => Histograms::Classic,
+            HistogramKind::Native => Histograms::Native,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -186,7 +228,12 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
             };
             check(&config, &overrides)
         }
-        Command::Rules { config, out } => {
+        Command::Rules {
+            config,
+            out,
+            format,
+            histograms,
+        } => {
             let Some(loaded) = load_reporting(&config) else {
                 return Ok(ExitCode::FAILURE);
             };
@@ -197,22 +244,22 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
                 );
                 return Ok(ExitCode::FAILURE);
             }
-            let namespace = &loaded.metrics.namespace;
-            let mut file = slo::rules::rules(&loaded.slo_classes, namespace);
-            // The fleet's latency–load curves and knees, after the ratios.
-            file.groups
-                .extend(slo::rules::capacity_groups(&loaded.slo_classes, namespace));
-            // Chargeback whatever the routes: a route a reload gives GPUs
-            // is covered by the rule file already deployed.
-            file.groups.push(slo::rules::chargeback_group(
-                namespace,
-                &slo::rules::CHARGEBACK_WINDOWS,
-            ));
-            let yaml = slo::rules::to_yaml(&file).map_err(CommandError::Rules)?;
-            write_output(out.as_deref(), &yaml)?;
+            let text = rules_text(&loaded, format, histograms.get());
+            let Some(text) = text.map_err(CommandError::Rules)? else {
+                eprintln!(
+                    "{}: no class has an objective or a goodput target for {format:?} to hold",
+                    config.display()
+                );
+                return Ok(ExitCode::FAILURE);
+            };
+            write_output(out.as_deref(), &text)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Dashboard { config, out } => {
+        Command::Dashboard {
+            config,
+            out,
+            histograms,
+        } => {
             let Some(loaded) = load_reporting(&config) else {
                 return Ok(ExitCode::FAILURE);
             };
@@ -225,7 +272,8 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
                     window: c.window,
                 })
                 .collect();
-            let json = crate::dashboard::render(&loaded.metrics.namespace, &classes);
+            let json =
+                crate::dashboard::render(&loaded.metrics.namespace, &classes, histograms.get());
             let text = serde_json::to_string_pretty(&json)? + "\n";
             write_output(out.as_deref(), &text)?;
             Ok(ExitCode::SUCCESS)
@@ -261,6 +309,49 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { args } => Ok(run_bench(&args)),
+    }
+}
+
+/// What `tokenmeter rules` writes for `config`'s classes in `format`:
+/// `None` for a tool's objects when no class has an objective for it.
+fn rules_text(
+    config: &Config,
+    format: RulesFormat,
+    histograms: Histograms,
+) -> Result<Option<String>, String> {
+    let (classes, namespace) = (&config.slo_classes, &config.metrics.namespace);
+    match format {
+        RulesFormat::Prometheus => {
+            let mut file = slo::rules::rules(classes, namespace);
+            // The fleet's latency–load curves and knees, after the ratios.
+            file.groups
+                .extend(slo::rules::capacity_groups(classes, namespace));
+            // Chargeback whatever the routes: a route a reload gives GPUs
+            // is covered by the rule file already deployed.
+            file.groups.push(slo::rules::chargeback_group(
+                namespace,
+                &slo::rules::CHARGEBACK_WINDOWS,
+            ));
+            if histograms == Histograms::Native {
+                file.groups
+                    .extend(slo::rules::native_latency_groups(classes, namespace));
+            }
+            slo::rules::to_yaml(&file).map(Some)
+        }
+        RulesFormat::Pyrra => {
+            let objects = slo::rules::pyrra::pyrra(classes, namespace, histograms);
+            if objects.is_empty() {
+                return Ok(None);
+            }
+            slo::rules::pyrra::to_yaml(&objects).map(Some)
+        }
+        RulesFormat::Sloth => {
+            let specs = slo::rules::sloth::sloth(classes, namespace, histograms);
+            if specs.is_empty() {
+                return Ok(None);
+            }
+            slo::rules::sloth::to_yaml(&specs).map(Some)
+        }
     }
 }
 

@@ -1,14 +1,15 @@
 //! The builder the panels are laid out with: a grid of rows and panels,
 //! their queries, and the template variables that filter them.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use names::{self, Family};
+use slo::rules::Histograms;
 
 pub(super) struct Builder {
     ns: String,
+    /// Which histograms the latency and size panels query.
+    histograms: Histograms,
     pub(super) panels: Vec<Value>,
     /// Next free grid row.
     pub(super) y: u32,
@@ -37,9 +38,10 @@ pub(super) const SEL: &str =
 pub(super) const RATE: &str = "$__rate_interval";
 
 impl Builder {
-    pub(super) fn new(namespace: &str) -> Self {
+    pub(super) fn new(namespace: &str, histograms: Histograms) -> Self {
         Builder {
             ns: namespace.to_owned(),
+            histograms,
             panels: Vec::new(),
             y: 0,
             next_id: 1,
@@ -110,7 +112,9 @@ impl Builder {
         })
     }
 
-    pub(super) fn heatmap(title: &str, description: &str, expr: String) -> Value {
+    /// A heatmap of `metric`'s distribution over time.
+    pub(super) fn heatmap(&self, title: &str, description: &str, metric: Family) -> Value {
+        let expr = self.histograms.heatmap(&self.m(metric), SEL, RATE);
         json!({
             "type": "heatmap", "title": title, "description": description,
             "options": {"calculate": false, "yAxis": {"unit": "s"}, "cellGap": 1, "color": {"scheme": "Oranges", "mode": "scheme"}},
@@ -129,9 +133,7 @@ impl Builder {
         [("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99")]
             .into_iter()
             .map(|(p, name)| Q {
-                expr: format!(
-                    "histogram_quantile({p}, sum by ({by}, le) (rate({m}_bucket{{{SEL}}}[{RATE}])))"
-                ),
+                expr: self.histograms.quantile(p, &m, SEL, by, RATE),
                 legend: match name {
                     "p50" => "p50 {{route}} {{model}}",
                     "p95" => "p95 {{route}} {{model}}",
@@ -168,7 +170,9 @@ impl Builder {
     pub(super) fn mean(&self, metric: Family, by: &str) -> String {
         let m = self.m(metric);
         format!(
-            "(sum by ({by}) (rate({m}_sum{{{SEL}}}[{RATE}])) / sum by ({by}) (rate({m}_count{{{SEL}}}[{RATE}])))"
+            "({} / {})",
+            self.histograms.sum_rate(&m, SEL, by, RATE),
+            self.histograms.count_rate(&m, SEL, by, RATE)
         )
     }
 
@@ -213,15 +217,4 @@ impl Builder {
             ),
         ]
     }
-}
-
-/// A duration as a PromQL range (`28d`, `6h`, `90s`).
-pub fn prom_duration(d: Duration) -> String {
-    let s = d.as_secs().max(1);
-    for (unit, secs) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
-        if s.is_multiple_of(secs) {
-            return format!("{}{unit}", s / secs);
-        }
-    }
-    format!("{s}s")
 }

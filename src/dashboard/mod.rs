@@ -17,17 +17,17 @@ mod panels;
 mod tradeoff;
 
 use serde_json::{Value, json};
+use slo::rules::Histograms;
 
 use self::builder::Builder;
-pub use self::builder::prom_duration;
 pub use self::panels::ClassView;
 
 /// Grafana's stable dashboard uid for tokenmeter.
 pub const UID: &str = "tokenmeter-llm";
 
 /// Renders the dashboard JSON.
-pub fn render(namespace: &str, classes: &[ClassView]) -> Value {
-    let mut b = Builder::new(namespace);
+pub fn render(namespace: &str, classes: &[ClassView], histograms: Histograms) -> Value {
+    let mut b = Builder::new(namespace, histograms);
     b.overview();
     b.goodput(classes);
     b.capacity();
@@ -102,7 +102,7 @@ mod tests {
     /// exemplars of their histograms, once each.
     #[test]
     fn latency_panels_show_exemplars() {
-        let d = render("llm", &classes());
+        let d = render("llm", &classes(), Histograms::Classic);
         let text = d.to_string();
         let mut with: Vec<String> = Vec::new();
         fn walk(v: &Value, with: &mut Vec<String>) {
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn panels_have_unique_ids_and_do_not_overlap() {
-        let d = render("llm", &classes());
+        let d = render("llm", &classes(), Histograms::Classic);
         let mut ids = std::collections::HashSet::new();
         let mut cells = std::collections::HashSet::new();
         let mut top: Vec<&Value> = d["panels"].as_array().unwrap().iter().collect();
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn every_query_uses_the_namespace_and_classes_with_targets_get_budget_panels() {
-        let d = render("acme", &classes());
+        let d = render("acme", &classes(), Histograms::Classic);
         let exprs = expressions(&d);
         assert!(
             exprs
@@ -196,7 +196,7 @@ mod tests {
     /// output token per tenant.
     #[test]
     fn the_cost_row_shows_the_bill_per_tenant() {
-        let d = render("llm", &classes());
+        let d = render("llm", &classes(), Histograms::Classic);
         let panels = d["panels"].as_array().unwrap();
         let row = panels
             .iter()
@@ -251,11 +251,40 @@ mod tests {
         );
     }
 
+    /// With native histograms, no panel reads a `_bucket`, `_count` or
+    /// `_sum` series or groups by `le`: percentiles, means and heatmaps
+    /// read the histograms under their own names. The rest is as classic.
     #[test]
-    fn durations_render_as_promql_ranges() {
-        assert_eq!(prom_duration(Duration::from_secs(28 * 86_400)), "28d");
-        assert_eq!(prom_duration(Duration::from_secs(7_200)), "2h");
-        assert_eq!(prom_duration(Duration::from_secs(90)), "90s");
-        assert_eq!(prom_duration(Duration::from_secs(300)), "5m");
+    fn native_histograms_are_read_under_their_own_names() {
+        let classic = expressions(&render("llm", &classes(), Histograms::Classic));
+        let native = expressions(&render("llm", &classes(), Histograms::Native));
+        assert_eq!(classic.len(), native.len());
+        for e in &native {
+            for classic_only in [
+                "_bucket",
+                "_seconds_count",
+                "_seconds_sum",
+                ", le)",
+                "by (le)",
+                "_tokens_sum",
+            ] {
+                assert!(!e.contains(classic_only), "{e}");
+            }
+        }
+        let changed = classic.iter().zip(&native).filter(|(c, n)| c != n).count();
+        assert!(changed > 10, "{changed}");
+        assert!(native.contains(&format!(
+            "histogram_quantile(0.95, sum by (route, model) (rate(llm_time_to_first_token_seconds{{{}}}[$__rate_interval])))",
+            builder::SEL
+        )));
+        assert!(native.iter().any(|e| {
+            e.starts_with("(histogram_sum(sum by (route) (rate(llm_input_tokens{")
+                && e.contains(") / histogram_count(sum by (route) (rate(llm_input_tokens{")
+        }));
+        assert!(
+            native
+                .iter()
+                .any(|e| e.starts_with("sum(increase(llm_inter_token_latency_seconds{"))
+        );
     }
 }

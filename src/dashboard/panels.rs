@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use names;
 
-use super::builder::{Builder, RATE, SEL, prom_duration, q};
+use slo::rules::prom_duration;
+
+use super::builder::{Builder, RATE, SEL, q};
 
 /// What the dashboard needs to know of one SLO class.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,10 +213,19 @@ impl Builder {
         let itl = self.quantiles(names::ITL, by);
         let e2el = self.quantiles(names::E2EL, by);
         let headers = self.quantiles(names::RESPONSE_HEADERS, by);
-        let (ttft_b, itl_b) = (
-            format!("{}_bucket", self.m(names::TTFT)),
-            format!("{}_bucket", self.m(names::ITL)),
-        );
+        let heatmaps = [
+            self.heatmap(
+                "TTFT heatmap",
+                "Distribution of TTFT over time.",
+                names::TTFT,
+            ),
+            self.heatmap(
+                "ITL heatmap",
+                "Distribution of inter-token gaps over time.",
+                names::ITL,
+            ),
+        ];
+        let [ttft_heatmap, itl_heatmap] = heatmaps;
         let panels = vec![
             (
                 Self::timeseries(
@@ -252,22 +263,8 @@ impl Builder {
                 ),
                 12,
             ),
-            (
-                Self::heatmap(
-                    "TTFT heatmap",
-                    "Distribution of TTFT over time.",
-                    format!("sum by (le) (increase({ttft_b}{{{SEL}}}[{RATE}]))"),
-                ),
-                8,
-            ),
-            (
-                Self::heatmap(
-                    "ITL heatmap",
-                    "Distribution of inter-token gaps over time.",
-                    format!("sum by (le) (increase({itl_b}{{{SEL}}}[{RATE}]))"),
-                ),
-                8,
-            ),
+            (ttft_heatmap, 8),
+            (itl_heatmap, 8),
             (
                 Self::timeseries(
                     "Time to response headers",

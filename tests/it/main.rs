@@ -54,6 +54,7 @@ mod protocols;
 mod reload;
 mod sim;
 mod slo;
+mod slo_tools;
 mod telemetry;
 mod tls;
 mod transparency;

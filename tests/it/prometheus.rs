@@ -290,6 +290,7 @@ async fn two_replicas_aggregate_in_prometheus_needs_tool_prometheus() {
             goodput_target: Some(0.9),
             window: Duration::from_secs(28 * 86_400),
         }],
+        slo::rules::Histograms::Classic,
     );
     let concrete = |expr: &str| {
         expr.replace("$__rate_interval", "5m")

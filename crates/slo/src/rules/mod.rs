@@ -21,12 +21,23 @@
 //! And whatever the classes, [`chargeback_group`]: the fleet's GPU time,
 //! its tenants' and idle, and what a good token costs.
 //!
-//! This module builds the rule file as data and text; it must not do I/O
-//! (the CLI writes the file).
+//! With native histograms ([`Histograms::Native`]),
+//! [`native_latency_groups`]: the share within each latency threshold and
+//! the latency at each target's percentile, read from the histograms.
+//!
+//! The same objectives also as the SLO tools' own objects: Pyrra's
+//! `ServiceLevelObjective`s ([`pyrra`]) and a Sloth spec ([`sloth`]), on
+//! the classic or the native histograms.
+//!
+//! This module builds the rule file and the objects as data and text; it
+//! must not do I/O (the CLI writes them).
 //!
 //! The error ratios and burn-rate alerts are built in `burn.rs`, the
-//! capacity rules in `fleet.rs`, the chargeback rules in `chargeback.rs`;
-//! this file holds the rule file's types and writes it as YAML.
+//! capacity rules in `fleet.rs`, the chargeback rules in `chargeback.rs`,
+//! the native latency rules in `native.rs`, the PromQL of each kind of
+//! histogram in `histograms.rs`, the objectives the tools take in
+//! `objects.rs` and their objects in `pyrra.rs` and `sloth.rs`; this file
+//! holds the rule file's types and writes it as YAML.
 
 use std::collections::BTreeMap;
 
@@ -35,12 +46,21 @@ use serde::Serialize;
 mod burn;
 mod chargeback;
 mod fleet;
+mod histograms;
+mod native;
+mod objects;
+pub mod pyrra;
+pub mod sloth;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tools_tests;
 
 pub use burn::{WINDOWS, ratio_name, rules};
 pub use chargeback::{CHARGEBACK_WINDOWS, ChargebackNames, chargeback_group};
 pub use fleet::{CAPACITY_WINDOWS, CapacityNames, capacity_groups};
+pub use histograms::{Histograms, bound_label, prom_duration};
+pub use native::{LATENCY_WINDOWS, latency_names, native_latency_groups};
 
 /// A Prometheus rule file.
 #[derive(Debug, Serialize)]
