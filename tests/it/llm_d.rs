@@ -31,7 +31,12 @@ async fn llm_ds_objective_headers_are_declared_objectives_and_win_over_the_old_n
     })
     .await;
     // (model, headers, verdict): the model tells the requests apart.
-    let cases: [(&str, &[(&str, &str)], &str); 5] = [
+    type Case = (
+        &'static str,
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+    let cases: [Case; 5] = [
         ("ttft-new", &[("x-llm-d-slo-ttft-ms", "1")], "bad"),
         (
             "ttft-both",
