@@ -189,6 +189,10 @@ pub struct OtlpSettings {
     /// Where and how each signal is sent.
     #[serde(skip_deserializing)]
     pub exports: OtlpExports,
+    /// The GenAI semantic conventions' names the export uses, from
+    /// `OTEL_SEMCONV_STABILITY_OPT_IN` (read once, at start).
+    #[serde(skip_deserializing)]
+    pub gen_ai_names: GenAiNames,
     /// Where each setting came from: (setting, `otlp.KEY`, an environment
     /// variable's name, or `default`).
     #[serde(
@@ -214,8 +218,51 @@ impl Default for OtlpSettings {
             service_name: "tokenmeter".to_owned(),
             resource_attributes: Vec::new(),
             exports: OtlpExports::default(),
+            gen_ai_names: GenAiNames::default(),
             origins: Vec::new(),
         }
+    }
+}
+
+/// Which names of the GenAI semantic conventions the OTLP export's metrics
+/// and spans carry (docs/metrics.md, "OpenTelemetry").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GenAiNames {
+    /// Those of semantic-conventions v1.41.0, the last release that held
+    /// them: the default until the conventions are declared stable.
+    #[default]
+    Released,
+    /// The newest (`gen_ai_latest_experimental`).
+    Latest,
+    /// Both, for a migration (`gen_ai_latest_experimental/dup`).
+    Both,
+}
+
+impl GenAiNames {
+    /// What `OTEL_SEMCONV_STABILITY_OPT_IN` asks for: a comma-separated
+    /// list, in which only the GenAI entries count (`/dup` wins, as
+    /// `http/dup` does for HTTP's names); any other entry is another
+    /// domain's, and ignored, as the specification asks.
+    pub fn from_opt_in(list: Option<&str>) -> Self {
+        let entries = || list.unwrap_or_default().split(',').map(str::trim);
+        if entries().any(|e| e == "gen_ai_latest_experimental/dup") {
+            Self::Both
+        } else if entries().any(|e| e == "gen_ai_latest_experimental") {
+            Self::Latest
+        } else {
+            Self::Released
+        }
+    }
+
+    /// Whether the names of v1.41.0 are exported.
+    pub fn released(self) -> bool {
+        matches!(self, Self::Released | Self::Both)
+    }
+
+    /// Whether the newest names are exported.
+    pub fn latest(self) -> bool {
+        matches!(self, Self::Latest | Self::Both)
     }
 }
 

@@ -129,8 +129,9 @@ pub struct Route {
     )]
     pub slo_header: Option<http::HeaderName>,
     /// Judge a request that declares its own objectives in the headers
-    /// `x-slo-ttft-ms`, `x-slo-tpot-ms`, `x-slo-e2el-ms` against them, under
-    /// the class label `declared`.
+    /// `x-llm-d-slo-ttft-ms`, `x-llm-d-slo-tpot-ms` (or their former names
+    /// `x-slo-ttft-ms`, `x-slo-tpot-ms`) and `x-slo-e2el-ms` against them,
+    /// under the class label `declared`.
     #[serde(default, deserialize_with = "super::kind::flag")]
     pub slo_request_headers: bool,
     /// The largest bound a client may declare, per objective; `None` when
@@ -143,8 +144,9 @@ pub struct Route {
     pub slo_request_max: Option<slo::declared::Caps>,
     /// Whom each request is attributed to, the `tenant` label of the token
     /// and request counters and the access log's `tenant`: a request
-    /// header's value (`header`) or the caller's API key mapped to a name
-    /// (`api_keys`), one of the two. Default: no tenant (the label is
+    /// header's value (`header`: llm-d's fairness id is
+    /// `x-llm-d-inference-fairness-id`) or the caller's API key mapped to a
+    /// name (`api_keys`), one of the two. Default: no tenant (the label is
     /// empty).
     #[serde(default, deserialize_with = "super::kind::tenant")]
     pub tenant: Option<TenantSource>,

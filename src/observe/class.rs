@@ -116,7 +116,7 @@ fn declared_objectives(
     mut refused: impl FnMut(ObjectiveKind),
 ) -> Option<Arc<SloClass>> {
     let caps = route.slo_request_max.as_ref()?;
-    let values = slo::declared::HEADERS.map(|(_, name)| headers.get(name).map(|v| v.as_bytes()));
+    let values = slo::declared::values(|name| headers.get(name).map(|v| v.as_bytes()));
     match slo::declared::declared(values, caps) {
         Ok(class) => class.map(Arc::new),
         Err(kinds) => {

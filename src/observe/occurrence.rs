@@ -31,6 +31,10 @@ pub enum Occurrence<'a> {
     Shed(Shed),
     /// A TLS handshake on a listener did not complete.
     Handshake(Listener, HandshakeFailure),
+    /// A gateway in front of the engine of `route` shed a request, for the
+    /// reason its response gave (`x-llm-d-request-dropped-reason`, as
+    /// sent: [`GatewayReasons`] bounds it).
+    ShedByGateway { route: &'a str, reason: &'a [u8] },
 }
 
 /// One of the two listeners.
@@ -161,5 +165,60 @@ impl Shed {
             Shed::Head => "head",
             Shed::Body => "body",
         }
+    }
+}
+
+/// The `reason` label of requests a gateway shed: the reason as the
+/// gateway sent it while it is a plausible one (1 to 64 visible ASCII
+/// characters) among the first [`GatewayReasons::MAX`] distinct ones,
+/// else `other`. An upstream may send anything; llm-d sends a handful
+/// (`rejected-saturated`, `rejected-ttl-expired`, `evicted`...).
+#[derive(Debug, Default)]
+pub struct GatewayReasons(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl GatewayReasons {
+    /// The most distinct reasons that are label values.
+    pub const MAX: usize = 16;
+
+    /// The label value of `reason`. Shed requests are rare, so a lock
+    /// is taken for each (never on a request that was not shed).
+    pub fn label(&self, reason: &[u8]) -> String {
+        let Some(reason) = std::str::from_utf8(reason)
+            .ok()
+            .map(str::trim)
+            .filter(|r| crate::config::is_tenant_name(r))
+        else {
+            return super::labels::OTHER.to_owned();
+        };
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.contains(reason) || seen.len() < Self::MAX && seen.insert(reason.to_owned()) {
+            reason.to_owned()
+        } else {
+            super::labels::OTHER.to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_reasons_are_bounded_and_plausible() {
+        let reasons = GatewayReasons::default();
+        assert_eq!(reasons.label(b"rejected-saturated"), "rejected-saturated");
+        assert_eq!(reasons.label(b" evicted "), "evicted");
+        for bad in [&b""[..], b"two words", b"\xff", &[b'x'; 65]] {
+            assert_eq!(reasons.label(bad), "other", "{bad:?}");
+        }
+        for i in 0..40 {
+            reasons.label(format!("r{i}").as_bytes());
+        }
+        assert_eq!(reasons.label(b"r13"), "r13");
+        assert_eq!(reasons.label(b"r14"), "other");
+        assert_eq!(reasons.label(b"rejected-saturated"), "rejected-saturated");
     }
 }

@@ -350,12 +350,18 @@ impl Recorder for RequestObserver {
             self.live
                 .start_tenant(live, self.labels.tenant(), finished.at);
         }
+        // The OTLP export records each gap of the stream with the newest
+        // names: taken from the sketch before the live series take it.
+        let chunk_gaps = match &self.otlp {
+            Some(otlp) if otlp.wants_chunk_gaps() => self.itl.values().collect(),
+            _ => Vec::new(),
+        };
         self.live.finish(&finished, std::mem::take(&mut self.itl));
         if let Some((log, entry)) = &self.access {
             log.write(entry, &finished);
         }
         if let Some(otlp) = self.otlp.take() {
-            otlp.submit(&finished);
+            otlp.submit(&finished, chunk_gaps);
         }
     }
 }

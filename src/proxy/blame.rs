@@ -7,7 +7,13 @@
 //! connecting (refused or TLS: the proxy could not reach the upstream; out
 //! of time: a timeout), then the upstream's exchange. Every cause is typed,
 //! so blame is read from the types, never searched for in a chain.
+//!
+//! A response head can name its side too: a gateway in front of the engine
+//! that shed the request says so in `x-llm-d-request-dropped-reason`
+//! (llm-d's), and the request is the gateway's, not the engine's
+//! ([`shed_by_gateway`]).
 
+use http::{HeaderMap, HeaderName, HeaderValue};
 use meter::Outcome;
 
 use super::client_body::{BodyTimeout, ClientBodyError};
@@ -30,6 +36,12 @@ pub enum Fault {
     /// The proxy refused the request itself: no route, or the route's
     /// `max_in_flight` reached.
     Refused,
+    /// A gateway between the proxy and the engine shed the request (llm-d's
+    /// flow control: saturated, its queue's deadline passed, shutting
+    /// down, evicted) and answered it itself, which the client gets as it
+    /// came. Like the proxy's own refusal, a failure of the path to the
+    /// engine, not of the engine.
+    Gateway,
 }
 
 impl Fault {
@@ -38,11 +50,23 @@ impl Fault {
         match self {
             Fault::Client => Outcome::ClientAbort,
             Fault::ClientTimeout(_) => Outcome::ClientTimeout,
-            Fault::Unreachable | Fault::Refused => Outcome::ProxyError,
+            Fault::Unreachable | Fault::Refused | Fault::Gateway => Outcome::ProxyError,
             Fault::Timeout => Outcome::Timeout,
             Fault::Upstream => Outcome::UpstreamError,
         }
     }
+}
+
+/// The response header in which llm-d's gateway says why it dropped a
+/// request (answered `429` when saturated or evicting, `503` when shutting
+/// down).
+pub const DROPPED_REASON: HeaderName = HeaderName::from_static("x-llm-d-request-dropped-reason");
+
+/// The reason a gateway gave for shedding the request whose response head
+/// has `headers`, when it shed it: the request is then charged to
+/// [`Fault::Gateway`], whatever the status.
+pub fn shed_by_gateway(headers: &HeaderMap) -> Option<&HeaderValue> {
+    headers.get(DROPPED_REASON)
 }
 
 /// A failure whose side is known from its type.
@@ -116,6 +140,21 @@ mod tests {
         assert_eq!(after.fault().outcome(), Outcome::ClientAbort);
         let h2 = Error::ClientBody(ClientBodyError::Timeout(IDLE));
         assert_eq!(h2.fault(), Fault::ClientTimeout(IDLE));
+    }
+
+    #[test]
+    fn a_request_a_gateway_shed_is_the_gateways() {
+        let mut head = HeaderMap::new();
+        assert_eq!(shed_by_gateway(&head), None);
+        head.insert(
+            "x-llm-d-request-dropped-reason",
+            HeaderValue::from_static("rejected-saturated"),
+        );
+        assert_eq!(
+            shed_by_gateway(&head).map(HeaderValue::as_bytes),
+            Some(&b"rejected-saturated"[..])
+        );
+        assert_eq!(Fault::Gateway.outcome(), Outcome::ProxyError);
     }
 
     #[test]

@@ -97,7 +97,9 @@ impl ProxyError {
                 Fault::Client => StatusCode::BAD_REQUEST,
                 Fault::ClientTimeout(_) => StatusCode::REQUEST_TIMEOUT,
                 Fault::Timeout => StatusCode::GATEWAY_TIMEOUT,
-                Fault::Unreachable | Fault::Upstream | Fault::Refused => StatusCode::BAD_GATEWAY,
+                Fault::Unreachable | Fault::Upstream | Fault::Refused | Fault::Gateway => {
+                    StatusCode::BAD_GATEWAY
+                }
             },
         }
     }
@@ -168,7 +170,7 @@ impl From<upstream::Error> for ProxyError {
             Fault::Client => ProxyError::RequestBody(RequestBodyFailure::Sending(e)),
             Fault::Timeout => ProxyError::ConnectTimeout(e),
             Fault::Unreachable => ProxyError::Connect(e),
-            Fault::Upstream | Fault::Refused => ProxyError::Upstream(e),
+            Fault::Upstream | Fault::Refused | Fault::Gateway => ProxyError::Upstream(e),
         }
     }
 }

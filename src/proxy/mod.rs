@@ -260,13 +260,13 @@ impl Proxy {
                 .count(Occurrence::Passthrough { route: &route.name });
             let req = Request::from_parts(parts, body);
             return match self.send(state, req, client_addr).await {
-                Ok(resp) => Self::respond(route, resp, None, None, admitted),
+                Ok(resp) => self.respond(route, resp, None, None, admitted),
                 Err(e) => e.response(),
             };
         };
         let req = Request::from_parts(parts, body);
         match self.send(state, req, client_addr).await {
-            Ok(resp) => Self::respond(route, resp, Some(meter), ready, admitted),
+            Ok(resp) => self.respond(route, resp, Some(meter), ready, admitted),
             Err(e) => {
                 meter.fail(Instant::now(), e.outcome(), Some(e.status().as_u16()));
                 tracing::debug!(route = %route.name, error = %e.message(), "request failed before the response head");
@@ -421,7 +421,12 @@ impl Proxy {
     /// hop-by-hop headers, its body forwarded through `meter`, holding the
     /// request's `slot` among its route's requests in flight. `ready` is
     /// when the request was all there, if its body was held whole.
+    ///
+    /// A response by which a gateway says it shed the request is counted by
+    /// its reason and ends the request there, charged to the gateway
+    /// ([`blame::shed_by_gateway`]); it is forwarded as it came.
     fn respond(
+        &self,
         route: &Route,
         resp: Response<FromUpstream>,
         mut meter: Option<Meter>,
@@ -431,6 +436,12 @@ impl Proxy {
         // t_headers: the upstream's response head has been received.
         let now = Instant::now();
         let (mut parts, body) = resp.into_parts();
+        let shed = blame::shed_by_gateway(&parts.headers).map(|reason| {
+            self.observers.count(Occurrence::ShedByGateway {
+                route: &route.name,
+                reason: reason.as_bytes(),
+            });
+        });
         if let Some(m) = meter.as_mut() {
             // The proxy's own time (docs/metrics.md, "What the proxy adds").
             if let (Some(ready), Some(written)) = (ready, body.request_written()) {
@@ -451,6 +462,9 @@ impl Proxy {
             // TGI's time in its queue (docs/metrics.md, "Where the time goes").
             if let Some(queue) = parts.headers.get(QUEUE_TIME) {
                 m.queue_time_header(queue.as_bytes());
+            }
+            if shed.is_some() {
+                m.fail(now, blame::Fault::Gateway.outcome(), None);
             }
         }
         remove_hop_by_hop(&mut parts.headers);

@@ -18,10 +18,10 @@ use serde_json::Value;
 use tokenmeter::config::{OtlpExport, OtlpExports, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
 /// The receiver process, killed when dropped, and what it has received.
-struct Receiver {
+pub(super) struct Receiver {
     child: Child,
-    grpc: SocketAddr,
-    http: SocketAddr,
+    pub(super) grpc: SocketAddr,
+    pub(super) http: SocketAddr,
     received: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -34,7 +34,7 @@ impl Drop for Receiver {
 
 /// Starts the receiver on ports of the system's choosing (it binds port 0
 /// and says which it got), so no other test can be listening there.
-fn start_receiver() -> Receiver {
+pub(super) fn start_receiver() -> Receiver {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/receiver.py");
     let mut child = Command::new("python3")
         .arg(script)
@@ -99,13 +99,14 @@ fn otlp(endpoint: SocketAddr, protocol: OtlpProtocol) -> OtlpSettings {
         max_batch: 512,
         service_name: "tokenmeter-under-test".into(),
         resource_attributes: Vec::new(),
+        gen_ai_names: Default::default(),
         origins: Vec::new(),
     }
 }
 
 /// The attributes of an OTLP JSON object (`attributes` list) as a map of
 /// their values, as strings.
-fn attributes(v: &Value) -> std::collections::BTreeMap<String, String> {
+pub(super) fn attributes(v: &Value) -> std::collections::BTreeMap<String, String> {
     v["attributes"]
         .as_array()
         .into_iter()
@@ -123,9 +124,9 @@ fn attributes(v: &Value) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-/// Every data point of metric `name` in the export requests received (of
-/// `via`), in arrival order.
-fn points(received: &[Value], via: &str, name: &str) -> Vec<Value> {
+/// Every data point of metric `name` (a histogram or a sum) in the export
+/// requests received (of `via`), in arrival order.
+pub(super) fn points(received: &[Value], via: &str, name: &str) -> Vec<Value> {
     let mut out = Vec::new();
     for r in received
         .iter()
@@ -139,12 +140,14 @@ fn points(received: &[Value], via: &str, name: &str) -> Vec<Value> {
             for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
                 for m in sm["metrics"].as_array().into_iter().flatten() {
                     if m["name"] == name {
-                        out.extend(
-                            m["histogram"]["dataPoints"]
-                                .as_array()
-                                .cloned()
-                                .unwrap_or_default(),
-                        );
+                        for kind in ["histogram", "sum"] {
+                            out.extend(
+                                m[kind]["dataPoints"]
+                                    .as_array()
+                                    .cloned()
+                                    .unwrap_or_default(),
+                            );
+                        }
                     }
                 }
             }
@@ -153,7 +156,7 @@ fn points(received: &[Value], via: &str, name: &str) -> Vec<Value> {
     out
 }
 
-fn spans(received: &[Value], via: &str) -> Vec<(Value, Value)> {
+pub(super) fn spans(received: &[Value], via: &str) -> Vec<(Value, Value)> {
     let mut out = Vec::new();
     for r in received
         .iter()
@@ -201,7 +204,7 @@ fn unhex(s: &str) -> Vec<u8> {
 }
 
 /// Waits up to 30 s for `done` over what the receiver has.
-async fn received_until(r: &Receiver, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+pub(super) async fn received_until(r: &Receiver, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let now = r.received.lock().unwrap().clone();
@@ -225,16 +228,16 @@ const SPEC_TTFT: &[f64] = &[
 const SPEC_TPOT: &[f64] = &[
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
 ];
-const SPEC_DURATION: &[f64] = &[
+pub(super) const SPEC_DURATION: &[f64] = &[
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 ];
-const SPEC_TOKENS: &[f64] = &[
+pub(super) const SPEC_TOKENS: &[f64] = &[
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
     16777216.0, 67108864.0,
 ];
 
 /// A histogram point's explicit bounds, and its bucket counts.
-fn buckets(point: &Value) -> (Vec<f64>, Vec<u64>) {
+pub(super) fn buckets(point: &Value) -> (Vec<f64>, Vec<u64>) {
     let bounds = point["explicitBounds"]
         .as_array()
         .unwrap()

@@ -327,6 +327,12 @@ pub const DECLARATIONS_REFUSED: Family = own(
     &["route", "objective"],
     "Objectives clients declared in a request header (x-slo-ttft-ms, x-slo-tpot-ms, x-slo-e2el-ms) on a route with slo_request_headers that were not a plausible duration (a positive number of milliseconds, at most a day): the request was judged against its class as if it had declared nothing.",
 );
+pub const GATEWAY_SHED: Family = own(
+    "tokenmeter_gateway_shed_requests_total",
+    Counter,
+    &["route", "reason"],
+    "Requests a gateway between the proxy and the engine shed and answered itself, by the reason its response gave (llm-d's x-llm-d-request-dropped-reason: rejected-saturated, evicted...; other past 16 distinct reasons or for one that is not 1 to 64 visible ASCII characters). Their outcome is proxy_error, never upstream_error; the answer was forwarded as it came.",
+);
 pub const UPSTREAM_RETRIES: Family = own(
     "tokenmeter_upstream_retries_total",
     Counter,
@@ -648,7 +654,7 @@ pub const BUILD_INFO: Family = own(
 );
 
 /// Every family, in the order docs/metrics.md lists them.
-pub const ALL: [Family; 53] = [
+pub const ALL: [Family; 54] = [
     TTFT,
     TTFT_VISIBLE,
     RESPONSE_HEADERS,
@@ -687,6 +693,7 @@ pub const ALL: [Family; 53] = [
     PASSTHROUGH,
     REJECTED,
     DECLARATIONS_REFUSED,
+    GATEWAY_SHED,
     UPSTREAM_RETRIES,
     MODEL_OVERFLOW,
     TENANT_OVERFLOW,

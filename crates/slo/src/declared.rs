@@ -1,7 +1,9 @@
 //! Objectives a client declares for one request, in the headers gateways
-//! and schedulers send (llm-d's `x-slo-ttft-ms` and `x-slo-tpot-ms`, and
-//! `x-slo-e2el-ms`): read into a class of the request's own, named
-//! [`DECLARED`], against which it is judged instead of its route's class.
+//! and schedulers send (llm-d's `x-llm-d-slo-ttft-ms` and
+//! `x-llm-d-slo-tpot-ms`, with their former names `x-slo-ttft-ms` and
+//! `x-slo-tpot-ms` still read, and `x-slo-e2el-ms`): read into a class of
+//! the request's own, named [`DECLARED`], against which it is judged
+//! instead of its route's class.
 
 use std::time::Duration;
 
@@ -11,12 +13,29 @@ use crate::class::{DEFAULT_WINDOW, Goodput, Objective, ObjectiveKind, SloClass};
 /// class in the SLO files may take it.
 pub const DECLARED: &str = "declared";
 
-/// The header of each kind of objective, in milliseconds.
-pub const HEADERS: [(ObjectiveKind, &str); 3] = [
-    (ObjectiveKind::Ttft, "x-slo-ttft-ms"),
-    (ObjectiveKind::Tpot, "x-slo-tpot-ms"),
-    (ObjectiveKind::E2el, "x-slo-e2el-ms"),
+/// The header of each kind of objective, in milliseconds, and the name it
+/// had before llm-d renamed it, still read as a deprecated alias when the
+/// request does not send the new one. In [`ObjectiveKind::ALL`] order.
+pub const HEADERS: [(ObjectiveKind, &str, Option<&str>); 3] = [
+    (
+        ObjectiveKind::Ttft,
+        "x-llm-d-slo-ttft-ms",
+        Some("x-slo-ttft-ms"),
+    ),
+    (
+        ObjectiveKind::Tpot,
+        "x-llm-d-slo-tpot-ms",
+        Some("x-slo-tpot-ms"),
+    ),
+    (ObjectiveKind::E2el, "x-slo-e2el-ms", None),
 ];
+
+/// A request's declaration, from `header`, the value of the request header
+/// a (lowercase) name names: for each kind, its header's value, else its
+/// alias's (the new name wins when both are sent, whatever either says).
+pub fn values<'a>(header: impl Fn(&str) -> Option<&'a [u8]>) -> Values<'a> {
+    HEADERS.map(|(_, name, alias)| header(name).or_else(|| alias.and_then(&header)))
+}
 
 /// The largest bound a client may declare for each kind: a larger one is
 /// judged at this bound. In [`ObjectiveKind::ALL`] order.
@@ -151,6 +170,30 @@ mod tests {
             [ObjectiveKind::Ttft, ObjectiveKind::Tpot]
         );
         assert_eq!(read(None, None, None), Ok(None));
+    }
+
+    #[test]
+    fn llm_ds_names_win_over_their_deprecated_aliases() {
+        let sent = |pairs: &'static [(&'static str, &'static str)]| {
+            values(move |name| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.as_bytes())
+            })
+        };
+        let got = sent(&[("x-slo-ttft-ms", "1"), ("x-llm-d-slo-ttft-ms", "600000")]);
+        assert_eq!(got, [Some(&b"600000"[..]), None, None]);
+        let got = sent(&[("x-slo-ttft-ms", "5"), ("x-slo-tpot-ms", "7")]);
+        assert_eq!(got, [Some(&b"5"[..]), Some(&b"7"[..]), None]);
+        let got = sent(&[("x-llm-d-slo-tpot-ms", "9"), ("x-slo-e2el-ms", "100")]);
+        assert_eq!(got, [None, Some(&b"9"[..]), Some(&b"100"[..])]);
+        // The new name's value is the one judged, even when it is refused.
+        let got = sent(&[("x-llm-d-slo-tpot-ms", "soon"), ("x-slo-tpot-ms", "7")]);
+        assert_eq!(
+            declared(got, &Caps::default()),
+            Err(vec![ObjectiveKind::Tpot])
+        );
     }
 
     #[test]

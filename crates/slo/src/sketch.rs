@@ -131,6 +131,20 @@ impl Sketch {
         }
     }
 
+    /// Every value added, as the sketch holds it: each bin's midpoint
+    /// (within 1 % of each value in it, and within the range seen) with
+    /// how many values it holds, the values below [`MIN_VALUE`] as 0.
+    pub fn values(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        let gamma = ln_gamma().exp();
+        let zeros = (self.zeros > 0).then_some((0.0, self.zeros));
+        let bins = self.bins.iter().enumerate().filter(|(_, n)| **n > 0);
+        zeros.into_iter().chain(bins.map(move |(i, n)| {
+            let index = self.offset + i as i32;
+            let midpoint = 2.0 * gamma.powi(index) / (gamma + 1.0);
+            (midpoint.clamp(self.min, self.max), u64::from(*n))
+        }))
+    }
+
     /// The `q`-quantile (0 ≤ q ≤ 1) in seconds, `None` when empty: the value
     /// of rank `⌊q (n − 1)⌋` among the sorted values, within 1 % of it.
     pub fn quantile(&self, q: f64) -> Option<f64> {
@@ -168,6 +182,28 @@ impl Sketch {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_each_value_within_the_bound() {
+        let mut sketch = Sketch::new();
+        let added = [0.0, 0.0, 0.0101, 0.02, 0.02, 1.5];
+        for v in added {
+            sketch.add_secs(v);
+        }
+        let values: Vec<(f64, u64)> = sketch.values().collect();
+        assert_eq!(values.iter().map(|(_, n)| n).sum::<u64>(), 6);
+        assert_eq!(values[0], (0.0, 2));
+        let mut expanded = Vec::new();
+        for (v, n) in values {
+            expanded.extend(std::iter::repeat_n(v, n as usize));
+        }
+        for (got, want) in expanded.iter().zip(added) {
+            assert!(
+                (got - want).abs() <= RELATIVE_ACCURACY * want,
+                "{got} {want}"
+            );
+        }
+    }
 
     /// The exact value of rank `⌊q (n − 1)⌋`.
     fn exact(sorted: &[f64], q: f64) -> f64 {

@@ -216,6 +216,31 @@ mod tests {
     }
 
     #[test]
+    fn the_gen_ai_names_are_the_opt_in_lists_and_dup_wins() {
+        use crate::config::GenAiNames;
+        for (list, names) in [
+            (None, GenAiNames::Released),
+            (Some("http"), GenAiNames::Released),
+            (Some("gen_ai_latest_experimental"), GenAiNames::Latest),
+            (
+                Some(" http/dup , gen_ai_latest_experimental "),
+                GenAiNames::Latest,
+            ),
+            (Some("gen_ai_latest_experimental/dup"), GenAiNames::Both),
+            (
+                Some("gen_ai_latest_experimental,gen_ai_latest_experimental/dup"),
+                GenAiNames::Both,
+            ),
+            (Some("gen_ai_latest"), GenAiNames::Released),
+            (Some("GEN_AI_LATEST_EXPERIMENTAL"), GenAiNames::Released),
+        ] {
+            assert_eq!(GenAiNames::from_opt_in(list), names, "{list:?}");
+        }
+        assert!(GenAiNames::Both.released() && GenAiNames::Both.latest());
+        assert!(!GenAiNames::Latest.released() && !GenAiNames::Released.latest());
+    }
+
+    #[test]
     fn millis_and_disabled() {
         assert_eq!(parse_millis("1500"), Ok(Duration::from_millis(1500)));
         for bad in ["0", "-1", "1s", "1.5", ""] {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::super::{OtlpExport, OtlpExports, OtlpHeaders, OtlpProtocol, OtlpSettings};
+use super::super::{GenAiNames, OtlpExport, OtlpExports, OtlpHeaders, OtlpProtocol, OtlpSettings};
 
 use super::super::values::*;
 use super::checker::Checker;
@@ -16,6 +16,9 @@ const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 const PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
 const HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
 const TIMEOUT: &str = "OTEL_EXPORTER_OTLP_TIMEOUT";
+/// Which semantic conventions' names to emit, for every signal and domain
+/// (the GenAI ones: [`GenAiNames::from_opt_in`]).
+const OPT_IN: &str = "OTEL_SEMCONV_STABILITY_OPT_IN";
 
 /// A signal's path on an OTLP/HTTP collector, and its own variables:
 /// endpoint, protocol, headers, timeout.
@@ -168,10 +171,19 @@ impl Checker<'_> {
             traces_delay: delay.0,
             resource_attributes,
             exports: OtlpExports { metrics, traces },
+            gen_ai_names: GenAiNames::from_opt_in(env.get(OPT_IN)),
             origins: vec![
                 ("metrics_interval", interval.1),
                 ("traces_delay", delay.1),
                 ("service_name", service_from),
+                (
+                    "gen_ai_names",
+                    if env.get(OPT_IN).is_some() {
+                        OPT_IN
+                    } else {
+                        DEFAULT
+                    },
+                ),
             ],
             ..o
         })

@@ -9,7 +9,9 @@ use std::sync::OnceLock;
 use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
 use super::register::Register;
-use crate::observe::occurrence::{HandshakeFailure, Listener, Occurrence, Rejection, Shed};
+use crate::observe::occurrence::{
+    GatewayReasons, HandshakeFailure, Listener, Occurrence, Rejection, Shed,
+};
 
 /// The proxy's own families.
 pub(super) struct Health {
@@ -27,6 +29,9 @@ struct Occurrences {
     rejected: IntCounterVec,
     declarations_refused: IntCounterVec,
     upstream_retries: IntCounterVec,
+    gateway_shed: IntCounterVec,
+    /// The `reason` values of `gateway_shed` so far.
+    gateway_reasons: GatewayReasons,
 }
 
 /// The listeners' connections.
@@ -67,6 +72,8 @@ impl Health {
                 rejected: r.counters(names::REJECTED)?,
                 declarations_refused: r.counters(names::DECLARATIONS_REFUSED)?,
                 upstream_retries: r.counters(names::UPSTREAM_RETRIES)?,
+                gateway_shed: r.counters(names::GATEWAY_SHED)?,
+                gateway_reasons: GatewayReasons::default(),
             },
             connections: Connections {
                 open: r.gauges(names::OPEN_CONNECTIONS)?,
@@ -124,6 +131,10 @@ impl Health {
             Occurrence::Retried { route, race } => e
                 .upstream_retries
                 .with_label_values(&[route, race.as_str()])
+                .inc(),
+            Occurrence::ShedByGateway { route, reason } => e
+                .gateway_shed
+                .with_label_values(&[route, &e.gateway_reasons.label(reason)])
                 .inc(),
             Occurrence::Shed(reason) => self.connections.shed[reason as usize].inc(),
             Occurrence::Handshake(listener, reason) => {

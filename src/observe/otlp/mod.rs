@@ -14,12 +14,14 @@
 //! export is bounded by `otlp.timeout`), the queue fill, and requests be
 //! dropped and counted: forwarding never waits for it.
 //!
-//! The observations are the Prometheus ones (the same TTFT, TPOT, E2EL
-//! and token counts), into the buckets the GenAI semantic conventions
-//! advise for each instrument ([`TTFT_BOUNDS`], [`TPOT_BOUNDS`],
-//! [`DURATION_BOUNDS`], [`TOKEN_BOUNDS`]), not the Prometheus ones.
+//! The observations are the Prometheus ones (the same TTFT, TPOT, E2EL,
+//! ITL gaps and token counts), into the buckets the GenAI semantic
+//! conventions advise for each instrument ([`TTFT_BOUNDS`],
+//! [`TPOT_BOUNDS`], [`DURATION_BOUNDS`], [`TOKEN_BOUNDS`]), not the
+//! Prometheus ones, under the names `otlp.gen_ai_names` chooses.
 
 mod exporters;
+mod instruments;
 mod semconv;
 
 use std::borrow::Cow;
@@ -37,13 +39,14 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::exporters::StartError;
 use self::exporters::{Counted, Outcomes, metric_exporter, span_exporter};
-pub use self::semconv::{DURATION_BOUNDS, TOKEN_BOUNDS, TPOT_BOUNDS, TTFT_BOUNDS};
+use self::instruments::Instruments;
+pub use self::instruments::{DURATION_BOUNDS, TOKEN_BOUNDS, TPOT_BOUNDS, TTFT_BOUNDS};
 use self::semconv::{
-    Instruments, Request, ResponseModels, SpanIds, operation, provider_name, server_address, span,
+    Request, ResponseModels, SpanIds, operation, provider_name, server_address, span,
 };
 use super::request::{Finished, Started};
 use super::trace::{self as w3c, SAMPLED};
-use crate::config::OtlpSettings;
+use crate::config::{GenAiNames, OtlpSettings};
 
 /// The counters of what the export lost, registered with the metrics.
 #[derive(Clone)]
@@ -60,6 +63,7 @@ pub struct Counters {
 pub struct Otlp {
     queue: mpsc::Sender<Request>,
     traces: bool,
+    names: GenAiNames,
     counters: Counters,
     stop: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -133,7 +137,8 @@ impl Otlp {
         } else {
             None
         };
-        let instruments = provider.as_ref().map(Instruments::new);
+        let names = settings.gen_ai_names;
+        let instruments = provider.as_ref().map(|p| Instruments::new(p, names));
         let spans = if let Some(export) = &settings.exports.traces {
             let mut exporter = span_exporter(export)?;
             exporter.set_resource(&resource);
@@ -157,6 +162,7 @@ impl Otlp {
                     .with_version(env!("CARGO_PKG_VERSION"))
                     .build(),
                 response_models: ResponseModels::default(),
+                names,
             }
             .run(stop.clone()),
         );
@@ -178,6 +184,7 @@ impl Otlp {
         Ok(Self {
             queue,
             traces: settings.traces,
+            names,
             counters,
             stop,
             task: Mutex::new(Some(task)),
@@ -189,6 +196,13 @@ impl Otlp {
     /// Whether requests' spans are exported.
     pub fn traces(&self) -> bool {
         self.traces
+    }
+
+    /// Whether the export records each gap of a stream
+    /// (`gen_ai.client.inference.time_per_output_chunk`), and so wants
+    /// them with the request.
+    pub fn wants_chunk_gaps(&self) -> bool {
+        self.provider.is_some() && self.names.latest()
     }
 
     /// Hands a finished request to the export, or drops it (counted) when
@@ -236,6 +250,7 @@ struct Exporting {
     outcomes: Outcomes,
     scope: InstrumentationScope,
     response_models: ResponseModels,
+    names: GenAiNames,
 }
 
 impl Exporting {
@@ -280,7 +295,7 @@ impl Exporting {
         if self.spans.is_some()
             && let Some(ids) = r.span
         {
-            self.batch.push(span(r, ids, &self.scope));
+            self.batch.push(span(r, ids, &self.scope, self.names));
         }
     }
 
@@ -311,6 +326,7 @@ impl Exporting {
 /// the [`Request`] it submits when it ends.
 pub struct Exported {
     otlp: Arc<Otlp>,
+    api: meter::Api,
     operation: &'static str,
     provider: Cow<'static, str>,
     server_address: String,
@@ -350,6 +366,7 @@ impl Exported {
         };
         Self {
             otlp: otlp.clone(),
+            api: r.api,
             operation,
             provider,
             server_address: server_address(authority.host()).to_owned(),
@@ -359,9 +376,15 @@ impl Exported {
         }
     }
 
+    /// Whether [`submit`](Self::submit) wants the stream's gaps.
+    pub fn wants_chunk_gaps(&self) -> bool {
+        self.otlp.wants_chunk_gaps()
+    }
+
     /// Hands the finished request, with its labels as its histograms have
-    /// them, to the export's queue, never waiting.
-    pub fn submit(self, f: &Finished<'_>) {
+    /// them and its stream's gaps (as [`Otlp::wants_chunk_gaps`] asked),
+    /// to the export's queue, never waiting.
+    pub fn submit(self, f: &Finished<'_>, chunk_gaps: Vec<(f64, u64)>) {
         let s = f.summary;
         let [route, model, slo, tenant, _] = f.labels.histograms();
         let request = Request {
@@ -370,6 +393,7 @@ impl Exported {
             slo: slo.to_owned(),
             tenant: tenant.to_owned(),
             response_model: s.response_model.clone(),
+            api: self.api,
             operation: self.operation,
             provider: self.provider,
             server_address: self.server_address,
@@ -382,8 +406,9 @@ impl Exported {
             tpot: s.tpot,
             e2el: s.e2el,
             elapsed: s.elapsed,
-            input_tokens: s.usage.input,
+            usage: s.usage,
             output_tokens: s.output_tokens.map(|(n, _)| n),
+            chunk_gaps,
             occupancy: f.occupancy,
             charged: f.charged,
             span: self.span,

@@ -1,19 +1,19 @@
-//! The GenAI semantic conventions (v1.41.0) applied to a finished
-//! request: its attributes, its span, the instruments' names, units and
-//! bucket boundaries, and the protocol's `gen_ai.provider.name`.
+//! The GenAI semantic conventions applied to a finished request: its
+//! attributes, its span (with the newest conventions' attributes when they
+//! are exported), and the protocol's `gen_ai.provider.name`. The
+//! instruments are `instruments.rs`'.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use meter::Api;
-use opentelemetry::metrics::{Histogram, MeterProvider as _};
+use meter::{Api, Usage};
 use opentelemetry::trace::{
     Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
+use crate::config::GenAiNames;
 use crate::observe::occupancy::Occupancy;
 use crate::observe::request::Charged;
 
@@ -28,6 +28,8 @@ pub struct Request {
     pub tenant: String,
     /// The model the response says answered (`gen_ai.response.model`).
     pub response_model: Option<String>,
+    /// The protocol it spoke.
+    pub api: Api,
     /// `gen_ai.operation.name` and `gen_ai.provider.name`.
     pub operation: &'static str,
     pub provider: Cow<'static, str>,
@@ -46,8 +48,14 @@ pub struct Request {
     pub e2el: Option<Duration>,
     /// From the request head to its end, whatever the outcome.
     pub elapsed: Duration,
-    pub input_tokens: Option<u64>,
+    /// What the upstream's usage report said (input tokens from there).
+    pub usage: Usage,
+    /// Output tokens: reported, else the stream's token events counted.
     pub output_tokens: Option<u64>,
+    /// The gaps between its stream's token events, in seconds, each with
+    /// how many there were, as its ITL sketch holds them (within its 1 %);
+    /// only when the newest names are exported, which record each one.
+    pub chunk_gaps: Vec<(f64, u64)>,
     /// The requests and engine figures it met when it was sent (span
     /// attributes only).
     pub occupancy: Occupancy,
@@ -123,102 +131,9 @@ pub fn server_address(host: &str) -> &str {
         .unwrap_or(host)
 }
 
-// The explicit bucket boundaries the GenAI semantic conventions (v1.41.0,
-// docs/gen-ai/gen-ai-metrics.md) advise for each instrument.
-
-/// `gen_ai.server.time_to_first_token`, in seconds.
-pub const TTFT_BOUNDS: [f64; 16] = [
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-];
-/// `gen_ai.server.time_per_output_token`, in seconds.
-pub const TPOT_BOUNDS: [f64; 13] = [
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-];
-/// `gen_ai.client.operation.duration`, in seconds.
-pub const DURATION_BOUNDS: [f64; 14] = [
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
-];
-/// `gen_ai.client.token.usage`, in tokens.
-pub const TOKEN_BOUNDS: [f64; 14] = [
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
-    16777216.0, 67108864.0,
-];
-
-/// The SDK's instruments, under the GenAI semantic conventions' names.
-pub(super) struct Instruments {
-    ttft: Histogram<f64>,
-    tpot: Histogram<f64>,
-    duration: Histogram<f64>,
-    tokens: Histogram<u64>,
-}
-
-impl Instruments {
-    pub(super) fn new(provider: &SdkMeterProvider) -> Self {
-        let meter = provider.meter("tokenmeter");
-        let seconds = |name: &'static str, description: &'static str, bounds: &[f64]| {
-            meter
-                .f64_histogram(name)
-                .with_unit("s")
-                .with_description(description)
-                .with_boundaries(bounds.to_vec())
-                .build()
-        };
-        Self {
-            ttft: seconds(
-                "gen_ai.server.time_to_first_token",
-                "Time to generate the first token, from the request head (tokenmeter's TTFT).",
-                &TTFT_BOUNDS,
-            ),
-            tpot: seconds(
-                "gen_ai.server.time_per_output_token",
-                "Time per output token after the first (tokenmeter's TPOT).",
-                &TPOT_BOUNDS,
-            ),
-            duration: seconds(
-                "gen_ai.client.operation.duration",
-                "Request duration: E2EL for a request that ended ok, else how long it lasted (with error.type).",
-                &DURATION_BOUNDS,
-            ),
-            tokens: meter
-                .u64_histogram("gen_ai.client.token.usage")
-                .with_unit("{token}")
-                .with_description("Input and output tokens per completed request.")
-                .with_boundaries(TOKEN_BOUNDS.to_vec())
-                .build(),
-        }
-    }
-
-    /// Records `r`'s measurements, its response model as `response_model`
-    /// says (bounded).
-    pub(super) fn record(&self, r: &Request, response_model: Option<&str>) {
-        let mut attributes = common_attributes(r, response_model);
-        if r.outcome != "ok" {
-            attributes.push(KeyValue::new("error.type", r.outcome));
-        }
-        if let Some(d) = r.ttft {
-            self.ttft.record(d.as_secs_f64(), &attributes);
-        }
-        if let Some(d) = r.tpot {
-            self.tpot.record(d.as_secs_f64(), &attributes);
-        }
-        self.duration
-            .record(r.e2el.unwrap_or(r.elapsed).as_secs_f64(), &attributes);
-        // As Prometheus's token histograms: completed requests only.
-        if r.e2el.is_some() {
-            for (kind, n) in [("input", r.input_tokens), ("output", r.output_tokens)] {
-                if let Some(n) = n {
-                    let mut with_kind = attributes.clone();
-                    with_kind.push(KeyValue::new("gen_ai.token.type", kind));
-                    self.tokens.record(n, &with_kind);
-                }
-            }
-        }
-    }
-}
-
 /// The attributes metrics and spans share, with `response_model` as
 /// `gen_ai.response.model`.
-fn common_attributes(r: &Request, response_model: Option<&str>) -> Vec<KeyValue> {
+pub(super) fn common_attributes(r: &Request, response_model: Option<&str>) -> Vec<KeyValue> {
     let mut a = vec![
         KeyValue::new("gen_ai.operation.name", r.operation),
         KeyValue::new("gen_ai.provider.name", r.provider.clone()),
@@ -289,8 +204,37 @@ fn occupancy_attributes(occupancy: &Occupancy, attributes: &mut Vec<KeyValue>) {
     }
 }
 
+/// The span attributes only the newest conventions name: the time to the
+/// first chunk of a stream, and the usage report's cached, cache-written
+/// and reasoning tokens where it gives them.
+fn latest_span_attributes(r: &Request, attributes: &mut Vec<KeyValue>) {
+    if let Some(ttft) = r.ttft {
+        attributes.push(KeyValue::new(
+            "gen_ai.response.time_to_first_chunk",
+            ttft.as_secs_f64(),
+        ));
+    }
+    for (key, n) in [
+        ("gen_ai.usage.cache_read.input_tokens", r.usage.cached_input),
+        (
+            "gen_ai.usage.cache_write.input_tokens",
+            r.usage.cache_creation_input,
+        ),
+        ("gen_ai.usage.reasoning.output_tokens", r.usage.reasoning),
+    ] {
+        if let Some(n) = n {
+            attributes.push(KeyValue::new(key, i64::try_from(n).unwrap_or(i64::MAX)));
+        }
+    }
+}
+
 /// The span of a finished request.
-pub(super) fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> SpanData {
+pub(super) fn span(
+    r: &Request,
+    ids: SpanIds,
+    scope: &InstrumentationScope,
+    names: GenAiNames,
+) -> SpanData {
     let start = r.end.checked_sub(r.elapsed).unwrap_or(r.end);
     let mut attributes = common_attributes(r, r.response_model.as_deref());
     attributes.push(KeyValue::new(
@@ -307,11 +251,15 @@ pub(super) fn span(r: &Request, ids: SpanIds, scope: &InstrumentationScope) -> S
     if let Some(verdict) = r.verdict {
         attributes.push(KeyValue::new("tokenmeter.slo.verdict", verdict));
     }
-    if let Some(n) = r.input_tokens {
-        attributes.push(KeyValue::new("gen_ai.usage.input_tokens", n as i64));
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    if let Some(n) = r.usage.input {
+        attributes.push(KeyValue::new("gen_ai.usage.input_tokens", count(n)));
     }
     if let Some(n) = r.output_tokens {
-        attributes.push(KeyValue::new("gen_ai.usage.output_tokens", n as i64));
+        attributes.push(KeyValue::new("gen_ai.usage.output_tokens", count(n)));
+    }
+    if names.latest() {
+        latest_span_attributes(r, &mut attributes);
     }
     if let Some(d) = r.tpot {
         attributes.push(KeyValue::new("tokenmeter.tpot_seconds", d.as_secs_f64()));
@@ -431,18 +379,6 @@ mod tests {
         ] {
             let a: http::uri::Authority = authority.parse().unwrap();
             assert_eq!(server_address(a.host()), address);
-        }
-    }
-
-    #[test]
-    fn boundaries_are_increasing() {
-        for bounds in [
-            &TTFT_BOUNDS[..],
-            &TPOT_BOUNDS,
-            &DURATION_BOUNDS,
-            &TOKEN_BOUNDS,
-        ] {
-            assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{bounds:?}");
         }
     }
 }
