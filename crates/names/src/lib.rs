@@ -325,7 +325,7 @@ pub const DECLARATIONS_REFUSED: Family = own(
     "tokenmeter_slo_declarations_refused_total",
     Counter,
     &["route", "objective"],
-    "Objectives clients declared in a request header (x-slo-ttft-ms, x-slo-tpot-ms, x-slo-e2el-ms) on a route with slo_request_headers that were not a plausible duration (a positive number of milliseconds, at most a day): the request was judged against its class as if it had declared nothing.",
+    "Objectives clients declared in a request header (x-llm-d-slo-ttft-ms, x-llm-d-slo-tpot-ms, their former names x-slo-ttft-ms and x-slo-tpot-ms, x-slo-e2el-ms) on a route with slo_request_headers that were not a plausible duration (a positive number of milliseconds, at most a day): the request was judged against its class as if it had declared nothing.",
 );
 pub const GATEWAY_SHED: Family = own(
     "tokenmeter_gateway_shed_requests_total",
