@@ -1,5 +1,5 @@
 //! The admin listener: `/` (a live page of charts, `page.rs`), `/metrics`
-//! (Prometheus text format), `/healthz`
+//! (the Prometheus text, OpenMetrics or protobuf format), `/healthz`
 //! (the process is up), `/readyz` (it accepts traffic; 503 while
 //! draining) and `/slo` (live SLO status per route and class over 1m, 5m
 //! and 1h, and each route, model and class's latency–load curve, knee and
@@ -31,7 +31,7 @@ mod page;
 use arc_swap::ArcSwap;
 
 use crate::in_force::InForce;
-use crate::observe::metrics::{ChargebackReport, Metrics, render_chargeback};
+use crate::observe::metrics::{ChargebackReport, Format, Metrics, render_chargeback};
 use slo::aggregate::Quantiles;
 use slo::capacity::CurveReport;
 use slo::live::Report;
@@ -75,20 +75,17 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .with_state(state)
 }
 
-/// The exposition in the format the scraper asks for: OpenMetrics (with
-/// exemplars) when its `Accept` prefers it, as Prometheus's does, else the
-/// Prometheus text format.
+/// The exposition in the format the scraper's `Accept` prefers
+/// ([`Format::from_accept`]): the Prometheus protobuf format (with native
+/// histograms), as Prometheus asks with native histograms on; OpenMetrics
+/// (with exemplars), as it asks otherwise; else the Prometheus text format.
 async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> impl IntoResponse {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
-    let (content_type, openmetrics) = if crate::observe::metrics::wants_openmetrics(accept) {
-        (crate::observe::metrics::OPENMETRICS_CONTENT_TYPE, true)
-    } else {
-        ("text/plain; version=0.0.4; charset=utf-8", false)
-    };
+    let format = Format::from_accept(accept);
     let in_force = state.in_force.load();
     (
-        [(header::CONTENT_TYPE, content_type)],
-        state.metrics.encode(openmetrics, in_force.engines()),
+        [(header::CONTENT_TYPE, format.content_type())],
+        state.metrics.exposition(format, in_force.engines()),
     )
 }
 

@@ -662,6 +662,16 @@ pub(super) fn bucket_bounds<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>,
     })
 }
 
+/// A native histogram schema, as Prometheus defines them: -4 to 8.
+pub(super) fn native_schema<'de, D: Deserializer<'de>>(d: D) -> Result<i8, D::Error> {
+    checked(d, 0, |text| match text.trim().parse::<i8>() {
+        Ok(n) if (-4..=8).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid schema `{text}`: expected a whole number from -4 to 8"
+        )),
+    })
+}
+
 /// `metrics.models.allow`: model names, non-empty, no duplicates.
 pub(super) fn model_names<'de, D: Deserializer<'de>>(
     d: D,

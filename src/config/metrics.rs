@@ -1,5 +1,5 @@
-//! The `metrics` section: metric naming, label bounds and histogram
-//! buckets, read as these types (see the module above for how a key is
+//! The `metrics` section: metric naming, label bounds, histogram
+//! buckets and native histograms, read as these types (see the module above for how a key is
 //! added).
 
 use std::time::Duration;
@@ -39,6 +39,46 @@ pub struct MetricsSettings {
     /// Histogram bucket upper bounds, per metric. A metric left out keeps its
     /// default buckets.
     pub buckets: Buckets,
+    /// The native histograms kept beside the classic buckets of every
+    /// latency and token-count histogram, served in the Prometheus protobuf
+    /// exposition.
+    pub native_histograms: NativeHistograms,
+}
+
+/// `metrics.native_histograms`: Prometheus native histograms (exponential
+/// buckets) beside the classic ones, in the protobuf exposition only.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NativeHistograms {
+    /// Keep native buckets for each series of the latency and token-count
+    /// histograms and write them in the protobuf exposition (text scrapes
+    /// never carry them). A boolean. Applied at start only.
+    #[serde(deserialize_with = "super::kind::boolean")]
+    pub enabled: bool,
+    /// The resolution a series starts at: `2^schema` buckets per power of
+    /// two, each bound `2^(2^-schema)` times the previous (3: 8 an octave, a
+    /// factor of 1.09). From -4 to 8. Applied at start only.
+    #[serde(deserialize_with = "super::kind::native_schema")]
+    pub schema: i8,
+    /// The most buckets a series spans, from its lowest populated bucket to
+    /// its highest: a value that would widen it past this halves the
+    /// series' resolution (its schema minus one, each pair of buckets merged)
+    /// until it fits. At least 1. Applied at start only.
+    #[serde(deserialize_with = "super::kind::count")]
+    pub max_buckets: usize,
+}
+
+impl Default for NativeHistograms {
+    fn default() -> Self {
+        // Schema 3 is client_golang's bucket factor of 1.1 (a quantile
+        // within 4.5 %); 160 of its buckets span 20 octaves, a millisecond
+        // to 17 minutes or 1 to a million tokens, before the first halving.
+        Self {
+            enabled: true,
+            schema: 3,
+            max_buckets: 160,
+        }
+    }
 }
 
 /// How the values of a label a client chooses (`model`, `tenant`) are
@@ -203,6 +243,7 @@ impl Default for MetricsSettings {
             stall_threshold: Duration::from_secs(1),
             slow_reader_share: 0.2,
             buckets: Buckets::default(),
+            native_histograms: NativeHistograms::default(),
         }
     }
 }

@@ -78,7 +78,7 @@ mod slo_class;
 mod values;
 mod web;
 
-pub use metrics::{Buckets, LabelBounds, MetricsSettings, TenantLabels};
+pub use metrics::{Buckets, LabelBounds, MetricsSettings, NativeHistograms, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
 pub use server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsFileError, TlsVersion};
 pub use web::WebConfig;

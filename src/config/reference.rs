@@ -123,6 +123,7 @@ metrics:
     output_tokens: [10, 100]
     input_tokens: [10, 100]
     proxy_time: [0.001, 0.01]
+  native_histograms: {enabled: false, schema: 2, max_buckets: 100}
 slo_files: [config/slo/chat.yaml]
 trace_context: {join: true, start: false}
 otlp:

@@ -44,6 +44,7 @@ pub const RESTART_ONLY: &[RestartOnly] = &[
     key("metrics.models", "model label bounds"),
     key("metrics.tenants", "tenant label bounds"),
     key("metrics.buckets", "histogram bucket bounds"),
+    key("metrics.native_histograms", "native histograms"),
 ];
 
 impl Config {

@@ -8,6 +8,8 @@
 //! tools are `promtool`, `prometheus`, `chromium` and `node` (the admin
 //! page's browser test), `uvicorn` and `aiohttp` (Python server stacks),
 //! `otlp_receiver` (Python with `opentelemetry-proto` and `grpcio`),
+//! `grpc_tools` (Python's `grpcio-tools`, whose protoc compiles the
+//! client model's `metrics.proto` for the protobuf exposition's test),
 //! `hadolint`, `yamllint`, `kubernetes_validate`, `docker_compose`, and
 //! `llama_server` (llama.cpp's server, built by `tests/llamacpp/build.sh`,
 //! with Python's `gguf` for its tiny model).
@@ -46,6 +48,7 @@ mod listeners_tls;
 mod llamacpp;
 mod llm_d;
 mod metering;
+mod native;
 mod operations;
 mod otlp;
 mod otlp_names;

@@ -40,6 +40,16 @@ pub(crate) async fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
 /// Starts Prometheus scraping `targets` every second and evaluating the
 /// rule file `rules` (its text) every second.
 pub(crate) async fn start_prometheus_with_rules(targets: &[SocketAddr], rules: &str) -> Prometheus {
+    start_prometheus_with_features(targets, rules, &[]).await
+}
+
+/// As [`start_prometheus_with_rules`], with the feature flags `features`
+/// (`native-histograms`) on beside exemplar storage.
+pub(crate) async fn start_prometheus_with_features(
+    targets: &[SocketAddr],
+    rules: &str,
+    features: &[&str],
+) -> Prometheus {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("rules.yml"), rules).unwrap();
     let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
@@ -60,7 +70,15 @@ pub(crate) async fn start_prometheus_with_rules(targets: &[SocketAddr], rules: &
             dir.path().join("data").display()
         ))
         .arg("--web.listen-address=127.0.0.1:0")
-        .arg("--enable-feature=exemplar-storage")
+        .arg(format!(
+            "--enable-feature={}",
+            ["exemplar-storage"]
+                .iter()
+                .chain(features)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

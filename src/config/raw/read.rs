@@ -240,6 +240,7 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["metrics", "models"] => fields_of::<LabelBounds>(),
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),
+        ["metrics", "native_histograms"] => fields_of::<NativeHistograms>(),
         ["routes"] => fields_of::<Route>(),
         ["routes", "match"] => fields_of::<RouteMatch>(),
         ["routes", "timeouts"] => fields_of::<Timeouts>(),

@@ -10,8 +10,9 @@ use serde::Deserialize;
 use super::super::kind;
 
 pub(crate) use super::super::{
-    AdminSettings, Buckets, CostSettings, GpuSelect, LabelBounds, MetricsSettings, OtlpSettings,
-    ProxySettings, Route, RouteMatch, ScrapeSettings, TenantLabels, Timeouts, TraceSettings,
+    AdminSettings, Buckets, CostSettings, GpuSelect, LabelBounds, MetricsSettings,
+    NativeHistograms, OtlpSettings, ProxySettings, Route, RouteMatch, ScrapeSettings, TenantLabels,
+    Timeouts, TraceSettings,
 };
 
 pub(crate) use super::super::located::{List, Pos, Spanned, location_pos, pos};

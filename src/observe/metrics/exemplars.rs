@@ -39,25 +39,33 @@ impl ExemplarId {
         fits.then(|| Self::Request(String::from_utf8_lossy(value).into()))
     }
 
+    /// The exemplar's one label: `trace_id` and the trace id in hex, or
+    /// `request_id` and the request id.
+    pub(super) fn label(&self) -> (&'static str, String) {
+        match self {
+            Self::Trace(id) => {
+                let mut hex = String::with_capacity(32);
+                for b in id {
+                    let _ = write!(hex, "{b:02x}");
+                }
+                ("trace_id", hex)
+            }
+            Self::Request(id) => ("request_id", id.to_string()),
+        }
+    }
+
     /// Writes the exemplar's label set, `{trace_id="…"}` or
     /// `{request_id="…"}`.
     fn write_labels(&self, out: &mut String) {
-        match self {
-            Self::Trace(id) => {
-                out.push_str("{trace_id=\"");
-                for b in id {
-                    let _ = write!(out, "{b:02x}");
-                }
+        let (name, value) = self.label();
+        out.push('{');
+        out.push_str(name);
+        out.push_str("=\"");
+        for c in value.chars() {
+            if matches!(c, '"' | '\\') {
+                out.push('\\');
             }
-            Self::Request(id) => {
-                out.push_str("{request_id=\"");
-                for c in id.chars() {
-                    if matches!(c, '"' | '\\') {
-                        out.push('\\');
-                    }
-                    out.push(c);
-                }
-            }
+            out.push(c);
         }
         out.push_str("\"}");
     }
@@ -66,10 +74,10 @@ impl ExemplarId {
 /// One exemplar: the request, the value it was observed at, and when
 /// (Unix seconds).
 #[derive(Clone, Debug)]
-struct Exemplar {
-    id: ExemplarId,
-    value: f64,
-    unix: f64,
+pub(super) struct Exemplar {
+    pub(super) id: ExemplarId,
+    pub(super) value: f64,
+    pub(super) unix: f64,
 }
 
 /// The histograms that carry exemplars.
@@ -172,15 +180,18 @@ impl SeriesExemplars {
         }
     }
 
-    /// Writes the exemplar of histogram `h`'s bucket `bucket` (the index
-    /// in its bounds; their count is `+Inf`) as OpenMetrics puts it after
-    /// the bucket's sample: ` # {trace_id="…"} 0.43 1733270000.123`.
+    /// The exemplar of histogram `h`'s bucket `bucket` (the index in its
+    /// bounds; their count is `+Inf`), if a request set one.
+    pub(super) fn get(&self, h: Exemplified, bucket: usize) -> Option<Exemplar> {
+        let slot = self.slots[h as usize].get(bucket)?;
+        slot.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Writes the exemplar of histogram `h`'s bucket `bucket` as
+    /// OpenMetrics puts it after the bucket's sample:
+    /// ` # {trace_id="…"} 0.43 1733270000.123`.
     pub(super) fn write(&self, h: Exemplified, bucket: usize, out: &mut String) {
-        let Some(slot) = self.slots[h as usize].get(bucket) else {
-            return;
-        };
-        let exemplar = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(e) = exemplar {
+        if let Some(e) = self.get(h, bucket) {
             out.push_str(" # ");
             e.id.write_labels(out);
             let _ = write!(out, " {} {:.3}", e.value, e.unix);

@@ -3,14 +3,18 @@
 //! [`Counters`]), which a request finds once ([`Found`]) and takes each
 //! series from, made the first time any request of that label set touches
 //! it: a series appears when a request first observes it, as it would
-//! with `with_label_values` at that moment.
+//! with `with_label_values` at that moment. Each series of a histogram
+//! ([`Series`]) keeps its native buckets beside its classic ones when
+//! native histograms are on (`native.rs`).
 
 use std::sync::{Arc, OnceLock};
 
 use prometheus::core::{MetricVec, MetricVecBuilder};
+use prometheus::proto::LabelPair;
 use prometheus::{CounterVec, Histogram, HistogramVec, IntCounter, IntCounterVec};
 
 use super::exemplars::{Exemplars, SeriesExemplars};
+use super::native::{self, Native, Shape, Snapshot};
 use super::register::Register;
 use crate::config::Buckets;
 use meter::{Outcome, TokenSource};
@@ -30,6 +34,11 @@ pub(super) struct Families {
     /// found once.
     pub(super) histogram_series: Found<Histograms, 5>,
     pub(super) counter_series: Found<Counters, 5>,
+    /// The shape of each series' native buckets, when they are kept.
+    pub(super) native: Option<Shape>,
+    /// The histograms' full names, for the protobuf exposition to find
+    /// each one's native buckets.
+    pub(super) native_names: Vec<(String, HistogramKind)>,
 }
 
 /// The histograms of a request (labels `route`, `model`, `slo`, `tenant`,
@@ -65,27 +74,30 @@ pub(super) struct CounterFamilies {
 impl Families {
     /// Registers the families of a request, with their buckets: the SLO
     /// classes' thresholds merged into the TTFT, TPOT and E2EL buckets.
+    /// `native`, when native histograms are on, is the shape of each
+    /// series' native buckets.
     pub(super) fn register(
         r: Register<'_>,
         b: &Buckets,
         classes: &[SloClass],
+        native: Option<Shape>,
     ) -> Result<Self, prometheus::Error> {
         let ttft_buckets = merged_buckets(&b.time_to_first_token, classes, ObjectiveKind::Ttft);
         let tpot_buckets = merged_buckets(&b.time_per_output_token, classes, ObjectiveKind::Tpot);
         let e2el_buckets = merged_buckets(&b.e2e_request_latency, classes, ObjectiveKind::E2el);
         let later = |which: Later| {
-            let (f, buckets): (_, &[f64]) = match which {
-                Later::TtftVisible => (names::TTFT_VISIBLE, &ttft_buckets),
-                Later::ClientWait => (names::CLIENT_WAIT, &b.e2e_request_latency),
-                Later::ProxyTime => (names::PROXY_TIME, &b.proxy_time),
-                Later::OutputTokens => (names::OUTPUT_TOKENS, &b.output_tokens),
-                Later::InputTokens => (names::INPUT_TOKENS, &b.input_tokens),
-                Later::ServerQueue => (names::SERVER_QUEUE, &b.time_to_first_token),
-                Later::ServerPrefill => (names::SERVER_PREFILL, &b.time_to_first_token),
-                Later::ServerDecode => (names::SERVER_DECODE, &b.e2e_request_latency),
-                Later::OutsideEngine => (names::OUTSIDE_ENGINE, &b.time_to_first_token),
+            let buckets: &[f64] = match which {
+                Later::TtftVisible => &ttft_buckets,
+                Later::ClientWait => &b.e2e_request_latency,
+                Later::ProxyTime => &b.proxy_time,
+                Later::OutputTokens => &b.output_tokens,
+                Later::InputTokens => &b.input_tokens,
+                Later::ServerQueue => &b.time_to_first_token,
+                Later::ServerPrefill => &b.time_to_first_token,
+                Later::ServerDecode => &b.e2e_request_latency,
+                Later::OutsideEngine => &b.time_to_first_token,
             };
-            r.histograms(f, buckets)
+            r.histograms(HistogramKind::Later(which).family(), buckets)
         };
         let count = |which: Count| {
             r.counters(match which {
@@ -130,7 +142,31 @@ impl Families {
             ),
             histogram_series: Found::default(),
             counter_series: Found::default(),
+            native,
+            native_names: HistogramKind::ALL
+                .iter()
+                .map(|&k| (k.family().name(r.namespace), k))
+                .collect(),
         })
+    }
+}
+
+/// The histograms' native buckets, found by the family's index in
+/// `native_names` and the series' label values.
+impl native::Source for Families {
+    fn family(&self, name: &str) -> Option<usize> {
+        self.native?;
+        self.native_names.iter().position(|(n, _)| n == name)
+    }
+
+    fn snapshot(&self, family: usize, labels: &[LabelPair]) -> Option<Snapshot> {
+        let (_, kind) = self.native_names.get(family)?;
+        let value = |name: &str| {
+            let pair = labels.iter().find(|l| l.name() == name);
+            pair.map_or("", |l| l.value())
+        };
+        let series = self.histogram_series.find(names::LABELS.map(value))?;
+        Some(series.series(*kind)?.native.as_ref()?.snapshot())
     }
 }
 
@@ -166,14 +202,90 @@ pub fn merged_buckets(configured: &[f64], classes: &[SloClass], kind: ObjectiveK
 /// `tenant` or empty, `operation`).
 pub(super) struct Histograms {
     labels: [Box<str>; 5],
-    pub(super) ttft: Histogram,
-    pub(super) headers: Histogram,
-    pub(super) itl: Histogram,
-    pub(super) tpot: Histogram,
-    pub(super) e2el: Histogram,
+    pub(super) ttft: Series,
+    pub(super) headers: Series,
+    pub(super) itl: Series,
+    pub(super) tpot: Series,
+    pub(super) e2el: Series,
     /// Indexed by [`Later`].
-    later: [OnceLock<Histogram>; Later::ALL.len()],
+    later: [OnceLock<Series>; Later::ALL.len()],
     exemplars: OnceLock<Arc<SeriesExemplars>>,
+}
+
+/// One series of a histogram: its classic buckets and, when native
+/// histograms are on, its native buckets beside them.
+pub(super) struct Series {
+    classic: Histogram,
+    native: Option<Native>,
+}
+
+impl Series {
+    fn new(classic: Histogram, native: Option<Shape>) -> Self {
+        Series {
+            classic,
+            native: native.map(Native::new),
+        }
+    }
+
+    /// Observes `v` in both. The native buckets come first: the exposition
+    /// reads the classic ones first, so a scrape that races an observation
+    /// never finds a classic bucket above the native count, which the
+    /// protobuf exposition writes as the histogram's.
+    pub(super) fn observe(&self, v: f64) {
+        if let Some(native) = &self.native {
+            native.observe(v);
+        }
+        self.classic.observe(v);
+    }
+}
+
+/// Each histogram of [`Histograms`].
+#[derive(Clone, Copy)]
+pub(super) enum HistogramKind {
+    Ttft,
+    Headers,
+    Tpot,
+    Itl,
+    E2el,
+    Later(Later),
+}
+
+impl HistogramKind {
+    const ALL: [HistogramKind; 5 + Later::ALL.len()] = {
+        let mut all = [HistogramKind::Ttft; 5 + Later::ALL.len()];
+        all[1] = HistogramKind::Headers;
+        all[2] = HistogramKind::Tpot;
+        all[3] = HistogramKind::Itl;
+        all[4] = HistogramKind::E2el;
+        let mut i = 0;
+        while i < Later::ALL.len() {
+            all[5 + i] = HistogramKind::Later(Later::ALL[i]);
+            i += 1;
+        }
+        all
+    };
+
+    /// Its family in the catalogue.
+    fn family(self) -> names::Family {
+        match self {
+            HistogramKind::Ttft => names::TTFT,
+            HistogramKind::Headers => names::RESPONSE_HEADERS,
+            HistogramKind::Tpot => names::TPOT,
+            HistogramKind::Itl => names::ITL,
+            HistogramKind::E2el => names::E2EL,
+            HistogramKind::Later(later) => match later {
+                Later::TtftVisible => names::TTFT_VISIBLE,
+                Later::ClientWait => names::CLIENT_WAIT,
+                Later::ProxyTime => names::PROXY_TIME,
+                Later::OutputTokens => names::OUTPUT_TOKENS,
+                Later::InputTokens => names::INPUT_TOKENS,
+                Later::ServerQueue => names::SERVER_QUEUE,
+                Later::ServerPrefill => names::SERVER_PREFILL,
+                Later::ServerDecode => names::SERVER_DECODE,
+                Later::OutsideEngine => names::OUTSIDE_ENGINE,
+            },
+        }
+    }
 }
 
 /// A histogram of [`Histograms`] made on first use.
@@ -209,21 +321,37 @@ impl Histograms {
     /// (every request observes them), the rest on first use.
     pub(super) fn new(f: &Families, labels: [&str; 5]) -> Histograms {
         let h = &f.histograms;
+        let series =
+            |family: &HistogramVec| Series::new(family.with_label_values(&labels), f.native);
         Histograms {
-            ttft: h.ttft.with_label_values(&labels),
-            headers: h.headers.with_label_values(&labels),
-            itl: h.itl.with_label_values(&labels),
-            tpot: h.tpot.with_label_values(&labels),
-            e2el: h.e2el.with_label_values(&labels),
+            ttft: series(&h.ttft),
+            headers: series(&h.headers),
+            itl: series(&h.itl),
+            tpot: series(&h.tpot),
+            e2el: series(&h.e2el),
             labels: labels.map(Box::from),
             later: Default::default(),
             exemplars: OnceLock::new(),
         }
     }
 
-    pub(super) fn later(&self, f: &Families, which: Later) -> &Histogram {
-        self.later[which as usize]
-            .get_or_init(|| made(&f.histograms.later[which as usize], &self.labels))
+    pub(super) fn later(&self, f: &Families, which: Later) -> &Series {
+        self.later[which as usize].get_or_init(|| {
+            let classic = made(&f.histograms.later[which as usize], &self.labels);
+            Series::new(classic, f.native)
+        })
+    }
+
+    /// The series of `kind`, if it was made.
+    fn series(&self, kind: HistogramKind) -> Option<&Series> {
+        match kind {
+            HistogramKind::Ttft => Some(&self.ttft),
+            HistogramKind::Headers => Some(&self.headers),
+            HistogramKind::Tpot => Some(&self.tpot),
+            HistogramKind::Itl => Some(&self.itl),
+            HistogramKind::E2el => Some(&self.e2el),
+            HistogramKind::Later(later) => self.later[later as usize].get(),
+        }
     }
 
     /// The exemplar slots of these series.

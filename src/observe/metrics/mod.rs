@@ -15,8 +15,10 @@
 //! bucket boundary of its histogram, so `le="<threshold>"` reads compliance.
 //!
 //! The registry is exposed in the Prometheus text format or, for scrapers
-//! that ask for it, in OpenMetrics with the latency histograms' exemplars
-//! (`openmetrics.rs`, `exemplars.rs`). Each owner registers its own
+//! that ask for it (`format.rs`), in OpenMetrics with the latency
+//! histograms' exemplars (`openmetrics.rs`, `exemplars.rs`) or in the
+//! Prometheus protobuf format with the histograms' native buckets too
+//! (`protobuf.rs`, `native.rs`). Each owner registers its own
 //! families under its prefix (`register.rs`), and [`Metrics`] composes
 //! them (linkerd2-proxy's way): the families a request touches
 //! (`families.rs`), with one request's Prometheus recorder and live series
@@ -47,9 +49,12 @@ mod deferred;
 mod engines;
 mod exemplars;
 mod families;
+mod format;
 mod health;
 mod knees;
+mod native;
 mod openmetrics;
+mod protobuf;
 mod register;
 mod request;
 mod windows;
@@ -67,7 +72,7 @@ pub use engines::{
 pub use exemplars::ExemplarId;
 use exemplars::Exemplified;
 pub use families::merged_buckets;
-pub use openmetrics::{CONTENT_TYPE as OPENMETRICS_CONTENT_TYPE, wants_openmetrics};
+pub use format::Format;
 pub use request::{LiveRequest, RequestRecorder, status_class};
 pub use windows::{Concurrency, Place};
 
@@ -105,7 +110,12 @@ impl Metrics {
             registry: &registry,
             namespace: ns,
         };
-        let families = Families::register(r, &settings.buckets, classes)?;
+        let native = settings.native_histograms;
+        let native = native.enabled.then_some(native::Shape {
+            schema: native.schema,
+            max_buckets: native.max_buckets,
+        });
+        let families = Families::register(r, &settings.buckets, classes, native)?;
         let bounds = Bounds::new(
             settings,
             r.counter(names::MODEL_OVERFLOW)?,
@@ -210,11 +220,7 @@ impl Metrics {
     /// the knee and headroom gauges (read against the engines' loads where
     /// they are scraped), are those of `engines`: the snapshot in force's.
     pub fn encode(&self, openmetrics: bool, engines: EngineSources<'_>) -> String {
-        let now = Instant::now();
-        self.engines.refresh(engines.readings, engines.fixed, now);
-        let _knees = self.windows.refresh(engines.readings, now);
-        self.health.refresh();
-        let families = self.registry.gather();
+        let families = self.gather(engines);
         if openmetrics {
             return openmetrics::encode(&families, &self.exemplified, &self.families.exemplars);
         }
@@ -223,6 +229,32 @@ impl Metrics {
             tracing::warn!(error = %e, "encoding metrics failed");
         }
         String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// The exposition in `format` ([`Format::content_type`] says which):
+    /// the text formats of [`Metrics::encode`], or the Prometheus protobuf
+    /// format, each histogram with its exemplars and, when native
+    /// histograms are on, its native buckets.
+    pub fn exposition(&self, format: Format, engines: EngineSources<'_>) -> Vec<u8> {
+        match format {
+            Format::Protobuf => {
+                let families = self.gather(engines);
+                let f = &*self.families;
+                protobuf::encode(&families, &self.exemplified, &f.exemplars, f)
+            }
+            Format::OpenMetrics => self.encode(true, engines).into_bytes(),
+            Format::Text => self.encode(false, engines).into_bytes(),
+        }
+    }
+
+    /// Brings the families computed at the scrape up to date, then gathers
+    /// the registry.
+    fn gather(&self, engines: EngineSources<'_>) -> Vec<prometheus::proto::MetricFamily> {
+        let now = Instant::now();
+        self.engines.refresh(engines.readings, engines.fixed, now);
+        let _knees = self.windows.refresh(engines.readings, now);
+        self.health.refresh();
+        self.registry.gather()
     }
 
     /// The bounds of the labels clients choose, by which each request's

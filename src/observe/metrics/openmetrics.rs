@@ -1,7 +1,8 @@
 //! The OpenMetrics 1.0 text exposition of gathered metric families, with
 //! the latency histograms' exemplars. Scrapers that ask for it (Prometheus
-//! does by default) get this; the others get the Prometheus text format
-//! 0.0.4 of the `prometheus` crate, which has no exemplars. Both write the
+//! does by default; `format.rs` decides) get this; the others get the
+//! Prometheus text format 0.0.4 of the `prometheus` crate, which has no
+//! exemplars, or the protobuf format (`protobuf.rs`). Both write the
 //! same series with the same label values (`le` included), so switching
 //! formats changes no series.
 //!
@@ -18,31 +19,6 @@ use super::exemplars::{Exemplars, Exemplified};
 
 /// The `Content-Type` of the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Which exposition format an `Accept` header prefers: OpenMetrics when it
-/// names `application/openmetrics-text` with a weight at least that of
-/// every other type it accepts; the Prometheus text format otherwise (and
-/// with no header).
-pub fn wants_openmetrics(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else {
-        return false;
-    };
-    let (mut openmetrics, mut other) = (0.0_f64, 0.0_f64);
-    for range in accept.split(',') {
-        let mut parts = range.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let q = parts
-            .filter_map(|p| p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")))
-            .find_map(|q| q.trim().parse::<f64>().ok())
-            .unwrap_or(1.0);
-        if media == "application/openmetrics-text" {
-            openmetrics = openmetrics.max(q);
-        } else if !media.is_empty() {
-            other = other.max(q);
-        }
-    }
-    openmetrics > 0.0 && openmetrics >= other
-}
 
 /// Writes `families` in the OpenMetrics text format. `exemplars` are
 /// written after the buckets of the histograms named in `exemplified`.
@@ -235,21 +211,6 @@ mod tests {
     use super::*;
     use crate::observe::metrics::exemplars::ExemplarId;
     use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
-
-    #[test]
-    fn accept_headers_pick_the_format() {
-        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        assert!(wants_openmetrics(Some(prometheus)));
-        assert!(wants_openmetrics(Some("application/openmetrics-text")));
-        assert!(!wants_openmetrics(None));
-        assert!(!wants_openmetrics(Some("*/*")));
-        assert!(!wants_openmetrics(Some("text/plain;version=0.0.4")));
-        assert!(!wants_openmetrics(Some(
-            "text/plain;q=1,application/openmetrics-text;q=0.5"
-        )));
-        assert!(!wants_openmetrics(Some("application/openmetrics-text;q=0")));
-        assert!(!wants_openmetrics(Some(",;;q=,")));
-    }
 
     #[test]
     fn families_are_written_as_openmetrics() {
