@@ -15,13 +15,16 @@
 //!   (its families copied into its protobuf-shaped model) then written by
 //!   its own 0.0.4 encoder or the project's OpenMetrics one;
 //!   `prometheus_client` writes 0.0.4, OpenMetrics and protobuf (length
-//!   delimited, as Prometheus scrapes it); `prometheus_client_native` is
-//!   the same series with classic and native buckets in one histogram
-//!   (without exemplars: its histograms with exemplars have classic
-//!   buckets only).
+//!   delimited, as Prometheus scrapes it), and so does the project's own
+//!   protobuf encoder from the gathered families, with its own native
+//!   buckets beside each series (`protobuf_own_native`);
+//!   `prometheus_client_native` is the same series with classic and
+//!   native buckets in one histogram (without exemplars: its histograms
+//!   with exemplars have classic buckets only).
 //! - `observe/*`, `observe_2_threads/*`: what the proxy does per token and
 //!   per request on a handle resolved once: a histogram observation (ITL
-//!   buckets; with a trace-id exemplar; classic and native) and a counter
+//!   buckets; with a trace-id exemplar; classic and native; the project's
+//!   own native buckets alone and beside the `prometheus` ones) and a counter
 //!   increment, on one thread and on two threads at once on one series.
 //! - `lookup/*`: finding an existing label set's histogram in its family,
 //!   as a request whose series is not yet cached does.
@@ -52,6 +55,7 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokenmeter::config::Buckets;
 
 use observe::metrics::exemplars::{ExemplarId, Exemplars, Exemplified};
+use observe::metrics::native::{self, Native, Shape};
 
 #[global_allocator]
 static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -66,10 +70,16 @@ static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 mod observe {
     pub mod metrics {
         pub mod exemplars;
+        pub mod native;
         pub mod openmetrics;
+        pub mod protobuf;
     }
 }
 
+const SHAPE: Shape = Shape {
+    schema: 3,
+    max_buckets: 160,
+};
 /// The series of one exposition, as Prometheus counts them.
 const SERIES: usize = 10_000;
 const NAMESPACE: &str = "llm";
@@ -197,6 +207,31 @@ struct Prom {
     histograms: Vec<HistogramVec>,
     exemplars: Exemplars,
     exemplified: Vec<(String, Exemplified)>,
+    natives: Natives,
+}
+
+/// The project's native buckets of each series, of the default shape (`SHAPE`).
+struct Natives {
+    names: Vec<String>,
+    series: std::collections::HashMap<(usize, Vec<String>), Native>,
+}
+
+impl native::Source for Natives {
+    fn family(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    fn snapshot(
+        &self,
+        family: usize,
+        labels: &[prometheus::proto::LabelPair],
+    ) -> Option<native::Snapshot> {
+        let values = names::LABELS.iter().map(|name| {
+            let pair = labels.iter().find(|l| l.name() == *name);
+            pair.map_or(String::new(), |l| l.value().to_owned())
+        });
+        Some(self.series.get(&(family, values.collect()))?.snapshot())
+    }
 }
 
 impl Prom {
@@ -235,16 +270,23 @@ impl Prom {
             [&bounds[0], &bounds[1], &bounds[2], &bounds[3]],
             &names::LABELS,
         );
+        let mut natives = Natives {
+            names: histograms().iter().map(|h| h.0.name(NAMESPACE)).collect(),
+            series: Default::default(),
+        };
         for r in requests {
             let l = sets[r.set].each_ref().map(String::as_str);
             let [route, model, slo, tenant, operation] = l;
-            let h = |i: usize| vecs[i].with_label_values(&l);
-            h(0).observe(r.ttft);
-            h(1).observe(r.tpot);
-            let itl = h(2);
-            r.gaps.iter().for_each(|&gap| itl.observe(gap));
-            h(3).observe(r.e2el);
-            h(4).observe(r.output as f64);
+            let mut observe = |i: usize, v: f64| {
+                vecs[i].with_label_values(&l).observe(v);
+                let native = natives.series.entry((i, sets[r.set].to_vec()));
+                native.or_insert_with(|| Native::new(SHAPE)).observe(v);
+            };
+            observe(0, r.ttft);
+            observe(1, r.tpot);
+            r.gaps.iter().for_each(|&gap| observe(2, gap));
+            observe(3, r.e2el);
+            observe(4, r.output as f64);
             // The ITL exemplar is the request's largest gap, set at its end.
             let id = ExemplarId::Trace(r.trace);
             let series = exemplars.series(&l);
@@ -266,7 +308,17 @@ impl Prom {
             histograms: vecs,
             exemplars,
             exemplified,
+            natives,
         }
+    }
+
+    fn protobuf(&self) -> Vec<u8> {
+        observe::metrics::protobuf::encode(
+            &self.registry.gather(),
+            &self.exemplified,
+            &self.exemplars,
+            &self.natives,
+        )
     }
 
     fn text(&self) -> Vec<u8> {
@@ -577,11 +629,14 @@ fn report(s: &Setup) {
         expected.len(),
         s.sets.len()
     );
-    let encoders: [(&str, &dyn Fn() -> usize); 7] = [
+    let encoders: [(&str, &dyn Fn() -> usize); 8] = [
         ("prometheus gather", &|| s.prom.registry.gather().len()),
         ("prometheus text 0.0.4", &|| s.prom.text().len()),
         ("prometheus + own OpenMetrics", &|| {
             s.prom.openmetrics().len()
+        }),
+        ("prometheus + own protobuf, native", &|| {
+            s.prom.protobuf().len()
         }),
         ("prometheus-client text 0.0.4", &|| {
             client_text(&s.client).len()
@@ -611,6 +666,9 @@ fn encode(c: &mut Criterion) {
     group.bench_function("prometheus/text", |b| b.iter(|| s.prom.text()));
     group.bench_function("prometheus/openmetrics_own", |b| {
         b.iter(|| s.prom.openmetrics())
+    });
+    group.bench_function("prometheus/protobuf_own_native", |b| {
+        b.iter(|| s.prom.protobuf())
     });
     group.bench_function("prometheus_client/text", |b| {
         b.iter(|| client_text(&s.client))
@@ -660,8 +718,18 @@ fn observe(c: &mut Criterion) {
     );
     let client_counter: Counter = Counter::default();
     let trace = TraceId::new([0x0a; 16]);
-    let cases: [(&str, &(dyn Fn(f64) + Sync)); 6] = [
+    let own_native = Native::new(SHAPE);
+    let prom_and_native = (
+        prom_vec.with_label_values(&["chat", "m", "interactive", "", "completions"]),
+        Native::new(SHAPE),
+    );
+    let cases: [(&str, &(dyn Fn(f64) + Sync)); 8] = [
         ("prometheus", &|v| prom.observe(v)),
+        ("own_native", &|v| own_native.observe(v)),
+        ("prometheus_and_own_native", &|v| {
+            prom_and_native.1.observe(v);
+            prom_and_native.0.observe(v);
+        }),
         ("prometheus_counter", &|_| prom_counter.inc()),
         ("prometheus_client", &|v| client.observe(v)),
         ("prometheus_client_exemplar", &|v| {

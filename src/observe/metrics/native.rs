@@ -481,6 +481,14 @@ mod tests {
         assert!(s.spans[0].offset >= -8 && width <= 73, "{s:?}");
     }
 
+    /// What a series holds before its window: its limit, its lock and the
+    /// state behind it (docs/metrics.md states it).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_series_holds_72_bytes_beside_its_window() {
+        assert_eq!(std::mem::size_of::<Native>(), 72);
+    }
+
     #[test]
     fn an_observation_in_the_window_does_not_allocate() {
         let n = native(3, 160);
