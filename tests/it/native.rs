@@ -315,3 +315,84 @@ async fn prometheus_stores_ttft_as_a_native_histogram_needs_tool_prometheus() {
     )
     .await;
 }
+
+/// The generated native rules (`tokenmeter rules --histograms native`),
+/// evaluated by a Prometheus that stores native histograms: the share of
+/// first tokens within the class's 120 ms, which sits on no native bucket
+/// bound (`histogram_fraction`), is the classic `le="0.12"` bucket's share
+/// to within the one native bucket that holds 120 ms, and the 90th
+/// percentile is within one classic bucket of the classic buckets' own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_native_rules_agree_with_the_classic_buckets_needs_tool_prometheus() {
+    let sim = start_sim(schedule(30, 2, 10)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let main = "slo_files: [slo/*.yaml]\nroutes:\n  - name: chat\n    slo: chat\n";
+    let config = config_from_files(dir.path(), main, &[("chat.yaml", CLASS)], sim);
+    let rules = slo::rules::to_yaml(&slo::rules::RuleFile {
+        groups: slo::rules::native_latency_groups(&config.slo_classes, "llm"),
+    })
+    .unwrap();
+    let tm = start(config).await;
+    let p = start_prometheus_with_features(&[tm.admin_addr], &rules, &["native-histograms"]).await;
+    eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 1.0).await;
+    // One request makes the series, and a scrape stores it before the
+    // rest, so the rules' rates cover all of them.
+    requests(tm.proxy_addr, 1, |_| 500).await;
+    eventually(
+        &p,
+        "sum(histogram_count(llm_time_to_first_token_seconds))",
+        1.0,
+    )
+    .await;
+    let (_, before) = scrape(tm.admin_addr).await;
+    // TTFTs from 25 ms to 415 ms, 10 ms apart: 10 of them within 120 ms.
+    let n = 40;
+    requests(tm.proxy_addr, n, |i| 25 + 10 * i as u64).await;
+    eventually(
+        &p,
+        "sum(histogram_count(llm_time_to_first_token_seconds))",
+        n as f64 + 1.0,
+    )
+    .await;
+    let (_, after) = scrape(tm.admin_addr).await;
+    let grown = |name: &str, le: Option<&str>| {
+        let value = |samples: &[Sample]| {
+            let found = samples
+                .iter()
+                .filter(|s| s.name == name)
+                .filter(|s| le.is_none_or(|le| s.labels.get("le").map(String::as_str) == Some(le)));
+            found.map(|s| s.value).sum::<f64>()
+        };
+        value(&after) - value(&before)
+    };
+    let classic_share = grown("llm_time_to_first_token_seconds_bucket", Some("0.12"))
+        / grown("llm_time_to_first_token_seconds_count", None);
+    assert!((0.2..0.3).contains(&classic_share), "{classic_share}");
+
+    // The rules are evaluated every second; wait for one after the last
+    // scrape.
+    let (within, quantile) = slo::rules::latency_names("llm", "5m");
+    let rule = |name: &str| format!("{name}{{slo=\"chat\",objective=\"ttft\"}}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let share = loop {
+        let share = scalar(&query(&p, &rule(&within)).await);
+        if let Some(share) = share.filter(|s| (s - classic_share).abs() <= 1.5 / n as f64) {
+            break share;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "native share within 120 ms {share:?} against the classic {classic_share}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    // The native bucket that holds 120 ms, (0.1186, 0.1294] at schema 3,
+    // is interpolated: the share is within its one request of the exact.
+    assert!(
+        (share - classic_share).abs() <= 1.0 / n as f64 + 1e-9,
+        "{share}"
+    );
+    let p90 = scalar(&query(&p, &rule(&quantile)).await).unwrap();
+    // The target is 0.9: its percentile of 25..415 ms is about 0.38 s, in
+    // the classic bucket (0.25, 0.5].
+    assert!((0.25..=0.5).contains(&p90), "{p90}");
+}
