@@ -44,7 +44,8 @@ fn generated_rules(config: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn promtool(args: &[&str], dir: &Path) {
+/// Runs promtool with `args` in `dir`; it must succeed.
+pub(crate) fn promtool(args: &[&str], dir: &Path) {
     let out = Command::new("promtool")
         .args(args)
         .current_dir(dir)

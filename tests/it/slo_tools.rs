@@ -15,6 +15,7 @@ use std::process::Command;
 use serde::Deserialize;
 
 use crate::common::BIN;
+use crate::deploy::promtool;
 
 /// Pyrra's `ServiceLevelObjective` (`pyrra.dev/v1alpha1`).
 #[derive(Debug, Deserialize)]
@@ -501,9 +502,8 @@ fn promtool_checks(exprs: &[String]) {
             "      - record: checked:query{i}\n        expr: |\n{body}"
         ));
     }
-    let path = dir.path().join("rules.yml");
-    std::fs::write(&path, file).unwrap();
-    check_rules(&path);
+    std::fs::write(dir.path().join("rules.yml"), file).unwrap();
+    promtool(&["check", "rules", "rules.yml"], dir.path());
 }
 
 /// The keys of a rule group these tests read.
@@ -516,20 +516,6 @@ struct RuleGroup {
 #[derive(Debug, Deserialize)]
 struct RecordingRule {
     expr: String,
-}
-
-fn check_rules(path: &Path) {
-    let out = Command::new("promtool")
-        .args(["check", "rules"])
-        .arg(path)
-        .output()
-        .expect("promtool not found: install Debian's `prometheus` package (see README)");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -588,9 +574,8 @@ fn native_histograms_rules_and_dashboard_are_valid_promql_needs_tool_promtool() 
             .iter()
             .all(|e| !e.contains("_bucket") && !e.contains(", le)"))
     );
-    let path = dir.path().join("native.yml");
-    std::fs::write(&path, &native).unwrap();
-    check_rules(&path);
+    std::fs::write(dir.path().join("native.yml"), &native).unwrap();
+    promtool(&["check", "rules", "native.yml"], dir.path());
 
     let dashboard = |args: &[&str]| -> serde_json::Value {
         let mut all = vec!["dashboard", "--config", c];

@@ -14,9 +14,15 @@ use crate::capacity::knee;
 use crate::class::{Goodput, Objective, ObjectiveKind, SloClass};
 
 fn class(goodput_target: Option<f64>) -> SloClass {
+    class_named("chat", goodput_target)
+}
+
+/// A class `name` of one objective, TTFT at most 500 ms for 95 % of
+/// requests, with a goodput target when given.
+pub(super) fn class_named(name: &str, goodput_target: Option<f64>) -> SloClass {
     SloClass {
-        name: "chat".into(),
-        description: "chat".into(),
+        name: name.into(),
+        description: name.into(),
         window: crate::class::DEFAULT_WINDOW,
         objectives: vec![Objective {
             kind: ObjectiveKind::Ttft,

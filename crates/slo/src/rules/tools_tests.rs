@@ -8,27 +8,9 @@
 use std::time::Duration;
 
 use super::objects::object_name;
+use super::tests::class_named as class;
 use super::*;
 use crate::class::{Goodput, Objective, ObjectiveKind, SloClass};
-
-fn class(name: &str, goodput_target: Option<f64>) -> SloClass {
-    SloClass {
-        name: name.into(),
-        description: String::new(),
-        window: crate::class::DEFAULT_WINDOW,
-        objectives: vec![Objective {
-            kind: ObjectiveKind::Ttft,
-            threshold: Duration::from_millis(500),
-            target: 0.95,
-        }],
-        goodput: Goodput {
-            require: vec![ObjectiveKind::Ttft],
-            target: goodput_target,
-        },
-        per_tenant_alerts: false,
-        exclude_slow_readers: false,
-    }
-}
 
 #[test]
 fn each_kind_of_histogram_is_read_its_own_way() {
