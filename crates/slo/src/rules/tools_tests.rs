@@ -10,7 +10,6 @@ use std::time::Duration;
 use super::objects::object_name;
 use super::tests::class_named as class;
 use super::*;
-use crate::class::{Goodput, Objective, ObjectiveKind, SloClass};
 
 #[test]
 fn each_kind_of_histogram_is_read_its_own_way() {
