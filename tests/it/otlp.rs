@@ -124,32 +124,33 @@ pub(super) fn attributes(v: &Value) -> std::collections::BTreeMap<String, String
         .collect()
 }
 
+/// Every metric of the metrics exports received that `keep` keeps, in
+/// arrival order.
+pub(super) fn metrics(received: &[Value], keep: impl Fn(&Value) -> bool) -> Vec<&Value> {
+    let mut out = Vec::new();
+    for r in received
+        .iter()
+        .filter(|r| r["signal"] == "metrics" && keep(r))
+    {
+        let resources = r["request"]["resourceMetrics"].as_array();
+        for rm in resources.into_iter().flatten() {
+            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
+                out.extend(sm["metrics"].as_array().into_iter().flatten());
+            }
+        }
+    }
+    out
+}
+
 /// Every data point of metric `name` (a histogram or a sum) in the export
 /// requests received (of `via`), in arrival order.
 pub(super) fn points(received: &[Value], via: &str, name: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    for r in received
-        .iter()
-        .filter(|r| r["via"] == via && r["signal"] == "metrics")
-    {
-        for rm in r["request"]["resourceMetrics"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
-                for m in sm["metrics"].as_array().into_iter().flatten() {
-                    if m["name"] == name {
-                        for kind in ["histogram", "sum"] {
-                            out.extend(
-                                m[kind]["dataPoints"]
-                                    .as_array()
-                                    .cloned()
-                                    .unwrap_or_default(),
-                            );
-                        }
-                    }
-                }
+    for m in metrics(received, |r| r["via"] == via) {
+        if m["name"] == name {
+            for kind in ["histogram", "sum"] {
+                let points = m[kind]["dataPoints"].as_array();
+                out.extend(points.cloned().unwrap_or_default());
             }
         }
     }

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::otlp::{
-    Receiver, SPEC_DURATION, SPEC_TOKENS, attributes, buckets, points, received_until, spans,
-    start_receiver,
+    Receiver, SPEC_DURATION, SPEC_TOKENS, attributes, buckets, metrics, points, received_until,
+    spans, start_receiver,
 };
 use crate::common::*;
 
@@ -84,21 +84,9 @@ async fn export_with(opt_in: Option<&str>) -> (Receiver, Vec<Value>, Vec<Sample>
 
 /// The metric names of every export received.
 fn names(received: &[Value]) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for r in received.iter().filter(|r| r["signal"] == "metrics") {
-        for rm in r["request"]["resourceMetrics"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
-                for m in sm["metrics"].as_array().into_iter().flatten() {
-                    out.insert(m["name"].as_str().unwrap().to_owned());
-                }
-            }
-        }
-    }
-    out
+    let all = metrics(received, |_| true).into_iter();
+    all.map(|m| m["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// The points of `name` in the last export that has it (cumulative: the
