@@ -13,7 +13,7 @@
 //! (llm-d's), and the request is the gateway's, not the engine's
 //! ([`shed_by_gateway`]).
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use meter::Outcome;
 
 use super::client_body::{BodyTimeout, ClientBodyError};
@@ -63,10 +63,13 @@ impl Fault {
 pub const DROPPED_REASON: HeaderName = HeaderName::from_static("x-llm-d-request-dropped-reason");
 
 /// The reason a gateway gave for shedding the request whose response head
-/// has `headers`, when it shed it: the request is then charged to
-/// [`Fault::Gateway`], whatever the status.
-pub fn shed_by_gateway(headers: &HeaderMap) -> Option<&HeaderValue> {
-    headers.get(DROPPED_REASON)
+/// has `status` and `headers`, when it shed it: an error status (4xx or
+/// 5xx) with the header. The request is then charged to
+/// [`Fault::Gateway`]. A successful answer that carries the header was
+/// served, and is metered as any other.
+pub fn shed_by_gateway(status: StatusCode, headers: &HeaderMap) -> Option<&HeaderValue> {
+    let error = status.is_client_error() || status.is_server_error();
+    headers.get(DROPPED_REASON).filter(|_| error)
 }
 
 /// A failure whose side is known from its type.
@@ -145,15 +148,20 @@ mod tests {
     #[test]
     fn a_request_a_gateway_shed_is_the_gateways() {
         let mut head = HeaderMap::new();
-        assert_eq!(shed_by_gateway(&head), None);
+        let saturated = StatusCode::TOO_MANY_REQUESTS;
+        assert_eq!(shed_by_gateway(saturated, &head), None);
         head.insert(
             "x-llm-d-request-dropped-reason",
             HeaderValue::from_static("rejected-saturated"),
         );
-        assert_eq!(
-            shed_by_gateway(&head).map(HeaderValue::as_bytes),
-            Some(&b"rejected-saturated"[..])
-        );
+        for status in [saturated, StatusCode::SERVICE_UNAVAILABLE] {
+            assert_eq!(
+                shed_by_gateway(status, &head).map(HeaderValue::as_bytes),
+                Some(&b"rejected-saturated"[..])
+            );
+        }
+        // An answer that was served is not a shed one.
+        assert_eq!(shed_by_gateway(StatusCode::OK, &head), None);
         assert_eq!(Fault::Gateway.outcome(), Outcome::ProxyError);
     }
 

@@ -436,7 +436,7 @@ impl Proxy {
         // t_headers: the upstream's response head has been received.
         let now = Instant::now();
         let (mut parts, body) = resp.into_parts();
-        let shed = blame::shed_by_gateway(&parts.headers).map(|reason| {
+        let shed = blame::shed_by_gateway(parts.status, &parts.headers).map(|reason| {
             self.observers.count(Occurrence::ShedByGateway {
                 route: &route.name,
                 reason: reason.as_bytes(),
