@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::observe::Observers;
-use crate::observe::metrics::{ChargePlan, EngineSources, FixedGpus};
+use crate::observe::metrics::{ChargePlan, EngineSources};
 use crate::proxy::{Plan, Proxy};
 use crate::scrape::{Readings, Scraper};
 
@@ -39,8 +39,6 @@ pub struct InForce {
     scraper: Option<Arc<Scraper>>,
     /// What `config` says of its routes' GPUs and prices.
     charges: ChargePlan,
-    /// Its routes whose GPUs are counted (`gpus: N`), from `charges`.
-    fixed_gpus: Vec<FixedGpus>,
 }
 
 impl InForce {
@@ -56,7 +54,6 @@ impl InForce {
     ) -> Result<Self, rustls::Error> {
         let readings = scraper.as_deref().map(Scraper::readings);
         let charges = observers.metrics().charge_plan(&config);
-        let fixed_gpus = charges.fixed_gpus();
         let observers = observers.configured(&config, readings, charges.clone());
         let plan = Plan {
             routes: &config.routes,
@@ -69,7 +66,6 @@ impl InForce {
             proxy,
             scraper,
             charges,
-            fixed_gpus,
         })
     }
 
@@ -99,7 +95,7 @@ impl InForce {
     pub fn engines(&self) -> EngineSources<'_> {
         EngineSources {
             readings: self.readings(),
-            fixed: &self.fixed_gpus,
+            fixed: self.charges.fixed_gpus(),
         }
     }
 

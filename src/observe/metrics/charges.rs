@@ -60,6 +60,8 @@ struct Families {
 #[derive(Clone, Default)]
 pub struct ChargePlan {
     routes: Arc<HashMap<Arc<str>, Planned>>,
+    /// The routes with `gpus: N`, by name: their GPUs, counted.
+    fixed: Arc<[FixedGpus]>,
 }
 
 /// One route of a [`ChargePlan`].
@@ -85,14 +87,8 @@ impl ChargePlan {
     }
 
     /// The routes with `gpus: N`, by name: their GPUs, counted.
-    pub fn fixed_gpus(&self) -> Vec<FixedGpus> {
-        let mut fixed: Vec<_> = self
-            .routes
-            .iter()
-            .filter_map(|(route, p)| Some((route.clone(), p.shown.fixed?)))
-            .collect();
-        fixed.sort();
-        fixed
+    pub fn fixed_gpus(&self) -> &[FixedGpus] {
+        &self.fixed
     }
 }
 
@@ -158,8 +154,14 @@ impl Charges {
             };
             routes.insert(book.route.clone(), planned);
         }
+        let mut fixed: Vec<_> = routes
+            .iter()
+            .filter_map(|(route, p)| Some((route.clone(), p.shown.fixed?)))
+            .collect();
+        fixed.sort();
         ChargePlan {
             routes: Arc::new(routes),
+            fixed: fixed.into(),
         }
     }
 
