@@ -4,8 +4,9 @@
 //! [`InForce`] holds the configuration (the process's only copy of it in
 //! force), the forwarding service built from it, the scrapes of its
 //! routes' engines and GPUs, and what it says of their GPUs and prices
-//! (its charge plan, which its requests open their tabs in and which is
-//! applied to the ledgers when the snapshot goes in force). Whoever needs
+//! with their ledgers (its charge plan, which its requests open their
+//! tabs in and its scrapes feed, applied to the ledgers it carries over
+//! as the last step of its build). Whoever needs
 //! any of them reads the snapshot in force: the proxy listener (a request
 //! takes its forwarding service, a connection its TLS), the admin listener
 //! (its TLS and credentials, `/config`, the exposition and `/slo`, which
@@ -26,6 +27,15 @@ use crate::observe::metrics::{ChargePlan, EngineSources};
 use crate::proxy::{Plan, Proxy};
 use crate::scrape::{Readings, Scraper};
 
+/// Why a configuration could not be put in force (it was valid).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("starting the scrapes: {0}")]
+    Scrape(#[source] crate::scrape::Error),
+    #[error("TLS: {0}")]
+    Tls(#[source] rustls::Error),
+}
+
 /// One configuration in force and what was built from it.
 pub struct InForce {
     /// The configuration: `/config`, the listeners' TLS and limits, the
@@ -42,25 +52,35 @@ pub struct InForce {
 }
 
 impl InForce {
-    /// The snapshot of `config` with its `scraper`: the forwarding service
-    /// that `build` makes of the configuration's plan (a new one, or one
-    /// reloaded from the previous), reporting to `observers` configured for
-    /// `config` and reading its scrapes.
+    /// The snapshot of `config`, replacing `previous` (none at start):
+    /// its charge plan, carrying over `previous`'s ledgers of the routes
+    /// that keep their GPUs; its scrapes, which `scrapes` starts (or
+    /// takes over from `previous`) feeding that plan's ledgers; and the
+    /// forwarding service that `build` makes of the configuration's plan
+    /// (a new one, or one reloaded from the previous), reporting to
+    /// `observers` configured for `config` and reading its scrapes. The
+    /// charge plan is applied to the ledgers it carries over last, once
+    /// nothing can fail: a build that fails changes no ledger.
     pub fn build(
         config: Arc<Config>,
         observers: &Observers,
-        scraper: Option<Arc<Scraper>>,
+        previous: Option<&InForce>,
+        scrapes: impl FnOnce(&ChargePlan) -> Result<Option<Arc<Scraper>>, crate::scrape::Error>,
         build: impl FnOnce(Plan<'_>, Observers) -> Result<Proxy, rustls::Error>,
-    ) -> Result<Self, rustls::Error> {
+    ) -> Result<Self, BuildError> {
+        let now = tokio::time::Instant::now();
+        let before = previous.map(|p| &p.charges);
+        let charges = ChargePlan::new(&config, before, now);
+        let scraper = scrapes(&charges).map_err(BuildError::Scrape)?;
         let readings = scraper.as_deref().map(Scraper::readings);
-        let charges = observers.metrics().charge_plan(&config);
         let observers = observers.configured(&config, readings, charges.clone());
         let plan = Plan {
             routes: &config.routes,
             settings: &config.proxy,
             max_usage_tokens: config.metrics.max_usage_tokens,
         };
-        let proxy = Arc::new(build(plan, observers)?);
+        let proxy = Arc::new(build(plan, observers).map_err(BuildError::Tls)?);
+        charges.apply(before, now);
         Ok(Self {
             config,
             proxy,
@@ -96,11 +116,12 @@ impl InForce {
         EngineSources {
             readings: self.readings(),
             fixed: self.charges.fixed_gpus(),
+            charges: Some(&self.charges),
         }
     }
 
-    /// What the configuration says of its routes' GPUs and prices, to
-    /// apply when the snapshot goes in force.
+    /// What the configuration says of its routes' GPUs and prices, with
+    /// their ledgers.
     pub fn charges(&self) -> &ChargePlan {
         &self.charges
     }

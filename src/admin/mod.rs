@@ -128,7 +128,7 @@ async fn slo(
     let telemetry = state.metrics.telemetry(in_force.engines());
     // Who used the GPUs: every tenant's, so none in a tenant's view.
     let chargeback = if tenant.is_empty() {
-        state.metrics.chargeback()
+        state.metrics.chargeback(in_force.engines())
     } else {
         ChargebackReport { routes: Vec::new() }
     };

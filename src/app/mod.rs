@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, AdminState};
 use crate::config::Config;
-use crate::in_force::InForce;
+use crate::in_force::{BuildError, InForce};
 use crate::observe::Observers;
 use crate::observe::access::AccessLog;
 use crate::observe::metrics::Metrics;
@@ -184,15 +184,20 @@ pub async fn start_with(
     // The scrapes run until shutdown begins, or until a reload replaces
     // them.
     let shutdown = CancellationToken::new();
-    let scraper = scrapes::start(&config, &shutdown, &metrics).map_err(StartError::Scrape)?;
     let observers = Observers::new(metrics.clone(), access, otlp.clone());
     let connections = Connections::new(&config, &observers);
     let config = Arc::new(config);
-    let first = InForce::build(config.clone(), &observers, scraper, |plan, observers| {
-        Proxy::new(plan, observers, connections.overload.clone())
-    })
-    .map_err(StartError::Tls)?;
-    metrics.apply_charges(first.charges(), std::time::Instant::now());
+    let first = InForce::build(
+        config.clone(),
+        &observers,
+        None,
+        |charges| scrapes::scraper(&config, charges, None, &shutdown),
+        |plan, observers| Proxy::new(plan, observers, connections.overload.clone()),
+    )
+    .map_err(|e| match e {
+        BuildError::Scrape(e) => StartError::Scrape(e),
+        BuildError::Tls(e) => StartError::Tls(e),
+    })?;
     let in_force = Arc::new(ArcSwap::from_pointee(first));
 
     let proxy_listener =

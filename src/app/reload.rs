@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigErrors, Overrides, Sources};
 
-use crate::in_force::InForce;
+use crate::in_force::{BuildError, InForce};
 use crate::observe::metrics::{Metrics, merged_buckets};
 use slo::ObjectiveKind;
 
@@ -129,17 +129,20 @@ impl Reloader {
     /// running scraper when the two scrape the same targets, else with a
     /// new one.
     fn rebuild(&self, previous: &InForce, config: Arc<Config>) -> Result<InForce, ReloadError> {
-        let scraper = if super::scrapes::unchanged(previous.config(), &config, &self.metrics) {
-            previous.scraper().cloned()
-        } else {
-            super::scrapes::start(&config, &self.shutdown, &self.metrics)
-                .map_err(ReloadError::Scrape)?
-        };
         let observers = previous.proxy().observers();
-        InForce::build(config, observers, scraper, |plan, observers| {
-            previous.proxy().reloaded(plan, observers)
+        let scrapes =
+            |charges: &_| super::scrapes::scraper(&config, charges, Some(previous), &self.shutdown);
+        InForce::build(
+            config.clone(),
+            observers,
+            Some(previous),
+            scrapes,
+            |plan, observers| previous.proxy().reloaded(plan, observers),
+        )
+        .map_err(|e| match e {
+            BuildError::Scrape(e) => ReloadError::Scrape(e),
+            BuildError::Tls(e) => ReloadError::Tls(e),
         })
-        .map_err(ReloadError::Tls)
     }
 
     /// Reads the files again and swaps the new config in if it is valid.
@@ -169,11 +172,8 @@ impl Reloader {
                 match self.rebuild(&previous, config.clone()) {
                     Err(e) => Err(e),
                     Ok(next) => {
-                        let charges = next.charges().clone();
                         self.in_force.store(Arc::new(next));
                         self.metrics.set_slo_targets(&config.slo_classes);
-                        self.metrics
-                            .apply_charges(&charges, std::time::Instant::now());
                         let restart_needed = restart_needed(&self.started, &config);
                         Ok(Reloaded { restart_needed })
                     }

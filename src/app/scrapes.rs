@@ -13,45 +13,53 @@ use std::sync::Arc;
 use telemetry::{GpuLabel, GpuSelector};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, GpuSelect, MetricsEndpoint, Route};
-use crate::observe::metrics::Metrics;
+use crate::config::{Config, GpuSelect, MetricsEndpoint};
+use crate::in_force::InForce;
+use crate::observe::metrics::ChargePlan;
 use crate::scrape::{Kind, LedgerLink, Scraper, Target};
 
-/// Whether `new` scrapes exactly what `old` does, the same way: the same
-/// targets, feeding the same ledgers (`metrics`').
-pub(super) fn unchanged(old: &Config, new: &Config, metrics: &Metrics) -> bool {
-    targets(old, metrics) == targets(new, metrics)
+/// The scraper of `config` whose readings feed `charges`' ledgers: the
+/// running one of `previous` when it scrapes exactly those targets, the
+/// same way, feeding the same ledgers; else a new one, started under
+/// `shutdown`.
+pub(super) fn scraper(
+    config: &Config,
+    charges: &ChargePlan,
+    previous: Option<&InForce>,
+    shutdown: &CancellationToken,
+) -> Result<Option<Arc<Scraper>>, crate::scrape::Error> {
+    if let Some(previous) = previous
+        && targets(previous.config(), previous.charges()) == targets(config, charges)
+    {
+        return Ok(previous.scraper().cloned());
+    }
+    start(config, charges, shutdown)
 }
 
 /// The scraper of `config`'s targets, started under `shutdown`, each
-/// reading of a route with GPUs told to its ledger in `metrics`; `None`
+/// reading of a route with GPUs told to its ledger in `charges`; `None`
 /// when no route names an endpoint.
-pub(super) fn start(
+fn start(
     config: &Config,
+    charges: &ChargePlan,
     shutdown: &CancellationToken,
-    metrics: &Metrics,
 ) -> Result<Option<Arc<Scraper>>, crate::scrape::Error> {
-    let targets = targets(config, metrics);
+    let targets = targets(config, charges);
     if targets.is_empty() {
         return Ok(None);
     }
     Ok(Some(Arc::new(Scraper::start(targets, shutdown)?)))
 }
 
-/// Whether `route` has GPUs, whose time is divided among its requests.
-fn has_gpus(route: &Route) -> bool {
-    route.gpus.is_some() || route.gpu_metrics.is_some()
-}
-
 /// The targets of `config`, routes in order, each route's engine before
 /// its GPUs; an `https` one trusts its route's `tls.ca_file` roots (else
 /// the web PKI's), as its upstream does; those of a route with GPUs feed
 /// its ledger.
-fn targets(config: &Config, metrics: &Metrics) -> Vec<Target> {
+fn targets(config: &Config, charges: &ChargePlan) -> Vec<Target> {
     let mut targets = Vec::new();
     for route in &config.routes {
         let interval = route.scrape_interval.unwrap_or(config.scrape.interval);
-        let ledger = has_gpus(route).then(|| LedgerLink(metrics.ledger_reader(&route.name)));
+        let ledger = charges.reader(&route.name).map(LedgerLink);
         let target = |kind: Kind, endpoint: &MetricsEndpoint| Target {
             route: route.name.clone(),
             kind,

@@ -169,7 +169,7 @@ impl Observers {
         // scraped.
         let (place, count) = self.metrics.concurrency().enter(&labels);
         // Its share of its route's GPUs, from now on.
-        let bill = self.charges.open(route, std::time::Instant::now());
+        let bill = self.charges.open(route, Instant::now());
         let occupancy = Occupancy {
             in_flight: count,
             engine: self
@@ -331,7 +331,7 @@ impl Recorder for RequestObserver {
         let charged = self
             .bill
             .take()
-            .map(|bill| bill.close(std::time::Instant::now(), &self.labels, good));
+            .map(|bill| bill.close(Instant::now(), &self.labels, good));
         let finished = Finished {
             summary,
             labels: &self.labels,

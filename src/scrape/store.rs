@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use slo::ledger::{GpuReading, Reader};
+use slo::ledger::{GpuSample, Reader};
 use telemetry::{EngineReading, GpuAggregate};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -96,19 +96,23 @@ impl TargetState {
     }
 
     /// Replaces the reading, and tells the route's ledger, which counts the
-    /// GPUs and their power, or the engine's load, from the reading's time
+    /// GPUs and each one's energy, or the engine's load, from the reading's time
     /// for as long as it is fresh.
     pub(super) fn store(&self, latest: Latest) {
         if let Some(ledger) = &self.ledger {
-            let at = latest.at.into_std();
+            let at = latest.at;
             match &latest.reading {
                 Reading::Gpu(gpus) => {
-                    let reading = GpuReading {
-                        count: gpus.count,
-                        energy_millijoules: gpus.energy_millijoules,
-                        power_watts: gpus.power_watts,
-                    };
-                    ledger.read_gpus(at, reading, self.fresh_for);
+                    let samples: Vec<GpuSample> = gpus
+                        .energy
+                        .iter()
+                        .map(|gpu| GpuSample {
+                            id: gpu.id.as_str().into(),
+                            energy_millijoules: gpu.energy_millijoules,
+                            power_watts: gpu.power_watts,
+                        })
+                        .collect();
+                    ledger.read_gpus(at, &samples, self.fresh_for);
                 }
                 Reading::Engine(engine) => {
                     ledger.read_engine(at, engine_requests(engine), self.fresh_for);

@@ -504,7 +504,7 @@ fn a_failure_removes_a_stale_reading_and_keeps_a_fresh_one() {
 fn each_reading_of_a_route_with_gpus_is_told_to_its_ledger() {
     let interval = Duration::from_secs(5);
     let ledger = Arc::new(slo::ledger::Ledger::<u8>::new(
-        Instant::now().into_std(),
+        Instant::now(),
         slo::ledger::Gpus::Scraped,
         None,
     ));
@@ -512,10 +512,17 @@ fn each_reading_of_a_route_with_gpus_is_told_to_its_ledger() {
     let engine =
         store::TargetState::new("chat", Page::Engine, interval).feeding(Some(ledger.clone()));
     let at = Instant::now();
+    // `count` GPUs whose counters each read `mj`.
     let gpus = |count, mj| {
         Reading::Gpu(telemetry::GpuAggregate {
             count,
-            energy_millijoules: Some(mj),
+            energy: (0..count)
+                .map(|i| telemetry::GpuEnergy {
+                    id: format!("GPU-{i}"),
+                    energy_millijoules: Some(mj),
+                    power_watts: None,
+                })
+                .collect(),
             ..telemetry::GpuAggregate::default()
         })
     };
@@ -523,10 +530,11 @@ fn each_reading_of_a_route_with_gpus_is_told_to_its_ledger() {
         at,
         reading: gpus(4, 0.0),
     });
-    // 4 GPUs for 5 s; then 2 GPUs at 400 W (2,000 J over the 5 s before).
+    // 4 GPUs for 5 s; then 2 of them, each at 200 W (2,000 J over the
+    // 5 s before); the 2 that left are no reset.
     gpu.store(Latest {
         at: at + interval,
-        reading: gpus(2, 2_000_000.0),
+        reading: gpus(2, 1_000_000.0),
     });
     // The engine runs 3 and queues 1 of two models.
     let model = |running, waiting| telemetry::ModelReading {
@@ -546,13 +554,14 @@ fn each_reading_of_a_route_with_gpus_is_told_to_its_ledger() {
     });
     // Nothing of this replica's in flight, the engine busy: the other
     // replicas' time.
-    let t = ledger.totals((at + interval * 2).into_std());
+    let t = ledger.totals(at + interval * 2);
     assert_eq!(t.total.gpu_seconds, 30.0, "{t:?}");
     assert_eq!(t.total.joules, 2_000.0, "{t:?}");
+    assert_eq!(t.energy_resets, 0, "{t:?}");
     assert_eq!(t.other_replicas.gpu_seconds, 10.0, "{t:?}");
     assert_eq!(t.idle.gpu_seconds, 20.0, "{t:?}");
     // A reading that goes stale stops the time, as it stops `llm_gpus`.
-    let t = ledger.totals((at + interval * 10).into_std());
+    let t = ledger.totals(at + interval * 10);
     assert_eq!(t.total.gpu_seconds, 20.0 + 2.0 * 15.0, "{t:?}");
     let readings = Readings::new(Arc::from(vec![gpu]));
     let other = Readings::new(Arc::from(Vec::new()));

@@ -287,7 +287,7 @@ async fn tenants_share_the_gpus_by_their_requests_in_flight() {
 
 /// A DCGM page of 2 GPUs whose energy counters grow at 150 W each: the
 /// route's joules follow the same shares as its GPU-seconds, and the parts
-/// add up to the joules counted, the counter's growth since the second
+/// add up to the joules counted, the counters' growth since the first
 /// reading.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn energy_of_a_dcgm_page_follows_the_same_shares() {
@@ -321,6 +321,9 @@ async fn energy_of_a_dcgm_page_follows_the_same_shares() {
     })
     .await;
     let spans = load(proxy.proxy_addr, &[("a", 1, 5, &[]), ("b", 2, 5, &[])]).await;
+    // The joules of the requests' last moments come at the counters'
+    // next move: two intervals on.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, s) = scrape(proxy.admin_addr).await;
     for quantity in ["seconds", "energy_joules"] {
         let (parts, whole) = parts_and_total(&s, "chat", quantity);
@@ -345,15 +348,15 @@ async fn energy_of_a_dcgm_page_follows_the_same_shares() {
         0.02,
         "b's GPU-seconds",
     );
-    // The joules counted are the counter's growth over the time counted
-    // but the first interval (no average yet), at 300 W.
+    // The joules counted are the counters' growth from the first reading
+    // (the GPU-seconds' start) to the latest, at most an interval ago, at
+    // 300 W.
     let gpu_seconds = total(&s, "llm_gpu_seconds_total", &route);
     let joules = total(&s, "llm_gpu_energy_joules_total", &route);
-    assert_near(
-        joules,
-        300.0 * (gpu_seconds / 2.0 - 0.2),
-        0.05,
-        "joules counted",
+    let counted = gpu_seconds / 2.0;
+    assert!(
+        joules <= 300.0 * counted * 1.01 && joules >= 300.0 * (counted - 0.25),
+        "{joules} J in {counted} s at 300 W"
     );
     assert_eq!(total(&s, "tokenmeter_gpu_energy_resets_total", &route), 0.0);
     proxy.stop().await;
@@ -474,5 +477,194 @@ async fn a_gpu_page_that_goes_away_stops_the_time_and_the_shares() {
         whole,
         "no time counted while stale"
     );
+    proxy.stop().await;
+}
+
+/// A DCGM-shaped page, made at each GET: GPUs drawing 200 W each from
+/// their own lifetime counters, a set that the test changes, one
+/// implausible sample on demand, and counters frozen at the end; every
+/// page served is kept, so the truth is what the page said.
+struct Dcgm {
+    began: Instant,
+    /// The GPUs on the page now: (UUID, lifetime millijoules).
+    set: std::sync::Mutex<Vec<(&'static str, f64)>>,
+    /// The next page's first GPU reads implausibly high.
+    spike: std::sync::atomic::AtomicBool,
+    /// The counters stop growing from this many seconds after `began`.
+    frozen: std::sync::Mutex<Option<f64>>,
+    /// Every page served: each GPU's counter, `None` for the spiked one.
+    served: std::sync::Mutex<Vec<Vec<(&'static str, Option<f64>)>>>,
+}
+
+impl Dcgm {
+    fn page(&self) -> String {
+        let mut elapsed = self.began.elapsed().as_secs_f64();
+        if let Some(frozen) = *self.frozen.lock().unwrap() {
+            elapsed = elapsed.min(frozen);
+        }
+        let spike = self.spike.swap(false, std::sync::atomic::Ordering::SeqCst);
+        let mut text = String::new();
+        let mut served = Vec::new();
+        for (i, (uuid, lifetime)) in self.set.lock().unwrap().iter().enumerate() {
+            let mj = lifetime + 200_000.0 * elapsed;
+            let shown = if spike && i == 0 { mj + 9e16 } else { mj };
+            text += &format!(
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"{i}\",UUID=\"{uuid}\"}} {shown}\n"
+            );
+            served.push((*uuid, (shown == mj).then_some(mj)));
+        }
+        self.served.lock().unwrap().push(served);
+        text
+    }
+
+    /// The joules the pages served say: each GPU's growth between two
+    /// pages in a row that both show it, a spiked sample skipped.
+    fn truth(&self) -> f64 {
+        let served = self.served.lock().unwrap();
+        let mut last: BTreeMap<&str, f64> = BTreeMap::new();
+        let mut joules = 0.0;
+        for page in served.iter() {
+            let mut now = BTreeMap::new();
+            for (uuid, mj) in page {
+                match mj {
+                    Some(mj) => {
+                        if let Some(before) = last.get(uuid) {
+                            joules += (mj - before) / 1000.0;
+                        }
+                        now.insert(*uuid, *mj);
+                    }
+                    // Skipped: the baseline stays.
+                    None => {
+                        if let Some(before) = last.get(uuid) {
+                            now.insert(*uuid, *before);
+                        }
+                    }
+                }
+            }
+            last = now;
+        }
+        joules
+    }
+}
+
+/// A page whose GPU set grows from 2 to 4 (the 2 joining with years of
+/// lifetime energy) and shrinks back, with one implausible sample in
+/// between: the joules counted are the page's own growth, no GPU's
+/// lifetime, and neither a GPU that leaves nor the bad sample counts as a
+/// reset; the bad sample is counted apart, and the parts add up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn energy_is_counted_per_gpu_as_the_set_grows_and_shrinks() {
+    let dcgm = Arc::new(Dcgm {
+        began: Instant::now(),
+        set: std::sync::Mutex::new(vec![("GPU-a", 1e9), ("GPU-b", 3e9)]),
+        spike: false.into(),
+        frozen: std::sync::Mutex::new(None),
+        served: std::sync::Mutex::default(),
+    });
+    let made = dcgm.clone();
+    let page = serve_made(move || made.page()).await;
+    let sim = start_sim(schedule(5, 5, 3)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = load_file(
+        dir.path(),
+        &format!(
+            "scrape: {{interval: 100ms, timeout: 80ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    gpu_metrics: http://{page}/metrics\n"
+        ),
+    );
+    let proxy = start(config).await;
+    let phase = Duration::from_millis(1200);
+    tokio::time::sleep(phase).await;
+    dcgm.set
+        .lock()
+        .unwrap()
+        .extend([("GPU-c", 9e15), ("GPU-d", 7e15)]);
+    let _ = load(proxy.proxy_addr, &[("a", 1, 3, &[])]).await;
+    tokio::time::sleep(phase / 2).await;
+    dcgm.spike.store(true, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(phase / 2).await;
+    dcgm.set.lock().unwrap().truncate(2);
+    tokio::time::sleep(phase).await;
+    // Counters frozen: later pages add nothing, so every page served is
+    // in the count once the scrapes in progress end.
+    *dcgm.frozen.lock().unwrap() = Some(dcgm.began.elapsed().as_secs_f64());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (_, s) = scrape(proxy.admin_addr).await;
+    let route = [("route", "chat")];
+    let truth = dcgm.truth();
+    // 200 W on 2 GPUs for about 4 s and on 2 more for about 1.2 s.
+    assert!(truth > 1_500.0 && truth < 2_500.0, "{truth}");
+    let joules = total(&s, "llm_gpu_energy_joules_total", &route);
+    assert_near(joules, truth, 0.02, "joules against the page's growth");
+    assert_eq!(total(&s, "tokenmeter_gpu_energy_resets_total", &route), 0.0);
+    assert_eq!(
+        total(
+            &s,
+            "tokenmeter_gpu_energy_implausible_samples_total",
+            &route
+        ),
+        1.0
+    );
+    let (parts, whole) = parts_and_total(&s, "chat", "energy_joules");
+    assert_near(parts, whole, 0.005, "joules' parts");
+    proxy.stop().await;
+}
+
+/// A page that refreshes its counters every 600 ms, scraped every 200 ms
+/// (as dcgm-exporter's 30 s collection under a 10 s scrape): tenant a's
+/// requests run just after each refresh, b's just before the next. Each
+/// GPU-second is worth the same joules whoever was in flight when the
+/// counter moved: both get 250 J a GPU-second, and the parts add up at
+/// every scrape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_refreshed_between_scrapes_charges_each_tenant_its_own_time() {
+    let began = Instant::now();
+    let refresh = 0.6;
+    let page = serve_made(move || {
+        let at = began.elapsed().as_secs_f64();
+        let refreshed = (at / refresh).floor() * refresh;
+        format!(
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu=\"0\",UUID=\"GPU-a\"}} {}\n",
+            5e9 + 250_000.0 * refreshed
+        )
+    })
+    .await;
+    let sim = start_sim(schedule(20, 10, 10)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = load_file(
+        dir.path(),
+        &format!(
+            "scrape: {{interval: 200ms, timeout: 150ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    gpu_metrics: http://{page}/metrics\n    tenant: {{header: x-tenant}}\n"
+        ),
+    );
+    let proxy = start(config).await;
+    let period = Duration::from_secs_f64(refresh);
+    for k in 2..14u32 {
+        let start = began + period * k;
+        tokio::time::sleep_until((start + Duration::from_millis(40)).into()).await;
+        request(proxy.proxy_addr, "a", &[]).await;
+        tokio::time::sleep_until((start + Duration::from_millis(380)).into()).await;
+        request(proxy.proxy_addr, "b", &[]).await;
+        let (_, s) = scrape(proxy.admin_addr).await;
+        let (parts, whole) = parts_and_total(&s, "chat", "energy_joules");
+        assert!(
+            (parts - whole).abs() <= 1e-6 * whole.max(1.0),
+            "{parts} against {whole}"
+        );
+    }
+    // Two refreshes later every request's joules are in.
+    tokio::time::sleep(period * 2).await;
+    let (_, s) = scrape(proxy.admin_addr).await;
+    let of = |name, tenant| total(&s, name, &[("route", "chat"), ("tenant", tenant)]);
+    for tenant in ["a", "b"] {
+        let seconds = of("llm_request_gpu_seconds_total", tenant);
+        let joules = of("llm_request_gpu_energy_joules_total", tenant);
+        assert!(seconds > 1.0, "{tenant}: {seconds}");
+        assert_near(
+            joules / seconds,
+            250.0,
+            0.05,
+            &format!("tenant {tenant}'s joules a GPU-second"),
+        );
+    }
     proxy.stop().await;
 }

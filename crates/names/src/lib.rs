@@ -623,12 +623,30 @@ pub const GPU_ENERGY_RESETS: Family = own(
     "tokenmeter_gpu_energy_resets_total",
     Counter,
     &["route"],
-    "Sums of the route's GPU energy counters that went back (a driver reload): the span before is not counted from them.",
+    "GPU energy counters of the route that went back (a driver reload): the span before has no energy from them.",
+);
+pub const GPU_ENERGY_IMPLAUSIBLE: Family = own(
+    "tokenmeter_gpu_energy_implausible_samples_total",
+    Counter,
+    &["route"],
+    "GPU energy counter samples of the route skipped as implausible: a growth above 5 kW per GPU since the counter last moved.",
+);
+pub const GPU_ENERGY_AWAITING: Family = domain(
+    "gpu_energy_awaiting_seconds",
+    Gauge,
+    &["route"],
+    "GPU-seconds of the route since its GPUs' energy counters last moved, whose joules are divided when they next move.",
+);
+pub const GPU_HOURLY_COST: Family = domain(
+    "gpu_hourly_cost",
+    Gauge,
+    &["route", "currency"],
+    "The price of one of the route's GPUs for an hour, as the configuration in force says.",
 );
 
 /// The families of chargeback: the route's GPU time, energy and money, and
 /// how they are divided (docs/metrics.md, "Chargeback").
-pub const CHARGEBACK: [Family; 16] = [
+pub const CHARGEBACK: [Family; 19] = [
     GPU_SECONDS,
     GPU_ENERGY,
     GPU_COST,
@@ -645,6 +663,9 @@ pub const CHARGEBACK: [Family; 16] = [
     GPU_IDLE_ENERGY,
     GPU_IDLE_COST,
     GPU_ENERGY_RESETS,
+    GPU_ENERGY_IMPLAUSIBLE,
+    GPU_ENERGY_AWAITING,
+    GPU_HOURLY_COST,
 ];
 pub const BUILD_INFO: Family = own(
     "tokenmeter_build_info",

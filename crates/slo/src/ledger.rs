@@ -20,6 +20,15 @@
 //! [`Ledger::snapshot`] closes, to rounding:
 //! `Σ charged by key + in flight + other replicas + idle = total`.
 //!
+//! Energy is read from each GPU's own counter (`energy.rs`), and a
+//! counter's growth belongs to the whole span since it last moved: it is
+//! divided among the parties by the GPU-seconds each accrued over that
+//! span (`epoch.rs`), so a page that refreshes its samples less often than
+//! it is scraped charges each party for its own time. Until the counters
+//! move, the GPU-seconds of the span await their joules
+//! ([`Totals::awaiting_energy`]); a request that ended in it gets its last
+//! joules then.
+//!
 //! Readings end when they go stale (three scrape intervals by the
 //! scraper's rule, passed in as `fresh_for`): the integration stops
 //! counting a rate at its reading's end without being told, so a page that
@@ -33,7 +42,15 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::ops::{Add, AddAssign, Sub};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+mod energy;
+mod epoch;
+
+pub use energy::MAX_WATTS_PER_GPU;
+use epoch::{Epoch, Finished};
 
 /// GPU-seconds, joules and money: what a stretch of time is worth, or what
 /// a request, idle time or the other replicas were charged.
@@ -91,16 +108,15 @@ pub enum Gpus {
     Scraped,
 }
 
-/// One reading of the route's GPU page, as the ledger needs it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GpuReading {
-    /// The selected GPUs.
-    pub count: usize,
-    /// The sum of their energy counters, millijoules, when every selected
-    /// GPU reports one.
+/// One selected GPU of a reading of the set's page, as the ledger needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSample {
+    /// What identifies the GPU on its page (its `UUID`, else its host and
+    /// index).
+    pub id: Arc<str>,
+    /// Its energy counter, millijoules since its driver loaded.
     pub energy_millijoules: Option<f64>,
-    /// The sum of their power usage, watts, when every selected GPU
-    /// reports it.
+    /// Its power usage, watts.
     pub power_watts: Option<f64>,
 }
 
@@ -117,8 +133,13 @@ pub struct Totals {
     pub other_replicas: Charge,
     /// No request in flight on the engine.
     pub idle: Charge,
-    /// Energy counter sums that went back.
+    /// GPU-seconds since the energy counters last moved, whose joules come
+    /// when they next move (0 without counters).
+    pub awaiting_energy: f64,
+    /// Energy counters that went back.
     pub energy_resets: u64,
+    /// Energy samples skipped as implausible.
+    pub implausible_samples: u64,
 }
 
 /// A rate in force until its reading goes stale (`None`: for good).
@@ -144,6 +165,7 @@ struct State<K> {
     /// Requests in flight on this replica.
     n: u64,
     gpus: Option<Until>,
+    /// The power of the GPUs without an energy counter.
     watts: Option<Until>,
     /// The engine's requests running and waiting, as last read.
     engine: Option<Until>,
@@ -151,18 +173,24 @@ struct State<K> {
     n_read: u64,
     /// Money per GPU-second.
     price: f64,
-    /// The previous energy counter sum and when it was read.
-    energy: Option<(f64, Instant)>,
-    /// The integral of `rate / D` while requests are in flight.
+    /// The GPUs' energy counters.
+    counters: energy::Counters,
+    /// The integral of `rate / D` while requests are in flight (its
+    /// joules those of the power usage alone).
     share: Charge,
     /// The sum of the marks of the requests in flight.
     marks: Charge,
+    /// The span since the energy counters last moved.
+    epoch: Epoch<K>,
+    /// The counters' joules of the requests in flight, over the spans
+    /// that ended.
+    finished: Finished,
     totals: Totals,
     /// What the requests that ended were charged, by key.
     by_key: HashMap<K, Charge>,
 }
 
-impl<K> State<K> {
+impl<K: Eq + Hash + Clone> State<K> {
     /// Integrates up to `t`, a piece at a time between the moments a
     /// reading goes stale.
     fn advance(&mut self, t: Instant) {
@@ -183,16 +211,23 @@ impl<K> State<K> {
             .scaled(span);
             let engine = self.engine_load();
             self.totals.total += rate;
-            if self.n > 0 {
+            let (others, idle) = if self.n > 0 {
                 let n = self.n as f64;
                 let d = n.max(engine);
                 self.share += rate.scaled(1.0 / d);
-                self.totals.other_replicas += rate.scaled(1.0 - n / d);
+                (1.0 - n / d, 0.0)
             } else if engine > 0.0 {
-                self.totals.other_replicas += rate;
+                (1.0, 0.0)
             } else {
-                self.totals.idle += rate;
-            }
+                (0.0, 1.0)
+            };
+            self.totals.other_replicas += rate.scaled(others);
+            self.totals.idle += rate.scaled(idle);
+            self.epoch.accrue(
+                rate.gpu_seconds,
+                others * rate.gpu_seconds,
+                idle * rate.gpu_seconds,
+            );
             self.at = end;
         }
     }
@@ -209,7 +244,26 @@ impl<K> State<K> {
     }
 
     fn in_flight(&self) -> Charge {
-        self.share.scaled(self.n as f64) - self.marks
+        let mut held = self.share.scaled(self.n as f64) - self.marks;
+        held.joules += self.finished.held();
+        held
+    }
+
+    /// Ends the span since the counters last moved, `joules` its energy:
+    /// divided among the parties by the GPU-seconds each accrued over it.
+    fn end_epoch(&mut self, joules: f64) {
+        let s = self.share.gpu_seconds;
+        let ended = self.epoch.end(s, joules, &mut self.finished);
+        for (key, j) in ended.requests {
+            self.by_key
+                .entry(key)
+                .or_insert_with(Charge::default)
+                .joules += j;
+            self.totals.charged.joules += j;
+        }
+        self.totals.other_replicas.joules += ended.other_replicas;
+        self.totals.idle.joules += ended.idle;
+        self.totals.total.joules += joules;
     }
 }
 
@@ -230,9 +284,11 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
             engine: None,
             n_read: 0,
             price: 0.0,
-            energy: None,
+            counters: energy::Counters::default(),
             share: Charge::default(),
             marks: Charge::default(),
+            epoch: Epoch::new(0.0, 0.0),
+            finished: Finished::default(),
             totals: Totals::default(),
             by_key: HashMap::new(),
         };
@@ -263,7 +319,10 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
                     until: None,
                 });
                 s.watts = None;
-                s.energy = None;
+                if s.counters.counting() {
+                    s.counters.clear();
+                    s.end_epoch(0.0);
+                }
             }
             // A fixed count becomes unknown until the page is read.
             Gpus::Scraped => {
@@ -274,35 +333,36 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
         }
     }
 
-    /// A reading of the route's GPU page at `at`, in force for `fresh_for`.
-    pub fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration) {
+    /// Starts every energy baseline afresh from `now` (the GPUs read are
+    /// another set): the span since the counters last moved has no joules.
+    pub fn restart_energy(&self, now: Instant) {
+        let mut s = self.state();
+        s.advance(now);
+        s.counters.clear();
+        s.end_epoch(0.0);
+    }
+
+    /// A reading of the route's GPUs at `at`, in force for `fresh_for`.
+    pub fn read_gpus(&self, at: Instant, gpus: &[GpuSample], fresh_for: Duration) {
         let mut s = self.state();
         s.advance(at);
         let until = Some(at + fresh_for);
         s.gpus = Some(Until {
-            value: reading.count as f64,
+            value: gpus.len() as f64,
             until,
         });
-        // The average power since the previous reading, while that one was
-        // still fresh; else, or after a reset, the power usage.
-        let mut watts = reading.power_watts;
-        if let Some(mj) = reading.energy_millijoules {
-            if let Some((before, then)) = s.energy
-                && at > then
-                && at.duration_since(then) <= fresh_for
-            {
-                if mj >= before {
-                    let span = at.duration_since(then).as_secs_f64();
-                    watts = Some((mj - before) / 1000.0 / span);
-                } else {
-                    s.totals.energy_resets += 1;
-                }
-            }
-            s.energy = Some((mj, at));
-        } else {
-            s.energy = None;
+        let was_counting = s.counters.counting();
+        let news = s.counters.read(at, gpus, fresh_for);
+        s.totals.energy_resets += news.resets;
+        s.totals.implausible_samples += news.implausible;
+        if news.moved {
+            s.end_epoch(news.joules);
+        } else if news.rebased || was_counting != s.counters.counting() {
+            // The span before has no known energy: it starts again here.
+            s.end_epoch(0.0);
         }
-        s.watts = watts
+        s.watts = news
+            .watts
             .filter(|w| w.is_finite() && *w >= 0.0)
             .map(|value| Until { value, until });
     }
@@ -328,9 +388,11 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
         s.n += 1;
         let mark = s.share;
         s.marks += mark;
+        let epoch = s.epoch.open(mark.gpu_seconds);
         Tab {
             ledger: Some(self.clone()),
             mark,
+            epoch,
         }
     }
 
@@ -344,20 +406,36 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     pub fn snapshot(&self, now: Instant) -> (Totals, Vec<(K, Charge)>) {
         let mut s = self.state();
         s.advance(now);
+        let awaiting = if s.counters.counting() {
+            s.epoch.gpu_seconds()
+        } else {
+            0.0
+        };
         let totals = Totals {
             in_flight: s.in_flight(),
+            awaiting_energy: awaiting,
             ..s.totals
         };
         let by_key = s.by_key.iter().map(|(k, c)| (k.clone(), *c)).collect();
         (totals, by_key)
     }
 
-    fn close(&self, now: Instant, mark: Charge, key: K) -> Charge {
+    fn close(&self, now: Instant, mark: Charge, epoch: &Arc<epoch::Cell>, key: K) -> Charge {
         let mut s = self.state();
         s.advance(now);
-        let charge = s.share - mark;
+        let mut charge = s.share - mark;
         s.n = s.n.saturating_sub(1);
         s.marks = s.marks - mark;
+        if s.n == 0 {
+            s.marks = Charge::default();
+        }
+        let share = s.share.gpu_seconds;
+        let State {
+            epoch: current,
+            finished,
+            ..
+        } = &mut *s;
+        charge.joules += current.close(epoch, mark.gpu_seconds, share, finished, &key);
         s.totals.charged += charge;
         *s.by_key.entry(key).or_default() += charge;
         charge
@@ -367,16 +445,16 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
 /// What a route's scrapes tell its ledger, whatever its requests are
 /// charged under: the scraper holds it without knowing the key.
 pub trait Reader: Send + Sync + std::fmt::Debug {
-    /// A reading of the route's GPU page at `at`, in force for `fresh_for`.
-    fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration);
+    /// A reading of the route's GPUs at `at`, in force for `fresh_for`.
+    fn read_gpus(&self, at: Instant, gpus: &[GpuSample], fresh_for: Duration);
     /// The engine's requests running and waiting at `at` (`None`: not
     /// known), in force for `fresh_for`.
     fn read_engine(&self, at: Instant, load: Option<f64>, fresh_for: Duration);
 }
 
 impl<K: Eq + Hash + Clone + Default + Send + std::fmt::Debug> Reader for Ledger<K> {
-    fn read_gpus(&self, at: Instant, reading: GpuReading, fresh_for: Duration) {
-        Ledger::read_gpus(self, at, reading, fresh_for);
+    fn read_gpus(&self, at: Instant, gpus: &[GpuSample], fresh_for: Duration) {
+        Ledger::read_gpus(self, at, gpus, fresh_for);
     }
 
     fn read_engine(&self, at: Instant, load: Option<f64>, fresh_for: Duration) {
@@ -389,13 +467,17 @@ impl<K: Eq + Hash + Clone + Default + Send + std::fmt::Debug> Reader for Ledger<
 pub struct Tab<K: Eq + Hash + Clone + Default> {
     ledger: Option<Arc<Ledger<K>>>,
     mark: Charge,
+    /// The span of the energy counters it opened in.
+    epoch: Arc<epoch::Cell>,
 }
 
 impl<K: Eq + Hash + Clone + Default> Tab<K> {
-    /// Ends the request at `now`, charged under `key`: what it is charged.
+    /// Ends the request at `now`, charged under `key`: what it is charged
+    /// so far (the joules of its time since the counters last moved come
+    /// to its key when they next move).
     pub fn close(mut self, now: Instant, key: K) -> Charge {
         match self.ledger.take() {
-            Some(ledger) => ledger.close(now, self.mark, key),
+            Some(ledger) => ledger.close(now, self.mark, &self.epoch, key),
             None => Charge::default(),
         }
     }
@@ -406,7 +488,7 @@ impl<K: Eq + Hash + Clone + Default> Tab<K> {
 impl<K: Eq + Hash + Clone + Default> Drop for Tab<K> {
     fn drop(&mut self) {
         if let Some(ledger) = self.ledger.take() {
-            ledger.close(Instant::now(), self.mark, K::default());
+            ledger.close(Instant::now(), self.mark, &self.epoch, K::default());
         }
     }
 }

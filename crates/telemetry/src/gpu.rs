@@ -80,6 +80,21 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// What identifies the GPU (or MIG instance) on its page: its `UUID`,
+    /// else its `Hostname` and `gpu` index, with its `GPU_I_ID` under MIG.
+    pub fn identity(&self) -> String {
+        let get = |name| self.label(name).unwrap_or("");
+        let mut id = match self.label("UUID").filter(|u| !u.is_empty()) {
+            Some(uuid) => uuid.to_owned(),
+            None => format!("{}:{}", get("Hostname"), get("gpu")),
+        };
+        if let Some(instance) = self.label("GPU_I_ID").filter(|i| !i.is_empty()) {
+            id.push('/');
+            id.push_str(instance);
+        }
+        id
+    }
+
     /// The value of label `name`, if the GPU's samples have it.
     pub fn label(&self, name: &str) -> Option<&str> {
         self.labels
@@ -161,8 +176,19 @@ impl Spread {
     }
 }
 
+/// One selected GPU's energy figures, as a ledger reads them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuEnergy {
+    /// [`Gpu::identity`].
+    pub id: String,
+    /// `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, millijoules.
+    pub energy_millijoules: Option<f64>,
+    /// `DCGM_FI_DEV_POWER_USAGE`, watts.
+    pub power_watts: Option<f64>,
+}
+
 /// The selected GPUs of one route, aggregated.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuAggregate {
     /// GPUs selected.
     pub count: usize,
@@ -171,13 +197,10 @@ pub struct GpuAggregate {
     pub graphics_engine_active: Spread,
     pub sm_active: Spread,
     pub dram_active: Spread,
-    /// The sum of the GPUs' energy counters, millijoules, when every
-    /// selected GPU reports one (a sum over some would fall and rise as
-    /// they come and go).
-    pub energy_millijoules: Option<f64>,
-    /// The sum of the GPUs' power usage, watts, when every selected GPU
-    /// reports it.
-    pub power_watts: Option<f64>,
+    /// Each selected GPU's energy counter and power, by identity: a
+    /// ledger follows each counter on its own (a sum over the set would
+    /// jump as GPUs come and go).
+    pub energy: Vec<GpuEnergy>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,18 +310,14 @@ pub fn read_gpus(page: &Page) -> GpuReading {
 impl GpuReading {
     /// The selected GPUs, aggregated.
     pub fn aggregate(&self, selector: &GpuSelector) -> GpuAggregate {
-        let selected: Vec<&GpuFigures> = self
+        let gpus: Vec<&Gpu> = self
             .gpus
             .iter()
             .filter(|gpu| selector.matches(gpu))
-            .map(|gpu| &gpu.figures)
             .collect();
+        let selected: Vec<&GpuFigures> = gpus.iter().map(|gpu| &gpu.figures).collect();
         let spread = |get: fn(&GpuFigures) -> Option<f64>| {
             Spread::of(selected.iter().filter_map(|f| get(f)))
-        };
-        // Summed only when every selected GPU has it.
-        let sum = |get: fn(&GpuFigures) -> Option<f64>| {
-            selected.iter().map(|f| get(f)).sum::<Option<f64>>()
         };
         GpuAggregate {
             count: selected.len(),
@@ -307,8 +326,14 @@ impl GpuReading {
             graphics_engine_active: spread(|f| f.graphics_engine_active),
             sm_active: spread(|f| f.sm_active),
             dram_active: spread(|f| f.dram_active),
-            energy_millijoules: sum(|f| f.energy_millijoules).filter(|_| !selected.is_empty()),
-            power_watts: sum(|f| f.power_watts).filter(|_| !selected.is_empty()),
+            energy: gpus
+                .iter()
+                .map(|gpu| GpuEnergy {
+                    id: gpu.identity(),
+                    energy_millijoules: gpu.figures.energy_millijoules,
+                    power_watts: gpu.figures.power_watts,
+                })
+                .collect(),
         }
     }
 }
@@ -369,24 +394,34 @@ DCGM_FI_DEV_GPU_UTIL 50
     }
 
     #[test]
-    fn energy_and_power_are_summed_only_over_gpus_that_all_report_them() {
+    fn each_selected_gpu_keeps_its_own_energy_figures_by_identity() {
         let r = read(
             r#"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",UUID="a"} 1000
 DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="1",UUID="b"} 2500
 DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="a"} 250.5
 DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="b"} 9223372036854775794
-DCGM_FI_DEV_POWER_USAGE{gpu="2",UUID="c"} 100
+DCGM_FI_DEV_POWER_USAGE{gpu="2",Hostname="n1"} 100
+DCGM_FI_DEV_POWER_USAGE{gpu="3",UUID="d",GPU_I_ID="2"} 50
 "#,
         );
         assert_eq!(r.refused, 1, "a blank power");
         let first_two = GpuSelector::all().with(GpuLabel::Gpu, ["0".to_owned(), "1".to_owned()]);
         let two = r.aggregate(&first_two);
-        assert_eq!(two.energy_millijoules, Some(3500.0));
-        assert_eq!(two.power_watts, None, "GPU 1's power is blank");
+        let energy = |id: &str, mj, w| GpuEnergy {
+            id: id.to_owned(),
+            energy_millijoules: mj,
+            power_watts: w,
+        };
+        assert_eq!(
+            two.energy,
+            [
+                energy("a", Some(1000.0), Some(250.5)),
+                energy("b", Some(2500.0), None)
+            ]
+        );
         let all = r.aggregate(&GpuSelector::all());
-        assert_eq!(all.energy_millijoules, None, "GPU 2 has no counter");
-        let zero = GpuSelector::all().with(GpuLabel::Gpu, ["0".to_owned()]);
-        assert_eq!(r.aggregate(&zero).power_watts, Some(250.5));
+        let ids: Vec<&str> = all.energy.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "d/2", "n1:2"]);
     }
 
     #[test]

@@ -24,6 +24,6 @@ pub mod parse;
 
 pub use engine::{EngineFigures, EngineReading, ModelReading, Server, detect, read_engine};
 pub use gpu::{
-    Gpu, GpuAggregate, GpuFigures, GpuLabel, GpuReading, GpuSelector, Spread, read_gpus,
+    Gpu, GpuAggregate, GpuEnergy, GpuFigures, GpuLabel, GpuReading, GpuSelector, Spread, read_gpus,
 };
 pub use parse::{Limits, MetricType, Page, ParseError, Sample, Syntax, parse};

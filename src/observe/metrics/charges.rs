@@ -1,28 +1,34 @@
 //! Chargeback: each route's GPU time, energy and money, divided among its
 //! requests by their share of the batch (docs/metrics.md, "Chargeback").
 //!
-//! The owner keeps a ledger (`slo::ledger`) per route that has GPUs, by
-//! route name across reloads, so that a reload neither loses nor repeats
-//! what was counted. What a configuration says of its routes' GPUs and
-//! prices is its [`ChargePlan`], made with the snapshot of that
-//! configuration and held by it ([`Charges::plan`]); when the snapshot
-//! goes in force, its plan is applied to the ledgers from that moment on
-//! ([`Charges::apply`]). A request of a route with GPUs opens a tab in the
-//! plan of the snapshot it started under when it is counted in flight,
-//! and closes it when it ends, under its labels and verdict ([`Bill`]);
-//! the route's scrapes tell its ledger the GPUs, power and engine load
-//! ([`Charges::reader`]). Every family is read from one
-//! snapshot of each ledger when the exposition asks, so that at every
-//! scrape the requests' charges, the in-flight share, the other replicas'
-//! and idle add up to the route's total.
+//! The ledgers (`slo::ledger`) are held by the snapshot in force: what a
+//! configuration says of its routes' GPUs and prices is its
+//! [`ChargePlan`], made by `InForce::build` with a ledger per route that
+//! has GPUs, each carried over from the previous snapshot's plan when the
+//! route had one there (so that a reload neither loses nor repeats what
+//! was counted), else new. A plan is applied to the ledgers it carries
+//! over ([`ChargePlan::apply`]) as the last step of its snapshot's build,
+//! after everything that can fail: a build that fails leaves every ledger
+//! as it was, and its new ledgers are never seen. A request of a route
+//! with GPUs opens a tab in the plan of the snapshot it started under when
+//! it is counted in flight, and closes it when it ends, under its labels
+//! and verdict ([`Bill`]); the route's scrapes tell its ledger the GPUs,
+//! their energy and the engine's load ([`ChargePlan::reader`]).
+//!
+//! The families are filled, at each exposition, from one snapshot of each
+//! ledger of the plan in force ([`Charges::refresh`], as the engines'
+//! figures are), so that at every scrape the requests' charges, the
+//! in-flight share, the other replicas' and idle add up to the route's
+//! total. The cost families carry the currency of the first plan: a
+//! change of `cost.currency` applies at the next start.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{CounterVec, GaugeVec, Opts};
+use tokio::time::Instant;
 
 use super::engines::FixedGpus;
 use super::register::Register;
@@ -32,26 +38,25 @@ mod report;
 
 use book::{Book, ChargeKey, Shown};
 
-use crate::config::Config;
+use crate::config::{Config, GpuSelect, Route};
 use crate::observe::labels::Labels;
 use crate::observe::request::Charged;
 use names::Family;
 pub use report::{ChargebackReport, render_text};
 use slo::ledger::{Charge, Gpus, Ledger, Reader, Tab};
 
-/// The ledgers of the routes with GPUs, and their families.
+/// The chargeback's families and the points of its windows.
 pub(super) struct Charges {
-    /// Every route that has had GPUs, by name, kept across reloads.
-    books: Mutex<HashMap<Arc<str>, Arc<Book>>>,
     families: Families,
+    /// The families as the last exposition filled them.
+    filled: Mutex<Vec<MetricFamily>>,
     /// Points of the ledgers' counts, for the windows of `/slo`.
     history: Mutex<report::History>,
 }
 
-/// The families, made anew from the ledgers at each exposition.
+/// The families' descriptions, made once.
 struct Families {
     namespace: String,
-    /// Made once for their descriptions.
     template: Vec<Vec<Desc>>,
 }
 
@@ -62,6 +67,8 @@ pub struct ChargePlan {
     routes: Arc<HashMap<Arc<str>, Planned>>,
     /// The routes with `gpus: N`, by name: their GPUs, counted.
     fixed: Arc<[FixedGpus]>,
+    /// The currency of every cost family.
+    currency: Option<Arc<str>>,
 }
 
 /// One route of a [`ChargePlan`].
@@ -69,10 +76,79 @@ struct Planned {
     book: Arc<Book>,
     gpus: Gpus,
     price: Option<f64>,
-    shown: Arc<Shown>,
+    /// The GPU page and selection its energy is read from.
+    page: Option<(String, GpuSelect)>,
 }
 
 impl ChargePlan {
+    /// What `config` says of its routes with GPUs, each with a ledger:
+    /// `previous`'s of the same route, else a new one made at `now`.
+    /// Nothing is changed: [`apply`](Self::apply) does that.
+    pub fn new(config: &Config, previous: Option<&ChargePlan>, now: Instant) -> Self {
+        // The cost families keep the currency they started with.
+        let currency = previous
+            .and_then(|p| p.currency.clone())
+            .unwrap_or_else(|| config.cost.currency.as_str().into());
+        let mut routes = HashMap::new();
+        for route in &config.routes {
+            let Some(gpus) = gpus_of(route) else {
+                continue;
+            };
+            let name: Arc<str> = route.name.as_str().into();
+            let carried = previous.and_then(|p| p.routes.get(&name));
+            let ledger = match carried {
+                Some(p) => p.book.ledger.clone(),
+                None => Arc::new(Ledger::new(now, gpus, route.gpu_hourly_cost)),
+            };
+            let book = Arc::new(Book {
+                route: name.clone(),
+                ledger,
+                shown: Shown {
+                    energy: route.gpu_metrics.is_some(),
+                    currency: route.gpu_hourly_cost.map(|_| currency.clone()),
+                    price: route.gpu_hourly_cost,
+                    fixed: route.gpus,
+                },
+            });
+            let page = route
+                .gpu_metrics
+                .as_ref()
+                .map(|m| (m.url.to_string(), route.gpu_select.clone()));
+            let planned = Planned {
+                book,
+                gpus,
+                price: route.gpu_hourly_cost,
+                page,
+            };
+            routes.insert(name, planned);
+        }
+        let mut fixed: Vec<_> = routes
+            .iter()
+            .filter_map(|(route, p)| Some((route.clone(), p.book.shown.fixed?)))
+            .collect();
+        fixed.sort();
+        ChargePlan {
+            routes: Arc::new(routes),
+            fixed: fixed.into(),
+            currency: Some(currency),
+        }
+    }
+
+    /// Puts the plan in force from `now` on, over `previous`: each ledger
+    /// carried over is told its route's GPUs and price, and starts its
+    /// energy baselines afresh when its GPU page or selection changed.
+    pub fn apply(&self, previous: Option<&ChargePlan>, now: Instant) {
+        for (name, p) in self.routes.iter() {
+            let Some(before) = previous.and_then(|prev| prev.routes.get(name)) else {
+                continue;
+            };
+            p.book.ledger.configure(now, p.gpus, p.price);
+            if before.page != p.page {
+                p.book.ledger.restart_energy(now);
+            }
+        }
+    }
+
     /// A tab for a request of `route` in flight from `now`, when the route
     /// has GPUs.
     pub fn open(&self, route: &str, now: Instant) -> Option<Bill> {
@@ -82,20 +158,40 @@ impl ChargePlan {
         let planned = self.routes.get(route)?;
         Some(Bill {
             tab: planned.book.ledger.open(now),
-            shown: planned.shown.clone(),
+            book: planned.book.clone(),
         })
+    }
+
+    /// What `route`'s scrapes tell its ledger, when the route has GPUs.
+    pub fn reader(&self, route: &str) -> Option<Arc<dyn Reader>> {
+        let ledger = self.routes.get(route)?.book.ledger.clone();
+        Some(ledger)
     }
 
     /// The routes with `gpus: N`, by name: their GPUs, counted.
     pub fn fixed_gpus(&self) -> &[FixedGpus] {
         &self.fixed
     }
+
+    /// Every book, in no order.
+    fn books(&self) -> Vec<Arc<Book>> {
+        self.routes.values().map(|p| p.book.clone()).collect()
+    }
+}
+
+/// Where `route`'s GPU count comes from, when it has GPUs.
+fn gpus_of(route: &Route) -> Option<Gpus> {
+    match (route.gpus, &route.gpu_metrics) {
+        (Some(n), _) => Some(Gpus::Fixed(n)),
+        (None, Some(_)) => Some(Gpus::Scraped),
+        (None, None) => None,
+    }
 }
 
 /// A request's tab in its route's ledger, and how its charge is shown.
 pub struct Bill {
     tab: Tab<ChargeKey>,
-    shown: Arc<Shown>,
+    book: Arc<Book>,
 }
 
 impl Bill {
@@ -108,10 +204,11 @@ impl Bill {
             good,
         };
         let charge = self.tab.close(now, key);
+        let shown = &self.book.shown;
         Charged {
             gpu_seconds: charge.gpu_seconds,
-            joules: self.shown.energy.then_some(charge.joules),
-            cost: self.shown.currency.is_some().then_some(charge.cost),
+            joules: shown.energy.then_some(charge.joules),
+            cost: shown.currency.is_some().then_some(charge.cost),
         }
     }
 }
@@ -120,117 +217,45 @@ impl Charges {
     pub(super) fn register(r: Register<'_>) -> Result<Arc<Self>, prometheus::Error> {
         let families = Families::new(r.namespace)?;
         let charges = Arc::new(Self {
-            books: Mutex::default(),
             families,
+            filled: Mutex::default(),
             history: Mutex::new(report::History::new(Instant::now())),
         });
         r.registry.register(Box::new(Registered(charges.clone())))?;
         Ok(charges)
     }
 
-    /// What `config` says of its routes with GPUs, each with its book
-    /// (made now if the route has none yet).
-    pub(super) fn plan(&self, config: &Config, now: Instant) -> ChargePlan {
-        let currency: Arc<str> = config.cost.currency.as_str().into();
-        let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut routes = HashMap::new();
-        for route in &config.routes {
-            let gpus = match (route.gpus, &route.gpu_metrics) {
-                (Some(n), _) => Gpus::Fixed(n),
-                (None, Some(_)) => Gpus::Scraped,
-                (None, None) => continue,
-            };
-            let book = book(&mut books, &route.name, now);
-            let shown = Arc::new(Shown {
-                energy: route.gpu_metrics.is_some(),
-                currency: route.gpu_hourly_cost.map(|_| currency.clone()),
-                fixed: route.gpus,
-            });
-            let planned = Planned {
-                book: book.clone(),
-                gpus,
-                price: route.gpu_hourly_cost,
-                shown,
-            };
-            routes.insert(book.route.clone(), planned);
-        }
-        let mut fixed: Vec<_> = routes
-            .iter()
-            .filter_map(|(route, p)| Some((route.clone(), p.shown.fixed?)))
-            .collect();
-        fixed.sort();
-        ChargePlan {
-            routes: Arc::new(routes),
-            fixed: fixed.into(),
-        }
-    }
-
-    /// Puts `plan` in force from `now` on: each of its routes' ledgers told
-    /// its GPUs and price. A route that no longer has GPUs keeps its
-    /// ledger, with no GPUs, so that its counters go on if they come back.
-    pub(super) fn apply(&self, plan: &ChargePlan, now: Instant) {
-        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        for (name, book) in books.iter() {
-            match plan.routes.get(name) {
-                Some(p) => {
-                    book.ledger.configure(now, p.gpus, p.price);
-                    book.shown.store(p.shown.clone());
+    /// Fills the families from `plan`'s ledgers (the snapshot in force's)
+    /// at `now`, for the exposition that follows.
+    pub(super) fn refresh(&self, plan: Option<&ChargePlan>, now: Instant) {
+        let filled = match Made::new(&self.families.namespace) {
+            Ok(made) => {
+                for book in plan.map(ChargePlan::books).unwrap_or_default() {
+                    made.book(&book, now);
                 }
-                // The routes that went: no GPUs from now on; their series
-                // stay as they were.
-                None => book.ledger.configure(now, Gpus::Fixed(0), None),
+                made.all()
+                    .into_iter()
+                    .flat_map(|c| c.collect())
+                    .filter(|f| !f.get_metric().is_empty())
+                    .collect()
             }
-        }
+            Err(_) => Vec::new(),
+        };
+        *self.filled.lock().unwrap_or_else(PoisonError::into_inner) = filled;
     }
 
-    /// Every book, in no order.
-    fn books(&self) -> Vec<Arc<Book>> {
-        let books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        books.values().cloned().collect()
-    }
-
-    /// Takes a point of the ledgers for the windows, when one is due.
-    fn tick(&self, books: &[Arc<Book>], now: Instant) {
+    /// Every route of `plan` (the snapshot in force's): its GPU time,
+    /// energy and money over the live windows, and who was charged them.
+    pub(super) fn report(&self, plan: Option<&ChargePlan>, now: Instant) -> ChargebackReport {
+        let books = plan.map(ChargePlan::books).unwrap_or_default();
         let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
-        history.tick(books, now);
-    }
-
-    /// Every route's GPU time, energy and money over the live windows, and
-    /// who was charged them.
-    pub(super) fn report(&self, now: Instant) -> ChargebackReport {
-        let books = self.books();
-        self.tick(&books, now);
-        let history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        history.tick(&books, now);
         history.report(&books, now)
     }
-
-    /// What `route`'s scrapes tell its ledger, made now if the route has
-    /// none yet (its scrapes may start before its configuration is in
-    /// force).
-    pub(super) fn reader(&self, route: &str) -> Arc<dyn Reader> {
-        let mut books = self.books.lock().unwrap_or_else(PoisonError::into_inner);
-        book(&mut books, route, Instant::now()).ledger.clone()
-    }
-}
-
-/// `route`'s book, made at `now` with GPUs from its page and no price if it
-/// has none yet.
-fn book(books: &mut HashMap<Arc<str>, Arc<Book>>, route: &str, now: Instant) -> Arc<Book> {
-    if let Some(book) = books.get(route) {
-        return book.clone();
-    }
-    let route: Arc<str> = route.into();
-    let book = Arc::new(Book {
-        route: route.clone(),
-        ledger: Arc::new(Ledger::new(now, Gpus::Scraped, None)),
-        shown: arc_swap::ArcSwap::default(),
-    });
-    books.insert(route, book.clone());
-    book
 }
 
 /// The families' order in [`Families::template`] and at each collection.
-const FAMILIES: [Family; 16] = names::CHARGEBACK;
+const FAMILIES: [Family; 19] = names::CHARGEBACK;
 
 impl Families {
     fn new(namespace: &str) -> Result<Self, prometheus::Error> {
@@ -322,7 +347,7 @@ impl Made {
     fn book(&self, book: &Book, now: Instant) {
         use names::*;
         let (totals, by_key) = book.ledger.snapshot(now);
-        let shown = book.shown.load();
+        let shown = &book.shown;
         let route = &*book.route;
         self.part(
             [GPU_SECONDS, GPU_ENERGY, GPU_COST],
@@ -346,6 +371,12 @@ impl Made {
         self.part(idle, route, totals.idle, &shown);
         if shown.energy {
             self.set(GPU_ENERGY_RESETS, &[route], totals.energy_resets as f64);
+            let implausible = totals.implausible_samples as f64;
+            self.set(GPU_ENERGY_IMPLAUSIBLE, &[route], implausible);
+            self.set(GPU_ENERGY_AWAITING, &[route], totals.awaiting_energy);
+        }
+        if let (Some(currency), Some(price)) = (&shown.currency, shown.price) {
+            self.set(GPU_HOURLY_COST, &[route, currency], price);
         }
         for (key, charge) in by_key {
             let good = if key.good { "true" } else { "false" };
@@ -362,7 +393,7 @@ impl Made {
     }
 }
 
-/// The owner as the registry holds it.
+/// The owner as the registry holds it: the families as last filled.
 struct Registered(Arc<Charges>);
 
 impl Collector for Registered {
@@ -371,21 +402,8 @@ impl Collector for Registered {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let charges = &self.0;
-        let Ok(made) = Made::new(&charges.families.namespace) else {
-            return Vec::new();
-        };
-        let now = Instant::now();
-        let books = charges.books();
-        charges.tick(&books, now);
-        for book in &books {
-            made.book(book, now);
-        }
-        made.all()
-            .into_iter()
-            .flat_map(|c| c.collect())
-            .filter(|f| !f.get_metric().is_empty())
-            .collect()
+        let filled = self.0.filled.lock().unwrap_or_else(PoisonError::into_inner);
+        filled.clone()
     }
 }
 

@@ -407,11 +407,14 @@ pub type FixedGpus = (Arc<str>, u32);
 
 /// The engines and GPUs of the snapshot in force, as the exposition and
 /// `/slo` read them: the latest readings of its scrapes (`None` when no
-/// route names a page), and the routes whose GPUs it counts.
+/// route names a page), the routes whose GPUs it counts, and the ledgers
+/// of its routes with GPUs.
 #[derive(Clone, Copy, Default)]
 pub struct EngineSources<'a> {
     pub readings: Option<&'a Readings>,
     pub fixed: &'a [FixedGpus],
+    /// Its ledgers, whose families the exposition fills.
+    pub charges: Option<&'a super::ChargePlan>,
 }
 
 impl GpuView {

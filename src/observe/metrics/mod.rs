@@ -150,9 +150,10 @@ impl Metrics {
     }
 
     /// Every route's GPU time, energy and money over the live windows, and
-    /// who was charged them, for `/slo` and the live page.
-    pub fn chargeback(&self) -> ChargebackReport {
-        self.charges.report(std::time::Instant::now())
+    /// who was charged them, for `/slo` and the live page: the routes of
+    /// `engines.charges` (the snapshot in force's).
+    pub fn chargeback(&self, engines: EngineSources<'_>) -> ChargebackReport {
+        self.charges.report(engines.charges, Instant::now())
     }
 
     /// The routes' engine and GPU figures of `engines` (those of the
@@ -167,23 +168,6 @@ impl Metrics {
     /// the live windows' classes. Called at start and on every reload.
     pub fn set_slo_targets(&self, classes: &[SloClass]) {
         self.windows.set_classes(classes);
-    }
-
-    /// What `config` says of its routes' GPUs and prices, for the
-    /// snapshot of `config` (its requests open their tabs there).
-    pub fn charge_plan(&self, config: &crate::config::Config) -> ChargePlan {
-        self.charges.plan(config, std::time::Instant::now())
-    }
-
-    /// Puts the GPUs and prices of `plan` in force from `now` on: called
-    /// when its snapshot goes in force, at start and at each reload's swap.
-    pub fn apply_charges(&self, plan: &ChargePlan, now: std::time::Instant) {
-        self.charges.apply(plan, now);
-    }
-
-    /// What `route`'s scrapes tell its ledger, for a route with GPUs.
-    pub fn ledger_reader(&self, route: &str) -> Arc<dyn slo::ledger::Reader> {
-        self.charges.reader(route)
     }
 
     /// Counts a configuration reload; on success, `unix_time` is when the
@@ -252,6 +236,7 @@ impl Metrics {
     fn gather(&self, engines: EngineSources<'_>) -> Vec<prometheus::proto::MetricFamily> {
         let now = Instant::now();
         self.engines.refresh(engines.readings, engines.fixed, now);
+        self.charges.refresh(engines.charges, now);
         let _knees = self.windows.refresh(engines.readings, now);
         self.health.refresh();
         self.registry.gather()

@@ -75,14 +75,10 @@ fn a_stale_gpu_reading_stops_the_time_and_the_shares_at_once() {
     let fresh = secs(3.0);
     let a = ledger.open(t0);
     // No reading yet: nothing counted.
-    let reading = GpuReading {
-        count: 2,
-        energy_millijoules: None,
-        power_watts: None,
-    };
-    ledger.read_gpus(t0 + secs(1.0), reading, fresh);
+    let reading = gpus(&[("a", None, None), ("b", None, None)]);
+    ledger.read_gpus(t0 + secs(1.0), &reading, fresh);
     // Fresh until 4 s; the page goes away; read again at 10 s.
-    ledger.read_gpus(t0 + secs(10.0), reading, fresh);
+    ledger.read_gpus(t0 + secs(10.0), &reading, fresh);
     let charged = a.close(t0 + secs(11.0), 0);
     // 1..4 and 10..11 at 2 GPUs.
     assert!(close(charged.gpu_seconds, 8.0), "{charged:?}");
@@ -141,50 +137,161 @@ fn this_replicas_own_requests_move_the_engines_load_between_readings() {
     assert_closes(&t);
 }
 
+/// GPUs of a reading: (id, energy counter in mJ, power in W).
+fn gpus(list: &[(&str, Option<f64>, Option<f64>)]) -> Vec<GpuSample> {
+    list.iter()
+        .map(|&(id, energy_millijoules, power_watts)| GpuSample {
+            id: id.into(),
+            energy_millijoules,
+            power_watts,
+        })
+        .collect()
+}
+
+/// GPUs `ids` whose counters read `mj`.
+fn counters(ids: &[&str], mj: f64) -> Vec<GpuSample> {
+    let list: Vec<_> = ids.iter().map(|id| (*id, Some(mj), None)).collect();
+    gpus(&list)
+}
+
 #[test]
 fn energy_follows_the_counter_and_a_reset_is_not_a_negative() {
     let t0 = Instant::now();
     let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
     let fresh = secs(30.0);
-    let read = |at: f64, mj: f64| {
-        let reading = GpuReading {
-            count: 2,
-            energy_millijoules: Some(mj),
-            power_watts: None,
-        };
-        ledger.read_gpus(t0 + secs(at), reading, fresh);
-    };
+    let read =
+        |at: f64, mj: f64| ledger.read_gpus(t0 + secs(at), &counters(&["a", "b"], mj), fresh);
     read(0.0, 1_000_000.0);
     let a = ledger.open(t0);
-    // 500 W over 10 s: 5,000 J; from here on at 500 W.
-    read(10.0, 6_000_000.0);
-    let charged = a.close(t0 + secs(20.0), 0);
+    // 250 W a GPU over 10 s: 5,000 J, all a's (it was alone in flight).
+    read(10.0, 3_500_000.0);
+    let charged = a.close(t0 + secs(15.0), 0);
     assert!(close(charged.joules, 5_000.0), "{charged:?}");
-    // The driver reloads: the counter goes back; no power until the next pair.
-    read(20.0, 1_000.0);
+    // Its last 5 s await the counters' next move.
+    let t = ledger.totals(t0 + secs(15.0));
+    assert!(close(t.awaiting_energy, 10.0), "{t:?}");
+    read(20.0, 6_000_000.0);
+    let (t, by_key) = ledger.snapshot(t0 + secs(20.0));
+    assert!(close(by_key[0].1.joules, 7_500.0), "{by_key:?}");
+    assert!(close(t.idle.joules, 2_500.0), "{t:?}");
+    // The drivers reload: the counters go back; the span has no energy.
+    read(25.0, 1_000.0);
     let t = ledger.totals(t0 + secs(25.0));
-    assert_eq!(t.energy_resets, 1);
-    assert!(close(t.total.joules, 5_000.0), "{t:?}");
-    read(30.0, 2_001_000.0);
+    assert_eq!(t.energy_resets, 2, "one a GPU");
+    assert!(close(t.total.joules, 10_000.0), "{t:?}");
+    read(30.0, 1_001_000.0);
     let t = ledger.totals(t0 + secs(31.0));
     assert!(
-        close(t.total.joules, 5_000.0 + 200.0),
-        "200 W for 1 s: {t:?}"
+        close(t.total.joules, 10_000.0 + 2_000.0),
+        "200 W for 5 s on 2 GPUs: {t:?}"
     );
-    assert!(t.total.joules >= 0.0 && t.idle.joules >= 0.0);
+    assert_eq!(t.energy_resets, 2);
     assert_closes(&t);
+}
+
+#[test]
+fn a_gpu_that_joins_brings_no_lifetime_energy_and_one_that_leaves_is_no_reset() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
+    let fresh = secs(3.0);
+    // 100 W a GPU: 100,000 mJ a second; c and d have run for years.
+    let at = |s: f64, lifetime: f64| lifetime + 100_000.0 * s;
+    let read = |s: f64, ids: &[(&str, f64)]| {
+        let list: Vec<_> = ids
+            .iter()
+            .map(|&(id, life)| (id, Some(at(s, life)), None))
+            .collect();
+        ledger.read_gpus(t0 + secs(s), &gpus(&list), fresh);
+    };
+    let two = [("a", 0.0), ("b", 5e12)];
+    let four = [("a", 0.0), ("b", 5e12), ("c", 9e15), ("d", 7e15)];
+    for s in 0..=4 {
+        read(f64::from(s), &two);
+    }
+    // c and d join at 5 s: their first reading is their baseline.
+    for s in 5..=9 {
+        read(f64::from(s), &four);
+    }
+    // c and d leave.
+    for s in 10..=12 {
+        read(f64::from(s), &two);
+    }
+    let t = ledger.totals(t0 + secs(12.0));
+    // a and b: 12 s; c and d: 5 to 9 s.
+    let want = 100.0 * (2.0 * 12.0 + 2.0 * 4.0);
+    assert!(close(t.total.joules, want), "{t:?}");
+    assert_eq!(t.energy_resets, 0);
+    assert_eq!(t.implausible_samples, 0);
+    assert_closes(&t);
+}
+
+#[test]
+fn an_implausible_sample_is_skipped_and_counted() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
+    let fresh = secs(3.0);
+    let read = |s: f64, mj: f64| ledger.read_gpus(t0 + secs(s), &counters(&["a"], mj), fresh);
+    let a = ledger.open(t0);
+    read(0.0, 1e9);
+    read(1.0, 1e9 + 300_000.0);
+    // Under telemetry's cap of 1e17 mJ, far above 5 kW over 1 s.
+    read(2.0, 9e16);
+    read(3.0, 1e9 + 900_000.0);
+    let t = ledger.totals(t0 + secs(3.0));
+    assert_eq!(t.implausible_samples, 1);
+    assert!(close(t.total.joules, 900.0), "300 W for 3 s: {t:?}");
+    // The counter really jumps: twice implausible, then a new baseline
+    // (the span of the jump has no energy).
+    read(4.0, 5e16);
+    read(5.0, 5e16 + 10.0);
+    read(6.0, 5e16 + 300_010.0);
+    let t = ledger.totals(t0 + secs(6.0));
+    assert_eq!(t.implausible_samples, 3);
+    assert!(close(t.total.joules, 900.0 + 300.0), "{t:?}");
+    let charged = a.close(t0 + secs(6.0), 0);
+    assert!(close(charged.joules, 1_200.0), "{charged:?}");
+    assert_closes(&ledger.totals(t0 + secs(6.0)));
+}
+
+#[test]
+fn a_counter_refreshed_less_often_than_read_charges_each_its_own_time() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
+    let fresh = secs(3.0);
+    // 1 GPU at 250 W whose page refreshes every 3 s, read every second.
+    let mj = |s: u32| 250_000.0 * f64::from(s - s % 3);
+    ledger.read_gpus(t0, &counters(&["g"], mj(0)), fresh);
+    // a runs 0.5..2.5 s, just before the refresh at 3; b 3.5..5.5, after
+    // it; each is alone.
+    let mut a = Some(ledger.open(t0 + secs(0.5)));
+    let mut b = None;
+    for s in 1..=9 {
+        if s == 3 {
+            a.take().unwrap().close(t0 + secs(2.5), 1);
+        }
+        if s == 4 {
+            b = Some(ledger.open(t0 + secs(3.5)));
+        }
+        if s == 6 {
+            b.take().unwrap().close(t0 + secs(5.5), 2);
+        }
+        ledger.read_gpus(t0 + secs(f64::from(s)), &counters(&["g"], mj(s)), fresh);
+        assert_closes(&ledger.totals(t0 + secs(f64::from(s))));
+    }
+    let (_, by_key) = ledger.snapshot(t0 + secs(9.0));
+    let of = |k: u8| by_key.iter().find(|(key, _)| *key == k).unwrap().1;
+    for k in [1, 2] {
+        let c = of(k);
+        assert!(close(c.gpu_seconds, 2.0), "{c:?}");
+        assert!(close(c.joules / c.gpu_seconds, 250.0), "key {k}: {c:?}");
+    }
 }
 
 #[test]
 fn without_the_counter_the_power_usage_is_integrated() {
     let t0 = Instant::now();
     let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, None));
-    let reading = GpuReading {
-        count: 1,
-        energy_millijoules: None,
-        power_watts: Some(300.0),
-    };
-    ledger.read_gpus(t0, reading, secs(30.0));
+    ledger.read_gpus(t0, &gpus(&[("a", None, Some(300.0))]), secs(30.0));
     let t = ledger.totals(t0 + secs(2.0));
     assert!(close(t.idle.joules, 600.0), "{t:?}");
     assert_closes(&t);
@@ -238,12 +345,16 @@ fn the_sum_closes_at_every_step_of_a_random_day() {
             }
             3 => {
                 energy += next(1000) as f64 * 1000.0;
-                let reading = GpuReading {
-                    count: next(4) as usize,
-                    energy_millijoules: (next(5) > 0).then_some(energy),
-                    power_watts: Some(next(700) as f64),
-                };
-                ledger.read_gpus(now, reading, fresh);
+                let n = next(4) as usize;
+                let with_counter = next(5) > 0;
+                let list: Vec<GpuSample> = (0..n)
+                    .map(|i| GpuSample {
+                        id: ["a", "b", "c"][i % 3].into(),
+                        energy_millijoules: with_counter.then_some(energy),
+                        power_watts: Some(next(700) as f64),
+                    })
+                    .collect();
+                ledger.read_gpus(now, &list, fresh);
             }
             4 => ledger.read_engine(now, Some(next(8) as f64), fresh),
             _ => {}

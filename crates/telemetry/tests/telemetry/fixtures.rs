@@ -3,8 +3,8 @@
 //! every fixture cut at every byte offset.
 
 use telemetry::{
-    EngineFigures, GpuAggregate, GpuLabel, GpuSelector, Limits, Page, Server, Spread, parse,
-    read_engine, read_gpus,
+    EngineFigures, GpuAggregate, GpuEnergy, GpuLabel, GpuSelector, Limits, Page, Server, Spread,
+    parse, read_engine, read_gpus,
 };
 
 const FIXTURES: [&str; 9] = [
@@ -142,8 +142,18 @@ fn spread(mean: Option<f64>, max: Option<f64>, reporting: usize) -> Spread {
     }
 }
 
+/// A GPU's energy figures with its power alone.
+fn power(id: &str, watts: f64) -> GpuEnergy {
+    GpuEnergy {
+        id: id.to_owned(),
+        energy_millijoules: None,
+        power_watts: Some(watts),
+    }
+}
+
 fn assert_aggregate(got: GpuAggregate, want: GpuAggregate) {
     assert_eq!(got.count, want.count);
+    assert_eq!(got.energy, want.energy);
     for (name, g, w) in [
         ("util", got.utilization_percent, want.utilization_percent),
         ("fb", got.framebuffer_used_mib, want.framebuffer_used_mib),
@@ -185,8 +195,7 @@ fn dcgm_selects_the_gpus_of_a_route() {
             sm_active: spread(Some(0.887), Some(0.887), 1),
             dram_active: spread(Some(0.475), Some(0.503), 2),
             // The page has no energy counter; every GPU's power.
-            energy_millijoules: None,
-            power_watts: Some(61.823 + 61.823),
+            energy: vec![power(&uuid(1), 61.823), power(&uuid(2), 61.823)],
         },
     );
 
@@ -202,8 +211,7 @@ fn dcgm_selects_the_gpus_of_a_route() {
             graphics_engine_active: spread(Some(0.017), Some(0.034), 2),
             sm_active: spread(None, None, 0),
             dram_active: spread(Some(0.0055), Some(0.011), 2),
-            energy_millijoules: None,
-            power_watts: Some(61.823 + 61.823),
+            energy: vec![power(&uuid(3), 61.823), power(&uuid(4), 61.823)],
         },
     );
 
@@ -225,6 +233,13 @@ fn dcgm_without_profiling_fields_reports_them_unknown() {
             count: 2,
             utilization_percent: spread(Some(0.0), Some(0.0), 1),
             framebuffer_used_mib: spread(Some(11155.0), Some(22310.0), 2),
+            // Neither energy nor power on the page.
+            energy: ["52", "53"]
+                .map(|end| GpuEnergy {
+                    id: format!("GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e{end}"),
+                    ..GpuEnergy::default()
+                })
+                .into(),
             ..GpuAggregate::default()
         },
     );

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use slo::ledger::Ledger;
 
 /// What a request that ended is charged under: its labels but the route
@@ -16,20 +15,22 @@ pub struct ChargeKey {
     pub(super) good: bool,
 }
 
-/// How a route's figures are shown, as its configuration in force says.
+/// How a route's figures are shown, as its configuration says.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Shown {
     /// It has a GPU page, whose energy is read.
     pub(super) energy: bool,
     /// Its price's currency, when it is priced.
     pub(super) currency: Option<Arc<str>>,
+    /// Its `gpu_hourly_cost`, when it is priced.
+    pub(super) price: Option<f64>,
     /// Its `gpus`, when its GPUs are counted rather than read.
     pub(super) fixed: Option<u32>,
 }
 
-/// One route's ledger and how it is shown.
+/// One route's ledger and how a plan shows it.
 pub(super) struct Book {
     pub(super) route: Arc<str>,
     pub(super) ledger: Arc<Ledger<ChargeKey>>,
-    pub(super) shown: ArcSwap<Shown>,
+    pub(super) shown: Shown,
 }

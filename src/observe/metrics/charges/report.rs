@@ -14,7 +14,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde::Serialize;
 use slo::ledger::{Charge, Totals};
@@ -183,7 +185,7 @@ impl History {
     pub(super) fn report(&self, books: &[Arc<Book>], now: Instant) -> ChargebackReport {
         let mut routes = Vec::new();
         for book in books {
-            let shown = book.shown.load();
+            let shown = &book.shown;
             let current = counts(book, now);
             let windows = WINDOWS
                 .iter()

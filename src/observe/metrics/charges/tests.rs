@@ -66,18 +66,25 @@ fn owner() -> (Registry, Arc<Charges>) {
     (registry, charges)
 }
 
-/// The plan of `config`, put in force at `now`, as a snapshot's is.
-fn in_force(charges: &Charges, config: &Config, now: Instant) -> ChargePlan {
-    let plan = charges.plan(config, now);
-    charges.apply(&plan, now);
+/// The plan of `config`, replacing `previous`, put in force at `now`, as
+/// a snapshot's is.
+fn in_force(config: &Config, previous: Option<&ChargePlan>, now: Instant) -> ChargePlan {
+    let plan = ChargePlan::new(config, previous, now);
+    plan.apply(previous, now);
     plan
+}
+
+/// The exposition of `charges`' families from `plan` at `now`.
+fn scrape(registry: &Registry, charges: &Charges, plan: &ChargePlan, now: Instant) -> String {
+    charges.refresh(Some(plan), now);
+    exposition(registry)
 }
 
 #[test]
 fn a_routes_families_add_up_at_a_scrape() {
     let (registry, charges) = owner();
     let t0 = Instant::now();
-    let plan = in_force(&charges, &config(PRICED), t0);
+    let plan = in_force(&config(PRICED), None, t0);
     assert!(plan.open("plain", t0).is_none(), "no GPUs, no bill");
     let a = plan.open("chat", t0 + Duration::from_secs(10)).unwrap();
     let b = plan.open("chat", t0 + Duration::from_secs(20)).unwrap();
@@ -88,7 +95,7 @@ fn a_routes_families_add_up_at_a_scrape() {
     assert!((charged.cost.unwrap() - 0.03).abs() < 1e-12, "{charged:?}");
     assert_eq!(charged.joules, None, "no GPU page, no energy");
 
-    let text = exposition(&registry);
+    let text = scrape(&registry, &charges, &plan, t0 + Duration::from_secs(30));
     let route = r#"route="chat""#;
     let total = value(&text, "llm_gpu_seconds_total", route).unwrap();
     let idle = value(&text, "llm_gpu_idle_seconds_total", route).unwrap();
@@ -124,16 +131,13 @@ fn a_routes_families_add_up_at_a_scrape() {
     // for its time before it at the old price (10 s shared and 70 s alone
     // at 2 GPUs: 150 GPU-seconds) and no money after it.
     let reload = t0 + Duration::from_secs(100);
-    in_force(
-        &charges,
-        &config(&PRICED.replace("    gpu_hourly_cost: 3.6\n", "")),
-        reload,
-    );
+    let unpriced = config(&PRICED.replace("    gpu_hourly_cost: 3.6\n", ""));
+    let next = in_force(&unpriced, Some(&plan), reload);
     let lb = labels("chat", Some("team-b"));
     let charged = b.close(reload + Duration::from_secs(50), &lb, false);
     assert!((charged.gpu_seconds - 250.0).abs() < 1e-9, "{charged:?}");
     assert!((charged.cost.unwrap() - 0.15).abs() < 1e-12, "{charged:?}");
-    let text = exposition(&registry);
+    let text = scrape(&registry, &charges, &next, reload + Duration::from_secs(50));
     assert_eq!(
         value(
             &text,
@@ -151,13 +155,13 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
     let (_registry, charges) = owner();
     let t0 = Instant::now();
     let secs = Duration::from_secs;
-    let plan = in_force(&charges, &config(PRICED), t0);
+    let plan = in_force(&config(PRICED), None, t0);
     let a = plan.open("chat", t0).unwrap();
     let b = plan.open("chat", t0 + secs(5)).unwrap();
     a.close(t0 + secs(10), &labels("chat", Some("team-a")), true);
     b.close(t0 + secs(20), &labels("chat", Some("team-b")), false);
 
-    let report = charges.report(t0 + secs(30));
+    let report = charges.report(Some(&plan), t0 + secs(30));
     let w = &report.routes[0].windows[0];
     assert_eq!((report.routes[0].route.as_str(), w.window), ("chat", "1m"));
     assert_eq!(report.routes[0].currency.as_deref(), Some("EUR"));
@@ -180,8 +184,8 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
     assert_eq!(w.idle.joules, None, "no GPU page");
 
     // Later, a minute with nothing in flight: all idle, no tenant.
-    charges.report(t0 + secs(100));
-    let report = charges.report(t0 + secs(200));
+    charges.report(Some(&plan), t0 + secs(100));
+    let report = charges.report(Some(&plan), t0 + secs(200));
     let w = &report.routes[0].windows[0];
     assert!(
         (w.seconds - 100.0).abs() < 1e-9,

@@ -57,8 +57,7 @@ fn gpus(count: usize) -> Reading {
         sm_active: spread(0.3, 0.6),
         // A figure no GPU reports is unknown: no sample.
         dram_active: Spread::default(),
-        energy_millijoules: None,
-        power_watts: None,
+        energy: Vec::new(),
     })
 }
 
