@@ -539,7 +539,7 @@ pub const GPU_ENERGY: Family = domain(
     "gpu_energy_joules_total",
     Counter,
     &["route"],
-    "Energy of the route's GPUs, joules: their power (from DCGM's energy counter, else its power usage) integrated over time.",
+    "Energy of the route's GPUs, joules: each GPU's DCGM energy counter's growth, divided as it moves, else its power usage integrated over time.",
 );
 pub const GPU_COST: Family = domain(
     "gpu_cost_total",

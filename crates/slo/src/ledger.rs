@@ -49,7 +49,7 @@ use tokio::time::Instant;
 mod energy;
 mod epoch;
 
-pub use energy::MAX_WATTS_PER_GPU;
+pub use energy::{GpuSample, MAX_WATTS_PER_GPU};
 use epoch::{Epoch, Finished};
 
 /// GPU-seconds, joules and money: what a stretch of time is worth, or what
@@ -106,18 +106,6 @@ pub enum Gpus {
     Fixed(u32),
     /// `gpu_metrics`: the count of the latest fresh GPU reading.
     Scraped,
-}
-
-/// One selected GPU of a reading of the set's page, as the ledger needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuSample {
-    /// What identifies the GPU on its page (its `UUID`, else its host and
-    /// index).
-    pub id: Arc<str>,
-    /// Its energy counter, millijoules since its driver loaded.
-    pub energy_millijoules: Option<f64>,
-    /// Its power usage, watts.
-    pub power_watts: Option<f64>,
 }
 
 /// What the ledger has counted, read at one moment.

@@ -30,7 +30,6 @@ use prometheus::proto::MetricFamily;
 use prometheus::{CounterVec, GaugeVec, Opts};
 use tokio::time::Instant;
 
-use super::engines::FixedGpus;
 use super::register::Register;
 
 mod book;
@@ -44,6 +43,10 @@ use crate::observe::request::Charged;
 use names::Family;
 pub use report::{ChargebackReport, render_text};
 use slo::ledger::{Charge, Gpus, Ledger, Reader, Tab};
+
+/// A route with `gpus: N` (its name and N): its GPUs are counted, not
+/// read from a page.
+pub type FixedGpus = (Arc<str>, u32);
 
 /// The chargeback's families and the points of its windows.
 pub(super) struct Charges {

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use slo::live::Live;
 use telemetry::Spread;
 
+use super::charges::{ChargePlan, FixedGpus};
 use crate::scrape::{Page, Reading, Readings, Reason};
 
 use names::Family;
@@ -401,10 +402,6 @@ impl Engines {
     }
 }
 
-/// A route with `gpus: N` (its name and N): its GPUs are counted, not
-/// read from a page.
-pub type FixedGpus = (Arc<str>, u32);
-
 /// The engines and GPUs of the snapshot in force, as the exposition and
 /// `/slo` read them: the latest readings of its scrapes (`None` when no
 /// route names a page), the routes whose GPUs it counts, and the ledgers
@@ -414,7 +411,7 @@ pub struct EngineSources<'a> {
     pub readings: Option<&'a Readings>,
     pub fixed: &'a [FixedGpus],
     /// Its ledgers, whose families the exposition fills.
-    pub charges: Option<&'a super::ChargePlan>,
+    pub charges: Option<&'a ChargePlan>,
 }
 
 impl GpuView {

@@ -64,10 +64,12 @@ use health::Health;
 use register::Register;
 use windows::Windows;
 
-pub use charges::{Bill, ChargePlan, ChargebackReport, render_text as render_chargeback};
+pub use charges::{
+    Bill, ChargePlan, ChargebackReport, FixedGpus, render_text as render_chargeback,
+};
 pub use engines::{
-    EngineModelView, EngineSources, EngineView, FixedGpus, GpuView, MeanMax, PerGpuSecond,
-    RouteTelemetry, TelemetryReport,
+    EngineModelView, EngineSources, EngineView, GpuView, MeanMax, PerGpuSecond, RouteTelemetry,
+    TelemetryReport,
 };
 pub use exemplars::ExemplarId;
 use exemplars::Exemplified;

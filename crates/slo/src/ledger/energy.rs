@@ -22,7 +22,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::GpuSample;
+/// One selected GPU of a reading of the set's page, as the ledger needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSample {
+    /// What identifies the GPU on its page (its `UUID`, else its host and
+    /// index).
+    pub id: Arc<str>,
+    /// Its energy counter, millijoules since its driver loaded.
+    pub energy_millijoules: Option<f64>,
+    /// Its power usage, watts.
+    pub power_watts: Option<f64>,
+}
 
 /// No GPU draws more: a counter's growth above this many watts over the
 /// span since it last moved is an implausible sample.
