@@ -668,3 +668,52 @@ async fn a_counter_refreshed_between_scrapes_charges_each_tenant_its_own_time() 
     }
     proxy.stop().await;
 }
+
+/// A reload to a configuration that is valid but cannot be put in force
+/// (a GPU page whose host is no TLS server name, so its scrape cannot
+/// start): no series of its new route appears, and the running route's
+/// price stays.
+#[tokio::test]
+async fn a_configuration_that_fails_to_build_adds_no_series_and_changes_no_ledger() {
+    let sim = start_sim(schedule(5, 5, 3)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let chat = format!(
+        "routes:\n  - name: chat\n    upstream: http://{sim}\n    gpus: 1\n    gpu_hourly_cost: 3600\n"
+    );
+    let config = load_file(dir.path(), &chat);
+    let path = dir.path().join("main.yaml");
+    let proxy: Running = tokenmeter::app::start_with(
+        config,
+        Some(ConfigSource {
+            path: path.clone(),
+            overrides: overrides(),
+            watch: false,
+        }),
+        None,
+    )
+    .await
+    .unwrap();
+    let broken = chat.replace("3600", "7200").replace(
+        "routes:\n",
+        &format!(
+            "routes:\n  - name: other\n    match: {{path_prefix: /other/}}\n    upstream: http://{sim}\n    gpu_metrics: https://a..b/metrics\n    gpu_hourly_cost: 1\n"
+        ),
+    );
+    std::fs::write(&path, broken).unwrap();
+    let failed = proxy.reload().await.unwrap_err();
+    assert_eq!(failed.kind(), "scrape", "{failed}");
+    let read = |s: &[Sample]| {
+        (
+            total(s, "llm_gpu_seconds_total", &[("route", "chat")]),
+            total(s, "llm_gpu_cost_total", &[("route", "chat")]),
+        )
+    };
+    let (_, before) = scrape(proxy.admin_addr).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (text, after) = scrape(proxy.admin_addr).await;
+    assert!(!text.contains(r#"route="other""#), "{text}");
+    let ((s0, c0), (s1, c1)) = (read(&before), read(&after));
+    // Still one a GPU-second.
+    assert_near(c1 - c0, s1 - s0, 1e-6, "cost at the running price");
+    proxy.stop().await;
+}

@@ -201,3 +201,30 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
         "{text}"
     );
 }
+
+#[test]
+fn a_reload_never_relabels_the_cost_with_another_currency() {
+    let (registry, charges) = owner();
+    let t0 = Instant::now();
+    let plan = in_force(&config(PRICED), None, t0);
+    let reload = t0 + Duration::from_secs(10);
+    let usd = config(&PRICED.replace("cost: {currency: EUR}\n", ""));
+    assert_eq!(usd.cost.currency, "USD");
+    let next = in_force(&usd, Some(&plan), reload);
+    let text = scrape(&registry, &charges, &next, reload + Duration::from_secs(10));
+    let eur = value(
+        &text,
+        "llm_gpu_cost_total",
+        r#"currency="EUR",route="chat""#,
+    )
+    .unwrap();
+    // 20 s at 2 GPUs, 0.001 EUR a GPU-second: the whole history under EUR.
+    assert!((eur - 0.04).abs() < 1e-12, "{text}");
+    assert!(!text.contains(r#"currency="USD""#), "{text}");
+    let price = value(
+        &text,
+        "llm_gpu_hourly_cost",
+        r#"currency="EUR",route="chat""#,
+    );
+    assert_eq!(price, Some(3.6), "{text}");
+}
