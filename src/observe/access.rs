@@ -130,6 +130,9 @@ impl Entry {
         l.string("slo", Some(labels.slo()).filter(|slo| !slo.is_empty()));
         l.string("tenant", self.tenant.as_deref());
         l.plain("operation", labels.operation());
+        if f.turn != meter::Turn::None {
+            l.plain("turn", f.turn.as_str());
+        }
         l.string("response_model", s.response_model.as_deref());
         l.plain("method", self.method.as_str());
         l.plain("path", &self.path);
@@ -418,6 +421,7 @@ mod tests {
             route,
             api: meter::Api::OpenAi,
             model,
+            body: None,
             parts,
             client: "[::1]:41234".parse().unwrap(),
             trace,
@@ -448,6 +452,7 @@ mod tests {
     fn written(entry: &Entry, s: &Summary, slow_reader: bool, format: Format) -> Vec<u8> {
         let labels = labels();
         let finished = Finished {
+            turn: meter::Turn::None,
             summary: s,
             labels: &labels,
             judged: None,
@@ -697,6 +702,7 @@ mod tests {
         let labels = labels();
         let s = summary();
         let finished = Finished {
+            turn: meter::Turn::None,
             summary: &s,
             labels: &labels,
             judged: None,

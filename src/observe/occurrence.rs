@@ -35,6 +35,9 @@ pub enum Occurrence<'a> {
     /// reason its response gave (`x-llm-d-request-dropped-reason`, as
     /// sent: [`GatewayReasons`] bounds it).
     ShedByGateway { route: &'a str, reason: &'a [u8] },
+    /// The body of a metered request of `route`, of an API with
+    /// conversations, could not be read for its turn.
+    TurnUnread { route: &'a str },
 }
 
 /// One of the two listeners.

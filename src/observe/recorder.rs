@@ -163,6 +163,12 @@ impl Observers {
                 .get(REQUEST_ID_HEADER)
                 .and_then(|id| ExemplarId::request(id.as_bytes())),
         };
+        // Its kind of turn; a body of an API with conversations that could
+        // not be read is counted, under `none`.
+        let turn = r.body.map_or(meter::Turn::None, |b| b.turn);
+        if meter::has_conversations(r.api) && r.body.is_none_or(|b| b.unreadable) {
+            self.count(Occurrence::TurnUnread { route });
+        }
         let prometheus = self.metrics.request(&labels, exemplar);
         // Its load at arrival: counted in flight by route and model label
         // now, itself included, and the engine's figures where it is
@@ -204,6 +210,7 @@ impl Observers {
             in_flight: self.metrics.concurrency().clone(),
             place: Some(place),
             bill,
+            turn,
             stall_threshold: self.policy.stall_threshold,
             slow_reader_share: self.policy.slow_reader_share,
         }
@@ -255,6 +262,8 @@ pub struct RequestObserver {
     place: Option<Place>,
     /// Its tab in its route's GPU ledger, when the route has GPUs.
     bill: Option<Bill>,
+    /// Its kind of turn, from its body.
+    turn: meter::Turn,
     stall_threshold: Duration,
     slow_reader_share: f64,
 }
@@ -334,6 +343,7 @@ impl Recorder for RequestObserver {
             .map(|bill| bill.close(Instant::now(), &self.labels, good));
         let finished = Finished {
             summary,
+            turn: self.turn,
             labels: &self.labels,
             judged,
             charged,
@@ -388,6 +398,7 @@ mod tests {
             route: &ROUTE,
             api: Api::OpenAi,
             model: Some("m"),
+            body: None,
             parts,
             client: "127.0.0.1:1".parse().unwrap(),
             trace: None,

@@ -24,6 +24,8 @@ pub struct Started<'a> {
     pub api: Api,
     /// The model the request body named, if any.
     pub model: Option<&'a str>,
+    /// What its body told (its model and turn), when it was read whole.
+    pub body: Option<&'a meter::RequestFacts>,
     pub parts: &'a http::request::Parts,
     pub client: SocketAddr,
     /// The trace it belongs to, when it has one.
@@ -57,6 +59,8 @@ impl Gaps {
 /// Prometheus recorder, the live series, the access log, the OTLP export).
 pub struct Finished<'a> {
     pub summary: &'a Summary,
+    /// Its kind of turn, from its body.
+    pub turn: meter::Turn,
     /// Its labels, final.
     pub labels: &'a Labels,
     /// The class it was judged against and the verdict, when its `slo`

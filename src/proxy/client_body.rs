@@ -282,8 +282,9 @@ pub struct ReadAhead {
     /// The body's declared length, if any: beyond `max`, nothing is read
     /// ahead.
     pub content_length: Option<u64>,
-    /// Whether to read the body's `model`.
-    pub learn_model: bool,
+    /// The API whose request body is read for its `model` and turn, when
+    /// it is metered.
+    pub learn: Option<meter::Api>,
     /// How long the part read ahead may take, from `since`.
     pub total: std::time::Duration,
     /// When the request head arrived.
@@ -291,8 +292,8 @@ pub struct ReadAhead {
 }
 
 /// Reads the request body ahead, up to `limits.max` bytes. Returns the body
-/// to forward (the frames read, then the rest) and, when asked, the model
-/// when the whole body fit and named one. `waiting` is called each time the
+/// to forward (the frames read, then the rest) and, when asked, what the
+/// body tells (its model and turn) when the whole body fit. `waiting` is called each time the
 /// body has nothing ready. The part read ahead fails as
 /// [`BodyTimeout::Total`] if it has not all come within `limits.total`, and
 /// as [`BodyTimeout::Overload`] if `overload` sheds the wait.
@@ -301,7 +302,7 @@ pub async fn read_ahead(
     limits: ReadAhead,
     overload: &Overload,
     mut waiting: impl FnMut(),
-) -> Result<(RequestBody, Option<String>), ClientBodyError> {
+) -> Result<(RequestBody, Option<meter::RequestFacts>), ClientBodyError> {
     if limits.content_length.is_some_and(|n| n > limits.max as u64) {
         return Ok((RequestBody::streaming(body), None));
     }
@@ -345,25 +346,21 @@ pub async fn read_ahead(
             }
         }
     }
-    let model = if limits.learn_model {
-        model_of(&frames)
-    } else {
-        None
-    };
-    Ok((RequestBody::buffered(frames, None), model))
+    let facts = limits.learn.map(|api| facts_of(api, &frames));
+    Ok((RequestBody::buffered(frames, None), facts))
 }
 
-/// The `model` of a request body read ahead ([`meter::request_model`]).
-pub fn model_of(frames: &VecDeque<Frame<Bytes>>) -> Option<String> {
+/// What a request body of `api` read ahead tells ([`meter::read_request`]).
+pub fn facts_of(api: meter::Api, frames: &VecDeque<Frame<Bytes>>) -> meter::RequestFacts {
     let parts: Vec<&Bytes> = frames.iter().filter_map(Frame::data_ref).collect();
     match parts.as_slice() {
-        [one] => meter::request_model(one),
+        [one] => meter::read_request(api, one),
         _ => {
             let mut all = Vec::with_capacity(parts.iter().map(|b| b.len()).sum());
             for part in &parts {
                 all.extend_from_slice(part);
             }
-            meter::request_model(&all)
+            meter::read_request(api, &all)
         }
     }
 }

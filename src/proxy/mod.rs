@@ -234,7 +234,7 @@ impl Proxy {
             api,
             trace,
         };
-        let (body, model, ready) = match self.read_ahead(&cx, &parts, body).await {
+        let (body, facts, ready) = match self.read_ahead(&cx, &parts, body).await {
             Ok(read) => read,
             Err(e) => {
                 if let ClientBodyError::Timeout(BodyTimeout::Overload(_)) = e {
@@ -253,9 +253,9 @@ impl Proxy {
             .in_flight
             .admit(route.max_in_flight.map(|max| max as u64))
         else {
-            return self.reject(&cx, &parts, model.as_deref());
+            return self.reject(&cx, &parts, facts.as_ref());
         };
-        let Some(mut meter) = self.meter(&cx, &parts, model.as_deref()) else {
+        let Some(mut meter) = self.meter(&cx, &parts, facts.as_ref()) else {
             self.observers
                 .count(Occurrence::Passthrough { route: &route.name });
             let req = Request::from_parts(parts, body);
@@ -292,7 +292,7 @@ impl Proxy {
         cx: &Context<'_>,
         parts: &http::request::Parts,
         body: Incoming,
-    ) -> Result<(RequestBody, Option<String>, Option<Instant>), ClientBodyError> {
+    ) -> Result<(RequestBody, Option<meter::RequestFacts>, Option<Instant>), ClientBodyError> {
         let (route, t0, metered) = (cx.route, cx.t0, cx.api.is_some());
         let content_length = parts
             .headers
@@ -312,17 +312,17 @@ impl Proxy {
         let limits = ReadAhead {
             max,
             content_length,
-            learn_model: metered,
+            learn: cx.api,
             total: route.timeouts.request_body_total,
             since: t0,
         };
-        let (body, model) = read_ahead(body, limits, &self.overload, waiting).await?;
+        let (body, facts) = read_ahead(body, limits, &self.overload, waiting).await?;
         let ready = match receiving {
             _ if !body.is_whole() => None,
             None => Some(t0),
             Some(_) => Some(Instant::now()),
         };
-        Ok((body, model, ready))
+        Ok((body, facts, ready))
     }
 
     /// Answers a request past its route's `max_in_flight` without calling
@@ -331,7 +331,7 @@ impl Proxy {
         &self,
         cx: &Context<'_>,
         parts: &http::request::Parts,
-        model: Option<&str>,
+        facts: Option<&meter::RequestFacts>,
     ) -> Response<ResponseBody> {
         let route = cx.route;
         let err = ProxyError::Overloaded(route.max_in_flight.unwrap_or_default());
@@ -339,7 +339,7 @@ impl Proxy {
             route: &route.name,
             reason: Rejection::MaxInFlight,
         });
-        self.failed(cx, parts, model, &err);
+        self.failed(cx, parts, facts, &err);
         tracing::debug!(route = %route.name, "request rejected: max_in_flight reached");
         err.response()
     }
@@ -350,28 +350,30 @@ impl Proxy {
         &self,
         cx: &Context<'_>,
         parts: &http::request::Parts,
-        model: Option<&str>,
+        facts: Option<&meter::RequestFacts>,
         err: &ProxyError,
     ) {
-        if let Some(mut meter) = self.meter(cx, parts, model) {
+        if let Some(mut meter) = self.meter(cx, parts, facts) {
             meter.fail(Instant::now(), err.outcome(), Some(err.status().as_u16()));
         }
     }
 
-    /// The meter of the request `cx` with the head `parts`, naming `model`,
-    /// when its route meters it. Its observers resolve its SLO class,
-    /// tenant and labels.
+    /// The meter of the request `cx` with the head `parts`, whose body
+    /// told `facts` (its model and turn) when it was read whole, when its
+    /// route meters it. Its observers resolve its SLO class, tenant and
+    /// labels.
     fn meter(
         &self,
         cx: &Context<'_>,
         parts: &http::request::Parts,
-        model: Option<&str>,
+        facts: Option<&meter::RequestFacts>,
     ) -> Option<Meter> {
         let api = cx.api?;
         let recorder = self.observers.request(Started {
             route: cx.route,
             api,
-            model,
+            model: facts.and_then(|f| f.model.as_deref()),
+            body: facts,
             parts,
             client: cx.client,
             trace: cx.trace,

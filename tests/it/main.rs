@@ -63,3 +63,4 @@ mod slo_tools;
 mod telemetry;
 mod tls;
 mod transparency;
+mod turns;

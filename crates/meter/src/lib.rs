@@ -46,6 +46,7 @@ mod operation;
 mod recorder;
 mod stream;
 mod summary;
+mod turn;
 
 pub use api::Api;
 pub use event::{EventInfo, ParseError, ServerTimings, Usage};
@@ -54,3 +55,4 @@ pub use operation::Operation;
 pub use recorder::{Recorder, Recording};
 pub use stream::{Limits, StreamMeter};
 pub use summary::{Outcome, Summary, TokenSource};
+pub use turn::{ID_MAX_BYTES, RequestFacts, Turn, has_conversations, read_request};

@@ -674,6 +674,47 @@ pub const BUILD_INFO: Family = own(
     "Build information; always 1.",
 );
 
+pub const TURN_TTFT: Family = domain(
+    "turn_time_to_first_token_seconds",
+    Histogram,
+    &["route", "model", "slo", "turn"],
+    "Time to first token of metered requests by the kind of turn their body says they are (first, tool_result, follow_up, none).",
+);
+pub const TURNS: Family = domain(
+    "turns_total",
+    Counter,
+    &["route", "model", "turn"],
+    "Metered requests by the kind of turn their body says they are.",
+);
+pub const TURN_PROMPT_TOKENS: Family = domain(
+    "turn_prompt_tokens_total",
+    Counter,
+    &["route", "model", "turn"],
+    "Input tokens the upstream reports, by the kind of turn of their request.",
+);
+pub const TURN_CACHED_PROMPT_TOKENS: Family = domain(
+    "turn_cached_prompt_tokens_total",
+    Counter,
+    &["route", "model", "turn"],
+    "Input tokens the upstream reports as served from its prefix cache, by the kind of turn of their request.",
+);
+pub const TURN_UNREAD: Family = own(
+    "tokenmeter_turn_bodies_unread_total",
+    Counter,
+    &["route"],
+    "Metered requests of an API with conversations whose body could not be read for its turn (not JSON, nested too deep, or larger than proxy.max_request_body): counted under turn none.",
+);
+
+/// The families of turns and sessions (docs/metrics.md, "Sessions and
+/// turns").
+pub const SESSIONS: [Family; 5] = [
+    TURN_TTFT,
+    TURNS,
+    TURN_PROMPT_TOKENS,
+    TURN_CACHED_PROMPT_TOKENS,
+    TURN_UNREAD,
+];
+
 /// Every family, in the order docs/metrics.md lists them.
 pub const ALL: [Family; 54] = [
     TTFT,
@@ -734,48 +775,5 @@ pub const ALL: [Family; 54] = [
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_distinct_and_follow_prometheus_conventions() {
-        let every: Vec<&Family> = ALL.iter().chain(&TELEMETRY).chain(&CHARGEBACK).collect();
-        assert!(CAPACITY.iter().all(|f| ALL.contains(f)));
-        let mut names: Vec<String> = every.iter().map(|f| f.name("llm")).collect();
-        for (f, name) in every.iter().zip(&names) {
-            assert!(
-                name.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
-                "{name}"
-            );
-            assert_eq!(f.kind == Kind::Counter, name.ends_with("_total"), "{name}");
-            assert!(f.namespaced || name.starts_with("tokenmeter_"), "{name}");
-            assert!(!f.help.is_empty());
-        }
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), every.len());
-    }
-
-    /// The metrics reference names every family, under the default
-    /// namespace, so the documentation cannot fall behind the exporter.
-    #[test]
-    fn the_reference_names_every_family() {
-        let doc = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../docs/metrics.md"
-        ))
-        .unwrap();
-        let missing: Vec<String> = ALL
-            .iter()
-            .chain(&TELEMETRY)
-            .chain(&CHARGEBACK)
-            .map(|f| f.name("llm"))
-            .filter(|name| !doc.contains(&format!("`{name}`")))
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "docs/metrics.md does not list {missing:?}"
-        );
-    }
-}
+#[path = "tests.rs"]
+mod tests;

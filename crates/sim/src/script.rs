@@ -219,14 +219,20 @@ impl Cursor {
     }
 }
 
-/// The `usage` object: `completion_tokens` counts every choice.
+/// The `usage` object: `completion_tokens` counts every choice; the
+/// prompt tokens `x-sim-cached-tokens` found in the prefix cache are its
+/// `prompt_tokens_details.cached_tokens`, as OpenAI's and vLLM's.
 pub(crate) fn usage(plan: &Plan) -> Value {
     let completion = plan.completion_tokens();
-    json!({
+    let mut usage = json!({
         "prompt_tokens": plan.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": plan.prompt_tokens + completion,
-    })
+    });
+    if plan.cached_tokens > 0 {
+        usage["prompt_tokens_details"] = json!({"cached_tokens": plan.cached_tokens});
+    }
+    usage
 }
 
 /// vLLM's per-request `metrics` (`--enable-per-request-metrics`), when the

@@ -39,6 +39,19 @@ pub(super) struct Families {
     /// The histograms' full names, for the protobuf exposition to find
     /// each one's native buckets.
     pub(super) native_names: Vec<(String, HistogramKind)>,
+    /// The families by kind of turn.
+    pub(super) turns: TurnFamilies,
+}
+
+/// The families by kind of turn (docs/metrics.md, "Sessions and turns"),
+/// observed once when a request ends.
+pub(super) struct TurnFamilies {
+    /// Labels `route`, `model`, `slo`, `turn`.
+    pub(super) ttft: HistogramVec,
+    /// Labels `route`, `model`, `turn`.
+    pub(super) requests: IntCounterVec,
+    pub(super) prompt_tokens: IntCounterVec,
+    pub(super) cached_prompt_tokens: IntCounterVec,
 }
 
 /// The histograms of a request (labels `route`, `model`, `slo`, `tenant`,
@@ -147,6 +160,12 @@ impl Families {
                 .iter()
                 .map(|&k| (k.family().name(r.namespace), k))
                 .collect(),
+            turns: TurnFamilies {
+                ttft: r.histograms(names::TURN_TTFT, &ttft_buckets)?,
+                requests: r.counters(names::TURNS)?,
+                prompt_tokens: r.counters(names::TURN_PROMPT_TOKENS)?,
+                cached_prompt_tokens: r.counters(names::TURN_CACHED_PROMPT_TOKENS)?,
+            },
         })
     }
 }

@@ -28,6 +28,7 @@ struct Occurrences {
     passthrough: IntCounterVec,
     rejected: IntCounterVec,
     declarations_refused: IntCounterVec,
+    turns_unread: IntCounterVec,
     upstream_retries: IntCounterVec,
     gateway_shed: IntCounterVec,
     /// The `reason` values of `gateway_shed` so far.
@@ -71,6 +72,7 @@ impl Health {
                 passthrough: r.counters(names::PASSTHROUGH)?,
                 rejected: r.counters(names::REJECTED)?,
                 declarations_refused: r.counters(names::DECLARATIONS_REFUSED)?,
+                turns_unread: r.counters(names::TURN_UNREAD)?,
                 upstream_retries: r.counters(names::UPSTREAM_RETRIES)?,
                 gateway_shed: r.counters(names::GATEWAY_SHED)?,
                 gateway_reasons: GatewayReasons::default(),
@@ -128,6 +130,9 @@ impl Health {
                 .declarations_refused
                 .with_label_values(&[route, objective.as_str()])
                 .inc(),
+            Occurrence::TurnUnread { route } => {
+                e.turns_unread.with_label_values(&[route]).inc();
+            }
             Occurrence::Retried { route, race } => e
                 .upstream_retries
                 .with_label_values(&[route, race.as_str()])

@@ -293,12 +293,33 @@ impl RequestRecorder {
         if let Some(n) = s.usage.reasoning {
             c.count(f, Count::ReasoningOutputTokens).inc_by(n);
         }
+        count_turn(f, finished);
         if let Some((class, verdict)) = finished.judged {
             count_verdict(f, &c, class, verdict, s);
             if on_curve(l, class) && verdict.label().is_some() {
                 count_load(f, &c, class, verdict, finished.occupancy.curve());
             }
         }
+    }
+}
+
+/// Counts the finished request under its kind of turn: its TTFT, and its
+/// input and cached input tokens as the upstream reported them.
+fn count_turn(f: &Families, finished: &Finished<'_>) {
+    let (s, l, t) = (finished.summary, finished.labels, &f.turns);
+    let turn = finished.turn.as_str();
+    let labels = [l.route(), l.model(), turn];
+    t.requests.with_label_values(&labels).inc();
+    if let Some(d) = s.ttft {
+        t.ttft
+            .with_label_values(&[l.route(), l.model(), l.slo(), turn])
+            .observe(secs(d));
+    }
+    if let Some(n) = s.usage.input {
+        t.prompt_tokens.with_label_values(&labels).inc_by(n);
+    }
+    if let Some(n) = s.usage.cached_input {
+        t.cached_prompt_tokens.with_label_values(&labels).inc_by(n);
     }
 }
 
