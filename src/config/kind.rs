@@ -541,6 +541,27 @@ pub(super) fn header_name<'de, D: Deserializer<'de>>(
     })
 }
 
+/// `sessions.keys`: the places a session key is read, in order.
+pub(super) fn session_keys<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<super::SessionKeySpec>, D::Error> {
+    Vec::<super::SessionKeySpec>::deserialize(d)
+}
+
+/// A `sessions.keys` entry's `body`: `conversation` or
+/// `previous_response_id`; no value is `None`.
+pub(super) fn session_body<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<super::SessionBody>, D::Error> {
+    checked_or_empty(d, Some(None), None, |text| match text.trim() {
+        "conversation" => Ok(Some(super::SessionBody::Conversation)),
+        "previous_response_id" => Ok(Some(super::SessionBody::PreviousResponseId)),
+        _ => Err(format!(
+            "invalid body field `{text}`: expected `conversation` or `previous_response_id`"
+        )),
+    })
+}
+
 /// A route's `slo_by_model`: SLO class by model name, each model named
 /// once and not empty.
 pub(super) fn classes_by_model<'de, D: Deserializer<'de>>(

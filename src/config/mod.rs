@@ -73,6 +73,7 @@ mod reference;
 mod restart;
 mod route;
 mod server_tls;
+mod sessions;
 mod show;
 mod slo_class;
 mod values;
@@ -81,6 +82,7 @@ mod web;
 pub use metrics::{Buckets, LabelBounds, MetricsSettings, NativeHistograms, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
 pub use server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsFileError, TlsVersion};
+pub use sessions::{SessionBody, SessionKeySpec, SessionSettings};
 pub use web::WebConfig;
 
 pub use route::{
@@ -135,6 +137,8 @@ pub struct Config {
     pub scrape: ScrapeSettings,
     /// How the routes' GPU time is priced.
     pub cost: CostSettings,
+    /// How the requests of a session are told, and the table's bounds.
+    pub sessions: SessionSettings,
     /// The files this config was read from, which a reload watches.
     #[serde(flatten)]
     pub sources: Sources,

@@ -139,6 +139,11 @@ otlp:
   service_name: tm
 scrape: {interval: 10s, timeout: 3s, max_body: 1MiB}
 cost: {currency: EUR}
+sessions:
+  enabled: true
+  keys: [{header: x-agent-session}, {body: previous_response_id}]
+  idle_timeout: 2m
+  max_sessions: 5000
 routes:
   - name: a
     match: {path_prefix: /a/, host: a.example, methods: [POST]}
@@ -275,11 +280,16 @@ fn the_configuration_in_force_shows_every_documented_key() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let shown = config.to_json();
+    // A list's keys are found in any of its entries.
+    fn find(value: &serde_json::Value, keys: &[&str]) -> bool {
+        match (value, keys) {
+            (v, []) => !v.is_null(),
+            (serde_json::Value::Array(items), _) => items.iter().any(|v| find(v, keys)),
+            (v, [key, rest @ ..]) => v.get(key).is_some_and(|v| find(v, rest)),
+        }
+    }
     let find = |value: &serde_json::Value, dotted: &str| {
-        dotted
-            .split('.')
-            .try_fold(value, |v, key| v.get(key))
-            .is_some_and(|v| !v.is_null())
+        find(value, &dotted.split('.').collect::<Vec<_>>())
     };
     let missing: Vec<String> = documented()
         .into_keys()

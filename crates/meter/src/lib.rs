@@ -50,9 +50,9 @@ mod turn;
 
 pub use api::Api;
 pub use event::{EventInfo, ParseError, ServerTimings, Usage};
-pub use model::{MODEL_MAX_CHARS, request_model, response_model};
+pub use model::{ID_MAX_BYTES, MODEL_MAX_CHARS, request_model, response_id, response_model};
 pub use operation::Operation;
 pub use recorder::{Recorder, Recording};
 pub use stream::{Limits, StreamMeter};
 pub use summary::{Outcome, Summary, TokenSource};
-pub use turn::{ID_MAX_BYTES, RequestFacts, Turn, has_conversations, read_request};
+pub use turn::{RequestFacts, Turn, has_conversations, read_request};

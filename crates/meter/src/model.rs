@@ -7,6 +7,10 @@ use super::json;
 /// Longest `model` kept from a request body, in characters.
 pub const MODEL_MAX_CHARS: usize = 200;
 
+/// Longest conversation or response id kept, in bytes: a longer one is
+/// not an id any API hands out.
+pub const ID_MAX_BYTES: usize = 256;
+
 /// The `model` a JSON request body names at its top level (every API that
 /// has one there: OpenAI's, Anthropic's, Ollama's, TGI's `/v1`...), cut to
 /// [`MODEL_MAX_CHARS`]; `None` when the body is not one JSON object, has no
@@ -86,6 +90,63 @@ pub fn response_model(data: &[u8]) -> Option<String> {
     model
 }
 
+/// The id a Responses API response names: the top-level `id` of a whole
+/// response object, or the `id` of the `response` of a streamed lifecycle
+/// event (`response.created` first); a non-empty string of valid UTF-8 of
+/// at most [`ID_MAX_BYTES`] bytes, else none.
+pub fn response_id(data: &[u8]) -> Option<String> {
+    let mut id = None;
+    let _ = json::read(data, |r| {
+        if r.peek()? != b'{' {
+            return r.skip();
+        }
+        r.open_object()?;
+        while let Some(key) = r.key()? {
+            let (is_id, is_response) = (key == b"id", key == b"response");
+            match () {
+                () if is_id => {
+                    id = id_value(r)?;
+                    if id.is_some() {
+                        r.leave_the_rest();
+                        return Ok(());
+                    }
+                }
+                () if is_response && r.peek()? == b'{' => {
+                    r.open_object()?;
+                    while let Some(key) = r.key()? {
+                        if key == b"id" {
+                            id = id_value(r)?;
+                            if id.is_some() {
+                                r.leave_the_rest();
+                                return Ok(());
+                            }
+                        } else {
+                            r.skip()?;
+                        }
+                    }
+                }
+                _ => r.skip()?,
+            }
+        }
+        Ok(())
+    });
+    id
+}
+
+/// An id: a non-empty string of valid UTF-8 of at most [`ID_MAX_BYTES`].
+fn id_value(r: &mut json::Reader<'_>) -> Result<Option<String>, json::Error> {
+    if r.peek()? != b'"' {
+        r.skip()?;
+        return Ok(None);
+    }
+    Ok(r.string_or_null(|s| {
+        let s = std::str::from_utf8(s).ok();
+        s.filter(|s| !s.is_empty() && s.len() <= ID_MAX_BYTES)
+            .map(str::to_owned)
+    })?
+    .flatten())
+}
+
 /// A model name: a non-empty string of valid UTF-8, cut to
 /// [`MODEL_MAX_CHARS`].
 fn model_name(r: &mut json::Reader<'_>) -> Result<Option<String>, json::Error> {
@@ -102,7 +163,24 @@ fn model_name(r: &mut json::Reader<'_>) -> Result<Option<String>, json::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{MODEL_MAX_CHARS, request_model, response_model};
+    use super::{MODEL_MAX_CHARS, request_model, response_id, response_model};
+
+    #[test]
+    fn the_id_a_responses_response_names() {
+        for (event, id) in [
+            (
+                &br#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","model":"gpt"}}"#[..],
+                Some("resp_1"),
+            ),
+            (br#"{"id":"resp_2","object":"response","output":[]}"#, Some("resp_2")),
+            (br#"{"type":"response.output_text.delta","item_id":"msg_1","delta":"a"}"#, None),
+            (br#"{"id":""}"#, None),
+            (br#"{"id":7}"#, None),
+            (b"not json", None),
+        ] {
+            assert_eq!(response_id(event).as_deref(), id, "{}", String::from_utf8_lossy(event));
+        }
+    }
 
     #[test]
     fn the_model_a_response_names() {

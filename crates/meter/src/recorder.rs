@@ -32,6 +32,12 @@ pub trait Recorder {
     fn response_model(&mut self, model: &str) {
         let _ = model;
     }
+    /// A Responses API response named its id (`id`, not empty, at most
+    /// [`ID_MAX_BYTES`](crate::ID_MAX_BYTES)): called at most once, before
+    /// `finish`; a later request names it as its `previous_response_id`.
+    fn response_id(&mut self, id: &str) {
+        let _ = id;
+    }
     /// A payload problem degraded this request's metering.
     fn parse_error(&mut self, error: ParseError);
     /// The request ended; called exactly once, last.

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::api::Api;
 use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::framer::{FrameResult, Framer};
-use super::model::response_model;
+use super::model::{response_id, response_model};
 use super::recorder::Recorder;
 use super::summary::{Outcome, Summary, TokenSource};
 use super::{decompress, gemini, jsonarray, ndjson, openai, sglang, sse};
@@ -142,6 +142,8 @@ struct Tally<R: Recorder> {
     proxy_time: Option<Duration>,
     /// The model the response says answered, once read.
     response_model: Option<String>,
+    /// A Responses API response's id was told the recorder.
+    id_found: bool,
     /// Non-streamed body frames, kept as shared references to the forwarded
     /// bytes (no copy) until the end; `None` once over the limit.
     body: Option<Vec<Bytes>>,
@@ -180,6 +182,7 @@ impl<R: Recorder> StreamMeter<R> {
                 client_wait: Duration::ZERO,
                 proxy_time: None,
                 response_model: None,
+                id_found: false,
                 body: Some(Vec::new()),
                 body_len: 0,
             },
@@ -350,6 +353,7 @@ impl<R: Recorder> StreamMeter<R> {
                 if let Some(parts) = t.body.take() {
                     let body = concat(parts);
                     t.found_model(response_model(&body));
+                    t.found_id(&body);
                     match t.decoder.classify(b"", &body) {
                         Ok(info) => {
                             t.take_usage(info.usage);
@@ -411,6 +415,20 @@ impl<R: Recorder> Tally<R> {
         self.response_model = model;
     }
 
+    /// Tells the recorder the id a Responses API response names in
+    /// `data` (its first events, or its whole body), once.
+    fn found_id(&mut self, data: &[u8]) {
+        if self.decoder.api != Api::Responses || self.id_found {
+            return;
+        }
+        if let Some(id) = response_id(data)
+            && let Some(r) = self.recorder.as_mut()
+        {
+            r.response_id(&id);
+            self.id_found = true;
+        }
+    }
+
     fn on_event(&mut self, now: Instant, ev: FrameResult<'_>) {
         let ev = match ev {
             Ok(ev) => ev,
@@ -427,6 +445,9 @@ impl<R: Recorder> Tally<R> {
         // which names it at the end), not from every event.
         if self.response_model.is_none() && (index < 3 || info.done) {
             self.found_model(response_model(ev.data));
+        }
+        if index < 3 {
+            self.found_id(ev.data);
         }
         self.take_usage(info.usage);
         if !info.timings.is_empty() {

@@ -25,11 +25,7 @@
 
 use crate::api::Api;
 use crate::json::{self, Error, Reader};
-use crate::model::MODEL_MAX_CHARS;
-
-/// Longest conversation or response id kept, in bytes: a longer one is
-/// not an id any API hands out.
-pub const ID_MAX_BYTES: usize = 256;
+use crate::model::{ID_MAX_BYTES, MODEL_MAX_CHARS};
 
 /// A request's place in its conversation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

@@ -143,6 +143,7 @@ impl Checker<'_> {
                 .and_then(|tls| self.listener_tls(tls, base)),
             scrape,
             cost: raw.cost.clone().unwrap_or_default(),
+            sessions: raw.sessions.clone().unwrap_or_default(),
             sources: std::mem::take(&mut self.sources),
         }
     }

@@ -55,6 +55,28 @@ impl Checker<'_> {
         self.shared_interval(on_shared_interval, &scrape);
         self.unique_names(&routes);
         self.shadowing(&routes);
+        self.session_keys(raw);
+    }
+
+    /// Each `sessions.keys` entry names a header or a body field, one of
+    /// the two.
+    fn session_keys(&mut self, raw: &RawConfig) {
+        let Some(sessions) = &raw.sessions else {
+            return;
+        };
+        for i in 0..sessions.keys.len() {
+            let key = format!("sessions.keys[{i}]");
+            let header = self.given(&format!("{key}.header"));
+            let body = self.given(&format!("{key}.body"));
+            match (header, body) {
+                (true, true) => self.at_key(key, "give `header` or `body`, not both"),
+                (false, false) => self.at_key(
+                    key,
+                    "needs `header` (a request header) or `body` (`conversation` or `previous_response_id`)",
+                ),
+                _ => {}
+            }
+        }
     }
 
     /// The proxy and the admin listener on two addresses (port 0 asks the

@@ -237,6 +237,8 @@ pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
         ["tls"] => fields_of::<crate::config::server_tls::RawServerTls>(),
         ["scrape"] => fields_of::<ScrapeSettings>(),
         ["cost"] => fields_of::<CostSettings>(),
+        ["sessions"] => fields_of::<crate::config::SessionSettings>(),
+        ["sessions", "keys"] => fields_of::<crate::config::SessionKeySpec>(),
         ["metrics", "models"] => fields_of::<LabelBounds>(),
         ["metrics", "tenants"] => fields_of::<TenantLabels>(),
         ["metrics", "buckets"] => fields_of::<Buckets>(),

@@ -53,6 +53,7 @@ pub(crate) struct RawConfig {
     pub scrape: Option<ScrapeSettings>,
     /// How the routes' GPU time is priced.
     pub cost: Option<CostSettings>,
+    pub sessions: Option<crate::config::SessionSettings>,
 }
 
 /// An SLO file: `classes`, a list of SLO classes.

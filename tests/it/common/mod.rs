@@ -431,6 +431,7 @@ pub fn config_for(upstream: SocketAddr) -> Config {
         tls: None,
         scrape: Default::default(),
         cost: Default::default(),
+        sessions: Default::default(),
         sources: Default::default(),
     }
 }
