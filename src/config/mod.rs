@@ -84,8 +84,8 @@ pub use server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsFileError, TlsVer
 pub use web::WebConfig;
 
 pub use route::{
-    ApiKeys, GpuSelect, MetricsEndpoint, Protocol, Route, RouteMatch, TenantSource, Timeouts,
-    TlsRoots, Upstream,
+    ApiKeys, GpuSelect, MAX_GPU_HOURLY_COST, MetricsEndpoint, Protocol, Route, RouteMatch,
+    TenantSource, Timeouts, TlsRoots, Upstream,
 };
 
 pub use load::{ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides};
