@@ -139,6 +139,11 @@ pub(crate) struct LoadArgs {
     /// Requests per second.
     #[arg(long, default_value_t = 2.0)]
     pub rate: f64,
+    /// A header sent on every request, `'Name: value'` as curl's `-H`
+    /// takes it (a tenant, a session key); repeat for more. It replaces
+    /// any header of that name the load sends itself.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = sim::load::parse_header)]
+    pub headers: Vec<sim::load::Header>,
 }
 
 #[derive(Debug, Args)]
@@ -301,7 +306,8 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
         }
         Command::Load(args) => {
             let stop = super::Signals::install()?.shutdown();
-            let summary = sim::load::run_load(args.target, args.rate, Vec::new(), stop).await;
+            let summary =
+                sim::load::run_load(args.target, args.rate, Vec::new(), args.headers, stop).await;
             println!(
                 "load: {} sent, {} ok, {} failed",
                 summary.sent, summary.ok, summary.failed

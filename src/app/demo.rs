@@ -196,6 +196,7 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         "load: {} sent, {} ok, {} failed (some failures are simulated on purpose)",
         summary.sent, summary.ok, summary.failed
     );
+        Vec::new(),
     if let Some(ramp) = ramp {
         let summary = ramp.await.unwrap_or_default();
         println!(
