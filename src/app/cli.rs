@@ -139,6 +139,11 @@ pub(crate) struct LoadArgs {
     /// Requests per second.
     #[arg(long, default_value_t = 2.0)]
     pub rate: f64,
+    /// A header sent on every request, `'Name: value'` as curl's `-H`
+    /// takes it (a tenant, a session key); repeat for more. It replaces
+    /// any header of that name the load sends itself.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = sim::load::parse_header)]
+    pub headers: Vec<sim::load::Header>,
 }
 
 #[derive(Debug, Args)]
@@ -216,7 +221,14 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
                 watch: !args.no_watch,
             });
             let signals = crate::app::Signals::install()?;
+            let tls = (
+                config.tls.is_some(),
+                config.admin.web.as_ref().is_some_and(|w| w.tls.is_some()),
+            );
             let running = crate::app::start_with(config, source, Some(access)).await?;
+            // Not `print!`: a closed standard output must not stop the proxy.
+            let banner = serve_banner(running.proxy_addr, running.admin_addr, tls);
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), banner.as_bytes());
             crate::app::run_until_shutdown(&running, signals).await;
             running.stop().await;
             Ok(ExitCode::SUCCESS)
@@ -301,7 +313,8 @@ async fn run(command: Command, access: AccessLog) -> Result<ExitCode, CommandErr
         }
         Command::Load(args) => {
             let stop = super::Signals::install()?.shutdown();
-            let summary = sim::load::run_load(args.target, args.rate, Vec::new(), stop).await;
+            let summary =
+                sim::load::run_load(args.target, args.rate, Vec::new(), args.headers, stop).await;
             println!(
                 "load: {} sent, {} ok, {} failed",
                 summary.sent, summary.ok, summary.failed
@@ -353,6 +366,31 @@ fn rules_text(
             slo::rules::sloth::to_yaml(&specs).map(Some)
         }
     }
+}
+
+/// What `serve` prints on standard output once it listens: where the
+/// proxy and the admin listener are, and the admin listener's live page,
+/// `/metrics` and `/slo` (an address that listens on every interface shown
+/// as the loopback one, which a browser on the host can open). `tls` says
+/// whether the proxy's and the admin listener's are on.
+fn serve_banner(proxy: SocketAddr, admin: SocketAddr, tls: (bool, bool)) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let url = |addr: SocketAddr, tls: bool| {
+        let ip = match addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => Ipv4Addr::LOCALHOST.into(),
+            IpAddr::V6(ip) if ip.is_unspecified() => Ipv6Addr::LOCALHOST.into(),
+            ip => ip,
+        };
+        let scheme = if tls { "https" } else { "http" };
+        format!("{scheme}://{}", SocketAddr::new(ip, addr.port()))
+    };
+    let (proxy, admin) = (url(proxy, tls.0), url(admin, tls.1));
+    format!(
+        "tokenmeter serve: proxy on {proxy}, admin on {admin}\n\
+         \x20 live page:  {admin}/\n\
+         \x20 metrics:    {admin}/metrics\n\
+         \x20 SLO status: {admin}/slo (as a table: {admin}/slo?format=text)\n"
+    )
 }
 
 /// `tokenmeter check`: every problem, or `ok` and the OpenTelemetry export

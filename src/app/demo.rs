@@ -60,6 +60,11 @@ pub(crate) struct DemoArgs {
     /// batch-limited engine), whose latency-vs-load curve shows a knee.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub ramp: bool,
+    /// Write an access line per request to standard error, as `serve`
+    /// does. Off by default: several lines a second would scroll the
+    /// banner, which says where to look, out of the terminal.
+    #[arg(long)]
+    pub access_log: bool,
 }
 
 fn sim_config(args: &SimArgs) -> SimConfig {
@@ -94,8 +99,8 @@ pub(crate) async fn run_sim(args: SimArgs) -> Result<(), CommandError> {
 }
 
 /// Starts the simulator, the proxy in front of it and a steady load, prints
-/// where to look, and runs until SIGINT/SIGTERM. The proxy writes access
-/// lines to `access`.
+/// where to look, and runs until SIGINT/SIGTERM. With `--access-log`, the
+/// proxy writes access lines to `access`.
 pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), CommandError> {
     let signals = Signals::install()?;
     let stop = CancellationToken::new();
@@ -135,7 +140,8 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
     let files = DemoFiles::write(sim_addr, batched_addr)
         .map_err(CommandError::io("writing the demo config"))?;
     let config = Config::load(&files.config, &overrides).map_err(CommandError::Config)?;
-    let running = super::start_with(config, None, Some(access)).await?;
+    let access = args.access_log.then_some(access);
+    let running = super::start_with(config, None, access).await?;
     let proxy = running.proxy_addr;
     let admin = running.admin_addr;
 
@@ -161,6 +167,9 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         "  a steady load of {} request(s)/s is running; Ctrl-C stops.",
         args.rate
     );
+    if !args.access_log {
+        println!("  the access log is off, to keep this in view (`--access-log` turns it on)");
+    }
 
     let ramp = args.ramp.then(|| {
         println!(
@@ -187,6 +196,7 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         format!("http://{proxy}"),
         args.rate,
         tenants(),
+        Vec::new(),
         stop.clone().cancelled_owned(),
     ));
     signals.shutdown().await;

@@ -92,12 +92,24 @@ pub(super) struct Reloader {
     in_force: Arc<ArcSwap<InForce>>,
     metrics: Arc<Metrics>,
     /// Held from reading the files to the swap: reloads one at a time.
-    serial: tokio::sync::Mutex<()>,
+    /// It guards whether the last reload failed, which decides what an
+    /// unchanged config means to the watcher.
+    serial: tokio::sync::Mutex<LastReload>,
     /// The config the process started with (the first snapshot's, shared):
     /// the settings a reload cannot change are compared against it.
     started: Arc<Config>,
     /// The process's shutdown, under which a reload's new scrapes run.
     shutdown: CancellationToken,
+}
+
+/// How the last reload went, as `tokenmeter_config_last_reload_successful`
+/// says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LastReload {
+    /// It took effect (or none was tried).
+    Succeeded,
+    /// It was refused: the running config is older than the files were.
+    Failed,
 }
 
 fn unix_now() -> f64 {
@@ -119,7 +131,7 @@ impl Reloader {
             source,
             in_force,
             metrics,
-            serial: tokio::sync::Mutex::new(()),
+            serial: tokio::sync::Mutex::new(LastReload::Succeeded),
             started,
             shutdown,
         }
@@ -147,7 +159,9 @@ impl Reloader {
 
     /// Reads the files again and swaps the new config in if it is valid.
     /// With `only_if_changed`, a config equal to the running one is left
-    /// alone and not counted (the watcher sees events that change nothing).
+    /// alone and not counted (the watcher sees events that change nothing),
+    /// unless the last reload failed: files put back as the running config
+    /// is are a reload that succeeds, which nothing needs to be rebuilt for.
     pub(super) async fn reload(
         &self,
         trigger: &'static str,
@@ -156,7 +170,7 @@ impl Reloader {
         let Some(source) = &self.source else {
             return Some(Err(ReloadError::NoFile));
         };
-        let _serial = self.serial.lock().await;
+        let mut last = self.serial.lock().await;
         let (path, overrides) = (source.path.clone(), source.overrides.clone());
         let loaded = tokio::task::spawn_blocking(move || Config::load(&path, &overrides)).await;
         let previous = self.in_force.load_full();
@@ -164,14 +178,26 @@ impl Reloader {
             Err(e) => Err(ReloadError::Task(e.to_string())),
             Ok(Err(errors)) => Err(ReloadError::Invalid(errors)),
             Ok(Ok(config)) => {
-                if only_if_changed && config == **previous.config() {
+                let unchanged = only_if_changed && config == **previous.config();
+                if unchanged && *last == LastReload::Succeeded {
                     tracing::debug!(trigger, "config files touched but unchanged");
                     return None;
                 }
                 let config = Arc::new(config);
-                match self.rebuild(&previous, config.clone()) {
-                    Err(e) => Err(e),
-                    Ok(next) => {
+                // The files are the running config again: what is in force
+                // stays, and its restart warnings were given when it came in.
+                let next = if unchanged {
+                    None
+                } else {
+                    Some(self.rebuild(&previous, config.clone()))
+                };
+                match next {
+                    None => {
+                        tracing::info!(trigger, "config files are the running config again");
+                        Ok(Reloaded::default())
+                    }
+                    Some(Err(e)) => Err(e),
+                    Some(Ok(next)) => {
                         self.in_force.store(Arc::new(next));
                         self.metrics.set_slo_targets(&config.slo_classes);
                         let restart_needed = restart_needed(&self.started, &config);
@@ -179,6 +205,10 @@ impl Reloader {
                     }
                 }
             }
+        };
+        *last = match result {
+            Ok(_) => LastReload::Succeeded,
+            Err(_) => LastReload::Failed,
         };
         let current = self.in_force.load();
         let current = current.config();

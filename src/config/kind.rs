@@ -129,13 +129,15 @@ pub(super) fn gpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Er
     })
 }
 
-/// A route's `gpu_hourly_cost`: a finite number, 0 or more.
+/// A route's `gpu_hourly_cost`: a number from 0 to
+/// [`MAX_GPU_HOURLY_COST`](super::MAX_GPU_HOURLY_COST).
 pub(super) fn gpu_hourly_cost<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     checked(d, None, |text| match text.trim().parse::<f64>() {
         // `-0` is 0.
-        Ok(p) if p.is_finite() && p >= 0.0 => Ok(Some(p + 0.0)),
+        Ok(p) if (0.0..=super::MAX_GPU_HOURLY_COST).contains(&p) => Ok(Some(p + 0.0)),
         _ => Err(format!(
-            "invalid price `{text}`: expected a number, 0 or more, per GPU-hour in `cost.currency`"
+            "invalid price `{text}`: expected a number from 0 to {}, per GPU-hour in `cost.currency`",
+            super::MAX_GPU_HOURLY_COST
         )),
     })
 }

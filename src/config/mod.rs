@@ -86,8 +86,8 @@ pub use sessions::{SessionBody, SessionKeySpec, SessionSettings};
 pub use web::WebConfig;
 
 pub use route::{
-    ApiKeys, GpuSelect, MetricsEndpoint, Protocol, Route, RouteMatch, TenantSource, Timeouts,
-    TlsRoots, Upstream,
+    ApiKeys, GpuSelect, MAX_GPU_HOURLY_COST, MetricsEndpoint, Protocol, Route, RouteMatch,
+    TenantSource, Timeouts, TlsRoots, Upstream,
 };
 
 pub use load::{ConfigError, ConfigErrors, ENV_FILE, FLAGS_FILE, OtelEnv, Overrides};
@@ -402,13 +402,14 @@ impl Default for ScrapeSettings {
 }
 
 /// `cost`: how the routes' GPU time is priced (each route's
-/// `gpu_hourly_cost`). Applies on reload, from the reload on.
+/// `gpu_hourly_cost`, which applies on reload, from the reload on).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CostSettings {
     /// The currency of every `gpu_hourly_cost`, the `currency` label of the
     /// cost families: `USD`, `EUR`, `credits`... 1 to 16 letters, digits,
-    /// `_` or `-`.
+    /// `_` or `-`. Applied at start only: a reload never relabels the cost
+    /// counters.
     #[serde(deserialize_with = "kind::currency")]
     pub currency: String,
 }

@@ -2,8 +2,10 @@
 //! key the types accept and no other, `/config` shows each of them, and
 //! each default the reference writes is the one the types hold, so that a
 //! default is written once, in the code, and the page cannot drift from it.
+//! And `config/tokenmeter.yaml`, the example with every key, names each
+//! key the types accept, set or commented out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -376,4 +378,145 @@ fn a_wrong_default_is_told() {
     assert!(agrees("1 ms … 2 s (3 bounds)", Some(&v("[0.001, 1, 2]"))));
     assert!(!agrees("1 ms … 2 s (4 bounds)", Some(&v("[0.001, 1, 2]"))));
     assert!(!agrees("`llm`", None));
+}
+
+/// The dotted keys a config file names (a route's as `routes.KEY`): its
+/// keys, and those of its commented-out lines, which set a key once their
+/// `# ` is removed (`  # max_connections: 10000`), each under the keys
+/// above it by indentation; a flow mapping's keys (`{gpu: ["0"]}`) under
+/// its key. Prose comments name no key, unless one starts with a
+/// lower-case word and a colon.
+fn named_keys(text: &str) -> BTreeSet<String> {
+    fn flow(dotted: &str, value: &Value, out: &mut BTreeSet<String>) {
+        if let Value::Object(entries) = value {
+            for (key, value) in entries {
+                let dotted = format!("{dotted}.{key}");
+                flow(&dotted, value, out);
+                out.insert(dotted);
+            }
+        }
+    }
+    let is_key = |key: &str| {
+        key.starts_with(|c: char| c.is_ascii_lowercase())
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    let indented = |text: &str| text.len() - text.trim_start().len();
+    let mut out = BTreeSet::new();
+    // The keys above the line: each with its indentation.
+    let mut above: Vec<(usize, String)> = Vec::new();
+    for line in text.lines() {
+        let mut indent = indented(line);
+        let mut rest = line.trim_start();
+        if let Some(commented) = rest.strip_prefix('#') {
+            let Some(yaml) = commented.strip_prefix(' ') else {
+                continue;
+            };
+            indent += indented(yaml);
+            rest = yaml.trim_start();
+        }
+        if let Some(item) = rest.strip_prefix("- ") {
+            indent += 2 + indented(item);
+            rest = item.trim_start();
+        }
+        let Some((key, value)) = rest.split_once(':') else {
+            continue;
+        };
+        if !is_key(key) || !(value.is_empty() || value.starts_with(' ')) {
+            continue;
+        }
+        while above.last().is_some_and(|(i, _)| *i >= indent) {
+            above.pop();
+        }
+        let dotted = above
+            .iter()
+            .map(|(_, k)| k.as_str())
+            .chain([key])
+            .collect::<Vec<_>>()
+            .join(".");
+        let value = value.trim();
+        if value.starts_with('{') {
+            let parsed: Value = serde_saphyr::from_str(value)
+                .unwrap_or_else(|e| panic!("`{line}`: not a flow mapping: {e}"));
+            flow(&dotted, &parsed, &mut out);
+        }
+        out.insert(dotted);
+        above.push((indent, key.to_owned()));
+    }
+    out
+}
+
+/// `config/tokenmeter.yaml` names every key the types accept, set to its
+/// default or, for a key without one, commented out with an example; it
+/// and `config/chargeback.yaml` load.
+#[test]
+fn the_example_config_names_every_key_and_the_examples_load() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("config/tokenmeter.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let named = named_keys(&text);
+    let mut keys = Vec::new();
+    accepted(&mut Vec::new(), &mut keys);
+    assert!(keys.len() > 30, "{keys:?}");
+    let missing: Vec<&str> = keys
+        .iter()
+        .map(|(key, _)| key.as_str())
+        .filter(|key| !named.contains(*key))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys missing from config/tokenmeter.yaml: {missing:?}"
+    );
+    for file in ["config/tokenmeter.yaml", "config/chargeback.yaml"] {
+        Config::load(&root.join(file), &Overrides::default())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+}
+
+/// The keys named are found where they are, set or commented out, in block
+/// and flow mappings and list items, and prose names none: a key left out
+/// is missing.
+#[test]
+fn a_key_left_out_of_the_example_is_told() {
+    let text = "\
+# The example: every key.
+a:
+  b: 1
+  # Default: none, or the line below.
+  # c: {d: [x], e: {f: 1}}
+# g:
+#   h: x
+routes:
+  - # The first route.
+    name: x
+    # tls: {ca_file: y}
+  - name: z
+    match:
+      path_prefix: /
+";
+    let named = named_keys(text);
+    let want = [
+        "a",
+        "a.b",
+        "a.c",
+        "a.c.d",
+        "a.c.e",
+        "a.c.e.f",
+        "g",
+        "g.h",
+        "routes",
+        "routes.name",
+        "routes.tls",
+        "routes.tls.ca_file",
+        "routes.match",
+        "routes.match.path_prefix",
+    ];
+    assert_eq!(
+        named,
+        want.into_iter().map(str::to_owned).collect::<BTreeSet<_>>()
+    );
+    // `#` with no space after it is a comment, not a key commented out.
+    assert!(named_keys("a:\n  # b: 1\n").contains("a.b"));
+    assert!(!named_keys("a: 1\n#b: 2\n").contains("b"));
 }

@@ -2,8 +2,9 @@
 //!
 //! Some settings belong to sockets or to the metrics registry, which live
 //! as long as the process: the listen addresses, the listeners' limits, the
-//! metric namespace, the label bounds, the buckets, the OTLP exporter. A
-//! reload still applies the rest; these take effect at the next start.
+//! metric namespace, the label bounds, the buckets, the OTLP exporter, the
+//! currency the cost counters are labelled with. A reload still applies
+//! the rest; these take effect at the next start.
 //!
 //! They are declared once, in [`RESTART_ONLY`], by their key in the file,
 //! and compared as `/config` shows them ([`Config::to_json`]): a setting is
@@ -45,6 +46,7 @@ pub const RESTART_ONLY: &[RestartOnly] = &[
     key("metrics.tenants", "tenant label bounds"),
     key("metrics.buckets", "histogram bucket bounds"),
     key("metrics.native_histograms", "native histograms"),
+    key("cost.currency", ""),
 ];
 
 impl Config {
@@ -139,6 +141,21 @@ mod tests {
                 "metrics.namespace changed (llm -> other)",
                 "metrics.models (model label bounds) changed",
             ]
+        );
+    }
+
+    /// The cost counters keep the currency they started with: a reload that
+    /// names another one is told it needs a restart, and a price alone is not.
+    #[test]
+    fn a_currency_change_needs_a_restart() {
+        let started = parse("cost: {currency: USD}\n");
+        let priced =
+            "routes: [{name: a, upstream: 'http://127.0.0.1:1', gpus: 2, gpu_hourly_cost: 3}]\n";
+        let repriced = Config::parse(priced, "t.yaml", &Overrides::default()).unwrap();
+        assert!(started.restart_only_changes(&repriced).is_empty());
+        assert_eq!(
+            started.restart_only_changes(&parse("cost: {currency: EUR}\n")),
+            ["cost.currency changed (USD -> EUR)"]
         );
     }
 }

@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The highest `gpu_hourly_cost` accepted, per GPU-hour: far above any
+/// GPU's price in any currency, and low enough that a route's cost
+/// counters stay finite for as long as a process runs.
+pub const MAX_GPU_HOURLY_COST: f64 = 1_000_000.0;
+
 /// Where a route's requests get their tenant.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -196,9 +201,9 @@ pub struct Route {
     #[serde(default, deserialize_with = "super::kind::gpus")]
     pub gpus: Option<u32>,
     /// What one of the route's GPUs costs an hour, in `cost.currency`: a
-    /// number, 0 or more (`2.5`). Its GPU-seconds are priced at it, from
-    /// the configuration it is in on. Only with `gpus` or `gpu_metrics`.
-    /// Default: not priced.
+    /// number from 0 to [`MAX_GPU_HOURLY_COST`] (`2.5`). Its GPU-seconds are
+    /// priced at it, from the configuration it is in on. Only with `gpus`
+    /// or `gpu_metrics`. Default: not priced.
     #[serde(default, deserialize_with = "super::kind::gpu_hourly_cost")]
     pub gpu_hourly_cost: Option<f64>,
 }

@@ -156,7 +156,7 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     // the time it was evaluated, so that they all read the same samples.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let at = loop {
-        let answer = query_at(&p, "timestamp(slo:llm_gpu_seconds:rate12s)", closes).await;
+        let answer = query_at(&p, "timestamp(chargeback:llm_gpu_seconds:rate12s)", closes).await;
         if let Some(t) = scalar(&answer).filter(|t| *t > closes - 1.0) {
             break t;
         }
@@ -175,7 +175,7 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     };
     let fleet = value(
         format!(
-            "sum by (route) (slo:llm_request_gpu_seconds:rate{WINDOW}) + slo:llm_gpu_idle_seconds:rate{WINDOW}"
+            "sum by (route) (chargeback:llm_request_gpu_seconds:rate{WINDOW}) + chargeback:llm_gpu_idle_seconds:rate{WINDOW}"
         ),
         &[("route", "chat")],
     )
@@ -189,7 +189,7 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     )
     .await;
     let tenants = value(
-        format!("sum(slo:llm_request_gpu_seconds:rate{WINDOW})"),
+        format!("sum(chargeback:llm_request_gpu_seconds:rate{WINDOW})"),
         &[],
     )
     .await;
@@ -214,7 +214,7 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
         "tenants {tenants} against a load of {busy} s in {WINDOW}"
     );
     let idle_share = value(
-        format!("slo:llm_gpu_idle:ratio_rate{WINDOW}"),
+        format!("chargeback:llm_gpu_idle:ratio_rate{WINDOW}"),
         &[("route", "chat")],
     )
     .await;
@@ -223,11 +223,12 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
         "idle share {idle_share} against a load of {busy} s in {WINDOW}"
     );
 
-    let waste = format!("slo:llm_request_gpu_waste:ratio_rate{WINDOW}");
+    let waste = format!("chargeback:llm_request_gpu_waste:ratio_rate{WINDOW}");
     assert_eq!(value(waste.clone(), &[("tenant", "t1")]).await, 0.0);
     assert_eq!(value(waste, &[("tenant", "t2")]).await, 1.0);
-    let per_million =
-        format!("slo:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate{WINDOW}");
+    let per_million = format!(
+        "chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate{WINDOW}"
+    );
     let t1 = value(
         per_million.clone(),
         &[("tenant", "t1"), ("currency", "EUR")],
@@ -235,7 +236,7 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     .await;
     let want = value(
         format!(
-            "1e6 * 0.001 * slo:llm_request_gpu_seconds:rate{WINDOW}{{tenant=\"t1\"}} / on (route, tenant) sum by (route, tenant) (rate(llm_slo_good_output_tokens_total{{tenant=\"t1\"}}[{WINDOW}]))"
+            "1e6 * 0.001 * chargeback:llm_request_gpu_seconds:rate{WINDOW}{{tenant=\"t1\"}} / on (route, tenant) sum by (route, tenant) (rate(llm_slo_good_output_tokens_total{{tenant=\"t1\"}}[{WINDOW}]))"
         ),
         &[],
     )
@@ -243,6 +244,21 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     assert!((t1 - want).abs() <= 1e-6 * want, "{t1} against {want}");
     let t2 = query_at(&p, &format!("{per_million}{{tenant=\"t2\"}}"), at).await;
     assert_eq!(series(&t2, &[]), None, "{t2}");
+    // A tenant's bill a second is its GPU time at the price, good or not.
+    let bill = value(
+        format!("chargeback:llm_request_gpu_cost:rate{WINDOW}"),
+        &[("tenant", "t2"), ("currency", "EUR")],
+    )
+    .await;
+    let want = value(
+        format!("0.001 * chargeback:llm_request_gpu_seconds:rate{WINDOW}{{tenant=\"t2\"}}"),
+        &[],
+    )
+    .await;
+    assert!(
+        want > 0.0 && (bill - want).abs() <= 1e-6 * want,
+        "{bill} against {want}"
+    );
     for r in replicas {
         r.stop().await;
     }

@@ -37,6 +37,7 @@ mod chaos;
 mod chargeback;
 mod chargeback_fleet;
 mod cli;
+mod commands;
 mod compat;
 mod config;
 mod deploy;

@@ -4,8 +4,9 @@
 //! frame (no timing decides what is in flight).
 //!
 //! The only sleeps make latencies (a first token at least 300 ms late, far
-//! from both the 100 ms and the 10 s thresholds) or pace a log's writes;
-//! none synchronises.
+//! from both the 100 ms and the 10 s thresholds) or pace writes (a log's,
+//! and a file the watcher must read before the next change); none
+//! synchronises.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -329,6 +330,61 @@ async fn the_watcher_reloads_on_file_changes_without_a_call() {
             && x.labels.get("slo").map(String::as_str) == Some("batch")),
         "the removed class's target is gone"
     );
+    proxy.stop().await;
+}
+
+/// A bad edit undone: the files are the running config again, which the
+/// watcher reports as a successful reload, with no SIGHUP.
+#[tokio::test]
+async fn the_watcher_clears_a_failed_reload_when_the_file_is_put_back() {
+    let (upstream, _gates) = gated_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_files(dir.path(), upstream, true).await;
+    let main = dir.path().join("main.yaml");
+    let running = std::fs::read(&main).unwrap();
+    let last = |s: &[Sample]| value(s, "tokenmeter_config_last_reload_successful", &[]);
+    let stamp = |s: &[Sample]| {
+        value(
+            s,
+            "tokenmeter_config_last_reload_success_timestamp_seconds",
+            &[],
+        )
+    };
+    let started = stamp(&scrape_now(proxy.admin_addr).await);
+
+    std::fs::write(&main, main_file(upstream, "    sloo: typo\n")).unwrap();
+    let s = scrape_until(proxy.admin_addr, |s| reloads(s, "failure") >= 1.0).await;
+    assert_eq!(reloads(&s, "failure"), 1.0);
+    assert_eq!(last(&s), 0.0);
+
+    // The file put back byte for byte: the running config is on disk again.
+    std::fs::write(&main, &running).unwrap();
+    let s = scrape_until(proxy.admin_addr, |s| last(s) == 1.0).await;
+    assert_eq!(last(&s), 1.0, "the failed reload is not cleared");
+    assert_eq!(reloads(&s, "success"), 1.0);
+    assert_eq!(reloads(&s, "failure"), 1.0);
+    assert!(stamp(&s) > started, "{} <= {started}", stamp(&s));
+
+    // Written again after a good reload, unchanged: not a reload. (The
+    // pause lets the watcher read it on its own before the next change.)
+    std::fs::write(&main, &running).unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let other = slo_file("1s").replace("interactive", "other");
+    std::fs::write(dir.path().join("slo/other.yaml"), other).unwrap();
+    let has_other = |s: &[Sample]| {
+        s.iter().any(|x| {
+            x.name == "llm_slo_objective_target"
+                && x.labels.get("slo").map(String::as_str) == Some("other")
+        })
+    };
+    let s = scrape_until(proxy.admin_addr, has_other).await;
+    assert!(has_other(&s), "the new SLO file was not reloaded");
+    assert_eq!(
+        reloads(&s, "success"),
+        2.0,
+        "an unchanged file was reloaded"
+    );
+    assert_eq!(reloads(&s, "failure"), 1.0);
     proxy.stop().await;
 }
 

@@ -637,6 +637,7 @@ async fn load_sends_streams_and_counts_outcomes() {
         format!("{}/", sim.base),
         100.0,
         Vec::new(),
+        Vec::new(),
         tokio::time::sleep(ms(700)),
     )
     .await;
@@ -646,7 +647,7 @@ async fn load_sends_streams_and_counts_outcomes() {
     let stats = sim.stats().await;
     assert!(stats["requests"].as_u64().unwrap() >= summary.ok + summary.failed);
 
-    let nothing = load::run_load(sim.base.clone(), 0.0, Vec::new(), async {}).await;
+    let nothing = load::run_load(sim.base.clone(), 0.0, Vec::new(), Vec::new(), async {}).await;
     assert_eq!(nothing, load::LoadSummary::default());
 }
 

@@ -3,7 +3,9 @@
 //! of the simulator), with a deterministic mix of lengths, slow starts and
 //! failures so the demo's dashboards show a spread of latencies and outcomes.
 //! Given tenants, each request names one in [`TENANT_HEADER`], in uneven
-//! shares, so the demo's bill has several tenants to tell apart.
+//! shares, so the demo's bill has several tenants to tell apart. Headers
+//! of the caller's own (a tenant, a session key), read with
+//! [`parse_header`], go on every request.
 //!
 //! Open loop means a request is sent every `1 / rate` seconds whether or not
 //! earlier ones have finished, as real users do; a slow upstream therefore
@@ -14,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
-use http::{Method, Request, Uri};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
+use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -43,16 +45,49 @@ type HttpClient = Client<HttpConnector, Full<Bytes>>;
 /// route attributes requests by it (`tenant: {header: x-tenant}`).
 pub const TENANT_HEADER: &str = "x-tenant";
 
+/// A header sent on every request of a load, as [`parse_header`] reads it.
+pub type Header = (HeaderName, HeaderValue);
+
+/// Reads a header written as curl's `-H` takes it, `Name: value`: the name
+/// a valid header name (any case), the value trimmed, of visible ASCII,
+/// spaces and tabs (it may be empty). The framing headers, which the load
+/// writes itself, are refused.
+pub fn parse_header(text: &str) -> Result<Header, String> {
+    let Some((name, value)) = text.split_once(':') else {
+        return Err("expected `Name: value`, with a colon after the name".to_owned());
+    };
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("`{}` is not a header name", name.trim()))?;
+    if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+        return Err(format!(
+            "`{name}` frames the body, which the load writes itself"
+        ));
+    }
+    let value = value.trim();
+    let printable = |b: u8| b == b'\t' || (b' '..=b'~').contains(&b);
+    match value.bytes().all(printable) {
+        true => Ok((
+            name,
+            HeaderValue::from_str(value).map_err(|e| e.to_string())?,
+        )),
+        false => Err(format!(
+            "the value of `{name}` may hold only visible ASCII characters, spaces and tabs"
+        )),
+    }
+}
+
 /// Sends streamed chat requests to `{base_url}/v1/chat/completions` at
 /// `rate_per_sec` until `shutdown` resolves, then stops sending, abandons the
 /// requests still running and returns the counts. Each request names one of
-/// `tenants` (none when it is empty), see [`tenant_of`]. A rate of zero (or
-/// any rate that is not a positive finite number) sends nothing and waits
-/// for `shutdown`.
+/// `tenants` (none when it is empty), see [`tenant_of`], and carries
+/// `headers`, which replace any of the same name the load would send (its
+/// `x-sim-*` mix, a tenant). A rate of zero (or any rate that is not a
+/// positive finite number) sends nothing and waits for `shutdown`.
 pub async fn run_load(
     base_url: String,
     rate_per_sec: f64,
     tenants: Vec<String>,
+    headers: Vec<Header>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> LoadSummary {
     let mut summary = LoadSummary::default();
@@ -79,7 +114,9 @@ pub async fn run_load(
         tokio::select! {
             () = &mut shutdown => break,
             _ = ticks.tick() => {
-                let request = build_request(&url, summary.sent, tenant_of(&tenants, summary.sent));
+                let tenant = tenant_of(&tenants, summary.sent);
+                let request = build_request(&url, summary.sent, tenant)
+                    .map(|request| with_headers(request, &headers));
                 summary.sent += 1;
                 let client = client.clone();
                 running.spawn(async move { send(&client, request).await });
@@ -172,6 +209,18 @@ fn build_request(url: &str, i: u64, tenant: Option<&str>) -> Result<Request<Full
         .map_err(|e| format!("could not build request: {e}"))
 }
 
+/// `request` with `headers`, each name's values replacing the request's.
+fn with_headers(mut request: Request<Full<Bytes>>, headers: &[Header]) -> Request<Full<Bytes>> {
+    let map = request.headers_mut();
+    for (name, _) in headers {
+        map.remove(name);
+    }
+    for (name, value) in headers {
+        map.append(name.clone(), value.clone());
+    }
+    request
+}
+
 /// Sends one request and reads its body to the end.
 async fn send(
     client: &HttpClient,
@@ -198,8 +247,62 @@ async fn send(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // Tests panic on purpose.
 mod tests {
-    use super::tenant_of;
+    use super::{parse_header, tenant_of, with_headers};
+
+    /// A header as curl writes it: the name in any case, the value
+    /// trimmed; what is not a header is told, without a panic.
+    #[test]
+    fn headers_are_read_as_curl_writes_them() {
+        let (name, value) = parse_header("X-Tenant:  team-a ").unwrap();
+        assert_eq!(
+            (name.as_str(), value.to_str().unwrap()),
+            ("x-tenant", "team-a")
+        );
+        let (name, value) = parse_header("x-session-id:a:b").unwrap();
+        assert_eq!(
+            (name.as_str(), value.to_str().unwrap()),
+            ("x-session-id", "a:b")
+        );
+        assert_eq!(parse_header("x-empty:").unwrap().1, "");
+        for (bad, told) in [
+            ("x-tenant team-a", "colon"),
+            (": team-a", "is not a header name"),
+            ("x tenant: a", "`x tenant` is not a header name"),
+            ("x-tenant: a\u{1}b", "visible ASCII"),
+            ("x-tenant: caf\u{e9}", "visible ASCII"),
+            ("Content-Length: 5", "frames the body"),
+            ("transfer-encoding: chunked", "frames the body"),
+        ] {
+            let error = parse_header(bad).unwrap_err();
+            assert!(error.contains(told), "{bad:?}: {error}");
+        }
+    }
+
+    /// A caller's header replaces the load's own of that name, and a name
+    /// given twice is sent twice.
+    #[test]
+    fn a_callers_headers_replace_the_loads_own() {
+        let request = http::Request::builder()
+            .header("x-sim-queue-ms", "40")
+            .header("content-type", "application/json")
+            .body(Default::default())
+            .unwrap();
+        let headers = ["x-sim-queue-ms: 7", "x-a: 1", "x-a: 2"].map(|h| parse_header(h).unwrap());
+        let request = with_headers(request, &headers);
+        let values = |name| {
+            request
+                .headers()
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(values("x-sim-queue-ms"), ["7"]);
+        assert_eq!(values("x-a"), ["1", "2"]);
+        assert_eq!(values("content-type"), ["application/json"]);
+    }
 
     /// Three tenants share every six requests three, two and one; none
     /// names no tenant.

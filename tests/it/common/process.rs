@@ -76,6 +76,8 @@ pub fn serve_env(
         .args(args)
         .env("TOKENMETER_LOG", filter)
         .envs(env.iter().copied())
+        // Its banner; the log on standard error says the same.
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

@@ -233,9 +233,9 @@ fn tls_applies_to_an_https_page_too() {
     );
 }
 
-/// The chargeback keys: every bad GPU count, price and currency is its own
-/// error at its line and column, and the keys that cannot go together say
-/// which to keep.
+/// The chargeback keys: every bad GPU count, price (one above the bound
+/// too) and currency is its own error at its line and column, and the keys
+/// that cannot go together say which to keep.
 #[test]
 fn bad_gpu_counts_prices_and_currencies_are_located() {
     let (code, text) = check(
@@ -261,6 +261,11 @@ routes:
     match: {path_prefix: /d/}
     upstream: http://127.0.0.1:1
     gpu_hourly_cost: 2
+  - name: e
+    match: {path_prefix: /e/}
+    upstream: http://127.0.0.1:1
+    gpus: 1
+    gpu_hourly_cost: 1e308
 ",
     );
     assert_eq!(code, Some(1), "{text}");
@@ -269,18 +274,22 @@ routes:
         [
             "FILE:1:18: cost.currency: invalid currency `US Dollars`: expected 1 to 16 letters, digits, `_` or `-`, like `USD`",
             "FILE:6:11: routes[0].gpus: invalid GPU count `0`: expected a whole number, at least 1 (leave the key out when the route's GPUs are not counted)",
-            "FILE:7:22: routes[0].gpu_hourly_cost: invalid price `-1`: expected a number, 0 or more, per GPU-hour in `cost.currency`",
+            "FILE:7:22: routes[0].gpu_hourly_cost: invalid price `-1`: expected a number from 0 to 1000000, per GPU-hour in `cost.currency`",
             "FILE:11:11: routes[1].gpus: invalid GPU count `two`: expected a whole number, at least 1 (leave the key out when the route's GPUs are not counted)",
-            "FILE:12:22: routes[1].gpu_hourly_cost: invalid price `.nan`: expected a number, 0 or more, per GPU-hour in `cost.currency`",
+            "FILE:12:22: routes[1].gpu_hourly_cost: invalid price `.nan`: expected a number from 0 to 1000000, per GPU-hour in `cost.currency`",
             "FILE:16:11: routes[2].gpus: not with `gpu_metrics`, which counts the route's GPUs: give one of the two",
             "FILE:21:22: routes[3].gpu_hourly_cost: needs `gpus` or `gpu_metrics`: it prices the route's GPU-seconds",
+            "FILE:26:22: routes[4].gpu_hourly_cost: invalid price `1e308`: expected a number from 0 to 1000000, per GPU-hour in `cost.currency`",
         ],
         "{text}"
     );
 
-    // Together as they may go: `/config` would show them; `check` passes.
-    let (code, text) = check(
-        "cost: {currency: EUR}\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    gpus: 8\n    gpu_hourly_cost: 0\n",
-    );
-    assert_eq!(code, Some(0), "{text}");
+    // Together as they may go, at either end of the price's range: `check`
+    // passes.
+    for price in ["0", "1000000"] {
+        let (code, text) = check(&format!(
+            "cost: {{currency: EUR}}\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:1\n    gpus: 8\n    gpu_hourly_cost: {price}\n",
+        ));
+        assert_eq!(code, Some(0), "{price}: {text}");
+    }
 }

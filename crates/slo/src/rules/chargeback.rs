@@ -2,6 +2,10 @@
 //! money the replicas divide among their requests (docs/metrics.md,
 //! "Chargeback: who used the GPUs"), and what a good token costs.
 //!
+//! They are named by what they record, under the prefix `chargeback:`
+//! (they are no SLO figures), in Prometheus' `level:metric:operations`
+//! form: `chargeback:llm_gpu_seconds:rate5m`.
+//!
 //! Every replica counts the same GPUs, so the fleet's GPU time and idle
 //! time are the mean over replicas (`avg by (route)`), and its tenants'
 //! charges the sum (`sum by (route, tenant)`). The group is generated
@@ -17,6 +21,9 @@ use names::{self, Family};
 /// Windows the chargeback rules are recorded over.
 pub const CHARGEBACK_WINDOWS: [&str; 2] = ["5m", "1h"];
 
+/// The level of every chargeback recording rule's name.
+const PREFIX: &str = "chargeback";
+
 /// The names of the chargeback recording rules over one window.
 pub struct ChargebackNames {
     /// The fleet's GPU-seconds per second, per route.
@@ -25,6 +32,8 @@ pub struct ChargebackNames {
     pub tenant_seconds: String,
     /// The fleet's idle GPU-seconds per second, per route.
     pub idle_seconds: String,
+    /// The cost per second charged to each tenant, per route and currency.
+    pub tenant_cost: String,
     /// Idle over the route's GPU-seconds.
     pub idle_share: String,
     /// A tenant's GPU-seconds with `good="false"` over all of its own.
@@ -41,15 +50,16 @@ impl ChargebackNames {
         let rate = |family: Family| {
             let name = family.name(namespace);
             format!(
-                "slo:{}:rate{window}",
+                "{PREFIX}:{}:rate{window}",
                 name.strip_suffix("_total").unwrap_or(&name)
             )
         };
-        let ratio = |metric: &str| format!("slo:{namespace}_{metric}:ratio_rate{window}");
+        let ratio = |metric: &str| format!("{PREFIX}:{namespace}_{metric}:ratio_rate{window}");
         Self {
             gpu_seconds: rate(names::GPU_SECONDS),
             tenant_seconds: rate(names::REQUEST_GPU_SECONDS),
             idle_seconds: rate(names::GPU_IDLE_SECONDS),
+            tenant_cost: rate(names::REQUEST_GPU_COST),
             idle_share: ratio("gpu_idle"),
             waste_share: ratio("request_gpu_waste"),
             cost_per_million_good_tokens: ratio("request_gpu_cost_per_million_good_output_tokens"),
@@ -67,6 +77,8 @@ impl ChargebackNames {
 /// - `tenant_seconds{route, tenant}`: the sum over replicas of the rate of
 ///   `llm_request_gpu_seconds_total`, so that the fleet's tenants plus idle
 ///   are its GPU time;
+/// - `tenant_cost{route, tenant, currency}`: the sum over replicas of the
+///   rate of `llm_request_gpu_cost_total`, each tenant's bill per second;
 /// - `idle_share{route}`: idle over GPU time, where the route has GPUs;
 /// - `waste_share{route, tenant}`: `good="false"` over all the tenant's
 ///   GPU time, 0 where it has none not good (no such series), none where it
@@ -125,6 +137,13 @@ fn chargeback_rules(namespace: &str, window: &str) -> Vec<Rule> {
         record(
             &names.idle_seconds,
             format!("avg by (route) ({})", rate(names::GPU_IDLE_SECONDS, "")),
+        ),
+        record(
+            &names.tenant_cost,
+            format!(
+                "sum by (route, tenant, currency) ({})",
+                rate(names::REQUEST_GPU_COST, "")
+            ),
         ),
         record(
             &names.idle_share,

@@ -303,20 +303,21 @@ fn chargeback_rules_are_recorded_over_each_window_in_evaluation_order() {
         .iter()
         .map(|r| r.record.as_deref().unwrap())
         .collect();
-    assert_eq!(names.len(), 2 * 7);
+    assert_eq!(names.len(), 2 * 8);
     assert_eq!(
-        &names[..7],
+        &names[..8],
         [
-            "slo:acme_gpu_seconds:rate5m",
-            "slo:acme_request_gpu_seconds:rate5m",
-            "slo:acme_gpu_idle_seconds:rate5m",
-            "slo:acme_gpu_idle:ratio_rate5m",
-            "slo:acme_request_gpu_waste:ratio_rate5m",
-            "slo:acme_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m",
-            "slo:acme_request_gpu_joules_per_good_output_token:ratio_rate5m",
+            "chargeback:acme_gpu_seconds:rate5m",
+            "chargeback:acme_request_gpu_seconds:rate5m",
+            "chargeback:acme_gpu_idle_seconds:rate5m",
+            "chargeback:acme_request_gpu_cost:rate5m",
+            "chargeback:acme_gpu_idle:ratio_rate5m",
+            "chargeback:acme_request_gpu_waste:ratio_rate5m",
+            "chargeback:acme_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m",
+            "chargeback:acme_request_gpu_joules_per_good_output_token:ratio_rate5m",
         ]
     );
-    assert!(names[7..].iter().all(|n| n.ends_with("rate1h")));
+    assert!(names[8..].iter().all(|n| n.ends_with("rate1h")));
     let exprs: Vec<&str> = group.rules.iter().map(|r| r.expr.as_str()).collect();
     // The GPUs and idle are every replica's, so averaged; the tenants'
     // charges are each replica's own, so summed.
@@ -332,22 +333,27 @@ fn chargeback_rules_are_recorded_over_each_window_in_evaluation_order() {
         exprs[2],
         "avg by (route) (rate(acme_gpu_idle_seconds_total[5m]))"
     );
+    // Each tenant's bill, in its currency.
     assert_eq!(
         exprs[3],
-        "slo:acme_gpu_idle_seconds:rate5m\n/\n(slo:acme_gpu_seconds:rate5m > 0)"
+        "sum by (route, tenant, currency) (rate(acme_request_gpu_cost_total[5m]))"
     );
     assert_eq!(
         exprs[4],
-        "(\n  sum by (route, tenant) (rate(acme_request_gpu_seconds_total{good=\"false\"}[5m]))\nor\n  slo:acme_request_gpu_seconds:rate5m * 0\n)\n/\n(slo:acme_request_gpu_seconds:rate5m > 0)"
+        "chargeback:acme_gpu_idle_seconds:rate5m\n/\n(chargeback:acme_gpu_seconds:rate5m > 0)"
     );
-    assert!(exprs[5].starts_with(
+    assert_eq!(
+        exprs[5],
+        "(\n  sum by (route, tenant) (rate(acme_request_gpu_seconds_total{good=\"false\"}[5m]))\nor\n  chargeback:acme_request_gpu_seconds:rate5m * 0\n)\n/\n(chargeback:acme_request_gpu_seconds:rate5m > 0)"
+    );
+    assert!(exprs[6].starts_with(
         "1e6 * (\n  sum by (route, tenant, currency) (rate(acme_request_gpu_cost_total[5m]))\n  / on (route, tenant) group_left ()\n"
     ));
     assert!(
-        exprs[5]
+        exprs[6]
             .contains("sum by (route, tenant) (rate(acme_slo_good_output_tokens_total[5m])) > 0")
     );
-    assert!(exprs[6].starts_with(
+    assert!(exprs[7].starts_with(
         "sum by (route, tenant) (rate(acme_request_gpu_energy_joules_total[5m]))\n/ on (route, tenant)\n"
     ));
     assert!(
@@ -416,51 +422,59 @@ tests:
       - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t2",slo="chat",operation="chat"}', values: '0+120x70'}
       - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t3",slo="chat",operation="chat"}', values: '0x70'}
     promql_expr_test:
-      - expr: slo:llm_gpu_seconds:rate5m
+      - expr: chargeback:llm_gpu_seconds:rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_gpu_seconds:rate5m{route="r"}', value: 1}
-      - expr: slo:llm_request_gpu_seconds:rate5m
+          - {labels: 'chargeback:llm_gpu_seconds:rate5m{route="r"}', value: 1}
+      - expr: chargeback:llm_request_gpu_seconds:rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_request_gpu_seconds:rate5m{route="r",tenant="t1"}', value: 0.5}
-          - {labels: 'slo:llm_request_gpu_seconds:rate5m{route="r",tenant="t2"}', value: 0.125}
-          - {labels: 'slo:llm_request_gpu_seconds:rate5m{route="r",tenant="t3"}', value: 0.125}
-      - expr: slo:llm_gpu_idle_seconds:rate5m
+          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{route="r",tenant="t1"}', value: 0.5}
+          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{route="r",tenant="t2"}', value: 0.125}
+          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{route="r",tenant="t3"}', value: 0.125}
+      - expr: chargeback:llm_gpu_idle_seconds:rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_gpu_idle_seconds:rate5m{route="r"}', value: 0.25}
+          - {labels: 'chargeback:llm_gpu_idle_seconds:rate5m{route="r"}', value: 0.25}
+      # Each tenant's bill per second, summed over replicas: t1 7.5 USD a
+      # minute (5.625 on a, 1.875 on b), t2 and t3 1.875.
+      - expr: chargeback:llm_request_gpu_cost:rate5m
+        eval_time: 70m
+        exp_samples:
+          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{route="r",tenant="t1",currency="USD"}', value: 0.125}
+          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{route="r",tenant="t2",currency="USD"}', value: 0.03125}
+          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{route="r",tenant="t3",currency="USD"}', value: 0.03125}
       # The fleet's tenants plus idle, less one replica's GPU time: 0.
-      - expr: sum by (route) (slo:llm_request_gpu_seconds:rate5m) + slo:llm_gpu_idle_seconds:rate5m - on (route) rate(llm_gpu_seconds_total{instance="a"}[5m])
+      - expr: sum by (route) (chargeback:llm_request_gpu_seconds:rate5m) + chargeback:llm_gpu_idle_seconds:rate5m - on (route) rate(llm_gpu_seconds_total{instance="a"}[5m])
         eval_time: 70m
         exp_samples:
           - {labels: '{route="r"}', value: 0}
-      - expr: slo:llm_gpu_idle:ratio_rate5m
+      - expr: chargeback:llm_gpu_idle:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_gpu_idle:ratio_rate5m{route="r"}', value: 0.25}
-      - expr: slo:llm_request_gpu_waste:ratio_rate5m
+          - {labels: 'chargeback:llm_gpu_idle:ratio_rate5m{route="r"}', value: 0.25}
+      - expr: chargeback:llm_request_gpu_waste:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t1"}', value: 0.25}
-          - {labels: 'slo:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t2"}', value: 0}
-          - {labels: 'slo:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t3"}', value: 1}
-      - expr: slo:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t1"}', value: 0.25}
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t2"}', value: 0}
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t3"}', value: 1}
+      - expr: chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t1",currency="USD"}', value: 7812.5}
-          - {labels: 'slo:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t2",currency="USD"}', value: 15625}
-      - expr: slo:llm_request_gpu_joules_per_good_output_token:ratio_rate5m
+          - {labels: 'chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t1",currency="USD"}', value: 7812.5}
+          - {labels: 'chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t2",currency="USD"}', value: 15625}
+      - expr: chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t1"}', value: 8}
-          - {labels: 'slo:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t2"}', value: 16}
-      - expr: slo:llm_gpu_idle:ratio_rate1h
+          - {labels: 'chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t1"}', value: 8}
+          - {labels: 'chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t2"}', value: 16}
+      - expr: chargeback:llm_gpu_idle:ratio_rate1h
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_gpu_idle:ratio_rate1h{route="r"}', value: 0.25}
-      - expr: slo:llm_request_gpu_waste:ratio_rate1h{tenant="t1"}
+          - {labels: 'chargeback:llm_gpu_idle:ratio_rate1h{route="r"}', value: 0.25}
+      - expr: chargeback:llm_request_gpu_waste:ratio_rate1h{tenant="t1"}
         eval_time: 70m
         exp_samples:
-          - {labels: 'slo:llm_request_gpu_waste:ratio_rate1h{route="r",tenant="t1"}', value: 0.25}
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate1h{route="r",tenant="t1"}', value: 0.25}
 "#;
