@@ -44,6 +44,7 @@ pub mod occurrence;
 pub mod otlp;
 pub mod recorder;
 pub mod request;
+pub mod sessions;
 pub mod tenant;
 pub mod trace;
 
