@@ -127,6 +127,8 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<R
         route: &config.routes[0],
         api,
         model: Some("bench-model"),
+        body: None,
+        at: Instant::now(),
         parts: &parts,
         client: "127.0.0.1:1".parse().unwrap(),
         trace: None,

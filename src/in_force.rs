@@ -73,6 +73,7 @@ impl InForce {
         let charges = ChargePlan::new(&config, before, now);
         let scraper = scrapes(&charges).map_err(BuildError::Scrape)?;
         let readings = scraper.as_deref().map(Scraper::readings);
+        let sessions = observers.metrics().sessions().clone();
         let observers = observers.configured(&config, readings, charges.clone());
         let plan = Plan {
             routes: &config.routes,
@@ -81,6 +82,7 @@ impl InForce {
         };
         let proxy = Arc::new(build(plan, observers).map_err(BuildError::Tls)?);
         charges.apply(before, now);
+        sessions.configure(&config.sessions);
         Ok(Self {
             config,
             proxy,

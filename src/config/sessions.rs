@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::kind;
-
 /// `sessions`: how the requests of a session are told, and the bounds of
 /// the table that follows them. Applies on reload; a reload never drops the
 /// sessions open.
@@ -16,22 +14,22 @@ use super::kind;
 pub struct SessionSettings {
     /// Whether sessions are followed at all; each request's turn is read
     /// either way.
-    #[serde(deserialize_with = "kind::boolean")]
+    #[serde(deserialize_with = "super::kind::boolean")]
     pub enabled: bool,
     /// Where a request's session key is read, in order, the first that
     /// gives one: each `{header: NAME}` (the header's value), or
     /// `{body: conversation}` / `{body: previous_response_id}` (the
     /// Responses API's conversation id, and the lineage of its responses).
-    #[serde(deserialize_with = "kind::session_keys")]
+    #[serde(deserialize_with = "super::kind::session_keys")]
     pub keys: Vec<SessionKeySpec>,
     /// A session ends when none of its requests is in flight and none has
     /// started for this long. A duration.
-    #[serde(with = "kind::duration")]
+    #[serde(with = "super::kind::duration")]
     pub idle_timeout: Duration,
     /// Most sessions held at once (Responses requests that may start one
     /// included); past it the one idle the longest ends, as `evicted`. A
     /// count, at least 1.
-    #[serde(deserialize_with = "kind::count")]
+    #[serde(deserialize_with = "super::kind::count")]
     pub max_sessions: usize,
 }
 
@@ -69,7 +67,7 @@ pub struct SessionKeySpec {
     /// A request header whose value, trimmed, is the key.
     #[serde(
         default,
-        deserialize_with = "kind::header_name",
+        deserialize_with = "super::kind::header_name",
         serialize_with = "super::show::opt_header",
         skip_serializing_if = "Option::is_none"
     )]
@@ -77,7 +75,7 @@ pub struct SessionKeySpec {
     /// A field of a Responses API request body.
     #[serde(
         default,
-        deserialize_with = "kind::session_body",
+        deserialize_with = "super::kind::session_body",
         skip_serializing_if = "Option::is_none"
     )]
     pub body: Option<SessionBody>,

@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime};
 use tracing_appender::non_blocking::NonBlocking;
 
 use super::request::{Finished, Started};
+use super::sessions::Ended;
 use super::trace::TraceId;
 
 /// Where access lines go: the process's log writer, and how lines are
@@ -59,6 +60,51 @@ impl AccessLog {
             let _ = self.writer.clone().write(buf);
         });
     }
+}
+
+impl AccessLog {
+    /// Writes the line of a session that ended, if the log filter lets INFO
+    /// lines of the `tokenmeter::session` target through; `currency` is
+    /// its cost's.
+    pub fn session(&self, ended: &Ended, currency: &str) {
+        if !tracing::enabled!(target: SESSION_TARGET, tracing::Level::INFO) {
+            return;
+        }
+        LINE.with_borrow_mut(|buf| {
+            buf.clear();
+            session_line(buf, ended, currency, self.format, SystemTime::now());
+            let _ = self.writer.clone().write(buf);
+        });
+    }
+}
+
+/// The line of the session `e` that ended, at `now`.
+fn session_line(buf: &mut Vec<u8>, e: &Ended, currency: &str, format: Format, now: SystemTime) {
+    let f = &e.figures;
+    let mut l = Line::start_of(buf, format, now, SESSION_TARGET, "session");
+    l.string("session", Some(&e.key));
+    l.plain("route", &f.route);
+    l.string(
+        "tenant",
+        Some(&f.tenant).filter(|t| !t.is_empty()).map(|t| &**t),
+    );
+    l.plain("reason", e.reason.as_str());
+    l.boolean("good", f.good);
+    l.number("turns", Some(f.turns));
+    l.ms("duration_ms", Some(f.duration()));
+    l.ms("model_ms", Some(f.model));
+    l.ms("gap_ms", Some(f.gaps));
+    l.number("gaps", Some(f.gap_count));
+    l.number("input_tokens", Some(f.input_tokens));
+    l.number("cached_input_tokens", Some(f.cached_tokens));
+    l.number("output_tokens", Some(f.output_tokens));
+    if f.gpu_seconds > 0.0 || f.cost.is_some() {
+        l.decimal("gpu_seconds", Some(f.gpu_seconds));
+        l.decimal("gpu_joules", f.joules);
+        l.decimal("gpu_cost", f.cost);
+        l.string("currency", f.cost.map(|_| currency));
+    }
+    l.end();
 }
 
 /// What the access line of a request says besides its labels and
@@ -133,6 +179,10 @@ impl Entry {
         if f.turn != meter::Turn::None {
             l.plain("turn", f.turn.as_str());
         }
+        if let Some(place) = f.session {
+            l.string("session", Some(&place.key));
+            l.number("session_turn", Some(place.turn));
+        }
         l.string("response_model", s.response_model.as_deref());
         l.plain("method", self.method.as_str());
         l.plain("path", &self.path);
@@ -191,6 +241,9 @@ impl Entry {
 /// The target the lines are filtered and labelled by.
 const TARGET: &str = "tokenmeter::access";
 
+/// The target of the line each session writes when it ends.
+const SESSION_TARGET: &str = "tokenmeter::session";
+
 /// How lines are written: `--log-format`, and for text whether standard
 /// error is a terminal (colours, as the `fmt` subscriber uses them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,25 +262,42 @@ thread_local! {
 struct Line<'a> {
     buf: &'a mut Vec<u8>,
     format: Format,
+    /// The line's target, written again at its end in JSON.
+    target: &'static str,
 }
 
 impl<'a> Line<'a> {
     /// The timestamp (RFC 3339, microseconds, UTC), level, target and
     /// message.
     fn start(buf: &'a mut Vec<u8>, format: Format, now: SystemTime) -> Self {
+        Self::start_of(buf, format, now, TARGET, "request")
+    }
+
+    /// [`start`](Self::start) of a line of `target` saying `message`.
+    fn start_of(
+        buf: &'a mut Vec<u8>,
+        format: Format,
+        now: SystemTime,
+        target: &'static str,
+        message: &str,
+    ) -> Self {
         let ts = humantime::format_rfc3339_micros(now);
         let _ = match format {
             Format::Json => write!(
                 buf,
-                "{{\"timestamp\":\"{ts}\",\"level\":\"INFO\",\"fields\":{{\"message\":\"request\""
+                "{{\"timestamp\":\"{ts}\",\"level\":\"INFO\",\"fields\":{{\"message\":\"{message}\""
             ),
-            Format::Text { ansi: false } => write!(buf, "{ts}  INFO {TARGET}: request"),
+            Format::Text { ansi: false } => write!(buf, "{ts}  INFO {target}: {message}"),
             Format::Text { ansi: true } => write!(
                 buf,
-                "\x1b[2m{ts}\x1b[0m \x1b[32m INFO\x1b[0m \x1b[2m{TARGET}\x1b[0m\x1b[2m:\x1b[0m request"
+                "\x1b[2m{ts}\x1b[0m \x1b[32m INFO\x1b[0m \x1b[2m{target}\x1b[0m\x1b[2m:\x1b[0m {message}"
             ),
         };
-        Self { buf, format }
+        Self {
+            buf,
+            format,
+            target,
+        }
     }
 
     fn key(&mut self, key: &str) {
@@ -345,7 +415,7 @@ impl<'a> Line<'a> {
     fn end(self) {
         if self.format == Format::Json {
             self.buf.extend_from_slice(b"},\"target\":\"");
-            self.buf.extend_from_slice(TARGET.as_bytes());
+            self.buf.extend_from_slice(self.target.as_bytes());
             self.buf.extend_from_slice(b"\"}");
         }
         self.buf.push(b'\n');

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
-use crate::config::{Config, MetricsSettings, Route, TraceSettings};
+use crate::config::{Config, MetricsSettings, Route, SessionKeySpec, TraceSettings};
 use meter::Operation;
 use slo::{ObjectiveKind, SloClass};
 
@@ -33,6 +33,9 @@ pub struct Policy {
     pub slow_reader_share: f64,
     /// How the trace context of a request is read and passed on.
     pub trace_context: TraceSettings,
+    /// Where a request's session key is read, in order; `None` when
+    /// sessions are not followed.
+    pub session_keys: Option<Arc<[SessionKeySpec]>>,
 }
 
 impl Default for Policy {
@@ -44,6 +47,7 @@ impl Default for Policy {
             stall_threshold: metrics.stall_threshold,
             slow_reader_share: metrics.slow_reader_share,
             trace_context: TraceSettings::default(),
+            session_keys: None,
         }
     }
 }
@@ -68,6 +72,10 @@ impl Policy {
             stall_threshold: config.metrics.stall_threshold,
             slow_reader_share: config.metrics.slow_reader_share,
             trace_context: config.trace_context,
+            session_keys: config
+                .sessions
+                .enabled
+                .then(|| config.sessions.keys.as_slice().into()),
         }
     }
 

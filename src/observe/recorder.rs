@@ -35,12 +35,13 @@ use super::class::Policy;
 use super::labels::Labels;
 use super::metrics::{
     Bill, ChargePlan, Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody,
-    RequestRecorder,
+    RequestRecorder, Sessions,
 };
 use super::occupancy::{EngineOccupancy, Occupancy};
 use super::occurrence::Occurrence;
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
+use super::sessions::{self, Added, Ended, Place as SessionPlace};
 use super::trace::Trace;
 use crate::config::Config;
 use crate::scrape::Readings;
@@ -131,6 +132,38 @@ impl Observers {
         self.metrics.receiving_body(route)
     }
 
+    /// The place of a request of `labels` in its session, when it names
+    /// one and sessions are followed; the sessions a full table evicted to
+    /// hold it end here.
+    fn session(&self, r: &Started<'_>, labels: &Labels) -> Option<(Arc<Sessions>, SessionPlace)> {
+        let keys = self.policy.session_keys.as_deref()?;
+        let (named, hashed) = sessions::key_of(keys, &r.parts.headers, r.body, r.api);
+        let sessions = self.metrics.sessions();
+        let route: Arc<str> = labels.route().into();
+        let tenant: Arc<str> = labels.tenant().into();
+        let (place, evicted) = sessions.start(named?, hashed, &route, &tenant, r.at);
+        for ended in &evicted {
+            self.session_ended(ended);
+        }
+        Some((sessions.clone(), place))
+    }
+
+    /// Observes a session that ended: its families and its line.
+    pub fn session_ended(&self, ended: &Ended) {
+        let currency = self.charges.currency();
+        self.metrics.sessions().ended(ended, currency);
+        if let Some(access) = &self.access {
+            access.session(ended, currency);
+        }
+    }
+
+    /// Ends the sessions idle past their timeout at `now`.
+    pub fn sweep_sessions(&self, now: Instant) {
+        for ended in self.metrics.sessions().sweep(now) {
+            self.session_ended(&ended);
+        }
+    }
+
     /// The recorder of a request that starts now: its SLO class, tenant
     /// and labels resolved, counted in flight in the metrics and in its
     /// live series.
@@ -169,6 +202,7 @@ impl Observers {
         if meter::has_conversations(r.api) && r.body.is_none_or(|b| b.unreadable) {
             self.count(Occurrence::TurnUnread { route });
         }
+        let session = self.session(&r, &labels);
         let prometheus = self.metrics.request(&labels, exemplar);
         // Its load at arrival: counted in flight by route and model label
         // now, itself included, and the engine's figures where it is
@@ -211,6 +245,7 @@ impl Observers {
             place: Some(place),
             bill,
             turn,
+            session,
             stall_threshold: self.policy.stall_threshold,
             slow_reader_share: self.policy.slow_reader_share,
         }
@@ -264,6 +299,8 @@ pub struct RequestObserver {
     bill: Option<Bill>,
     /// Its kind of turn, from its body.
     turn: meter::Turn,
+    /// Its place in its session, when it names one, and the table.
+    session: Option<(Arc<Sessions>, SessionPlace)>,
     stall_threshold: Duration,
     slow_reader_share: f64,
 }
@@ -299,6 +336,12 @@ impl Recorder for RequestObserver {
             self.move_in_flight();
         }
         self.prometheus.labels_final(&self.labels);
+    }
+
+    fn response_id(&mut self, id: &str) {
+        if let Some((sessions, place)) = &mut self.session {
+            sessions.respond(place, id);
+        }
     }
 
     fn first_token(&mut self, ttft: Duration) {
@@ -341,14 +384,29 @@ impl Recorder for RequestObserver {
             .bill
             .take()
             .map(|bill| bill.close(Instant::now(), &self.labels, good));
+        let at = Instant::now();
+        if let Some((sessions, place)) = &self.session {
+            let added = Added {
+                input_tokens: summary.usage.input.unwrap_or(0),
+                cached_tokens: summary.usage.cached_input.unwrap_or(0),
+                output_tokens: summary.output_tokens.map_or(0, |(n, _)| n),
+                gpu_seconds: charged.map_or(0.0, |c| c.gpu_seconds),
+                joules: charged.and_then(|c| c.joules),
+                cost: charged.and_then(|c| c.cost),
+                good,
+                tenant: Some(self.labels.tenant().into()),
+            };
+            sessions.finish(place, at, added);
+        }
         let finished = Finished {
             summary,
             turn: self.turn,
+            session: self.session.as_ref().map(|(_, place)| place),
             labels: &self.labels,
             judged,
             charged,
             headers: self.headers,
-            at: Instant::now(),
+            at,
             gaps: self.gaps,
             slow_reader,
             occupancy: self.occupancy,
@@ -399,6 +457,7 @@ mod tests {
             api: Api::OpenAi,
             model: Some("m"),
             body: None,
+            at: Instant::now(),
             parts,
             client: "127.0.0.1:1".parse().unwrap(),
             trace: None,

@@ -26,6 +26,8 @@ pub struct Started<'a> {
     pub model: Option<&'a str>,
     /// What its body told (its model and turn), when it was read whole.
     pub body: Option<&'a meter::RequestFacts>,
+    /// When its head arrived (`t0`).
+    pub at: Instant,
     pub parts: &'a http::request::Parts,
     pub client: SocketAddr,
     /// The trace it belongs to, when it has one.
@@ -61,6 +63,8 @@ pub struct Finished<'a> {
     pub summary: &'a Summary,
     /// Its kind of turn, from its body.
     pub turn: meter::Turn,
+    /// Its session's key and its number there, when it is in one.
+    pub session: Option<&'a super::sessions::Place>,
     /// Its labels, final.
     pub labels: &'a Labels,
     /// The class it was judged against and the verdict, when its `slo`

@@ -374,6 +374,7 @@ impl Proxy {
             api,
             model: facts.and_then(|f| f.model.as_deref()),
             body: facts,
+            at: cx.t0,
             parts,
             client: cx.client,
             trace: cx.trace,

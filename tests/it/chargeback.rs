@@ -480,6 +480,9 @@ async fn a_gpu_page_that_goes_away_stops_the_time_and_the_shares() {
     proxy.stop().await;
 }
 
+/// One page as served: each GPU's counter, `None` for a spiked one.
+type ServedPage = Vec<(&'static str, Option<f64>)>;
+
 /// A DCGM-shaped page, made at each GET: GPUs drawing 200 W each from
 /// their own lifetime counters, a set that the test changes, one
 /// implausible sample on demand, and counters frozen at the end; every
@@ -493,7 +496,7 @@ struct Dcgm {
     /// The counters stop growing from this many seconds after `began`.
     frozen: std::sync::Mutex<Option<f64>>,
     /// Every page served: each GPU's counter, `None` for the spiked one.
-    served: std::sync::Mutex<Vec<Vec<(&'static str, Option<f64>)>>>,
+    served: std::sync::Mutex<Vec<ServedPage>>,
 }
 
 impl Dcgm {

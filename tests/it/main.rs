@@ -58,6 +58,7 @@ mod page;
 mod prometheus;
 mod protocols;
 mod reload;
+mod sessions;
 mod sim;
 mod slo;
 mod slo_tools;

@@ -8,37 +8,13 @@
 //! `llm` by default); the proxy's own health families have the fixed prefix
 //! `tokenmeter_`.
 
-/// What kind of Prometheus family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Histogram,
-    Counter,
-    Gauge,
-}
+mod family;
+mod sessions;
 
-/// One metric family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Family {
-    /// The name after the namespace, or the whole name of a family of the
-    /// proxy's own (see [`Family::namespaced`]).
-    pub suffix: &'static str,
-    /// Named under the configured namespace (domain metrics), or as it is.
-    pub namespaced: bool,
-    pub kind: Kind,
-    pub labels: &'static [&'static str],
-    pub help: &'static str,
-}
+pub use family::{Family, Kind};
+pub use sessions::*;
 
-impl Family {
-    /// The family's name under `namespace`.
-    pub fn name(&self, namespace: &str) -> String {
-        if self.namespaced {
-            format!("{namespace}_{}", self.suffix)
-        } else {
-            self.suffix.to_owned()
-        }
-    }
-}
+use family::{domain, own};
 
 /// The labels of the domain families of finished requests, in this order.
 /// `tenant` is empty unless the route attributes requests to tenants (and,
@@ -46,36 +22,6 @@ impl Family {
 /// `operation` is what the request asks of the model (`chat`,
 /// `embeddings`...).
 pub const LABELS: [&str; 5] = ["route", "model", "slo", "tenant", "operation"];
-
-const fn domain(
-    suffix: &'static str,
-    kind: Kind,
-    labels: &'static [&'static str],
-    help: &'static str,
-) -> Family {
-    Family {
-        suffix,
-        namespaced: true,
-        kind,
-        labels,
-        help,
-    }
-}
-
-const fn own(
-    name: &'static str,
-    kind: Kind,
-    labels: &'static [&'static str],
-    help: &'static str,
-) -> Family {
-    Family {
-        suffix: name,
-        namespaced: false,
-        kind,
-        labels,
-        help,
-    }
-}
 
 use Kind::{Counter, Gauge, Histogram};
 
@@ -673,47 +619,6 @@ pub const BUILD_INFO: Family = own(
     &["version"],
     "Build information; always 1.",
 );
-
-pub const TURN_TTFT: Family = domain(
-    "turn_time_to_first_token_seconds",
-    Histogram,
-    &["route", "model", "slo", "turn"],
-    "Time to first token of metered requests by the kind of turn their body says they are (first, tool_result, follow_up, none).",
-);
-pub const TURNS: Family = domain(
-    "turns_total",
-    Counter,
-    &["route", "model", "turn"],
-    "Metered requests by the kind of turn their body says they are.",
-);
-pub const TURN_PROMPT_TOKENS: Family = domain(
-    "turn_prompt_tokens_total",
-    Counter,
-    &["route", "model", "turn"],
-    "Input tokens the upstream reports, by the kind of turn of their request.",
-);
-pub const TURN_CACHED_PROMPT_TOKENS: Family = domain(
-    "turn_cached_prompt_tokens_total",
-    Counter,
-    &["route", "model", "turn"],
-    "Input tokens the upstream reports as served from its prefix cache, by the kind of turn of their request.",
-);
-pub const TURN_UNREAD: Family = own(
-    "tokenmeter_turn_bodies_unread_total",
-    Counter,
-    &["route"],
-    "Metered requests of an API with conversations whose body could not be read for its turn (not JSON, nested too deep, or larger than proxy.max_request_body): counted under turn none.",
-);
-
-/// The families of turns and sessions (docs/metrics.md, "Sessions and
-/// turns").
-pub const SESSIONS: [Family; 5] = [
-    TURN_TTFT,
-    TURNS,
-    TURN_PROMPT_TOKENS,
-    TURN_CACHED_PROMPT_TOKENS,
-    TURN_UNREAD,
-];
 
 /// Every family, in the order docs/metrics.md lists them.
 pub const ALL: [Family; 54] = [

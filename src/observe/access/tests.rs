@@ -35,6 +35,7 @@ fn started<'a>(
         api: meter::Api::OpenAi,
         model,
         body: None,
+        at: tokio::time::Instant::now(),
         parts,
         client: "[::1]:41234".parse().unwrap(),
         trace,
@@ -66,6 +67,7 @@ fn written(entry: &Entry, s: &Summary, slow_reader: bool, format: Format) -> Vec
     let labels = labels();
     let finished = Finished {
         turn: meter::Turn::None,
+        session: None,
         summary: s,
         labels: &labels,
         judged: None,
@@ -316,6 +318,7 @@ fn the_load_at_arrival_and_the_gpu_share_are_on_the_line() {
     let s = summary();
     let finished = Finished {
         turn: meter::Turn::None,
+        session: None,
         summary: &s,
         labels: &labels,
         judged: None,

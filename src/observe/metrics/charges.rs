@@ -171,6 +171,11 @@ impl ChargePlan {
         Some(ledger)
     }
 
+    /// The currency of the cost families.
+    pub fn currency(&self) -> &str {
+        self.currency.as_deref().unwrap_or("USD")
+    }
+
     /// The routes with `gpus: N`, by name: their GPUs, counted.
     pub fn fixed_gpus(&self) -> &[FixedGpus] {
         &self.fixed
@@ -356,22 +361,22 @@ impl Made {
             [GPU_SECONDS, GPU_ENERGY, GPU_COST],
             route,
             totals.total,
-            &shown,
+            shown,
         );
         let in_flight = [
             GPU_IN_FLIGHT_SECONDS,
             GPU_IN_FLIGHT_ENERGY,
             GPU_IN_FLIGHT_COST,
         ];
-        self.part(in_flight, route, totals.in_flight, &shown);
+        self.part(in_flight, route, totals.in_flight, shown);
         let others = [
             GPU_OTHER_REPLICAS_SECONDS,
             GPU_OTHER_REPLICAS_ENERGY,
             GPU_OTHER_REPLICAS_COST,
         ];
-        self.part(others, route, totals.other_replicas, &shown);
+        self.part(others, route, totals.other_replicas, shown);
         let idle = [GPU_IDLE_SECONDS, GPU_IDLE_ENERGY, GPU_IDLE_COST];
-        self.part(idle, route, totals.idle, &shown);
+        self.part(idle, route, totals.idle, shown);
         if shown.energy {
             self.set(GPU_ENERGY_RESETS, &[route], totals.energy_resets as f64);
             let implausible = totals.implausible_samples as f64;

@@ -57,6 +57,7 @@ mod openmetrics;
 mod protobuf;
 mod register;
 mod request;
+mod sessions;
 mod windows;
 
 use families::Families;
@@ -76,6 +77,7 @@ use exemplars::Exemplified;
 pub use families::merged_buckets;
 pub use format::Format;
 pub use request::{LiveRequest, RequestRecorder, status_class};
+pub use sessions::Sessions;
 pub use windows::{Concurrency, Place};
 
 /// Every metric family, registered by the owners that keep them, which
@@ -93,6 +95,8 @@ pub struct Metrics {
     engines: Arc<engines::Engines>,
     /// The routes' GPU time, energy and money, and who was charged them.
     charges: Arc<charges::Charges>,
+    /// The sessions open, and their families.
+    sessions: Arc<Sessions>,
     /// The exemplified histograms' full names, for the OpenMetrics
     /// exposition.
     exemplified: Vec<(String, Exemplified)>,
@@ -127,6 +131,7 @@ impl Metrics {
         let windows = Windows::register(r, classes)?;
         let engines = engines::Engines::register(r, windows.live.clone())?;
         let charges = charges::Charges::register(r)?;
+        let sessions = Sessions::register(r)?;
         let exemplified = vec![
             (names::TTFT.name(ns), Exemplified::Ttft),
             (names::TPOT.name(ns), Exemplified::Tpot),
@@ -140,6 +145,7 @@ impl Metrics {
             windows,
             engines,
             charges,
+            sessions,
             exemplified,
             registry,
         })
@@ -177,6 +183,11 @@ impl Metrics {
     /// counting a reload.
     pub fn config_loaded(&self, reload: Option<bool>, unix_time: f64) {
         self.health.config_loaded(reload, unix_time);
+    }
+
+    /// The sessions open on this replica, and their families.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
     }
 
     /// The live windows behind `/slo`.
@@ -239,6 +250,7 @@ impl Metrics {
         let now = Instant::now();
         self.engines.refresh(engines.readings, engines.fixed, now);
         self.charges.refresh(engines.charges, now);
+        self.sessions.refresh();
         let _knees = self.windows.refresh(engines.readings, now);
         self.health.refresh();
         self.registry.gather()
@@ -375,8 +387,11 @@ mod tests {
         m.declare_route("r", true);
         let _ = m.connections("proxy", 1);
         let gathered = registry.gather();
-        let catalogue: std::collections::BTreeMap<String, names::Family> =
-            names::ALL.iter().map(|f| (f.name("llm"), *f)).collect();
+        let catalogue: std::collections::BTreeMap<String, names::Family> = names::ALL
+            .iter()
+            .chain(&names::SESSIONS)
+            .map(|f| (f.name("llm"), *f))
+            .collect();
         for family in &gathered {
             let f = catalogue
                 .get(family.name())

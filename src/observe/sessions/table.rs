@@ -60,7 +60,7 @@ impl Reason {
 }
 
 /// What one request that ended adds to its session.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Added {
     pub input_tokens: u64,
     pub cached_tokens: u64,
@@ -71,6 +71,9 @@ pub struct Added {
     /// Good as the chargeback counts it: judged good, or without a class
     /// ended `ok`.
     pub good: bool,
+    /// Its tenant label, final now that it ended: the session's, when it is
+    /// the first of its requests to end.
+    pub tenant: Option<Arc<str>>,
 }
 
 /// A session's figures so far.
@@ -103,8 +106,9 @@ impl Figures {
     /// From its first request's arrival to its last response's end (0
     /// while none has ended).
     pub fn duration(&self) -> Duration {
-        self.last_end
-            .map_or(Duration::ZERO, |end| end.saturating_duration_since(self.first))
+        self.last_end.map_or(Duration::ZERO, |end| {
+            end.saturating_duration_since(self.first)
+        })
     }
 }
 
@@ -139,6 +143,8 @@ struct Session {
     active: (Instant, u64),
     /// Held until a request names its response.
     candidate: bool,
+    /// Its tenant is the one its first request to end had.
+    tenant_final: bool,
     /// The newest ids of its responses.
     responses: VecDeque<Arc<str>>,
 }
@@ -171,6 +177,11 @@ impl Table {
     /// Sessions held, candidates included.
     pub fn len(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
     }
 
     /// The open sessions by route (candidates are not sessions yet).
@@ -212,7 +223,15 @@ impl Table {
             self.insert(key.clone(), route, tenant, at, candidate);
         }
         let seq = self.next();
-        let session = self.sessions.get_mut(&key).expect("held or just inserted");
+        let Some(session) = self.sessions.get_mut(&key) else {
+            // Held or just inserted: never here.
+            let place = Place {
+                key,
+                turn: 0,
+                gap: None,
+            };
+            return (place, evicted);
+        };
         // A candidate named by a later request is a session from its own
         // first request.
         session.candidate = session.candidate && key.starts_with('\u{0}');
@@ -302,6 +321,10 @@ impl Table {
         s.joules = sum(s.joules, added.joules);
         s.cost = sum(s.cost, added.cost);
         s.good &= added.good;
+        if let Some(tenant) = added.tenant.filter(|_| !session.tenant_final) {
+            s.tenant = tenant;
+            session.tenant_final = true;
+        }
         let unnamed = session.candidate && session.responses.is_empty();
         let idle = session.in_flight == 0;
         let active = (at.max(session.active.0), seq);
@@ -375,6 +398,7 @@ impl Table {
             busy_since: at,
             active: (at, seq),
             candidate,
+            tenant_final: false,
             responses: VecDeque::new(),
         };
         self.sessions.insert(key, session);

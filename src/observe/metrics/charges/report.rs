@@ -199,7 +199,7 @@ impl History {
                         now.saturating_duration_since(at),
                         &before,
                         &current,
-                        &shown,
+                        shown,
                     )
                 })
                 .collect();

@@ -20,6 +20,7 @@ fn added(input: u64, cached: u64) -> Added {
         joules: None,
         cost: Some(0.25),
         good: true,
+        tenant: None,
     }
 }
 
@@ -74,7 +75,14 @@ fn an_agent_task_with_tool_gaps_and_overlapping_requests() {
     r.finish(&t4, 4200, added(200, 150));
     assert!(r.sweep(60_000).is_empty(), "idle 55.8 s only");
     let ended = r.sweep(64_200);
-    let [Ended { key, reason, figures: f }] = ended.as_slice() else {
+    let [
+        Ended {
+            key,
+            reason,
+            figures: f,
+        },
+    ] = ended.as_slice()
+    else {
         panic!("{ended:?}");
     };
     assert_eq!((&**key, *reason), ("s", Reason::Idle));
@@ -83,7 +91,10 @@ fn an_agent_task_with_tool_gaps_and_overlapping_requests() {
     assert_eq!(f.model, ms(1000 + 1500 + 200), "the union of the spans");
     assert_eq!((f.gaps, f.gap_count), (ms(1500), 2));
     assert_eq!(f.duration(), f.model + f.gaps);
-    assert_eq!((f.input_tokens, f.cached_tokens, f.output_tokens), (600, 330, 40));
+    assert_eq!(
+        (f.input_tokens, f.cached_tokens, f.output_tokens),
+        (600, 330, 40)
+    );
     assert!((f.gpu_seconds - 2.0).abs() < 1e-12 && f.cost == Some(1.0) && f.joules.is_none());
     assert!(f.good);
     assert_eq!(r.table.len(), 0);
@@ -114,7 +125,10 @@ fn a_full_table_evicts_the_session_idle_the_longest() {
     r.finish(&a2, 50, added(1, 0));
     let (_, evicted) = r.start(key("c"), 60);
     assert_eq!(evicted.len(), 1);
-    assert_eq!((&*evicted[0].key, evicted[0].reason), ("b", Reason::Evicted));
+    assert_eq!(
+        (&*evicted[0].key, evicted[0].reason),
+        ("b", Reason::Evicted)
+    );
     assert_eq!(r.table.len(), 2);
     // A request of an evicted session that ends later changes nothing.
     r.finish(&b, 70, added(1, 0));
@@ -145,7 +159,10 @@ fn a_responses_chain_is_one_session_from_its_first_request() {
     r.finish(&first, 1000, added(10, 0));
     assert!(r.table.active().is_empty(), "a candidate is no session yet");
     let (mut second, _) = r.start(Named::Previous("resp_1".into()), 3000);
-    assert_eq!((&*second.key, second.turn, second.gap), ("resp_1", 2, Some(ms(2000))));
+    assert_eq!(
+        (&*second.key, second.turn, second.gap),
+        ("resp_1", 2, Some(ms(2000)))
+    );
     r.table.respond(&mut second, "resp_2");
     r.finish(&second, 4000, added(20, 10));
     let (mut third, _) = r.start(Named::Previous("resp_2".into()), 4500);
@@ -184,7 +201,14 @@ fn one_bad_request_makes_the_session_not_good() {
     let (a, _) = r.start(key("s"), 0);
     r.finish(&a, 10, added(1, 0));
     let (b, _) = r.start(key("s"), 20);
-    r.finish(&b, 30, Added { good: false, ..added(1, 0) });
+    r.finish(
+        &b,
+        30,
+        Added {
+            good: false,
+            ..added(1, 0)
+        },
+    );
     let ended = r.sweep(5_000);
     assert!(!ended[0].figures.good);
 }
