@@ -318,10 +318,13 @@ async fn export_and_compare(protocol: OtlpProtocol) {
     let requests: [(&str, &[(&str, &str)]); 4] = [
         (
             "sampled",
-            &[(
-                "traceparent",
-                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            )],
+            &[
+                (
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                ),
+                ("x-session-id", "task-9"),
+            ],
         ),
         ("root", &[]),
         (
@@ -427,6 +430,10 @@ async fn export_and_compare(protocol: OtlpProtocol) {
     assert_eq!(a["http.response.status_code"], "200");
     assert_eq!(a["gen_ai.usage.output_tokens"], "8");
     assert_eq!(a["tokenmeter.outcome"], "ok");
+    // Its turn, and its session's key as the conversation's id.
+    assert_eq!(a["tokenmeter.turn"], "first");
+    assert_eq!(a["gen_ai.conversation.id"], "task-9");
+    assert_eq!(a["tokenmeter.session.turn"], "1");
     // Its load at arrival: requests in flight, itself included (no engine
     // is scraped, so that is the load its curve counts).
     let in_flight: u64 = a["tokenmeter.load.in_flight"].parse().unwrap();

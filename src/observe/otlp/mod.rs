@@ -413,6 +413,8 @@ impl Exported {
             charged: f.charged,
             span: self.span,
             end: std::time::SystemTime::now(),
+            turn: f.turn,
+            session: f.session.map(|p| (p.key.clone(), p.turn)),
         };
         self.otlp.submit(request);
     }

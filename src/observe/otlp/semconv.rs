@@ -66,6 +66,11 @@ pub struct Request {
     pub span: Option<SpanIds>,
     /// When it ended.
     pub end: SystemTime,
+    /// Its kind of turn (span attributes only).
+    pub turn: meter::Turn,
+    /// Its session's key and its number there, when it is in one (span
+    /// attributes only).
+    pub session: Option<(std::sync::Arc<str>, u64)>,
 }
 
 /// The ids of a request's span: its trace, its own id, its parent's.
@@ -265,6 +270,13 @@ pub(super) fn span(
         attributes.push(KeyValue::new("tokenmeter.tpot_seconds", d.as_secs_f64()));
     }
     occupancy_attributes(&r.occupancy, &mut attributes);
+    if r.turn != meter::Turn::None {
+        attributes.push(KeyValue::new("tokenmeter.turn", r.turn.as_str()));
+    }
+    if let Some((key, turn)) = &r.session {
+        attributes.push(KeyValue::new("gen_ai.conversation.id", key.to_string()));
+        attributes.push(KeyValue::new("tokenmeter.session.turn", count(*turn)));
+    }
     if let Some(c) = r.charged {
         let quantities = [
             ("tokenmeter.gpu.seconds", Some(c.gpu_seconds)),
