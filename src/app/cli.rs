@@ -345,6 +345,8 @@ fn rules_text(
                 namespace,
                 &slo::rules::CHARGEBACK_WINDOWS,
             ));
+            // The follow-up cache-hit ratio and its alert, likewise.
+            file.groups.push(slo::rules::turns_group(namespace));
             if histograms == Histograms::Native {
                 file.groups
                     .extend(slo::rules::native_latency_groups(classes, namespace));

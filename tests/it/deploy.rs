@@ -102,7 +102,7 @@ fn generated_rules_are_valid_needs_tool_promtool() {
 /// it alone.
 #[test]
 fn burn_rate_alerts_pass_their_unit_tests_needs_tool_promtool() {
-    for file in ["burn.test.yaml", "tenant.test.yaml"] {
+    for file in ["burn.test.yaml", "tenant.test.yaml", "turns.test.yaml"] {
         promtool(&["test", "rules", file], &root().join("tests/data/rules"));
     }
 }

@@ -19,7 +19,9 @@
 //! And per class with a target, [`capacity_groups`]: the latency–load
 //! curve summed over every replica, and the fleet's knee and headroom.
 //! And whatever the classes, [`chargeback_group`]: the fleet's GPU time,
-//! its tenants' and idle, and what a good token costs.
+//! its tenants' and idle, and what a good token costs; and
+//! [`turns_group`]: the follow-up cache-hit ratio and the alert when it
+//! falls.
 //!
 //! With native histograms ([`Histograms::Native`]),
 //! [`native_latency_groups`]: the share within each latency threshold and
@@ -55,12 +57,14 @@ pub mod sloth;
 mod tests;
 #[cfg(test)]
 mod tools_tests;
+mod turns;
 
 pub use burn::{WINDOWS, ratio_name, rules};
 pub use chargeback::{CHARGEBACK_WINDOWS, ChargebackNames, chargeback_group};
 pub use fleet::{CAPACITY_WINDOWS, CapacityNames, capacity_groups};
 pub use histograms::{Histograms, bound_label, prom_duration};
 pub use native::{LATENCY_WINDOWS, latency_names, native_latency_groups};
+pub use turns::{TURN_WINDOWS, follow_up_cache_ratio, turns_group};
 
 /// A Prometheus rule file.
 #[derive(Debug, Serialize)]
