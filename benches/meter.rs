@@ -297,5 +297,35 @@ fn request_model(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, meter_path, request_model);
+/// One pass for a request body's model and turn, against the model alone,
+/// on a 1 MB prompt of 500 messages (an agent's long session).
+fn read_request(c: &mut Criterion) {
+    let text = "x".repeat(2_000);
+    let mut body = String::from(r#"{"model":"llama-3.1-70b-instruct","stream":true,"messages":["#);
+    for i in 0..500 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&format!(
+            r#"{{"role":"{role}","content":"{text} \"{i}\""}}"#
+        ));
+    }
+    body.push_str(r#",{"role":"tool","tool_call_id":"c","content":"done"}]}"#);
+    let body = body.into_bytes();
+    assert!(body.len() > 1_000_000);
+    let facts = meter::read_request(meter::Api::OpenAi, &body);
+    assert_eq!(facts.turn, meter::Turn::ToolResult);
+    let mut group = c.benchmark_group("read_request");
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    group.bench_function("model_and_turn/1MB_500_messages", |b| {
+        b.iter(|| black_box(meter::read_request(meter::Api::OpenAi, black_box(&body))))
+    });
+    group.bench_function("model_only/1MB_500_messages", |b| {
+        b.iter(|| black_box(meter::request_model(black_box(&body))))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, meter_path, request_model, read_request);
 criterion_main!(benches);
