@@ -243,10 +243,7 @@ impl<K: Eq + Hash + Clone> State<K> {
         let s = self.share.gpu_seconds;
         let ended = self.epoch.end(s, joules, &mut self.finished);
         for (key, j) in ended.requests {
-            self.by_key
-                .entry(key)
-                .or_insert_with(Charge::default)
-                .joules += j;
+            self.by_key.entry(key).or_default().joules += j;
             self.totals.charged.joules += j;
         }
         self.totals.other_replicas.joules += ended.other_replicas;
