@@ -142,6 +142,18 @@ pub(super) fn gpu_hourly_cost<'de, D: Deserializer<'de>>(d: D) -> Result<Option<
     })
 }
 
+/// A route's `gpu_set`: a label value of 1 to 64 characters.
+pub(super) fn gpu_set<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    checked(d, None, |text| {
+        match is_label_value(text) && text.len() <= 64 {
+            true => Ok(Some(text.to_owned())),
+            false => Err(format!(
+                "invalid GPU set `{text}`: expected 1 to 64 of [a-zA-Z0-9_.:-]"
+            )),
+        }
+    })
+}
+
 /// `cost.currency`: 1 to 16 letters, digits, `_` or `-`.
 pub(super) fn currency<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     checked(d, String::new(), |text| {

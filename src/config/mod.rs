@@ -63,6 +63,7 @@
 //! `Config` (`raw.section.clone().unwrap_or_default()`).
 
 mod error;
+mod gpu_set;
 mod kind;
 mod load;
 mod located;
@@ -79,6 +80,7 @@ mod slo_class;
 mod values;
 mod web;
 
+pub use gpu_set::{GpuSet, GpuSetId, gpu_sets};
 pub use metrics::{Buckets, LabelBounds, MetricsSettings, NativeHistograms, TenantLabels};
 pub use restart::{RESTART_ONLY, RestartOnly};
 pub use server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsFileError, TlsVersion};

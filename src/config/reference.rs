@@ -167,6 +167,7 @@ routes:
     gpu_metrics: http://127.0.0.1:9400/metrics
     gpu_select: {gpu: ["0"], uuid: [GPU-1], hostname: [node-a]}
     scrape_interval: 4s
+    gpu_set: node-a
   - name: b
     upstream: http://127.0.0.1:8000
     gpus: 2

@@ -206,6 +206,15 @@ pub struct Route {
     /// or `gpu_metrics`. Default: not priced.
     #[serde(default, deserialize_with = "super::kind::gpu_hourly_cost")]
     pub gpu_hourly_cost: Option<f64>,
+    /// The set of GPUs the route shares with the other routes that name
+    /// it: one ledger, its GPU-seconds, energy and money counted once and
+    /// divided among the requests of all of them. A label value (`gpu_set`),
+    /// `[a-zA-Z0-9_.:-]+`, 1 to 64 characters; the routes of a set give the
+    /// same `gpus`, or the same `gpu_metrics` and `gpu_select`, and the same
+    /// `gpu_hourly_cost`. Default: the routes with the same `gpu_metrics`
+    /// and `gpu_select` share their GPUs, each route with `gpus` has its own.
+    #[serde(default, deserialize_with = "super::kind::gpu_set")]
+    pub gpu_set: Option<String>,
 }
 
 /// `routes[i].match`: which requests a route accepts. All given
@@ -376,7 +385,7 @@ impl std::fmt::Debug for MetricsEndpoint {
 /// `routes[i].gpu_select`: which GPUs of the route's `gpu_metrics` page
 /// serve it, by the DCGM exporter's labels. A GPU is selected when it
 /// matches every list given; with none given, every GPU on the page is.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default)]
 pub struct GpuSelect {
     /// Values of the exporter's `gpu` label (the device index, `"0"`). A

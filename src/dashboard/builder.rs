@@ -215,6 +215,15 @@ impl Builder {
                 "operation",
                 format!("label_values({req}{{route=~\"$route\"}}, operation)"),
             ),
+            // The GPU sets of the routes chosen whose requests were
+            // charged: "All" (`.*`) is every set.
+            var(
+                "gpu_set",
+                format!(
+                    "label_values({}{{route=~\"$route\"}}, gpu_set)",
+                    self.m(names::REQUEST_GPU_SECONDS)
+                ),
+            ),
         ]
     }
 }

@@ -3,10 +3,11 @@
 //!
 //! Like the other rows it queries the raw counters, summed over replicas
 //! as the fleet's view is: the tenants' charges are each replica's own, so
-//! summed; the GPUs and idle time are every replica's, so averaged by
-//! route. The chargeback families carry no `operation` label, so the row
+//! summed; the GPUs and idle time are every replica's, so averaged by GPU
+//! set. The chargeback families carry no `operation` label, so the row
 //! filters by route, model, class and tenant only, the good output tokens
-//! it divides by too.
+//! it divides by too; the GPU sets' own families, which have no route, by
+//! `$gpu_set`.
 
 use serde_json::{Value, json};
 
@@ -16,8 +17,8 @@ use super::builder::{Builder, RATE, q};
 
 /// The filter of the families charged to requests.
 const CHARGED: &str = r#"route=~"$route", model=~"$model", slo=~"$slo", tenant=~"$tenant""#;
-/// The filter of the families labelled by route only.
-const BY_ROUTE: &str = r#"route=~"$route""#;
+/// The filter of the families of a GPU set.
+const BY_SET: &str = r#"gpu_set=~"$gpu_set""#;
 
 impl Builder {
     pub(super) fn cost(&mut self) {
@@ -47,7 +48,7 @@ impl Builder {
             (
                 Self::timeseries(
                     "Cost per hour, per tenant and idle",
-                    "The GPU cost charged to each tenant's requests per hour (gpu_hourly_cost, summed over replicas), and the cost of the idle GPU time per route (no request in flight on the engine), in the currency of the legend (cost.currency). Charged when a request ends.",
+                    "The GPU cost charged to each tenant's requests per hour (gpu_hourly_cost, summed over replicas), and the cost of the idle GPU time per GPU set (no request in flight on the engine), in the currency of the legend (cost.currency). Charged when a request ends.",
                     "short",
                     vec![
                         q(
@@ -59,10 +60,10 @@ impl Builder {
                         ),
                         q(
                             format!(
-                                "3600 * avg by (route, currency) ({})",
-                                rate(&idle_cost, BY_ROUTE)
+                                "3600 * avg by (gpu_set, currency) ({})",
+                                rate(&idle_cost, BY_SET)
                             ),
-                            "idle {{route}} ({{currency}})",
+                            "idle {{gpu_set}} ({{currency}})",
                         ),
                     ],
                 ),
@@ -71,26 +72,26 @@ impl Builder {
             (
                 Self::stacked(Self::timeseries(
                     "GPU time: good, waste and idle",
-                    "GPUs in use, stacked: the GPU-seconds per second charged to requests judged good, to the rest (waste: requests that missed their objectives, failed or were abandoned), and idle. With every request of the engine coming through a replica, the stack is the routes' GPUs.",
+                    "GPUs in use, stacked: the GPU-seconds per second charged to requests judged good, to the rest (waste: requests that missed their objectives, failed or were abandoned), and idle, per GPU set (the GPUs its routes share). With every request of the engine coming through a replica, the stack is the sets' GPUs.",
                     "short",
                     vec![
                         q(
                             format!(
-                                "sum by (route) ({})",
+                                "sum by (gpu_set) ({})",
                                 rate(&seconds, &format!("{CHARGED}, good=\"true\""))
                             ),
-                            "good {{route}}",
+                            "good {{gpu_set}}",
                         ),
                         q(
                             format!(
-                                "sum by (route) ({})",
+                                "sum by (gpu_set) ({})",
                                 rate(&seconds, &format!("{CHARGED}, good=\"false\""))
                             ),
-                            "waste {{route}}",
+                            "waste {{gpu_set}}",
                         ),
                         q(
-                            format!("avg by (route) ({})", rate(&idle_seconds, BY_ROUTE)),
-                            "idle {{route}}",
+                            format!("avg by (gpu_set) ({})", rate(&idle_seconds, BY_SET)),
+                            "idle {{gpu_set}}",
                         ),
                     ],
                 )),
@@ -99,15 +100,15 @@ impl Builder {
             (
                 Self::timeseries(
                     "Idle share",
-                    "The share of each route's GPU time with no request in flight on its engine: capacity nobody used.",
+                    "The share of each GPU set's time with no request in flight on its engine: capacity nobody used.",
                     "percentunit",
                     vec![q(
                         format!(
-                            "avg by (route) ({}) / avg by (route) ({})",
-                            rate(&idle_seconds, BY_ROUTE),
-                            rate(&gpu_seconds, BY_ROUTE)
+                            "avg by (gpu_set) ({}) / avg by (gpu_set) ({})",
+                            rate(&idle_seconds, BY_SET),
+                            rate(&gpu_seconds, BY_SET)
                         ),
-                        "{{route}}",
+                        "{{gpu_set}}",
                     )],
                 ),
                 8,

@@ -4,9 +4,10 @@
 //!
 //! Every panel queries the raw series (histograms and counters) aggregated
 //! with `sum by (..., le)` first (the GPUs' own counters, which every
-//! replica counts alike, with `avg by (route)`), so the dashboard is right
+//! replica counts alike, with `avg by (gpu_set)`), so the dashboard is right
 //! for any number of proxy replicas and needs no recording rules. Template variables
-//! (`$route`, `$model`, `$slo`, `$tenant`) filter every panel.
+//! (`$route`, `$model`, `$slo`, `$tenant`) filter every panel, `$gpu_set`
+//! the GPU sets' own figures.
 //!
 //! This module only builds JSON: it reads no files and knows no config
 //! syntax.
@@ -225,7 +226,7 @@ mod tests {
         let stacked = exprs(cost[1]);
         assert!(stacked[0].contains("good=\"true\""), "{stacked:?}");
         assert!(stacked[1].contains("good=\"false\""), "{stacked:?}");
-        assert!(stacked[2].starts_with("avg by (route) (rate(llm_gpu_idle_seconds_total{"));
+        assert!(stacked[2].starts_with("avg by (gpu_set) (rate(llm_gpu_idle_seconds_total{"));
         assert_eq!(
             cost[1]["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"],
             "normal"

@@ -87,19 +87,22 @@ impl Builder {
             self.m(names::CACHED_INPUT_TOKENS_TOTAL),
             self.m(names::INPUT_TOKENS_TOTAL),
         );
-        let (sm, dram, util, fb, gpu_seconds, good, out, failures) = (
+        let (sm, dram, util, fb, gpus, good, out, failures) = (
             self.m(names::GPU_SM_ACTIVE),
             self.m(names::GPU_DRAM_ACTIVE),
             self.m(names::GPU_UTILIZATION),
             self.m(names::GPU_FRAMEBUFFER_USED),
-            self.m(names::GPU_SECONDS),
+            self.m(names::GPUS),
             self.m(names::SLO_GOOD_OUTPUT_TOKENS),
             self.m(names::OUTPUT_TOKENS_TOTAL),
             self.m(names::SCRAPE_FAILURES),
         );
+        // A route's GPUs are its GPU set's (`llm_gpus`, each route of a set
+        // showing the set's), their mean over the window its GPU-seconds
+        // per second.
         let per_gpu_second = |tokens: &str, by: &str| {
             format!(
-                "sum by ({by}) (rate({tokens}{{{BY_CLASS}}}[{RATE}])) / on (route) group_left avg by (route) (rate({gpu_seconds}{{{BY_ROUTE}}}[{RATE}]))"
+                "sum by ({by}) (rate({tokens}{{{BY_CLASS}}}[{RATE}])) / on (route) group_left avg by (route) (avg_over_time({gpus}{{{BY_ROUTE}}}[{RATE}]))"
             )
         };
         let panels = vec![

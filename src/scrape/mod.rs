@@ -60,11 +60,13 @@ impl Scraper {
         let mut jobs = Vec::with_capacity(targets.len());
         for target in targets {
             let page = target.kind.page();
-            if !seen.insert((target.route.clone(), page)) {
-                return Err(Error::Duplicate {
-                    route: target.route,
-                    page: page.as_str(),
-                });
+            for route in std::iter::once(&target.route).chain(&target.also) {
+                if !seen.insert((route.clone(), page)) {
+                    return Err(Error::Duplicate {
+                        route: route.clone(),
+                        page: page.as_str(),
+                    });
+                }
             }
             if target.timeout.is_zero() || target.timeout >= target.interval {
                 return Err(Error::Timing {
@@ -80,6 +82,7 @@ impl Scraper {
             .map(|(target, _)| {
                 TargetState::new(&target.route, target.kind.page(), target.interval)
                     .feeding(target.ledger.as_ref().map(|l| l.0.clone()))
+                    .shown_also(&target.also)
             })
             .collect();
         let stop = shutdown.child_token();

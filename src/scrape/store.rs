@@ -57,6 +57,8 @@ pub struct FailureCount {
 /// GPU-seconds and scrapes ended.
 pub(super) struct TargetState {
     pub(super) route: Arc<str>,
+    /// The other routes its readings are shown under.
+    also: Box<[Arc<str>]>,
     pub(super) page: Page,
     /// The reading is served for this long after it was read.
     fresh_for: Duration,
@@ -74,6 +76,7 @@ impl TargetState {
     pub(super) fn new(route: &str, page: Page, interval: Duration) -> Self {
         Self {
             route: Arc::from(route),
+            also: Box::default(),
             page,
             fresh_for: interval.saturating_mul(STALE_AFTER_INTERVALS),
             latest: ArcSwapOption::empty(),
@@ -93,6 +96,18 @@ impl TargetState {
     /// The same place, whose readings `ledger` is told.
     pub(super) fn feeding(self, ledger: Option<Arc<dyn Reader>>) -> Self {
         Self { ledger, ..self }
+    }
+
+    /// The same place, whose readings are shown under the routes `also`
+    /// too.
+    pub(super) fn shown_also(self, also: &[String]) -> Self {
+        let also = also.iter().map(|r| Arc::from(r.as_str())).collect();
+        Self { also, ..self }
+    }
+
+    /// The routes its readings are shown under: its own first.
+    fn routes(&self) -> impl Iterator<Item = &Arc<str>> {
+        std::iter::once(&self.route).chain(self.also.iter())
     }
 
     /// Replaces the reading, and tells the route's ledger, which counts the
@@ -199,8 +214,8 @@ impl Readings {
     }
 
     /// Every target's latest fresh reading, in the order the targets were
-    /// given; a target without one is left out (its figures have no
-    /// sample).
+    /// given, once under each route it is shown under; a target without
+    /// one is left out (its figures have no sample).
     pub fn snapshot(&self) -> Vec<Snapshot> {
         self.snapshot_at(Instant::now())
     }
@@ -209,24 +224,27 @@ impl Readings {
     pub fn snapshot_at(&self, now: Instant) -> Vec<Snapshot> {
         self.slots
             .iter()
-            .filter_map(|slot| {
-                Some(Snapshot {
-                    route: slot.route.clone(),
+            .filter_map(|slot| Some((slot, slot.fresh(now)?)))
+            .flat_map(|(slot, latest)| {
+                slot.routes().map(move |route| Snapshot {
+                    route: route.clone(),
                     page: slot.page,
-                    latest: slot.fresh(now)?,
+                    latest: latest.clone(),
                 })
             })
             .collect()
     }
 
     /// Every target's failure count for every reason, zeros included, in
-    /// the order the targets were given and then of [`Reason::ALL`].
+    /// the order the targets were given, each route it is shown under and
+    /// then of [`Reason::ALL`].
     pub fn failures(&self) -> Vec<FailureCount> {
         self.slots
             .iter()
-            .flat_map(|slot| {
+            .flat_map(|slot| slot.routes().map(move |route| (slot, route)))
+            .flat_map(|(slot, route)| {
                 Reason::ALL.into_iter().map(|reason| FailureCount {
-                    route: slot.route.clone(),
+                    route: route.clone(),
                     page: slot.page,
                     reason,
                     count: slot.failures[reason.index()].load(Ordering::Relaxed),
@@ -240,7 +258,7 @@ impl Readings {
     fn slot(&self, route: &str, page: Page) -> Option<&TargetState> {
         self.slots
             .iter()
-            .find(|slot| slot.page == page && &*slot.route == route)
+            .find(|slot| slot.page == page && slot.routes().any(|r| &**r == route))
     }
 }
 

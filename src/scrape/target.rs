@@ -20,6 +20,10 @@ pub const STALE_AFTER_INTERVALS: u32 = 3;
 pub struct Target {
     /// The route the figures are of: the label they are exported under.
     pub route: String,
+    /// The other routes whose figures they are too (a GPU page that the
+    /// routes of a GPU set share is scraped once, for all of them): its
+    /// readings and failures are shown under each.
+    pub also: Vec<String>,
     /// Which page the endpoint serves, and so how it is read.
     pub kind: Kind,
     /// `http` or `https`; the path and query are requested as written.

@@ -161,6 +161,7 @@ where
 fn target(route: &str, kind: Kind, url: http::Uri) -> Target {
     Target {
         route: route.to_owned(),
+        also: Vec::new(),
         kind,
         shown_url: url.to_string(),
         url,

@@ -123,10 +123,10 @@ fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     sum(samples, name, labels)
 }
 
-/// The route's parts of one quantity (`seconds`, `energy_joules`, `cost`)
+/// The GPU set's parts of one quantity (`seconds`, `energy_joules`, `cost`)
 /// against its total, from one scrape: they must be equal.
-fn parts_and_total(s: &[Sample], route: &str, quantity: &str) -> (f64, f64) {
-    let r = [("route", route)];
+fn parts_and_total(s: &[Sample], set: &str, quantity: &str) -> (f64, f64) {
+    let r = [("gpu_set", set)];
     let in_flight = match quantity {
         "seconds" => "llm_gpu_in_flight_seconds".to_owned(),
         q => format!("llm_gpu_in_flight_{q}"),
@@ -314,10 +314,10 @@ async fn energy_of_a_dcgm_page_follows_the_same_shares() {
         ),
     );
     let proxy = start(config).await;
-    let route = [("route", "chat")];
+    let set = [("gpu_set", "chat")];
     // Two readings give the first average power.
     scrape_until(proxy.admin_addr, |s| {
-        total(s, "llm_gpu_energy_joules_total", &route) > 0.0
+        total(s, "llm_gpu_energy_joules_total", &set) > 0.0
     })
     .await;
     let spans = load(proxy.proxy_addr, &[("a", 1, 5, &[]), ("b", 2, 5, &[])]).await;
@@ -351,14 +351,14 @@ async fn energy_of_a_dcgm_page_follows_the_same_shares() {
     // The joules counted are the counters' growth from the first reading
     // (the GPU-seconds' start) to the latest, at most an interval ago, at
     // 300 W.
-    let gpu_seconds = total(&s, "llm_gpu_seconds_total", &route);
-    let joules = total(&s, "llm_gpu_energy_joules_total", &route);
+    let gpu_seconds = total(&s, "llm_gpu_seconds_total", &set);
+    let joules = total(&s, "llm_gpu_energy_joules_total", &set);
     let counted = gpu_seconds / 2.0;
     assert!(
         joules <= 300.0 * counted * 1.01 && joules >= 300.0 * (counted - 0.25),
         "{joules} J in {counted} s at 300 W"
     );
-    assert_eq!(total(&s, "tokenmeter_gpu_energy_resets_total", &route), 0.0);
+    assert_eq!(total(&s, "tokenmeter_gpu_energy_resets_total", &set), 0.0);
     proxy.stop().await;
 }
 
@@ -402,14 +402,14 @@ async fn a_price_changed_by_reload_applies_from_the_reload_on() {
     )
     .await
     .unwrap();
-    let route = [("route", "chat")];
+    let set = [("gpu_set", "chat")];
     let read = |s: &[Sample]| {
         (
-            total(s, "llm_gpu_seconds_total", &route),
+            total(s, "llm_gpu_seconds_total", &set),
             total(
                 s,
                 "llm_gpu_cost_total",
-                &[("route", "chat"), ("currency", "USD")],
+                &[("gpu_set", "chat"), ("currency", "USD")],
             ),
         )
     };
@@ -473,7 +473,7 @@ async fn a_gpu_page_that_goes_away_stops_the_time_and_the_shares() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (_, again) = scrape(proxy.admin_addr).await;
     assert_eq!(
-        total(&again, "llm_gpu_seconds_total", &route),
+        total(&again, "llm_gpu_seconds_total", &[("gpu_set", "chat")]),
         whole,
         "no time counted while stale"
     );
@@ -592,19 +592,15 @@ async fn energy_is_counted_per_gpu_as_the_set_grows_and_shrinks() {
     *dcgm.frozen.lock().unwrap() = Some(dcgm.began.elapsed().as_secs_f64());
     tokio::time::sleep(Duration::from_millis(400)).await;
     let (_, s) = scrape(proxy.admin_addr).await;
-    let route = [("route", "chat")];
+    let set = [("gpu_set", "chat")];
     let truth = dcgm.truth();
     // 200 W on 2 GPUs for about 4 s and on 2 more for about 1.2 s.
     assert!(truth > 1_500.0 && truth < 2_500.0, "{truth}");
-    let joules = total(&s, "llm_gpu_energy_joules_total", &route);
+    let joules = total(&s, "llm_gpu_energy_joules_total", &set);
     assert_near(joules, truth, 0.02, "joules against the page's growth");
-    assert_eq!(total(&s, "tokenmeter_gpu_energy_resets_total", &route), 0.0);
+    assert_eq!(total(&s, "tokenmeter_gpu_energy_resets_total", &set), 0.0);
     assert_eq!(
-        total(
-            &s,
-            "tokenmeter_gpu_energy_implausible_samples_total",
-            &route
-        ),
+        total(&s, "tokenmeter_gpu_energy_implausible_samples_total", &set),
         1.0
     );
     let (parts, whole) = parts_and_total(&s, "chat", "energy_joules");
@@ -707,14 +703,16 @@ async fn a_configuration_that_fails_to_build_adds_no_series_and_changes_no_ledge
     assert_eq!(failed.kind(), "scrape", "{failed}");
     let read = |s: &[Sample]| {
         (
-            total(s, "llm_gpu_seconds_total", &[("route", "chat")]),
-            total(s, "llm_gpu_cost_total", &[("route", "chat")]),
+            total(s, "llm_gpu_seconds_total", &[("gpu_set", "chat")]),
+            total(s, "llm_gpu_cost_total", &[("gpu_set", "chat")]),
         )
     };
     let (_, before) = scrape(proxy.admin_addr).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (text, after) = scrape(proxy.admin_addr).await;
-    assert!(!text.contains(r#"route="other""#), "{text}");
+    for label in [r#"route="other""#, r#"gpu_set="other""#] {
+        assert!(!text.contains(label), "{text}");
+    }
     let ((s0, c0), (s1, c1)) = (read(&before), read(&after));
     // Still one a GPU-second.
     assert_near(c1 - c0, s1 - s0, 1e-6, "cost at the running price");

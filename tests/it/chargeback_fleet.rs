@@ -175,9 +175,9 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     };
     let fleet = value(
         format!(
-            "sum by (route) (chargeback:llm_request_gpu_seconds:rate{WINDOW}) + chargeback:llm_gpu_idle_seconds:rate{WINDOW}"
+            "sum by (gpu_set) (chargeback:llm_request_gpu_seconds:rate{WINDOW}) + chargeback:llm_gpu_idle_seconds:rate{WINDOW}"
         ),
-        &[("route", "chat")],
+        &[("gpu_set", "chat")],
     )
     .await;
     let engine = value(
@@ -215,7 +215,7 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     );
     let idle_share = value(
         format!("chargeback:llm_gpu_idle:ratio_rate{WINDOW}"),
-        &[("route", "chat")],
+        &[("gpu_set", "chat")],
     )
     .await;
     assert!(

@@ -592,7 +592,8 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
     let routes = bill["routes"].as_array().unwrap();
     assert_eq!(routes.len(), BILLED.len(), "{bill}");
     for (route, (name, tenants)) in routes.iter().zip(BILLED) {
-        assert_eq!(route["route"], name, "{bill}");
+        assert_eq!(route["gpu_set"], name, "{bill}");
+        assert_eq!(route["routes"], serde_json::json!([name]), "{bill}");
         assert_eq!(route["currency"], "USD", "{route}");
         let total = &route["windows"][1]["total"];
         assert!(total["cost"].as_f64().unwrap() > 0.0, "{route}");

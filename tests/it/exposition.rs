@@ -146,7 +146,7 @@ async fn the_exposition_of_a_fixed_run_keeps_its_families_series_and_labels() {
 
     scrape_until(proxy.admin_addr, |s| {
         sum(s, "llm_requests_total", &[]) >= 6.0
-            && sum(s, "llm_gpu_seconds_total", &[("route", "chat")]) > 0.0
+            && sum(s, "llm_gpu_seconds_total", &[("gpu_set", "chat")]) > 0.0
             && s.iter().any(|x| x.name == "llm_engine_requests_running")
             && s.iter().any(|x| x.name == "llm_gpus")
     })

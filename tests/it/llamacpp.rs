@@ -642,7 +642,7 @@ async fn llama_server_gauges_are_re_exported_with_the_route_needs_tool_llama_ser
     // The requests, in flight, left to others and idle add up to the GPU's
     // time.
     let s = scrape(proxy.admin_addr).await.1;
-    let route = [("route", "test")];
+    let route = [("gpu_set", "test")];
     let charged = sum(&s, "llm_request_gpu_seconds_total", &route);
     let parts = charged
         + sum(&s, "llm_gpu_in_flight_seconds", &route)

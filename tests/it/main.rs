@@ -36,6 +36,7 @@ mod capacity;
 mod chaos;
 mod chargeback;
 mod chargeback_fleet;
+mod chargeback_sets;
 mod cli;
 mod commands;
 mod compat;

@@ -420,7 +420,8 @@ async fn page_draws_who_used_the_gpus_good_and_wasted_per_tenant_needs_tools_chr
     // reports now, whatever the time since the page read them.
     let slo = admin_json(admin, "/slo").await;
     let bill = &slo["chargeback"]["routes"][0];
-    assert_eq!(bill["route"], "chat", "{bill}");
+    assert_eq!(bill["gpu_set"], "chat", "{bill}");
+    assert_eq!(bill["routes"], serde_json::json!(["chat"]), "{bill}");
     assert_eq!(bill["currency"], "USD", "{bill}");
     let window = &bill["windows"][1];
     assert_eq!(window["window"], "5m", "{window}");

@@ -317,6 +317,7 @@ async fn two_replicas_aggregate_in_prometheus_needs_tool_prometheus() {
             .replace("$slo", ".*")
             .replace("$tenant", ".*")
             .replace("$operation", ".*")
+            .replace("$gpu_set", ".*")
     };
     for expr in dashboard::expressions(&d) {
         let answer = query(&p, &concrete(&expr)).await;

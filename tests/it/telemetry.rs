@@ -223,9 +223,10 @@ async fn a_dcgm_page_and_the_engine_s_own_are_exported_with_the_route() {
         assert_eq!(resp.status, 200);
     }
     let route = [("route", "chat")];
+    let set = [("gpu_set", "chat")];
     let s = scrape_until(proxy.admin_addr, |s| {
         sum(s, "llm_slo_requests_total", &[("verdict", "good")]) >= 4.0
-            && sum(s, "llm_gpu_seconds_total", &route) > 0.0
+            && sum(s, "llm_gpu_seconds_total", &set) > 0.0
             && !s.iter().all(|x| x.name != "llm_engine_requests_running")
     })
     .await;
@@ -305,12 +306,12 @@ async fn a_dcgm_page_and_the_engine_s_own_are_exported_with_the_route() {
     }
 
     // GPU-seconds: two GPUs, since about the first scrape.
-    let first = sum(&s, "llm_gpu_seconds_total", &route);
+    let first = sum(&s, "llm_gpu_seconds_total", &set);
     let later = scrape_until(proxy.admin_addr, |s| {
-        sum(s, "llm_gpu_seconds_total", &route) >= first + 0.8
+        sum(s, "llm_gpu_seconds_total", &set) >= first + 0.8
     })
     .await;
-    assert!(sum(&later, "llm_gpu_seconds_total", &route) >= first + 0.8);
+    assert!(sum(&later, "llm_gpu_seconds_total", &set) >= first + 0.8);
 
     // Good output tokens per GPU-second: the window's good token rate over
     // the two GPUs, as /slo has it. With no request since, the window's
@@ -729,8 +730,8 @@ async fn good_tokens_per_gpu_second_over_replicas_in_prometheus_needs_tool_prome
     let b = start(load(db.path(), &main)).await;
     let p = start_prometheus(&[a.admin_addr, b.admin_addr]).await;
     eventually(&p, "count(up{job=\"tokenmeter\"} == 1)", 2.0).await;
-    let gpu_seconds = "avg by (route) (rate(llm_gpu_seconds_total[5s]))";
-    eventually_near(&p, gpu_seconds, &[("route", "chat")], 2.0, 0.2).await;
+    let gpu_seconds = "avg by (gpu_set) (rate(llm_gpu_seconds_total[5s]))";
+    eventually_near(&p, gpu_seconds, &[("gpu_set", "chat")], 2.0, 0.2).await;
 
     // Clients on both replicas until the check is done.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -745,7 +746,7 @@ async fn good_tokens_per_gpu_second_over_replicas_in_prometheus_needs_tool_prome
             })
         })
         .collect();
-    let documented = "sum by (route, model, slo) (rate(llm_slo_good_output_tokens_total[10s])) / on (route) group_left avg by (route) (rate(llm_gpu_seconds_total[10s]))";
+    let documented = "sum by (route, model, slo) (rate(llm_slo_good_output_tokens_total[10s])) / on (route) group_left avg by (route) (avg_over_time(llm_gpus[10s]))";
     let two_gpus = "sum by (route, model, slo) (rate(llm_slo_good_output_tokens_total[10s])) / 2";
     let labels = [
         ("route", "chat"),

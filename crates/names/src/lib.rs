@@ -470,28 +470,30 @@ pub const TELEMETRY: [Family; 14] = [
     SCRAPE_FAILURES,
 ];
 /// The labels of the GPU time, energy and money charged to requests that
-/// ended: `good` is `true` or `false`.
-pub const CHARGE_LABELS: [&str; 5] = ["route", "model", "tenant", "slo", "good"];
+/// ended (`gpu_set`: the GPUs the route shares; `good`: `true` or `false`).
+pub const CHARGE_LABELS: [&str; 6] = ["route", "gpu_set", "model", "tenant", "slo", "good"];
 /// With the currency of the price.
-pub const COST_CHARGE_LABELS: [&str; 6] = ["route", "model", "tenant", "slo", "good", "currency"];
+pub const COST_CHARGE_LABELS: [&str; 7] = [
+    "route", "gpu_set", "model", "tenant", "slo", "good", "currency",
+];
 
 pub const GPU_SECONDS: Family = domain(
     "gpu_seconds_total",
     Counter,
-    &["route"],
-    "GPU-seconds of the route: its GPU count (gpus, or its GPU page's while fresh) integrated over time.",
+    &["gpu_set"],
+    "GPU-seconds of the GPU set: its GPU count (gpus, or its GPU page's while fresh) integrated over time.",
 );
 pub const GPU_ENERGY: Family = domain(
     "gpu_energy_joules_total",
     Counter,
-    &["route"],
-    "Energy of the route's GPUs, joules: each GPU's DCGM energy counter's growth, divided as it moves, else its power usage integrated over time.",
+    &["gpu_set"],
+    "Energy of the GPU set's GPUs, joules: each GPU's DCGM energy counter's growth, divided as it moves, else its power usage integrated over time.",
 );
 pub const GPU_COST: Family = domain(
     "gpu_cost_total",
     Counter,
-    &["route", "currency"],
-    "Cost of the route's GPU-seconds at its gpu_hourly_cost.",
+    &["gpu_set", "currency"],
+    "Cost of the GPU set's GPU-seconds at its gpu_hourly_cost.",
 );
 pub const REQUEST_GPU_SECONDS: Family = domain(
     "request_gpu_seconds_total",
@@ -514,83 +516,83 @@ pub const REQUEST_GPU_COST: Family = domain(
 pub const GPU_IN_FLIGHT_SECONDS: Family = domain(
     "gpu_in_flight_seconds",
     Gauge,
-    &["route"],
-    "GPU-seconds accrued by the route's requests still in flight.",
+    &["gpu_set"],
+    "GPU-seconds accrued by the GPU set's requests still in flight.",
 );
 pub const GPU_IN_FLIGHT_ENERGY: Family = domain(
     "gpu_in_flight_energy_joules",
     Gauge,
-    &["route"],
-    "GPU energy accrued by the route's requests still in flight, joules.",
+    &["gpu_set"],
+    "GPU energy accrued by the GPU set's requests still in flight, joules.",
 );
 pub const GPU_IN_FLIGHT_COST: Family = domain(
     "gpu_in_flight_cost",
     Gauge,
-    &["route", "currency"],
-    "GPU cost accrued by the route's requests still in flight.",
+    &["gpu_set", "currency"],
+    "GPU cost accrued by the GPU set's requests still in flight.",
 );
 pub const GPU_OTHER_REPLICAS_SECONDS: Family = domain(
     "gpu_other_replicas_seconds_total",
     Counter,
-    &["route"],
+    &["gpu_set"],
     "GPU-seconds left to the engine's requests that came another way (its running and waiting requests beyond this replica's).",
 );
 pub const GPU_OTHER_REPLICAS_ENERGY: Family = domain(
     "gpu_other_replicas_energy_joules_total",
     Counter,
-    &["route"],
+    &["gpu_set"],
     "GPU energy left to the engine's requests that came another way, joules.",
 );
 pub const GPU_OTHER_REPLICAS_COST: Family = domain(
     "gpu_other_replicas_cost_total",
     Counter,
-    &["route", "currency"],
+    &["gpu_set", "currency"],
     "GPU cost left to the engine's requests that came another way.",
 );
 pub const GPU_IDLE_SECONDS: Family = domain(
     "gpu_idle_seconds_total",
     Counter,
-    &["route"],
-    "GPU-seconds with no request in flight on the route's engine.",
+    &["gpu_set"],
+    "GPU-seconds with no request in flight on the GPU set's engine.",
 );
 pub const GPU_IDLE_ENERGY: Family = domain(
     "gpu_idle_energy_joules_total",
     Counter,
-    &["route"],
-    "GPU energy with no request in flight on the route's engine, joules.",
+    &["gpu_set"],
+    "GPU energy with no request in flight on the GPU set's engine, joules.",
 );
 pub const GPU_IDLE_COST: Family = domain(
     "gpu_idle_cost_total",
     Counter,
-    &["route", "currency"],
-    "GPU cost with no request in flight on the route's engine.",
+    &["gpu_set", "currency"],
+    "GPU cost with no request in flight on the GPU set's engine.",
 );
 pub const GPU_ENERGY_RESETS: Family = own(
     "tokenmeter_gpu_energy_resets_total",
     Counter,
-    &["route"],
-    "GPU energy counters of the route that went back (a driver reload): the span before has no energy from them.",
+    &["gpu_set"],
+    "GPU energy counters of the GPU set that went back (a driver reload): the span before has no energy from them.",
 );
 pub const GPU_ENERGY_IMPLAUSIBLE: Family = own(
     "tokenmeter_gpu_energy_implausible_samples_total",
     Counter,
-    &["route"],
-    "GPU energy counter samples of the route skipped as implausible: a growth above 5 kW per GPU since the counter last moved.",
+    &["gpu_set"],
+    "GPU energy counter samples of the GPU set skipped as implausible: a growth above 5 kW per GPU since the counter last moved.",
 );
 pub const GPU_ENERGY_AWAITING: Family = domain(
     "gpu_energy_awaiting_seconds",
     Gauge,
-    &["route"],
-    "GPU-seconds of the route since its GPUs' energy counters last moved, whose joules are divided when they next move.",
+    &["gpu_set"],
+    "GPU-seconds of the GPU set since its GPUs' energy counters last moved, whose joules are divided when they next move.",
 );
 pub const GPU_HOURLY_COST: Family = domain(
     "gpu_hourly_cost",
     Gauge,
-    &["route", "currency"],
-    "The price of one of the route's GPUs for an hour, as the configuration in force says.",
+    &["gpu_set", "currency"],
+    "The price of one of the GPU set's GPUs for an hour, as the configuration in force says.",
 );
 
-/// The families of chargeback: the route's GPU time, energy and money, and
+/// The families of chargeback: a GPU set's GPU time, energy and money, and
 /// how they are divided (docs/metrics.md, "Chargeback").
 pub const CHARGEBACK: [Family; 19] = [
     GPU_SECONDS,

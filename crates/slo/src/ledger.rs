@@ -1,5 +1,6 @@
-//! A route's GPU time, energy and money, divided among its requests in
-//! flight by their share of the batch (docs/metrics.md, "Chargeback").
+//! A GPU set's time, energy and money (the GPUs one or more routes
+//! share), divided among its requests in flight by their share of the
+//! batch (docs/metrics.md, "Chargeback").
 //!
 //! A [`Ledger`] integrates, over time, three rates that are constant
 //! between two readings of the route's GPUs: GPUs, watts and money per
@@ -252,8 +253,8 @@ impl<K: Eq + Hash + Clone> State<K> {
     }
 }
 
-/// One route's ledger, shared by its requests and its scrapes; `K` is
-/// what the requests that ended are charged under.
+/// One GPU set's ledger, shared by its routes' requests and scrapes; `K`
+/// is what the requests that ended are charged under.
 #[derive(Debug)]
 pub struct Ledger<K>(Mutex<State<K>>);
 

@@ -1,9 +1,9 @@
-// The admin page's "Who used the GPUs" charts: one per route of /slo's
-// `chargeback` (the routes with GPUs), over the chosen live window. A bar
+// The admin page's "Who used the GPUs" charts: one per GPU set of /slo's
+// `chargeback` (the GPUs its routes share), over the chosen live window. A bar
 // per tenant of what its requests that ended in the window were charged,
 // good and wasted, then what the requests in flight have accrued, what was
 // left to other replicas and the idle time. The amount is the cost where
-// the route is priced, else GPU-seconds. Loaded before page.js, which calls
+// the set is priced, else GPU-seconds. Loaded before page.js, which calls
 // `tokenmeterDrawBill(section, chargeback, window, h)`. Every text from the
 // server goes through textContent or an attribute.
 'use strict';
@@ -22,15 +22,15 @@ function tokenmeterDrawBill(section, chargeback, windowName, h) {
   section.querySelector('.range').hidden = !routes.length;
   section.querySelector('#bill-none').hidden = routes.length > 0;
   const box = section.querySelector('#bill-charts');
-  // A figure per route, kept across refreshes while the route is there.
-  const figures = new Map([...box.children].map((f) => [f.dataset.route, f]));
+  // A figure per GPU set, kept across refreshes while the set is there.
+  const figures = new Map([...box.children].map((f) => [f.dataset.gpuSet, f]));
   const wanted = [];
   for (const route of routes) {
-    let fig = figures.get(route.route);
+    let fig = figures.get(route.gpu_set);
     if (!fig) {
-      fig = h.node('figure', { class: 'chart', 'data-chart': `bill:${route.route}`, 'data-route': route.route });
+      fig = h.node('figure', { class: 'chart', 'data-chart': `bill:${route.gpu_set}`, 'data-gpu-set': route.gpu_set });
       const cap = h.node('figcaption');
-      cap.append(h.node('h3', { id: `title-bill:${route.route}` }), h.node('p', { class: 'note' }));
+      cap.append(h.node('h3', { id: `title-bill:${route.gpu_set}` }), h.node('p', { class: 'note' }));
       fig.append(cap, h.node('div', { class: 'plot' }), h.node('div', { class: 'legend' }));
     }
     wanted.push(fig);
@@ -60,7 +60,7 @@ function drawRouteBill(fig, route, windowName, h) {
   const priced = route.currency != null && !!win && win.total.cost != null;
   const key = priced ? 'cost' : 'gpu_seconds';
   const raw = (a) => (a && a[key] != null ? Math.max(a[key], 0) : 0);
-  // Below a billionth of the route's total is the rounding of a sum, not
+  // Below a billionth of the set's total is the rounding of a sum, not
   // an amount (a gauge of requests in flight that just ended).
   const floor = win ? raw(win.total) * 1e-9 : 0;
   const of = (a) => (raw(a) > floor ? raw(a) : 0);
@@ -73,7 +73,9 @@ function drawRouteBill(fig, route, windowName, h) {
     a.joules != null ? billJoules(a.joules) : null,
   ].filter((x) => x != null).join(', ');
 
-  fig.querySelector('h3').textContent = `${route.route}: ${priced ? `cost in ${route.currency}` : 'GPU-seconds'}, last ${BILL_WINDOWS[windowName] || windowName}`;
+  // A set shared by routes, or named apart from its one route, says which.
+  const shared = route.routes.length === 1 && route.routes[0] === route.gpu_set ? '' : ` (${route.routes.join(', ')})`;
+  fig.querySelector('h3').textContent = `${route.gpu_set}${shared}: ${priced ? `cost in ${route.currency}` : 'GPU-seconds'}, last ${BILL_WINDOWS[windowName] || windowName}`;
   const tenants = win ? win.tenants.map((t) => ({
     label: t.tenant,
     parts: [
@@ -92,7 +94,7 @@ function drawRouteBill(fig, route, windowName, h) {
   const total = win ? of(win.total) : 0;
 
   // Labels on the left (long tenant names cut, whole in the tooltip),
-  // each bar's amount and share of the route's total on the right.
+  // each bar's amount and share of the set's total on the right.
   const cut = (s) => (s.length > 18 ? `${s.slice(0, 17)}…` : s);
   const left = Math.min(Math.max(...rows.map((r) => cut(r.label).length), 6) * 6.6 + 10, 140);
   const right = 130;
@@ -112,7 +114,7 @@ function drawRouteBill(fig, route, windowName, h) {
   const bottom = height - M.bottom;
 
   const root = shape('svg', {
-    viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-labelledby': `title-bill:${route.route}`,
+    viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-labelledby': `title-bill:${route.gpu_set}`,
   });
   for (const v of counted ? xs : []) {
     root.append(shape('line', { class: 'grid', x1: x(v), x2: x(v), y1: M.top, y2: bottom }));
@@ -176,7 +178,7 @@ function drawRouteBill(fig, route, windowName, h) {
   if (win && win.seconds < covers - 1) span = `the ${h.duration(win.seconds)} counted so far`;
   if (win && win.seconds > covers * 1.25) span = `the last ${h.duration(win.seconds)} (nothing read the counts for a while)`;
   let note = 'This window is not reported.';
-  if (win && !counted) note = 'Each tenant\'s share of the route\'s GPUs shows here once its requests end.';
+  if (win && !counted) note = 'Each tenant\'s share of the GPUs shows here once its requests end.';
   if (counted) {
     note = `Over ${span}: idle ${percent(of(win.idle) / total)} of the GPUs' time; `
       + `${charged > 0 ? percent(waste / charged) : '–'} of the tenants' charge wasted (requests that missed their objectives, failed or were abandoned).`;

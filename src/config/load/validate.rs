@@ -11,11 +11,13 @@
 //! their `keys`; `gpu_select` only with `gpu_metrics`, `scrape_interval` only with a page
 //! to scrape, `gpus` not with `gpu_metrics`, `gpu_hourly_cost` only with
 //! one of the two, and `scrape.timeout` below the interval of every scraped
-//! route.
+//! route; `gpu_set` only with GPUs, named as no route outside it, and the
+//! routes of one GPU set agreeing on its GPUs and price.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
+use super::super::gpu_set::{groups, page_of};
 use super::super::raw::{RawConfig, Segment};
 use super::super::{Route, RouteMatch, ScrapeSettings, Upstream};
 use super::checker::{Checker, Origin};
@@ -54,6 +56,7 @@ impl Checker<'_> {
         }
         self.shared_interval(on_shared_interval, &scrape);
         self.unique_names(&routes);
+        self.gpu_sets(&routes);
         self.shadowing(&routes);
         self.session_keys(raw);
     }
@@ -329,6 +332,84 @@ impl Checker<'_> {
                 }
             }
         }
+    }
+
+    /// The GPU sets (`config/gpu_set.rs`): a `gpu_set` names GPUs the
+    /// route has and no route outside the set (its label value would be
+    /// that route's), and the routes of a set (the same `gpu_set`, or the
+    /// same page and selection) give the same GPUs, price and name, each
+    /// difference said at the later route's key.
+    fn gpu_sets(&mut self, routes: &[&Route]) {
+        let gpus = |r: &Route| r.gpus.is_some() || r.gpu_metrics.is_some();
+        for set in groups(routes.iter().copied()) {
+            let Some(&first) = set.iter().find(|&&i| gpus(routes[i])) else {
+                for i in set {
+                    self.at_route_key(
+                        i,
+                        "gpu_set",
+                        "needs `gpus` or `gpu_metrics`: it names the GPUs the route shares"
+                            .to_owned(),
+                    );
+                }
+                continue;
+            };
+            let f = routes[first];
+            for &i in &set {
+                let r = routes[i];
+                let outside = |name: &String| {
+                    (0..routes.len()).find(|j| routes[*j].name == *name && !set.contains(j))
+                };
+                if let Some(name) = &r.gpu_set
+                    && let Some(other) = outside(name)
+                {
+                    let message = format!(
+                        "`{name}` is the name of routes[{other}], which is not in the set: name the set apart"
+                    );
+                    self.at_route_key(i, "gpu_set", message);
+                }
+                if i == first {
+                    continue;
+                }
+                if !gpus(r) {
+                    let message =
+                        "needs `gpus` or `gpu_metrics`: it names the GPUs the route shares";
+                    self.at_route_key(i, "gpu_set", message.to_owned());
+                    continue;
+                }
+                let (page, page_f) = (page_of(r), page_of(f));
+                let differs = [
+                    (
+                        "gpu_set",
+                        r.gpu_set.is_some() && f.gpu_set.is_some() && r.gpu_set != f.gpu_set,
+                    ),
+                    ("gpus", r.gpus != f.gpus),
+                    (
+                        "gpu_metrics",
+                        page.as_ref().map(|p| &p.0) != page_f.as_ref().map(|p| &p.0),
+                    ),
+                    (
+                        "gpu_select",
+                        page.as_ref().map(|p| &p.1) != page_f.as_ref().map(|p| &p.1),
+                    ),
+                    ("gpu_hourly_cost", r.gpu_hourly_cost != f.gpu_hourly_cost),
+                ];
+                if let Some((key, _)) = differs.into_iter().find(|(_, d)| *d) {
+                    let message = format!(
+                        "differs from routes[{first}] (`{}`), in the same GPU set: the routes of a set (the same `gpu_set`, or the same `gpu_metrics` and `gpu_select`) share its GPUs and price",
+                        f.name
+                    );
+                    self.at_route_key(i, key, message);
+                }
+            }
+        }
+    }
+
+    /// Records a problem at `routes[i].key`: where its value is written,
+    /// else where the route is.
+    fn at_route_key(&mut self, i: usize, key: &str, message: String) {
+        let (prefix, key) = (format!("routes[{i}]"), format!("routes[{i}].{key}"));
+        let pos = self.position(&key).or_else(|| self.position(&prefix));
+        self.at(pos, key, message);
     }
 
     /// No route accepts only requests an earlier one takes. A match with a

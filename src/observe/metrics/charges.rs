@@ -1,24 +1,27 @@
-//! Chargeback: each route's GPU time, energy and money, divided among its
-//! requests by their share of the batch (docs/metrics.md, "Chargeback").
+//! Chargeback: each GPU set's GPU time, energy and money, divided among
+//! the requests of its routes by their share of the batch (docs/metrics.md,
+//! "Chargeback").
 //!
 //! The ledgers (`slo::ledger`) are held by the snapshot in force: what a
 //! configuration says of its routes' GPUs and prices is its
-//! [`ChargePlan`], made by `InForce::build` with a ledger per route that
-//! has GPUs, each carried over from the previous snapshot's plan when the
-//! route had one there (so that a reload neither loses nor repeats what
-//! was counted), else new. A plan is applied to the ledgers it carries
+//! [`ChargePlan`], made by `InForce::build` with a ledger per GPU set (the
+//! routes in front of the same GPUs, `config::gpu_sets`), each carried
+//! over from the previous snapshot's plan when the set was there (by its
+//! `gpu_set` name, else its GPU page and selection, else its one route
+//! with `gpus`; failing that, by its label value: so that a reload neither
+//! loses nor repeats what was counted), else new. A plan is applied to the ledgers it carries
 //! over ([`ChargePlan::apply`]) as the last step of its snapshot's build,
 //! after everything that can fail: a build that fails leaves every ledger
 //! as it was, and its new ledgers are never seen. A request of a route
 //! with GPUs opens a tab in the plan of the snapshot it started under when
 //! it is counted in flight, and closes it when it ends, under its labels
-//! and verdict ([`Bill`]); the route's scrapes tell its ledger the GPUs,
-//! their energy and the engine's load ([`ChargePlan::reader`]).
+//! and verdict ([`Bill`]); the route's scrapes tell its set's ledger the
+//! GPUs, their energy and the engine's load ([`ChargePlan::reader`]).
 //!
 //! The families are filled, at each exposition, from one snapshot of each
 //! ledger of the plan in force ([`Charges::refresh`], as the engines'
 //! figures are), so that at every scrape the requests' charges, the
-//! in-flight share, the other replicas' and idle add up to the route's
+//! in-flight share, the other replicas' and idle add up to the set's
 //! total. The cost families carry the currency of the first plan: a
 //! change of `cost.currency` applies at the next start.
 
@@ -37,7 +40,7 @@ mod report;
 
 use book::{Book, ChargeKey, Shown};
 
-use crate::config::{Config, GpuSelect, Route};
+use crate::config::{Config, GpuSelect, GpuSetId, Route, gpu_sets};
 use crate::observe::labels::Labels;
 use crate::observe::request::Charged;
 use names::Family;
@@ -63,74 +66,112 @@ struct Families {
     template: Vec<Vec<Desc>>,
 }
 
-/// What one configuration says of its routes with GPUs: each one's book,
-/// GPUs, price and how its charges are shown.
+/// What one configuration says of its routes with GPUs: each GPU set's
+/// book, GPUs, price and how its charges are shown, and the set of each
+/// route.
 #[derive(Clone, Default)]
 pub struct ChargePlan {
-    routes: Arc<HashMap<Arc<str>, Planned>>,
+    /// The sets, by what a reload carries them by.
+    sets: Arc<HashMap<GpuSetId, Planned>>,
+    /// The book of each route with GPUs: its set's.
+    routes: Arc<HashMap<Arc<str>, Arc<Book>>>,
     /// The routes with `gpus: N`, by name: their GPUs, counted.
     fixed: Arc<[FixedGpus]>,
     /// The currency of every cost family.
     currency: Option<Arc<str>>,
 }
 
-/// One route of a [`ChargePlan`].
+/// One GPU set of a [`ChargePlan`].
 struct Planned {
     book: Arc<Book>,
     gpus: Gpus,
     price: Option<f64>,
     /// The GPU page and selection its energy is read from.
     page: Option<(String, GpuSelect)>,
+    /// The set of the previous plan whose ledger it carries.
+    from: Option<GpuSetId>,
 }
 
 impl ChargePlan {
-    /// What `config` says of its routes with GPUs, each with a ledger:
-    /// `previous`'s of the same route, else a new one made at `now`.
+    /// What `config` says of its GPU sets, each with a ledger: `previous`'s
+    /// of the same set (its `gpu_set` name, else its page and selection,
+    /// else its one route with `gpus`), else of a set of the same name
+    /// that no set of `config` carries so, else a new one made at `now`.
     /// Nothing is changed: [`apply`](Self::apply) does that.
     pub fn new(config: &Config, previous: Option<&ChargePlan>, now: Instant) -> Self {
         // The cost families keep the currency they started with.
         let currency = previous
             .and_then(|p| p.currency.clone())
             .unwrap_or_else(|| config.cost.currency.as_str().into());
+        let sets = gpu_sets(&config.routes);
+        let before = previous.map(|p| &*p.sets);
+        // Carried by identity first, then by name from the sets left.
+        let mut from: Vec<Option<GpuSetId>> = sets
+            .iter()
+            .map(|set| before?.contains_key(&set.id).then(|| set.id.clone()))
+            .collect();
+        for (i, set) in sets.iter().enumerate() {
+            if from[i].is_some() {
+                continue;
+            }
+            let taken = |id: &GpuSetId| from.contains(&Some(id.clone()));
+            from[i] = before.and_then(|b| {
+                b.iter()
+                    .find(|(id, p)| *p.book.set == *set.name && !taken(id))
+                    .map(|(id, _)| id.clone())
+            });
+        }
+        let mut planned = HashMap::new();
         let mut routes = HashMap::new();
-        for route in &config.routes {
-            let Some(gpus) = gpus_of(route) else {
+        for (set, from) in sets.into_iter().zip(from) {
+            let first = &config.routes[set.routes[0]];
+            let Some(gpus) = gpus_of(first) else {
                 continue;
             };
-            let name: Arc<str> = route.name.as_str().into();
-            let carried = previous.and_then(|p| p.routes.get(&name));
+            let carried = from.as_ref().and_then(|id| before?.get(id));
             let ledger = match carried {
                 Some(p) => p.book.ledger.clone(),
-                None => Arc::new(Ledger::new(now, gpus, route.gpu_hourly_cost)),
+                None => Arc::new(Ledger::new(now, gpus, first.gpu_hourly_cost)),
             };
+            let names: Arc<[Arc<str>]> = set
+                .routes
+                .iter()
+                .map(|&i| Arc::from(config.routes[i].name.as_str()))
+                .collect();
             let book = Arc::new(Book {
-                route: name.clone(),
+                set: set.name.as_str().into(),
+                routes: names.clone(),
                 ledger,
                 shown: Shown {
-                    energy: route.gpu_metrics.is_some(),
-                    currency: route.gpu_hourly_cost.map(|_| currency.clone()),
-                    price: route.gpu_hourly_cost,
-                    fixed: route.gpus,
+                    energy: first.gpu_metrics.is_some(),
+                    currency: first.gpu_hourly_cost.map(|_| currency.clone()),
+                    price: first.gpu_hourly_cost,
+                    fixed: first.gpus,
                 },
             });
-            let page = route
+            for name in names.iter() {
+                routes.insert(name.clone(), book.clone());
+            }
+            let page = first
                 .gpu_metrics
                 .as_ref()
-                .map(|m| (m.url.to_string(), route.gpu_select.clone()));
-            let planned = Planned {
+                .map(|m| (m.url.to_string(), first.gpu_select.clone()));
+            let p = Planned {
                 book,
                 gpus,
-                price: route.gpu_hourly_cost,
+                price: first.gpu_hourly_cost,
                 page,
+                from,
             };
-            routes.insert(name, planned);
+            planned.insert(set.id, p);
         }
         let mut fixed: Vec<_> = routes
             .iter()
-            .filter_map(|(route, p)| Some((route.clone(), p.book.shown.fixed?)))
+            .filter_map(|(route, book)| Some((route.clone(), book.shown.fixed?)))
             .collect();
         fixed.sort();
         ChargePlan {
+            sets: Arc::new(planned),
             routes: Arc::new(routes),
             fixed: fixed.into(),
             currency: Some(currency),
@@ -138,11 +179,12 @@ impl ChargePlan {
     }
 
     /// Puts the plan in force from `now` on, over `previous`: each ledger
-    /// carried over is told its route's GPUs and price, and starts its
+    /// carried over is told its set's GPUs and price, and starts its
     /// energy baselines afresh when its GPU page or selection changed.
     pub fn apply(&self, previous: Option<&ChargePlan>, now: Instant) {
-        for (name, p) in self.routes.iter() {
-            let Some(before) = previous.and_then(|prev| prev.routes.get(name)) else {
+        for p in self.sets.values() {
+            let before = p.from.as_ref().zip(previous);
+            let Some(before) = before.and_then(|(id, prev)| prev.sets.get(id)) else {
                 continue;
             };
             p.book.ledger.configure(now, p.gpus, p.price);
@@ -152,22 +194,24 @@ impl ChargePlan {
         }
     }
 
-    /// A tab for a request of `route` in flight from `now`, when the route
-    /// has GPUs.
+    /// A tab for a request of `route` in flight from `now`, in its GPU
+    /// set's ledger, when the route has GPUs.
     pub fn open(&self, route: &str, now: Instant) -> Option<Bill> {
         if self.routes.is_empty() {
             return None;
         }
-        let planned = self.routes.get(route)?;
+        let (route, book) = self.routes.get_key_value(route)?;
         Some(Bill {
-            tab: planned.book.ledger.open(now),
-            book: planned.book.clone(),
+            tab: book.ledger.open(now),
+            book: book.clone(),
+            route: route.clone(),
         })
     }
 
-    /// What `route`'s scrapes tell its ledger, when the route has GPUs.
+    /// What `route`'s scrapes tell its GPU set's ledger, when the route
+    /// has GPUs.
     pub fn reader(&self, route: &str) -> Option<Arc<dyn Reader>> {
-        let ledger = self.routes.get(route)?.book.ledger.clone();
+        let ledger = self.routes.get(route)?.ledger.clone();
         Some(ledger)
     }
 
@@ -183,7 +227,7 @@ impl ChargePlan {
 
     /// Every book, in no order.
     fn books(&self) -> Vec<Arc<Book>> {
-        self.routes.values().map(|p| p.book.clone()).collect()
+        self.sets.values().map(|p| p.book.clone()).collect()
     }
 }
 
@@ -196,16 +240,18 @@ fn gpus_of(route: &Route) -> Option<Gpus> {
     }
 }
 
-/// A request's tab in its route's ledger, and how its charge is shown.
+/// A request's tab in its GPU set's ledger, and how its charge is shown.
 pub struct Bill {
     tab: Tab<ChargeKey>,
     book: Arc<Book>,
+    route: Arc<str>,
 }
 
 impl Bill {
     /// Ends the request at `now`: charged under `labels` and `good`.
     pub fn close(self, now: Instant, labels: &Labels, good: bool) -> Charged {
         let key = ChargeKey {
+            route: self.route,
             model: labels.model().into(),
             tenant: labels.tenant().into(),
             slo: labels.slo().into(),
@@ -341,14 +387,14 @@ impl Made {
     }
 
     /// The three families of a quantity (`seconds`, `joules`, `cost`) of
-    /// one part, for a route shown as `shown`.
-    fn part(&self, fams: [Family; 3], route: &str, part: Charge, shown: &Shown) {
-        self.set(fams[0], &[route], part.gpu_seconds);
+    /// one part, for a GPU set shown as `shown`.
+    fn part(&self, fams: [Family; 3], set: &str, part: Charge, shown: &Shown) {
+        self.set(fams[0], &[set], part.gpu_seconds);
         if shown.energy {
-            self.set(fams[1], &[route], part.joules);
+            self.set(fams[1], &[set], part.joules);
         }
         if let Some(currency) = &shown.currency {
-            self.set(fams[2], &[route, currency], part.cost);
+            self.set(fams[2], &[set, currency], part.cost);
         }
     }
 
@@ -356,10 +402,10 @@ impl Made {
         use names::*;
         let (totals, by_key) = book.ledger.snapshot(now);
         let shown = &book.shown;
-        let route = &*book.route;
+        let set = &*book.set;
         self.part(
             [GPU_SECONDS, GPU_ENERGY, GPU_COST],
-            route,
+            set,
             totals.total,
             shown,
         );
@@ -368,34 +414,35 @@ impl Made {
             GPU_IN_FLIGHT_ENERGY,
             GPU_IN_FLIGHT_COST,
         ];
-        self.part(in_flight, route, totals.in_flight, shown);
+        self.part(in_flight, set, totals.in_flight, shown);
         let others = [
             GPU_OTHER_REPLICAS_SECONDS,
             GPU_OTHER_REPLICAS_ENERGY,
             GPU_OTHER_REPLICAS_COST,
         ];
-        self.part(others, route, totals.other_replicas, shown);
+        self.part(others, set, totals.other_replicas, shown);
         let idle = [GPU_IDLE_SECONDS, GPU_IDLE_ENERGY, GPU_IDLE_COST];
-        self.part(idle, route, totals.idle, shown);
+        self.part(idle, set, totals.idle, shown);
         if shown.energy {
-            self.set(GPU_ENERGY_RESETS, &[route], totals.energy_resets as f64);
+            self.set(GPU_ENERGY_RESETS, &[set], totals.energy_resets as f64);
             let implausible = totals.implausible_samples as f64;
-            self.set(GPU_ENERGY_IMPLAUSIBLE, &[route], implausible);
-            self.set(GPU_ENERGY_AWAITING, &[route], totals.awaiting_energy);
+            self.set(GPU_ENERGY_IMPLAUSIBLE, &[set], implausible);
+            self.set(GPU_ENERGY_AWAITING, &[set], totals.awaiting_energy);
         }
         if let (Some(currency), Some(price)) = (&shown.currency, shown.price) {
-            self.set(GPU_HOURLY_COST, &[route, currency], price);
+            self.set(GPU_HOURLY_COST, &[set, currency], price);
         }
         for (key, charge) in by_key {
             let good = if key.good { "true" } else { "false" };
-            let labels = [route, &*key.model, &*key.tenant, &*key.slo, good];
+            let labels = [&*key.route, set, &*key.model, &*key.tenant, &*key.slo, good];
             self.set(REQUEST_GPU_SECONDS, &labels, charge.gpu_seconds);
             if shown.energy {
                 self.set(REQUEST_GPU_ENERGY, &labels, charge.joules);
             }
             if let Some(currency) = &shown.currency {
-                let [r, m, t, s, g] = labels;
-                self.set(REQUEST_GPU_COST, &[r, m, t, s, g, currency], charge.cost);
+                let [r, g, m, t, s, good] = labels;
+                let labels = [r, g, m, t, s, good, currency];
+                self.set(REQUEST_GPU_COST, &labels, charge.cost);
             }
         }
     }

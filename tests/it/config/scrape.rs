@@ -293,3 +293,72 @@ routes:
         assert_eq!(code, Some(0), "{price}: {text}");
     }
 }
+
+/// GPU sets: the routes of one set (one `gpu_set`, or one page and
+/// selection) that disagree on its GPUs or price are each an error at the
+/// later route's key, as are a set name that is a route's outside it, a
+/// `gpu_set` on a route without GPUs, and one that is no label value.
+#[test]
+fn gpu_sets_whose_routes_disagree_are_located() {
+    let (code, text) = check(
+        "\
+routes:
+  - name: a
+    match: {path_prefix: /a/}
+    upstream: http://127.0.0.1:1
+    gpus: 2
+    gpu_set: pool
+  - name: b
+    match: {path_prefix: /b/}
+    upstream: http://127.0.0.1:1
+    gpus: 4
+    gpu_set: pool
+  - name: c
+    match: {path_prefix: /c/}
+    upstream: http://127.0.0.1:1
+    gpu_metrics: http://127.0.0.1:2/metrics
+    gpu_select: {gpu: [\"0\", \"1\"]}
+    gpu_hourly_cost: 2
+  - name: d
+    match: {path_prefix: /d/}
+    upstream: http://127.0.0.1:1
+    gpu_metrics: http://127.0.0.1:2/metrics
+    gpu_select: {gpu: [\"1\", \"0\"]}
+    gpu_hourly_cost: 3
+  - name: e
+    match: {path_prefix: /e/}
+    upstream: http://127.0.0.1:1
+    gpu_set: lonely
+  - name: f
+    match: {path_prefix: /f/}
+    upstream: http://127.0.0.1:1
+    gpus: 1
+    gpu_set: a
+  - name: g
+    match: {path_prefix: /g/}
+    upstream: http://127.0.0.1:1
+    gpus: 1
+    gpu_set: two words
+",
+    );
+    assert_eq!(code, Some(1), "{text}");
+    let same = "in the same GPU set: the routes of a set (the same `gpu_set`, or the same `gpu_metrics` and `gpu_select`) share its GPUs and price";
+    assert_eq!(
+        problems(&text),
+        [
+            format!("FILE:10:11: routes[1].gpus: differs from routes[0] (`a`), {same}"),
+            // The same GPUs of one page, listed in another order.
+            format!("FILE:23:22: routes[3].gpu_hourly_cost: differs from routes[2] (`c`), {same}"),
+            "FILE:27:14: routes[4].gpu_set: needs `gpus` or `gpu_metrics`: it names the GPUs the route shares".to_owned(),
+            "FILE:32:14: routes[5].gpu_set: `a` is the name of routes[0], which is not in the set: name the set apart".to_owned(),
+            "FILE:37:14: routes[6].gpu_set: invalid GPU set `two words`: expected 1 to 64 of [a-zA-Z0-9_.:-]".to_owned(),
+        ],
+        "{text}"
+    );
+
+    // Two routes that agree, by name or by page: `check` passes.
+    let (code, text) = check(
+        "routes:\n  - name: a\n    match: {path_prefix: /a/}\n    upstream: http://127.0.0.1:1\n    gpus: 2\n    gpu_set: pool\n  - name: b\n    upstream: http://127.0.0.1:1\n    gpus: 2\n    gpu_set: pool\n",
+    );
+    assert_eq!(code, Some(0), "{text}");
+}

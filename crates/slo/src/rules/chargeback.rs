@@ -7,11 +7,12 @@
 //! form: `chargeback:llm_gpu_seconds:rate5m`.
 //!
 //! Every replica counts the same GPUs, so the fleet's GPU time and idle
-//! time are the mean over replicas (`avg by (route)`), and its tenants'
-//! charges the sum (`sum by (route, tenant)`). The group is generated
-//! whatever the configuration: rules over series that do not exist record
-//! nothing, and a route that a reload gives GPUs is covered without a new
-//! rule file.
+//! time are the mean over replicas, per GPU set (`avg by (gpu_set)`), and
+//! its tenants' charges the sum, per set, route and tenant (`sum by
+//! (gpu_set, route, tenant)`, so that `sum by (gpu_set)` of them closes
+//! against the set's GPU time). The group is generated whatever the
+//! configuration: rules over series that do not exist record nothing, and
+//! a route that a reload gives GPUs is covered without a new rule file.
 
 use std::collections::BTreeMap;
 
@@ -26,15 +27,16 @@ const PREFIX: &str = "chargeback";
 
 /// The names of the chargeback recording rules over one window.
 pub struct ChargebackNames {
-    /// The fleet's GPU-seconds per second, per route.
+    /// The fleet's GPU-seconds per second, per GPU set.
     pub gpu_seconds: String,
-    /// GPU-seconds per second charged to each tenant, per route.
+    /// GPU-seconds per second charged to each tenant, per set and route.
     pub tenant_seconds: String,
-    /// The fleet's idle GPU-seconds per second, per route.
+    /// The fleet's idle GPU-seconds per second, per GPU set.
     pub idle_seconds: String,
-    /// The cost per second charged to each tenant, per route and currency.
+    /// The cost per second charged to each tenant, per set, route and
+    /// currency.
     pub tenant_cost: String,
-    /// Idle over the route's GPU-seconds.
+    /// Idle over the set's GPU-seconds.
     pub idle_share: String,
     /// A tenant's GPU-seconds with `good="false"` over all of its own.
     pub waste_share: String,
@@ -72,15 +74,17 @@ impl ChargebackNames {
 /// (the shares read the rates recorded before them in the same
 /// evaluation):
 ///
-/// - `gpu_seconds{route}`, `idle_seconds{route}`: the mean over replicas
-///   of the rate of `llm_gpu_seconds_total` and `llm_gpu_idle_seconds_total`;
-/// - `tenant_seconds{route, tenant}`: the sum over replicas of the rate of
-///   `llm_request_gpu_seconds_total`, so that the fleet's tenants plus idle
-///   are its GPU time;
-/// - `tenant_cost{route, tenant, currency}`: the sum over replicas of the
-///   rate of `llm_request_gpu_cost_total`, each tenant's bill per second;
-/// - `idle_share{route}`: idle over GPU time, where the route has GPUs;
-/// - `waste_share{route, tenant}`: `good="false"` over all the tenant's
+/// - `gpu_seconds{gpu_set}`, `idle_seconds{gpu_set}`: the mean over
+///   replicas of the rate of `llm_gpu_seconds_total` and
+///   `llm_gpu_idle_seconds_total`;
+/// - `tenant_seconds{gpu_set, route, tenant}`: the sum over replicas of the
+///   rate of `llm_request_gpu_seconds_total`, so that the fleet's tenants
+///   plus idle are its GPU time, per set;
+/// - `tenant_cost{gpu_set, route, tenant, currency}`: the sum over replicas
+///   of the rate of `llm_request_gpu_cost_total`, each tenant's bill per
+///   second;
+/// - `idle_share{gpu_set}`: idle over GPU time, where the set has GPUs;
+/// - `waste_share{gpu_set, route, tenant}`: `good="false"` over all the tenant's
 ///   GPU time, 0 where it has none not good (no such series), none where it
 ///   has no GPU time;
 /// - `cost_per_million_good_tokens{route, tenant, currency}` and
@@ -125,23 +129,23 @@ fn chargeback_rules(namespace: &str, window: &str) -> Vec<Rule> {
     vec![
         record(
             &names.gpu_seconds,
-            format!("avg by (route) ({})", rate(names::GPU_SECONDS, "")),
+            format!("avg by (gpu_set) ({})", rate(names::GPU_SECONDS, "")),
         ),
         record(
             &names.tenant_seconds,
             format!(
-                "sum by (route, tenant) ({})",
+                "sum by (gpu_set, route, tenant) ({})",
                 rate(names::REQUEST_GPU_SECONDS, "")
             ),
         ),
         record(
             &names.idle_seconds,
-            format!("avg by (route) ({})", rate(names::GPU_IDLE_SECONDS, "")),
+            format!("avg by (gpu_set) ({})", rate(names::GPU_IDLE_SECONDS, "")),
         ),
         record(
             &names.tenant_cost,
             format!(
-                "sum by (route, tenant, currency) ({})",
+                "sum by (gpu_set, route, tenant, currency) ({})",
                 rate(names::REQUEST_GPU_COST, "")
             ),
         ),
@@ -152,7 +156,7 @@ fn chargeback_rules(namespace: &str, window: &str) -> Vec<Rule> {
         record(
             &names.waste_share,
             format!(
-                "(\n  sum by (route, tenant) ({})\nor\n  {tenant_seconds} * 0\n)\n/\n({tenant_seconds} > 0)",
+                "(\n  sum by (gpu_set, route, tenant) ({})\nor\n  {tenant_seconds} * 0\n)\n/\n({tenant_seconds} > 0)",
                 rate(names::REQUEST_GPU_SECONDS, "good=\"false\"")
             ),
         ),

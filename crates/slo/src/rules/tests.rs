@@ -323,20 +323,20 @@ fn chargeback_rules_are_recorded_over_each_window_in_evaluation_order() {
     // charges are each replica's own, so summed.
     assert_eq!(
         exprs[0],
-        "avg by (route) (rate(acme_gpu_seconds_total[5m]))"
+        "avg by (gpu_set) (rate(acme_gpu_seconds_total[5m]))"
     );
     assert_eq!(
         exprs[1],
-        "sum by (route, tenant) (rate(acme_request_gpu_seconds_total[5m]))"
+        "sum by (gpu_set, route, tenant) (rate(acme_request_gpu_seconds_total[5m]))"
     );
     assert_eq!(
         exprs[2],
-        "avg by (route) (rate(acme_gpu_idle_seconds_total[5m]))"
+        "avg by (gpu_set) (rate(acme_gpu_idle_seconds_total[5m]))"
     );
     // Each tenant's bill, in its currency.
     assert_eq!(
         exprs[3],
-        "sum by (route, tenant, currency) (rate(acme_request_gpu_cost_total[5m]))"
+        "sum by (gpu_set, route, tenant, currency) (rate(acme_request_gpu_cost_total[5m]))"
     );
     assert_eq!(
         exprs[4],
@@ -344,7 +344,7 @@ fn chargeback_rules_are_recorded_over_each_window_in_evaluation_order() {
     );
     assert_eq!(
         exprs[5],
-        "(\n  sum by (route, tenant) (rate(acme_request_gpu_seconds_total{good=\"false\"}[5m]))\nor\n  chargeback:acme_request_gpu_seconds:rate5m * 0\n)\n/\n(chargeback:acme_request_gpu_seconds:rate5m > 0)"
+        "(\n  sum by (gpu_set, route, tenant) (rate(acme_request_gpu_seconds_total{good=\"false\"}[5m]))\nor\n  chargeback:acme_request_gpu_seconds:rate5m * 0\n)\n/\n(chargeback:acme_request_gpu_seconds:rate5m > 0)"
     );
     assert!(exprs[6].starts_with(
         "1e6 * (\n  sum by (route, tenant, currency) (rate(acme_request_gpu_cost_total[5m]))\n  / on (route, tenant) group_left ()\n"
@@ -379,7 +379,8 @@ fn chargeback_rules_give_the_fleets_bill_needs_tool_promtool() {
     check_and_test(&dir, &file, CHARGEBACK_TEST);
 }
 
-/// Per minute and replica (a, b) of route `r`, one GPU: 60 GPU-seconds,
+/// Per minute and replica (a, b) of GPU set `s`, one GPU in front of which
+/// are routes `r1` (tenant `t1`) and `r2` (`t2`, `t3`): 60 GPU-seconds,
 /// 15 of them idle on both. Charged (GPU-seconds per minute): on a, `t1`
 /// 15 good and 7.5 not; on b, `t1` 7.5 good, `t2` 7.5 good, `t3` 7.5 not
 /// (each replica 22.5, half the busy 45). So per second, the fleet's `t1`
@@ -396,85 +397,85 @@ evaluation_interval: 1m
 tests:
   - interval: 1m
     input_series:
-      - {series: 'llm_gpu_seconds_total{instance="a",route="r"}', values: '0+60x70'}
-      - {series: 'llm_gpu_seconds_total{instance="b",route="r"}', values: '0+60x70'}
-      - {series: 'llm_gpu_idle_seconds_total{instance="a",route="r"}', values: '0+15x70'}
-      - {series: 'llm_gpu_idle_seconds_total{instance="b",route="r"}', values: '0+15x70'}
-      - {series: 'llm_gpu_other_replicas_seconds_total{instance="a",route="r"}', values: '0+22.5x70'}
-      - {series: 'llm_gpu_other_replicas_seconds_total{instance="b",route="r"}', values: '0+22.5x70'}
-      - {series: 'llm_request_gpu_seconds_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+15x70'}
-      - {series: 'llm_request_gpu_seconds_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="false"}', values: '0+7.5x70'}
-      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+7.5x70'}
-      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r",model="m",tenant="t2",slo="chat",good="true"}', values: '0+7.5x70'}
-      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r",model="m",tenant="t3",slo="chat",good="false"}', values: '0+7.5x70'}
-      - {series: 'llm_request_gpu_cost_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="true",currency="USD"}', values: '0+3.75x70'}
-      - {series: 'llm_request_gpu_cost_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="false",currency="USD"}', values: '0+1.875x70'}
-      - {series: 'llm_request_gpu_cost_total{instance="b",route="r",model="m",tenant="t1",slo="chat",good="true",currency="USD"}', values: '0+1.875x70'}
-      - {series: 'llm_request_gpu_cost_total{instance="b",route="r",model="m",tenant="t2",slo="chat",good="true",currency="USD"}', values: '0+1.875x70'}
-      - {series: 'llm_request_gpu_cost_total{instance="b",route="r",model="m",tenant="t3",slo="chat",good="false",currency="USD"}', values: '0+1.875x70'}
-      - {series: 'llm_request_gpu_energy_joules_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+3840x70'}
-      - {series: 'llm_request_gpu_energy_joules_total{instance="a",route="r",model="m",tenant="t1",slo="chat",good="false"}', values: '0+1920x70'}
-      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r",model="m",tenant="t1",slo="chat",good="true"}', values: '0+1920x70'}
-      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r",model="m",tenant="t2",slo="chat",good="true"}', values: '0+1920x70'}
-      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r",model="m",tenant="t3",slo="chat",good="false"}', values: '0+1920x70'}
-      - {series: 'llm_slo_good_output_tokens_total{instance="a",route="r",model="m",tenant="t1",slo="chat",operation="chat"}', values: '0+720x70'}
-      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t1",slo="chat",operation="chat"}', values: '0+240x70'}
-      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t2",slo="chat",operation="chat"}', values: '0+120x70'}
-      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r",model="m",tenant="t3",slo="chat",operation="chat"}', values: '0x70'}
+      - {series: 'llm_gpu_seconds_total{instance="a",gpu_set="s"}', values: '0+60x70'}
+      - {series: 'llm_gpu_seconds_total{instance="b",gpu_set="s"}', values: '0+60x70'}
+      - {series: 'llm_gpu_idle_seconds_total{instance="a",gpu_set="s"}', values: '0+15x70'}
+      - {series: 'llm_gpu_idle_seconds_total{instance="b",gpu_set="s"}', values: '0+15x70'}
+      - {series: 'llm_gpu_other_replicas_seconds_total{instance="a",gpu_set="s"}', values: '0+22.5x70'}
+      - {series: 'llm_gpu_other_replicas_seconds_total{instance="b",gpu_set="s"}', values: '0+22.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="a",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="true"}', values: '0+15x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="a",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="false"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="true"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r2",gpu_set="s",model="m",tenant="t2",slo="chat",good="true"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_seconds_total{instance="b",route="r2",gpu_set="s",model="m",tenant="t3",slo="chat",good="false"}', values: '0+7.5x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="a",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="true",currency="USD"}', values: '0+3.75x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="a",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="false",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="b",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="true",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="b",route="r2",gpu_set="s",model="m",tenant="t2",slo="chat",good="true",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_cost_total{instance="b",route="r2",gpu_set="s",model="m",tenant="t3",slo="chat",good="false",currency="USD"}', values: '0+1.875x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="a",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="true"}', values: '0+3840x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="a",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="false"}', values: '0+1920x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r1",gpu_set="s",model="m",tenant="t1",slo="chat",good="true"}', values: '0+1920x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r2",gpu_set="s",model="m",tenant="t2",slo="chat",good="true"}', values: '0+1920x70'}
+      - {series: 'llm_request_gpu_energy_joules_total{instance="b",route="r2",gpu_set="s",model="m",tenant="t3",slo="chat",good="false"}', values: '0+1920x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="a",route="r1",model="m",tenant="t1",slo="chat",operation="chat"}', values: '0+720x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r1",model="m",tenant="t1",slo="chat",operation="chat"}', values: '0+240x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r2",model="m",tenant="t2",slo="chat",operation="chat"}', values: '0+120x70'}
+      - {series: 'llm_slo_good_output_tokens_total{instance="b",route="r2",model="m",tenant="t3",slo="chat",operation="chat"}', values: '0x70'}
     promql_expr_test:
       - expr: chargeback:llm_gpu_seconds:rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_gpu_seconds:rate5m{route="r"}', value: 1}
+          - {labels: 'chargeback:llm_gpu_seconds:rate5m{gpu_set="s"}', value: 1}
       - expr: chargeback:llm_request_gpu_seconds:rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{route="r",tenant="t1"}', value: 0.5}
-          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{route="r",tenant="t2"}', value: 0.125}
-          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{route="r",tenant="t3"}', value: 0.125}
+          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{gpu_set="s",route="r1",tenant="t1"}', value: 0.5}
+          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{gpu_set="s",route="r2",tenant="t2"}', value: 0.125}
+          - {labels: 'chargeback:llm_request_gpu_seconds:rate5m{gpu_set="s",route="r2",tenant="t3"}', value: 0.125}
       - expr: chargeback:llm_gpu_idle_seconds:rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_gpu_idle_seconds:rate5m{route="r"}', value: 0.25}
+          - {labels: 'chargeback:llm_gpu_idle_seconds:rate5m{gpu_set="s"}', value: 0.25}
       # Each tenant's bill per second, summed over replicas: t1 7.5 USD a
       # minute (5.625 on a, 1.875 on b), t2 and t3 1.875.
       - expr: chargeback:llm_request_gpu_cost:rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{route="r",tenant="t1",currency="USD"}', value: 0.125}
-          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{route="r",tenant="t2",currency="USD"}', value: 0.03125}
-          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{route="r",tenant="t3",currency="USD"}', value: 0.03125}
+          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{gpu_set="s",route="r1",tenant="t1",currency="USD"}', value: 0.125}
+          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{gpu_set="s",route="r2",tenant="t2",currency="USD"}', value: 0.03125}
+          - {labels: 'chargeback:llm_request_gpu_cost:rate5m{gpu_set="s",route="r2",tenant="t3",currency="USD"}', value: 0.03125}
       # The fleet's tenants plus idle, less one replica's GPU time: 0.
-      - expr: sum by (route) (chargeback:llm_request_gpu_seconds:rate5m) + chargeback:llm_gpu_idle_seconds:rate5m - on (route) rate(llm_gpu_seconds_total{instance="a"}[5m])
+      - expr: sum by (gpu_set) (chargeback:llm_request_gpu_seconds:rate5m) + chargeback:llm_gpu_idle_seconds:rate5m - on (gpu_set) rate(llm_gpu_seconds_total{instance="a"}[5m])
         eval_time: 70m
         exp_samples:
-          - {labels: '{route="r"}', value: 0}
+          - {labels: '{gpu_set="s"}', value: 0}
       - expr: chargeback:llm_gpu_idle:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_gpu_idle:ratio_rate5m{route="r"}', value: 0.25}
+          - {labels: 'chargeback:llm_gpu_idle:ratio_rate5m{gpu_set="s"}', value: 0.25}
       - expr: chargeback:llm_request_gpu_waste:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t1"}', value: 0.25}
-          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t2"}', value: 0}
-          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{route="r",tenant="t3"}', value: 1}
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{gpu_set="s",route="r1",tenant="t1"}', value: 0.25}
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{gpu_set="s",route="r2",tenant="t2"}', value: 0}
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate5m{gpu_set="s",route="r2",tenant="t3"}', value: 1}
       - expr: chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t1",currency="USD"}', value: 7812.5}
-          - {labels: 'chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r",tenant="t2",currency="USD"}', value: 15625}
+          - {labels: 'chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r1",tenant="t1",currency="USD"}', value: 7812.5}
+          - {labels: 'chargeback:llm_request_gpu_cost_per_million_good_output_tokens:ratio_rate5m{route="r2",tenant="t2",currency="USD"}', value: 15625}
       - expr: chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t1"}', value: 8}
-          - {labels: 'chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r",tenant="t2"}', value: 16}
+          - {labels: 'chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r1",tenant="t1"}', value: 8}
+          - {labels: 'chargeback:llm_request_gpu_joules_per_good_output_token:ratio_rate5m{route="r2",tenant="t2"}', value: 16}
       - expr: chargeback:llm_gpu_idle:ratio_rate1h
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_gpu_idle:ratio_rate1h{route="r"}', value: 0.25}
+          - {labels: 'chargeback:llm_gpu_idle:ratio_rate1h{gpu_set="s"}', value: 0.25}
       - expr: chargeback:llm_request_gpu_waste:ratio_rate1h{tenant="t1"}
         eval_time: 70m
         exp_samples:
-          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate1h{route="r",tenant="t1"}', value: 0.25}
+          - {labels: 'chargeback:llm_request_gpu_waste:ratio_rate1h{gpu_set="s",route="r1",tenant="t1"}', value: 0.25}
 "#;

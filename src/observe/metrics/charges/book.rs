@@ -1,21 +1,22 @@
-//! What the owner and its windows share: a route's book (its ledger and
+//! What the owner and its windows share: a GPU set's book (its ledger and
 //! how its figures are shown) and the key its requests are charged under.
 
 use std::sync::Arc;
 
 use slo::ledger::Ledger;
 
-/// What a request that ended is charged under: its labels but the route
-/// (the ledger is the route's), and whether it was good.
+/// What a request that ended is charged under: its labels (the ledger is
+/// its GPU set's), and whether it was good.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ChargeKey {
+    pub(super) route: Arc<str>,
     pub(super) model: Arc<str>,
     pub(super) tenant: Arc<str>,
     pub(super) slo: Arc<str>,
     pub(super) good: bool,
 }
 
-/// How a route's figures are shown, as its configuration says.
+/// How a GPU set's figures are shown, as its routes' configuration says.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Shown {
     /// It has a GPU page, whose energy is read.
@@ -28,9 +29,12 @@ pub(super) struct Shown {
     pub(super) fixed: Option<u32>,
 }
 
-/// One route's ledger and how a plan shows it.
+/// One GPU set's ledger and how a plan shows it.
 pub(super) struct Book {
-    pub(super) route: Arc<str>,
+    /// Its `gpu_set` label value.
+    pub(super) set: Arc<str>,
+    /// Its routes, in the configuration's order.
+    pub(super) routes: Arc<[Arc<str>]>,
     pub(super) ledger: Arc<Ledger<ChargeKey>>,
     pub(super) shown: Shown,
 }

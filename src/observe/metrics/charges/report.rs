@@ -1,13 +1,13 @@
-//! What the routes' GPUs were worth and who was charged them over the
-//! live windows (1m, 5m, 1h), for `/slo` and the live page: the increase
-//! of each ledger's counts between a point of the past and now.
+//! What the GPU sets were worth and who was charged them over the live
+//! windows (1m, 5m, 1h), for `/slo` and the live page: the increase of
+//! each ledger's counts between a point of the past and now.
 //!
-//! The points are the ledgers' counts by route and tenant (the labels the
-//! page shows: a tenant's good and wasted charge), taken at most every
+//! The points are the ledgers' counts by GPU set and tenant (the labels
+//! the page shows: a tenant's good and wasted charge), taken at most every
 //! [`EVERY`] whenever the owner is read (an exposition, a report: never
 //! on a request's path), kept every [`EVERY`] for the shortest windows
 //! and every minute beyond, up to the longest window: at most about a
-//! hundred points, each of routes × tenants × 2 charges. A window's start
+//! hundred points, each of sets × tenants × 2 charges. A window's start
 //! is the newest point at least its width old (else the oldest point, else
 //! the ledgers' start), and it reports the span it covers, so a rate read
 //! from it is right even when no point falls exactly on its start.
@@ -29,9 +29,9 @@ pub(super) const EVERY: Duration = Duration::from_secs(10);
 /// Points older than this are kept one a minute.
 const FINE_FOR: Duration = Duration::from_secs(5 * 60);
 
-/// One route's counts at a point.
+/// One set's counts at a point.
 #[derive(Debug, Clone, Default)]
-struct RouteCounts {
+struct SetCounts {
     totals: Totals,
     /// By tenant: its good, then its wasted charge.
     tenants: BTreeMap<Arc<str>, [Charge; 2]>,
@@ -40,7 +40,7 @@ struct RouteCounts {
 #[derive(Debug)]
 struct Point {
     at: Instant,
-    routes: BTreeMap<Arc<str>, RouteCounts>,
+    sets: BTreeMap<Arc<str>, SetCounts>,
 }
 
 /// The points, oldest first, and when the ledgers started.
@@ -50,17 +50,21 @@ pub(super) struct History {
     points: VecDeque<Point>,
 }
 
-/// Every route's figures over each window.
+/// Every GPU set's figures over each window (under `routes`, the name
+/// its list had when each route had its own GPUs).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ChargebackReport {
-    pub routes: Vec<RouteBill>,
+    pub routes: Vec<SetBill>,
 }
 
-/// One route's figures over each window.
+/// One GPU set's figures over each window.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RouteBill {
-    pub route: String,
-    /// The cost's currency, when the route is priced.
+pub struct SetBill {
+    /// Its `gpu_set` label value.
+    pub gpu_set: String,
+    /// The routes in front of its GPUs, whose requests share them.
+    pub routes: Vec<String>,
+    /// The cost's currency, when the set is priced.
     pub currency: Option<String>,
     pub windows: Vec<WindowBill>,
 }
@@ -71,7 +75,7 @@ pub struct WindowBill {
     pub window: &'static str,
     /// The span it covers: its width, or less when the counts are younger.
     pub seconds: f64,
-    /// The route's GPU time, energy and money over it.
+    /// The set's GPU time, energy and money over it.
     pub total: Amount,
     /// Charged to requests that ended in it, by tenant.
     pub tenants: Vec<TenantBill>,
@@ -90,7 +94,7 @@ pub struct TenantBill {
     pub waste: Amount,
 }
 
-/// GPU-seconds, and joules and money where the route has them.
+/// GPU-seconds, and joules and money where the set has them.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Amount {
     pub gpu_seconds: f64,
@@ -108,14 +112,14 @@ impl Amount {
     }
 }
 
-/// One route's counts now.
-fn counts(book: &Book, now: Instant) -> RouteCounts {
+/// One set's counts now.
+fn counts(book: &Book, now: Instant) -> SetCounts {
     let (totals, by_key) = book.ledger.snapshot(now);
     let mut tenants: BTreeMap<Arc<str>, [Charge; 2]> = BTreeMap::new();
     for (ChargeKey { tenant, good, .. }, charge) in by_key {
         tenants.entry(tenant).or_default()[usize::from(!good)] += charge;
     }
-    RouteCounts { totals, tenants }
+    SetCounts { totals, tenants }
 }
 
 impl History {
@@ -136,11 +140,11 @@ impl History {
         {
             return;
         }
-        let routes = books
+        let sets = books
             .iter()
-            .map(|b| (b.route.clone(), counts(b, now)))
+            .map(|b| (b.set.clone(), counts(b, now)))
             .collect();
-        self.points.push_back(Point { at: now, routes });
+        self.points.push_back(Point { at: now, sets });
         let longest = WINDOWS[WINDOWS.len() - 1].span();
         // One point older than the longest window stays: the start of it.
         while self.points.len() > 1 && now.saturating_duration_since(self.points[1].at) >= longest {
@@ -168,9 +172,9 @@ impl History {
         book: &Book,
         now: Instant,
         width: Duration,
-    ) -> Option<(Instant, &'a RouteCounts)> {
-        let route = &book.route;
-        let of = |p: &'a Point| p.routes.get(route).map(|c| (p.at, c));
+    ) -> Option<(Instant, &'a SetCounts)> {
+        let set = &book.set;
+        let of = |p: &'a Point| p.sets.get(set).map(|c| (p.at, c));
         let start = now.checked_sub(width)?;
         if let Some(p) = self.points.iter().rev().find(|p| p.at <= start) {
             return of(p);
@@ -181,7 +185,7 @@ impl History {
         self.points.iter().find(|p| p.at < now).and_then(of)
     }
 
-    /// Every route's figures over each window, at `now`.
+    /// Every set's figures over each window, at `now`.
     pub(super) fn report(&self, books: &[Arc<Book>], now: Instant) -> ChargebackReport {
         let mut routes = Vec::new();
         for book in books {
@@ -192,7 +196,7 @@ impl History {
                 .map(|w| {
                     let (at, before) = match self.start(book, now, w.span()) {
                         Some((at, counts)) => (at, counts.clone()),
-                        None => (self.since, RouteCounts::default()),
+                        None => (self.since, SetCounts::default()),
                     };
                     window(
                         w.name,
@@ -203,13 +207,14 @@ impl History {
                     )
                 })
                 .collect();
-            routes.push(RouteBill {
-                route: book.route.to_string(),
+            routes.push(SetBill {
+                gpu_set: book.set.to_string(),
+                routes: book.routes.iter().map(|r| r.to_string()).collect(),
                 currency: shown.currency.as_deref().map(str::to_owned),
                 windows,
             });
         }
-        routes.sort_by(|a, b| a.route.cmp(&b.route));
+        routes.sort_by(|a, b| a.gpu_set.cmp(&b.gpu_set));
         ChargebackReport { routes }
     }
 }
@@ -218,8 +223,8 @@ impl History {
 fn window(
     name: &'static str,
     span: Duration,
-    before: &RouteCounts,
-    now: &RouteCounts,
+    before: &SetCounts,
+    now: &SetCounts,
     shown: &Shown,
 ) -> WindowBill {
     let (b, n) = (&before.totals, &now.totals);
@@ -247,13 +252,14 @@ fn window(
     }
 }
 
-/// The report as text: per route, a row per window and tenant.
+/// The report as text: per GPU set, a row per window and tenant.
 pub fn render_text(report: &ChargebackReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     for route in &report.routes {
         let currency = route.currency.as_deref().unwrap_or("-");
-        let _ = writeln!(out, "gpu route {}  currency {currency}", route.route);
+        let (set, routes) = (&route.gpu_set, route.routes.join(","));
+        let _ = writeln!(out, "gpu set {set}  routes {routes}  currency {currency}");
         let _ = writeln!(
             out,
             "{:<6} {:<24} {:>12} {:>12} {:>12} {:>7}",

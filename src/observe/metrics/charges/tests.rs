@@ -96,7 +96,7 @@ fn a_routes_families_add_up_at_a_scrape() {
     assert_eq!(charged.joules, None, "no GPU page, no energy");
 
     let text = scrape(&registry, &charges, &plan, t0 + Duration::from_secs(30));
-    let route = r#"route="chat""#;
+    let route = r#"gpu_set="chat""#;
     let total = value(&text, "llm_gpu_seconds_total", route).unwrap();
     let idle = value(&text, "llm_gpu_idle_seconds_total", route).unwrap();
     let in_flight = value(&text, "llm_gpu_in_flight_seconds", route).unwrap();
@@ -104,7 +104,7 @@ fn a_routes_families_add_up_at_a_scrape() {
     let request = value(
         &text,
         "llm_request_gpu_seconds_total",
-        r#"good="true",model="m1",route="chat",slo="",tenant="team-a""#,
+        r#"good="true",gpu_set="chat",model="m1",route="chat",slo="",tenant="team-a""#,
     )
     .unwrap();
     assert_eq!(request, charged.gpu_seconds);
@@ -118,13 +118,15 @@ fn a_routes_families_add_up_at_a_scrape() {
         value(
             &text,
             "llm_gpu_cost_total",
-            r#"currency="EUR",route="chat""#
+            r#"currency="EUR",gpu_set="chat""#
         )
         .unwrap()
             > 0.0,
         "{text}"
     );
-    assert!(!text.contains(r#"route="plain""#), "{text}");
+    for label in [r#"route="plain""#, r#"gpu_set="plain""#] {
+        assert!(!text.contains(label), "{text}");
+    }
     assert!(!text.contains("llm_gpu_energy_joules_total{"), "{text}");
 
     // A reload that takes the price away: b, in flight across it, pays
@@ -142,7 +144,7 @@ fn a_routes_families_add_up_at_a_scrape() {
         value(
             &text,
             "llm_request_gpu_seconds_total",
-            r#"good="false",model="m1",route="chat",slo="",tenant="team-b""#
+            r#"good="false",gpu_set="chat",model="m1",route="chat",slo="",tenant="team-b""#
         )
         .unwrap(),
         charged.gpu_seconds,
@@ -163,7 +165,11 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
 
     let report = charges.report(Some(&plan), t0 + secs(30));
     let w = &report.routes[0].windows[0];
-    assert_eq!((report.routes[0].route.as_str(), w.window), ("chat", "1m"));
+    assert_eq!(
+        (report.routes[0].gpu_set.as_str(), w.window),
+        ("chat", "1m")
+    );
+    assert_eq!(report.routes[0].routes, ["chat"]);
     assert_eq!(report.routes[0].currency.as_deref(), Some("EUR"));
     // The counts began 30 s ago: the window is those 30 s, at 2 GPUs.
     assert!((w.seconds - 30.0).abs() < 0.1, "{w:?}");
@@ -194,7 +200,10 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
     assert!(w.tenants.is_empty(), "{w:?}");
     assert!((w.idle.gpu_seconds - 200.0).abs() < 1e-9, "{w:?}");
     let text = render_text(&report);
-    assert!(text.starts_with("gpu route chat  currency EUR\n"), "{text}");
+    assert!(
+        text.starts_with("gpu set chat  routes chat  currency EUR\n"),
+        "{text}"
+    );
     assert!(
         text.lines()
             .any(|l| l.starts_with("1h     team-b") && l.ends_with("100.0%")),
@@ -215,7 +224,7 @@ fn a_reload_never_relabels_the_cost_with_another_currency() {
     let eur = value(
         &text,
         "llm_gpu_cost_total",
-        r#"currency="EUR",route="chat""#,
+        r#"currency="EUR",gpu_set="chat""#,
     )
     .unwrap();
     // 20 s at 2 GPUs, 0.001 EUR a GPU-second: the whole history under EUR.
@@ -224,7 +233,86 @@ fn a_reload_never_relabels_the_cost_with_another_currency() {
     let price = value(
         &text,
         "llm_gpu_hourly_cost",
-        r#"currency="EUR",route="chat""#,
+        r#"currency="EUR",gpu_set="chat""#,
     );
     assert_eq!(price, Some(3.6), "{text}");
+}
+
+/// Two routes with `gpus: 2` each, joined by `gpu_set`.
+const SHARED: &str = "routes:
+  - name: chat
+    match: {path_prefix: /chat/}
+    upstream: http://127.0.0.1:1
+    gpus: 2
+    gpu_hourly_cost: 3.6
+    gpu_set: pool
+  - name: embed
+    upstream: http://127.0.0.1:1
+    gpus: 2
+    gpu_hourly_cost: 3.6
+    gpu_set: pool
+";
+
+#[test]
+fn routes_of_one_gpu_set_count_its_gpus_once_and_share_its_batch() {
+    let (registry, charges) = owner();
+    let t0 = Instant::now();
+    let secs = Duration::from_secs;
+    let plan = in_force(&config(SHARED), None, t0);
+    let a = plan.open("chat", t0).unwrap();
+    let b = plan.open("embed", t0 + secs(10)).unwrap();
+    // a: 10 s alone and 20 s beside b, at 2 GPUs; b: those 20 s and 10 s
+    // alone.
+    let charged = a.close(t0 + secs(30), &labels("chat", Some("t")), true);
+    assert!((charged.gpu_seconds - 40.0).abs() < 1e-9, "{charged:?}");
+    let charged = b.close(t0 + secs(40), &labels("embed", Some("t")), true);
+    assert!((charged.gpu_seconds - 40.0).abs() < 1e-9, "{charged:?}");
+
+    let text = scrape(&registry, &charges, &plan, t0 + secs(50));
+    let set = r#"gpu_set="pool""#;
+    // 2 GPUs for 50 s: once, not once per route.
+    let total = value(&text, "llm_gpu_seconds_total", set).unwrap();
+    assert!((total - 100.0).abs() < 1e-9, "{text}");
+    let cost = value(
+        &text,
+        "llm_gpu_cost_total",
+        r#"currency="USD",gpu_set="pool""#,
+    );
+    assert!((cost.unwrap() - 0.1).abs() < 1e-12, "{text}");
+    let idle = value(&text, "llm_gpu_idle_seconds_total", set).unwrap();
+    assert!((idle - 20.0).abs() < 1e-9, "{text}");
+    let request = |route: &str| {
+        let labels =
+            format!(r#"good="true",gpu_set="pool",model="m1",route="{route}",slo="",tenant="t""#);
+        value(&text, "llm_request_gpu_seconds_total", &labels).unwrap()
+    };
+    assert!((request("chat") + request("embed") + idle - total).abs() < 1e-9);
+    for route in ["chat", "embed"] {
+        assert!(
+            !text.contains(&format!(r#"gpu_set="{route}""#)),
+            "{route} has no set of its own\n{text}"
+        );
+    }
+    let report = charges.report(Some(&plan), t0 + secs(50));
+    assert_eq!(report.routes.len(), 1, "{report:?}");
+    assert_eq!(report.routes[0].gpu_set, "pool");
+    assert_eq!(report.routes[0].routes, ["chat", "embed"]);
+
+    // A reload that keeps the set keeps its ledger, whatever its routes.
+    let reload = t0 + secs(60);
+    let one = config(&SHARED.replace("  - name: embed\n", "  - name: other\n"));
+    let next = in_force(&one, Some(&plan), reload);
+    let text = scrape(&registry, &charges, &next, reload);
+    let total = value(&text, "llm_gpu_seconds_total", set).unwrap();
+    assert!((total - 120.0).abs() < 1e-9, "{text}");
+    // Without the key, each route has GPUs of its own, counted from 0.
+    let apart = config(&SHARED.replace("    gpu_set: pool\n", ""));
+    let last = in_force(&apart, Some(&next), reload + secs(10));
+    let text = scrape(&registry, &charges, &last, reload + secs(20));
+    for route in ["chat", "embed"] {
+        let labels = format!(r#"gpu_set="{route}""#);
+        let total = value(&text, "llm_gpu_seconds_total", &labels).unwrap();
+        assert!((total - 20.0).abs() < 1e-9, "{text}");
+    }
+    assert!(!text.contains(set), "{text}");
 }
