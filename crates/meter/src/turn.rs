@@ -110,11 +110,11 @@ pub fn read_request(api: Api, body: &[u8]) -> RequestFacts {
                 }
                 (Api::OpenAi | Api::Ollama | Api::Anthropic, b"messages") => {
                     seen.conversational = true;
-                    messages(r, &mut seen)?;
+                    entries(r, &mut seen, message)?;
                 }
                 (Api::Responses, b"input") => {
                     seen.conversational = true;
-                    items(r, &mut seen)?;
+                    entries(r, &mut seen, item)?;
                 }
                 (Api::Responses, b"previous_response_id") => {
                     seen.conversational = true;
@@ -128,7 +128,7 @@ pub fn read_request(api: Api, body: &[u8]) -> RequestFacts {
                 }
                 (Api::Gemini, b"contents") => {
                     seen.conversational = true;
-                    contents(r, &mut seen)?;
+                    entries(r, &mut seen, content)?;
                 }
                 _ => r.skip()?,
             }
@@ -185,88 +185,100 @@ fn conversation(r: &mut Reader<'_>) -> Result<Option<String>, Error> {
     Ok(found)
 }
 
-/// Chat completions', Ollama's or Anthropic's `messages`.
-fn messages(r: &mut Reader<'_>, seen: &mut Seen) -> Result<(), Error> {
-    if !r.open_list_or_null()? {
-        return Ok(());
-    }
-    while r.element()? {
-        if r.peek()? != b'{' {
-            r.skip()?;
-            seen.last_is_tool_result = false;
-            continue;
-        }
-        r.open_object()?;
-        let (mut role, mut tool_block) = (Role::Other, false);
-        while let Some(key) = r.key()? {
-            match key {
-                b"role" => role = Role::read(r)?,
-                b"content" => tool_block = has_block(r, b"tool_result")?,
-                _ => r.skip()?,
-            }
-        }
-        seen.earlier |= role == Role::Model;
-        seen.last_is_tool_result = role == Role::Tool || (role == Role::User && tool_block);
-    }
-    Ok(())
+/// What one entry of a conversation (a message, an input item, a
+/// content) says.
+#[derive(Debug, Default)]
+struct Said {
+    /// The model wrote it.
+    model: bool,
+    /// It is a tool's result.
+    tool_result: bool,
 }
 
-/// Responses' `input`: a string, or a list of items.
-fn items(r: &mut Reader<'_>, seen: &mut Seen) -> Result<(), Error> {
+/// A conversation's list (`messages`, `input`, `contents`), each object of
+/// it read by `entry`; a value that is no list (Responses' string `input`,
+/// `null`) says nothing, and an entry that is no object neither.
+fn entries(
+    r: &mut Reader<'_>,
+    seen: &mut Seen,
+    entry: fn(&mut Reader<'_>) -> Result<Said, Error>,
+) -> Result<(), Error> {
     if r.peek()? != b'[' {
         return r.skip();
     }
     r.open_list_or_null()?;
     while r.element()? {
-        if r.peek()? != b'{' {
+        let said = if r.peek()? == b'{' {
+            entry(r)?
+        } else {
             r.skip()?;
-            seen.last_is_tool_result = false;
-            continue;
-        }
-        r.open_object()?;
-        let (mut role, mut kind) = (Role::Other, Kind::Other);
-        while let Some(key) = r.key()? {
-            match key {
-                b"role" => role = Role::read(r)?,
-                b"type" => kind = Kind::read(r)?,
-                _ => r.skip()?,
-            }
-        }
-        seen.earlier |= kind == Kind::Output || role == Role::Model;
-        seen.last_is_tool_result = kind == Kind::ToolOutput;
+            Said::default()
+        };
+        seen.earlier |= said.model;
+        seen.last_is_tool_result = said.tool_result;
     }
     Ok(())
 }
 
-/// Gemini's `contents`.
-fn contents(r: &mut Reader<'_>, seen: &mut Seen) -> Result<(), Error> {
-    if !r.open_list_or_null()? {
-        return Ok(());
-    }
-    while r.element()? {
-        if r.peek()? != b'{' {
-            r.skip()?;
-            seen.last_is_tool_result = false;
-            continue;
+/// A message of chat completions, Ollama's chat or Anthropic Messages.
+fn message(r: &mut Reader<'_>) -> Result<Said, Error> {
+    r.open_object()?;
+    let (mut role, mut tool_block) = (Role::Other, false);
+    while let Some(key) = r.key()? {
+        match key {
+            b"role" => role = Role::read(r)?,
+            b"content" => tool_block = any_object(r, b"type", |r| r.is_string(b"tool_result"))?,
+            _ => r.skip()?,
         }
-        r.open_object()?;
-        let (mut role, mut response) = (Role::Other, false);
-        while let Some(key) = r.key()? {
-            match key {
-                b"role" => role = Role::read(r)?,
-                b"parts" => response = has_part(r, b"functionResponse")?,
-                _ => r.skip()?,
-            }
-        }
-        seen.earlier |= role == Role::Model;
-        seen.last_is_tool_result = response;
     }
-    Ok(())
+    Ok(Said {
+        model: role == Role::Model,
+        tool_result: role == Role::Tool || (role == Role::User && tool_block),
+    })
 }
 
-/// Whether a message's `content`, when it is a list of blocks, has one of
-/// `type` `kind`.
-fn has_block(r: &mut Reader<'_>, kind: &[u8]) -> Result<bool, Error> {
+/// An item of a Responses request's `input`.
+fn item(r: &mut Reader<'_>) -> Result<Said, Error> {
+    r.open_object()?;
+    let (mut role, mut kind) = (Role::Other, Kind::Other);
+    while let Some(key) = r.key()? {
+        match key {
+            b"role" => role = Role::read(r)?,
+            b"type" => kind = Kind::read(r)?,
+            _ => r.skip()?,
+        }
+    }
+    Ok(Said {
+        model: kind == Kind::Output || role == Role::Model,
+        tool_result: kind == Kind::ToolOutput,
+    })
+}
+
+/// A content of a Gemini request.
+fn content(r: &mut Reader<'_>) -> Result<Said, Error> {
+    r.open_object()?;
+    let (mut role, mut response) = (Role::Other, false);
+    while let Some(key) = r.key()? {
+        match key {
+            b"role" => role = Role::read(r)?,
+            b"parts" => response = any_object(r, b"functionResponse", |r| r.skip().map(|()| true))?,
+            _ => r.skip()?,
+        }
+    }
+    Ok(Said {
+        model: role == Role::Model,
+        tool_result: response,
+    })
+}
+
+/// Whether the value, when it is a list, has an object whose member
+/// `wanted` `value` (which reads it whole) says so of: a `tool_result`
+/// block of a message's content, a `functionResponse` part.
+fn any_object(
+    r: &mut Reader<'_>,
+    wanted: &[u8],
+    value: fn(&mut Reader<'_>) -> Result<bool, Error>,
+) -> Result<bool, Error> {
     if r.peek()? != b'[' {
         return r.skip().map(|()| false);
     }
@@ -279,31 +291,11 @@ fn has_block(r: &mut Reader<'_>, kind: &[u8]) -> Result<bool, Error> {
         }
         r.open_object()?;
         while let Some(key) = r.key()? {
-            match key {
-                b"type" => found |= r.is_string(kind)?,
-                _ => r.skip()?,
+            if key == wanted {
+                found |= value(r)?;
+            } else {
+                r.skip()?;
             }
-        }
-    }
-    Ok(found)
-}
-
-/// Whether a Gemini content's `parts` has one with the key `name`.
-fn has_part(r: &mut Reader<'_>, name: &[u8]) -> Result<bool, Error> {
-    if r.peek()? != b'[' {
-        return r.skip().map(|()| false);
-    }
-    r.open_list_or_null()?;
-    let mut found = false;
-    while r.element()? {
-        if r.peek()? != b'{' {
-            r.skip()?;
-            continue;
-        }
-        r.open_object()?;
-        while let Some(key) = r.key()? {
-            found |= key == name;
-            r.skip()?;
         }
     }
     Ok(found)
