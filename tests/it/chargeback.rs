@@ -160,10 +160,36 @@ fn access_lines(lines: &mut impl Iterator<Item = std::io::Result<String>>, n: us
         let line = lines.next().expect("serve exited").unwrap();
         let v: Value = serde_json::from_str(&line).unwrap();
         if v["target"] == "tokenmeter::access" {
-            access.push(v["fields"].clone());
+            let mut fields = v["fields"].clone();
+            fields["timestamp"] = v["timestamp"].clone();
+            access.push(fields);
         }
     }
     access
+}
+
+/// The spans of requests as the proxy measured them, from their access
+/// lines: each from its end (the line's time) back by its `elapsed_ms`,
+/// placed on the monotonic clock by the age of the newest line.
+fn proxy_spans(lines: &[Value]) -> Vec<Span> {
+    let at = |l: &Value| {
+        let text = l["timestamp"].as_str().unwrap();
+        humantime::parse_rfc3339(text).unwrap()
+    };
+    let newest = lines.iter().map(at).max().unwrap();
+    let now = Instant::now() - std::time::SystemTime::now().duration_since(newest).unwrap_or_default();
+    lines
+        .iter()
+        .map(|l| {
+            let end = now - newest.duration_since(at(l)).unwrap();
+            let elapsed = Duration::from_secs_f64(l["elapsed_ms"].as_f64().unwrap() / 1e3);
+            Span {
+                tenant: l["tenant"].as_str().unwrap().to_owned(),
+                start: end - elapsed,
+                end,
+            }
+        })
+        .collect()
 }
 
 /// Three tenants at concurrencies 1, 2 and 3 and a fourth that declares
@@ -202,7 +228,16 @@ async fn tenants_share_the_gpus_by_their_requests_in_flight() {
     )
     .await;
     let (_, s) = scrape(child.admin).await;
-    let want = shares(&spans, 1.0);
+    // The shares of the spans the proxy measured: on a busy machine the
+    // clients' own see their scheduling too (their spans are checked
+    // against these below).
+    let lines = access_lines(&mut child.lines, spans.len());
+    let measured = proxy_spans(&lines);
+    for (tenant, client) in shares(&spans, 1.0) {
+        let proxy = shares(&measured, 1.0)[&tenant];
+        assert_near(proxy, client, 0.05, &format!("tenant {tenant}'s spans"));
+    }
+    let want = shares(&measured, 1.0);
     let route = ("route", "chat");
     for (tenant, want) in &want {
         let got = total(
@@ -256,7 +291,6 @@ async fn tenants_share_the_gpus_by_their_requests_in_flight() {
     );
 
     // The lines add up to the counters, per tenant.
-    let lines = access_lines(&mut child.lines, spans.len());
     for tenant in want.keys() {
         let of = |field: &str| -> f64 {
             lines
