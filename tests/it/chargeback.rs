@@ -123,35 +123,6 @@ fn total(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     sum(samples, name, labels)
 }
 
-/// The GPU set's parts of one quantity (`seconds`, `energy_joules`, `cost`)
-/// against its total, from one scrape: they must be equal.
-fn parts_and_total(s: &[Sample], set: &str, quantity: &str) -> (f64, f64) {
-    let r = [("gpu_set", set)];
-    let in_flight = match quantity {
-        "seconds" => "llm_gpu_in_flight_seconds".to_owned(),
-        q => format!("llm_gpu_in_flight_{q}"),
-    };
-    let parts = total(s, &format!("llm_request_gpu_{quantity}_total"), &r)
-        + total(s, &in_flight, &r)
-        + total(s, &format!("llm_gpu_other_replicas_{quantity}_total"), &r)
-        + total(s, &format!("llm_gpu_idle_{quantity}_total"), &r);
-    let whole = match quantity {
-        "seconds" => "llm_gpu_seconds_total".to_owned(),
-        q => format!("llm_gpu_{q}_total"),
-    };
-    (parts, total(s, &whole, &r))
-}
-
-#[track_caller]
-fn assert_near(got: f64, want: f64, within: f64, what: &str) {
-    let err = (got - want).abs() / want.abs().max(1e-12);
-    assert!(
-        err <= within,
-        "{what}: {got} against {want} ({:.3} %)",
-        err * 100.0
-    );
-}
-
 /// The access lines of tenant requests the child wrote, as JSON, until
 /// `n` of them have come.
 fn access_lines(lines: &mut impl Iterator<Item = std::io::Result<String>>, n: usize) -> Vec<Value> {
@@ -177,7 +148,10 @@ fn proxy_spans(lines: &[Value]) -> Vec<Span> {
         humantime::parse_rfc3339(text).unwrap()
     };
     let newest = lines.iter().map(at).max().unwrap();
-    let now = Instant::now() - std::time::SystemTime::now().duration_since(newest).unwrap_or_default();
+    let now = Instant::now()
+        - std::time::SystemTime::now()
+            .duration_since(newest)
+            .unwrap_or_default();
     lines
         .iter()
         .map(|l| {

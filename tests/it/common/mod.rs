@@ -19,9 +19,11 @@ use tokenmeter::config::{Config, MetricsSettings, ProxySettings, Route, Upstream
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod bill;
 mod page;
 mod process;
 
+pub use bill::{assert_near, parts_and_total};
 pub use page::{Page, read_head, serve_made, vllm_page};
 pub use process::{BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped};
 
