@@ -131,6 +131,9 @@ pub struct Place {
     /// The gap it closed, when it started with none of its session's
     /// requests in flight, after one had ended.
     pub gap: Option<Duration>,
+    /// Which session of that key: one evicted while the request was in
+    /// flight, then started again, is another.
+    pub session: u64,
 }
 
 #[derive(Debug)]
@@ -143,6 +146,8 @@ struct Session {
     active: (Instant, u64),
     /// Held until a request names its response.
     candidate: bool,
+    /// Tells it from an earlier session of the same key.
+    id: u64,
     /// Its tenant is the one its first request to end had.
     tenant_final: bool,
     /// The newest ids of its responses.
@@ -229,6 +234,7 @@ impl Table {
                 key,
                 turn: 0,
                 gap: None,
+                session: 0,
             };
             return (place, evicted);
         };
@@ -251,10 +257,16 @@ impl Table {
         session.in_flight += 1;
         s.turns += 1;
         let turn = s.turns;
+        let session_id = session.id;
         let previous = std::mem::replace(&mut session.active, (at, seq));
         self.order.remove(&previous);
         self.order.insert((at, seq), key.clone());
-        let place = Place { key, turn, gap };
+        let place = Place {
+            key,
+            turn,
+            gap,
+            session: session_id,
+        };
         (place, evicted)
     }
 
@@ -284,6 +296,9 @@ impl Table {
         let Some(session) = self.sessions.get(&place.key) else {
             return;
         };
+        if session.id != place.session {
+            return;
+        }
         if session.candidate {
             place.key = self.rekey(&place.key, id.clone());
         }
@@ -304,7 +319,11 @@ impl Table {
     /// whose response named no id is dropped.
     pub fn finish(&mut self, place: &Place, at: Instant, added: Added) {
         let seq = self.next();
-        let Some(session) = self.sessions.get_mut(&place.key) else {
+        let Some(session) = self
+            .sessions
+            .get_mut(&place.key)
+            .filter(|s| s.id == place.session)
+        else {
             // Its session ended while it was in flight (evicted).
             return;
         };
@@ -398,6 +417,7 @@ impl Table {
             busy_since: at,
             active: (at, seq),
             candidate,
+            id: seq,
             tenant_final: false,
             responses: VecDeque::new(),
         };

@@ -212,3 +212,22 @@ fn one_bad_request_makes_the_session_not_good() {
     let ended = r.sweep(5_000);
     assert!(!ended[0].figures.good);
 }
+
+#[test]
+fn a_request_whose_session_was_evicted_leaves_the_next_session_of_its_key_alone() {
+    let mut r = Rig::new(Duration::from_secs(300), 1);
+    let (old, _) = r.start(key("a"), 0);
+    // A full table: b evicts a, whose request is still in flight.
+    let (b, evicted) = r.start(key("b"), 10);
+    assert_eq!(evicted.len(), 1);
+    r.finish(&b, 20, added(1, 0));
+    // a starts again: a new session of the same key.
+    let (new, evicted) = r.start(key("a"), 30);
+    assert_eq!((evicted.len(), new.turn), (1, 1));
+    // The old request ends: nothing of it reaches the new session.
+    r.finish(&old, 40, added(1000, 0));
+    r.finish(&new, 50, added(5, 0));
+    let ended = r.sweep(1_000_000);
+    let f = &ended[0].figures;
+    assert_eq!((f.turns, f.input_tokens, f.model), (1, 5, ms(20)));
+}
