@@ -197,7 +197,11 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
         "fleet tenants + idle {fleet:.5}, engine {engine:.5} GPU-seconds a second ({:+.2} %); tenants {tenants:.4}, load {busy:.2} s of {WINDOW}",
         (fleet - engine) / engine * 100.0
     );
-    assert!((engine - 1.0).abs() < 0.01, "one GPU: {engine}");
+    // One GPU: the rate of a counter that grows by exactly one a second,
+    // read from scrapes whose timestamps are when each scrape began, not
+    // when the page was read; with both cores busy those drift apart, and
+    // 1 % over the window was once not enough.
+    assert!((engine - 1.0).abs() < 0.03, "one GPU: {engine}");
     assert!(
         (fleet - engine).abs() <= 0.02 * engine,
         "fleet tenants + idle {fleet} against the engine's {engine}"
