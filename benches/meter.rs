@@ -123,11 +123,14 @@ fn streaming_meter(observers: &Observers, name: &str, api: Api) -> StreamMeter<R
         &tokenmeter::config::Overrides::default(),
     )
     .unwrap();
+    let facts = meter::RequestFacts {
+        model: Some("bench-model".to_owned()),
+        ..Default::default()
+    };
     let recorder = observers.request(Started {
         route: &config.routes[0],
         api,
-        model: Some("bench-model"),
-        body: None,
+        body: Some(&facts),
         at: Instant::now(),
         parts: &parts,
         client: "127.0.0.1:1".parse().unwrap(),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use tokenmeter::observe::sessions::{Added, Named, Table};
+use tokenmeter::observe::sessions::{Named, Table, Tally};
 
 #[global_allocator]
 static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -22,8 +22,8 @@ fn key(i: u64) -> Named {
     )))
 }
 
-fn added() -> Added {
-    Added {
+fn added() -> Tally {
+    Tally {
         input_tokens: 1200,
         cached_tokens: 900,
         output_tokens: 80,
@@ -31,7 +31,6 @@ fn added() -> Added {
         joules: Some(120.0),
         cost: Some(0.0004),
         good: true,
-        tenant: None,
     }
 }
 
@@ -58,7 +57,7 @@ fn main() {
     let mut table = Table::new(Duration::from_secs(300), n as usize);
     for i in 0..n {
         let (place, _) = table.start(key(i), &route, &tenant, at(i));
-        table.finish(&place, at(i), added());
+        table.finish(&place, at(i), added(), None);
     }
     let per_session = held(&region) as f64 / n as f64;
     println!("memory: {per_session:.0} bytes a session held ({n} sessions, 36-byte keys)");
@@ -69,7 +68,7 @@ fn main() {
     for i in 0..rounds {
         let (place, evicted) = table.start(key(n + i), &route, &tenant, at(n + i));
         black_box(evicted);
-        table.finish(&place, at(n + i), added());
+        table.finish(&place, at(n + i), added(), None);
     }
     let each = started.elapsed().as_nanos() as f64 / rounds as f64;
     println!("time: {each:.0} ns a request's start and end, at {n} sessions, each evicting one");
@@ -82,7 +81,7 @@ fn main() {
     for i in 0..1_000_000 / scale {
         let (place, evicted) = table.start(key(i), &route, &tenant, at(i));
         drop(evicted);
-        table.finish(&place, at(i), added());
+        table.finish(&place, at(i), added(), None);
         if i % 10_000 == 0 {
             peak = peak.max(held(&region));
         }

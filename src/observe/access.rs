@@ -80,7 +80,7 @@ impl AccessLog {
 
 /// The line of the session `e` that ended, at `now`.
 fn session_line(buf: &mut Vec<u8>, e: &Ended, currency: &str, format: Format, now: SystemTime) {
-    let f = &e.figures;
+    let (f, t) = (&e.figures, &e.figures.tally);
     let mut l = Line::start_of(buf, format, now, SESSION_TARGET, "session");
     l.string("session", Some(&e.key));
     l.plain("route", &f.route);
@@ -89,20 +89,20 @@ fn session_line(buf: &mut Vec<u8>, e: &Ended, currency: &str, format: Format, no
         Some(&f.tenant).filter(|t| !t.is_empty()).map(|t| &**t),
     );
     l.plain("reason", e.reason.as_str());
-    l.boolean("good", f.good);
+    l.boolean("good", t.good);
     l.number("turns", Some(f.turns));
     l.ms("duration_ms", Some(f.duration()));
     l.ms("model_ms", Some(f.model));
     l.ms("gap_ms", Some(f.gaps));
     l.number("gaps", Some(f.gap_count));
-    l.number("input_tokens", Some(f.input_tokens));
-    l.number("cached_input_tokens", Some(f.cached_tokens));
-    l.number("output_tokens", Some(f.output_tokens));
-    if f.gpu_seconds > 0.0 || f.cost.is_some() {
-        l.decimal("gpu_seconds", Some(f.gpu_seconds));
-        l.decimal("gpu_joules", f.joules);
-        l.decimal("gpu_cost", f.cost);
-        l.string("currency", f.cost.map(|_| currency));
+    l.number("input_tokens", Some(t.input_tokens));
+    l.number("cached_input_tokens", Some(t.cached_tokens));
+    l.number("output_tokens", Some(t.output_tokens));
+    if t.gpu_seconds > 0.0 || t.cost.is_some() {
+        l.decimal("gpu_seconds", Some(t.gpu_seconds));
+        l.decimal("gpu_joules", t.joules);
+        l.decimal("gpu_cost", t.cost);
+        l.string("currency", t.cost.map(|_| currency));
     }
     l.end();
 }
@@ -143,7 +143,7 @@ impl Entry {
             .and_then(|v| v.to_str().ok())
             .map(|id| truncated(id, 128).to_owned());
         Self {
-            model: r.model.map(str::to_owned),
+            model: r.model().map(str::to_owned),
             tenant: tenant.map(str::to_owned),
             method: r.parts.method.clone(),
             path: truncated(r.parts.uri.path(), 256).to_owned(),

@@ -41,7 +41,7 @@ use super::occupancy::{EngineOccupancy, Occupancy};
 use super::occurrence::Occurrence;
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
-use super::sessions::{self, Added, Ended, Place as SessionPlace};
+use super::sessions::{self, Ended, Place as SessionPlace, Tally};
 use super::trace::Trace;
 use crate::config::Config;
 use crate::scrape::Readings;
@@ -138,10 +138,11 @@ impl Observers {
     fn session(&self, r: &Started<'_>, labels: &Labels) -> Option<(Arc<Sessions>, SessionPlace)> {
         let keys = self.policy.session_keys.as_deref()?;
         let (named, hashed) = sessions::key_of(keys, &r.parts.headers, r.body, r.api);
+        let named = named?;
         let sessions = self.metrics.sessions();
         let route: Arc<str> = labels.route().into();
         let tenant: Arc<str> = labels.tenant().into();
-        let (place, evicted) = sessions.start(named?, hashed, &route, &tenant, r.at);
+        let (place, evicted) = sessions.start(named, hashed, &route, &tenant, r.at);
         for ended in &evicted {
             self.session_ended(ended);
         }
@@ -173,7 +174,7 @@ impl Observers {
         let operation = r.api.operation(r.parts.uri.path());
         let chosen = self
             .policy
-            .choose(r.route, headers, r.model, operation, |objective| {
+            .choose(r.route, headers, r.model(), operation, |objective| {
                 self.count(Occurrence::DeclarationRefused { route, objective });
             });
         let tenant = r
@@ -184,7 +185,7 @@ impl Observers {
         let labels = Labels::resolve(
             self.metrics.bounds(),
             route,
-            r.model,
+            r.model(),
             chosen.label,
             tenant,
             operation,
@@ -386,7 +387,7 @@ impl Recorder for RequestObserver {
             .map(|bill| bill.close(Instant::now(), &self.labels, good));
         let at = Instant::now();
         if let Some((sessions, place)) = &self.session {
-            let added = Added {
+            let tally = Tally {
                 input_tokens: summary.usage.input.unwrap_or(0),
                 cached_tokens: summary.usage.cached_input.unwrap_or(0),
                 output_tokens: summary.output_tokens.map_or(0, |(n, _)| n),
@@ -394,9 +395,9 @@ impl Recorder for RequestObserver {
                 joules: charged.and_then(|c| c.joules),
                 cost: charged.and_then(|c| c.cost),
                 good,
-                tenant: Some(self.labels.tenant().into()),
             };
-            sessions.finish(place, at, added);
+            let tenant = Some(self.labels.tenant().into());
+            sessions.finish(place, at, tally, tenant);
         }
         let finished = Finished {
             summary,
@@ -450,13 +451,19 @@ mod tests {
         super::super::request::route("  - name: chat\n    upstream: http://127.0.0.1:8000\n")
     });
 
+    /// A body naming model `m`.
+    static FACTS: std::sync::LazyLock<meter::RequestFacts> =
+        std::sync::LazyLock::new(|| meter::RequestFacts {
+            model: Some("m".to_owned()),
+            ..Default::default()
+        });
+
     /// A request of route `chat` for model `m`, without trace or tenant.
     fn started(parts: &http::request::Parts) -> Started<'_> {
         Started {
             route: &ROUTE,
             api: Api::OpenAi,
-            model: Some("m"),
-            body: None,
+            body: Some(&FACTS),
             at: Instant::now(),
             parts,
             client: "127.0.0.1:1".parse().unwrap(),

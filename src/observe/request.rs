@@ -22,8 +22,6 @@ pub struct Started<'a> {
     /// The route it matched, in the configuration it started with.
     pub route: &'a Route,
     pub api: Api,
-    /// The model the request body named, if any.
-    pub model: Option<&'a str>,
     /// What its body told (its model and turn), when it was read whole.
     pub body: Option<&'a meter::RequestFacts>,
     /// When its head arrived (`t0`).
@@ -54,6 +52,13 @@ impl Gaps {
         if self.longest.is_none_or(|longest| gap > longest) {
             self.longest = Some(gap);
         }
+    }
+}
+
+impl Started<'_> {
+    /// The model the request body named, if any.
+    pub fn model(&self) -> Option<&str> {
+        self.body.and_then(|b| b.model.as_deref())
     }
 }
 

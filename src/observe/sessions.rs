@@ -16,7 +16,7 @@ use crate::config::{SessionBody, SessionKeySpec};
 
 pub mod table;
 
-pub use table::{Added, Ended, Named, Place, Reason, Table};
+pub use table::{Ended, Named, Place, Reason, Table, Tally};
 
 /// The longest key kept as it is, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;

@@ -372,7 +372,6 @@ impl Proxy {
         let recorder = self.observers.request(Started {
             route: cx.route,
             api,
-            model: facts.and_then(|f| f.model.as_deref()),
             body: facts,
             at: cx.t0,
             parts,

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::register::Register;
 use crate::config::SessionSettings;
-use crate::observe::sessions::{Added, Ended, Named, Place, Reason, Table};
+use crate::observe::sessions::{Ended, Named, Place, Reason, Table, Tally};
 
 /// Seconds a session lasts, or spends in the model.
 const DURATION_BUCKETS: [f64; 14] = [
@@ -110,9 +110,10 @@ impl Sessions {
         self.table().respond(place, id);
     }
 
-    /// The request at `place` ended at `at`, adding `added`.
-    pub fn finish(&self, place: &Place, at: Instant, added: Added) {
-        self.table().finish(place, at, added);
+    /// The request at `place` ended at `at`, adding `tally`, its tenant
+    /// label final as `tenant`.
+    pub fn finish(&self, place: &Place, at: Instant, tally: Tally, tenant: Option<Arc<str>>) {
+        self.table().finish(place, at, tally, tenant);
     }
 
     /// The sessions idle past the timeout at `now`, ended.
@@ -135,17 +136,17 @@ impl Sessions {
         self.model
             .with_label_values(&[route])
             .observe(secs(f.model));
-        if f.gpu_seconds > 0.0 {
+        if f.tally.gpu_seconds > 0.0 {
             self.gpu_seconds
                 .with_label_values(&[route])
-                .observe(f.gpu_seconds);
+                .observe(f.tally.gpu_seconds);
         }
-        if let Some(cost) = f.cost {
+        if let Some(cost) = f.tally.cost {
             self.cost
                 .with_label_values(&[route, currency])
                 .observe(cost);
         }
-        let good = if f.good { "true" } else { "false" };
+        let good = if f.tally.good { "true" } else { "false" };
         self.total
             .with_label_values(&[route, &f.tenant, good])
             .inc();

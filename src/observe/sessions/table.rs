@@ -59,21 +59,46 @@ impl Reason {
     }
 }
 
-/// What one request that ended adds to its session.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Added {
+/// What requests used and how they went: one request's, or a session's
+/// sum of its requests'.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tally {
     pub input_tokens: u64,
     pub cached_tokens: u64,
     pub output_tokens: u64,
     pub gpu_seconds: f64,
     pub joules: Option<f64>,
     pub cost: Option<f64>,
-    /// Good as the chargeback counts it: judged good, or without a class
-    /// ended `ok`.
+    /// Good as the chargeback counts it (judged good, or without a class
+    /// ended `ok`): for a session, every one of its requests was.
     pub good: bool,
-    /// Its tenant label, final now that it ended: the session's, when it is
-    /// the first of its requests to end.
-    pub tenant: Option<Arc<str>>,
+}
+
+impl Default for Tally {
+    /// Nothing used, and nothing that went wrong.
+    fn default() -> Self {
+        Self {
+            input_tokens: 0,
+            cached_tokens: 0,
+            output_tokens: 0,
+            gpu_seconds: 0.0,
+            joules: None,
+            cost: None,
+            good: true,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Self) {
+        self.input_tokens += o.input_tokens;
+        self.cached_tokens += o.cached_tokens;
+        self.output_tokens += o.output_tokens;
+        self.gpu_seconds += o.gpu_seconds;
+        self.joules = sum(self.joules, o.joules);
+        self.cost = sum(self.cost, o.cost);
+        self.good &= o.good;
+    }
 }
 
 /// A session's figures so far.
@@ -92,14 +117,8 @@ pub struct Figures {
     /// Its gaps, summed, and how many.
     pub gaps: Duration,
     pub gap_count: u64,
-    pub input_tokens: u64,
-    pub cached_tokens: u64,
-    pub output_tokens: u64,
-    pub gpu_seconds: f64,
-    pub joules: Option<f64>,
-    pub cost: Option<f64>,
-    /// Every request that ended was good.
-    pub good: bool,
+    /// Its requests' that ended, summed.
+    pub tally: Tally,
 }
 
 impl Figures {
@@ -315,9 +334,11 @@ impl Table {
         }
     }
 
-    /// The request at `place` ended at `at`, adding `added`. A candidate
-    /// whose response named no id is dropped.
-    pub fn finish(&mut self, place: &Place, at: Instant, added: Added) {
+    /// The request at `place` ended at `at`, adding `tally`; `tenant` is
+    /// its tenant label, final now that it ended, the session's when it is
+    /// the first of its requests to end. A candidate whose response named
+    /// no id is dropped.
+    pub fn finish(&mut self, place: &Place, at: Instant, tally: Tally, tenant: Option<Arc<str>>) {
         let seq = self.next();
         let Some(session) = self
             .sessions
@@ -333,14 +354,8 @@ impl Table {
             s.model += at.saturating_duration_since(session.busy_since);
         }
         s.last_end = Some(s.last_end.map_or(at, |end| end.max(at)));
-        s.input_tokens += added.input_tokens;
-        s.cached_tokens += added.cached_tokens;
-        s.output_tokens += added.output_tokens;
-        s.gpu_seconds += added.gpu_seconds;
-        s.joules = sum(s.joules, added.joules);
-        s.cost = sum(s.cost, added.cost);
-        s.good &= added.good;
-        if let Some(tenant) = added.tenant.filter(|_| !session.tenant_final) {
+        s.tally += tally;
+        if let Some(tenant) = tenant.filter(|_| !session.tenant_final) {
             s.tenant = tenant;
             session.tenant_final = true;
         }
@@ -402,13 +417,7 @@ impl Table {
             model: Duration::ZERO,
             gaps: Duration::ZERO,
             gap_count: 0,
-            input_tokens: 0,
-            cached_tokens: 0,
-            output_tokens: 0,
-            gpu_seconds: 0.0,
-            joules: None,
-            cost: None,
-            good: true,
+            tally: Tally::default(),
         };
         self.order.insert((at, seq), key.clone());
         let session = Session {

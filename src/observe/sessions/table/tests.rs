@@ -11,8 +11,8 @@ fn key(k: &str) -> Named {
     Named::Key(k.into())
 }
 
-fn added(input: u64, cached: u64) -> Added {
-    Added {
+fn added(input: u64, cached: u64) -> Tally {
+    Tally {
         input_tokens: input,
         cached_tokens: cached,
         output_tokens: 10,
@@ -20,7 +20,6 @@ fn added(input: u64, cached: u64) -> Added {
         joules: None,
         cost: Some(0.25),
         good: true,
-        tenant: None,
     }
 }
 
@@ -46,8 +45,8 @@ impl Rig {
         self.table.start(named, &self.route, &self.tenant, at)
     }
 
-    fn finish(&mut self, place: &Place, at: u64, add: Added) {
-        self.table.finish(place, self.t0 + ms(at), add);
+    fn finish(&mut self, place: &Place, at: u64, add: Tally) {
+        self.table.finish(place, self.t0 + ms(at), add, None);
     }
 
     fn sweep(&mut self, at: u64) -> Vec<Ended> {
@@ -92,11 +91,16 @@ fn an_agent_task_with_tool_gaps_and_overlapping_requests() {
     assert_eq!((f.gaps, f.gap_count), (ms(1500), 2));
     assert_eq!(f.duration(), f.model + f.gaps);
     assert_eq!(
-        (f.input_tokens, f.cached_tokens, f.output_tokens),
+        (
+            f.tally.input_tokens,
+            f.tally.cached_tokens,
+            f.tally.output_tokens
+        ),
         (600, 330, 40)
     );
-    assert!((f.gpu_seconds - 2.0).abs() < 1e-12 && f.cost == Some(1.0) && f.joules.is_none());
-    assert!(f.good);
+    let t = &f.tally;
+    assert!((t.gpu_seconds - 2.0).abs() < 1e-12 && t.cost == Some(1.0) && t.joules.is_none());
+    assert!(f.tally.good);
     assert_eq!(r.table.len(), 0);
 }
 
@@ -204,13 +208,13 @@ fn one_bad_request_makes_the_session_not_good() {
     r.finish(
         &b,
         30,
-        Added {
+        Tally {
             good: false,
             ..added(1, 0)
         },
     );
     let ended = r.sweep(5_000);
-    assert!(!ended[0].figures.good);
+    assert!(!ended[0].figures.tally.good);
 }
 
 #[test]
@@ -229,5 +233,5 @@ fn a_request_whose_session_was_evicted_leaves_the_next_session_of_its_key_alone(
     r.finish(&new, 50, added(5, 0));
     let ended = r.sweep(1_000_000);
     let f = &ended[0].figures;
-    assert_eq!((f.turns, f.input_tokens, f.model), (1, 5, ms(20)));
+    assert_eq!((f.turns, f.tally.input_tokens, f.model), (1, 5, ms(20)));
 }
