@@ -78,7 +78,8 @@ fn main() {
     let region = Region::new(ALLOCATOR);
     let mut table = Table::new(Duration::from_secs(300), 1_000);
     let mut peak = 0i64;
-    for i in 0..1_000_000 / scale {
+    let flood = 1_000_000 / scale;
+    for i in 0..flood {
         let (place, evicted) = table.start(key(i), &route, &tenant, at(i));
         drop(evicted);
         table.finish(&place, at(i), added(), None);
@@ -87,7 +88,7 @@ fn main() {
         }
     }
     println!(
-        "flood: 1,000,000 keys at max_sessions 1000: {} sessions held, {:.0} KiB held at the end, {:.0} KiB at most",
+        "flood: {flood} keys at max_sessions 1000: {} sessions held, {:.0} KiB held at the end, {:.0} KiB at most",
         table.len(),
         held(&region) as f64 / 1024.0,
         peak as f64 / 1024.0
