@@ -44,14 +44,69 @@ pub(super) struct Families {
 }
 
 /// The families by kind of turn (docs/metrics.md, "Sessions and turns"),
-/// observed once when a request ends.
+/// observed once when a request ends, on the series of its label set
+/// found once.
 pub(super) struct TurnFamilies {
     /// Labels `route`, `model`, `slo`, `turn`.
-    pub(super) ttft: HistogramVec,
+    ttft: HistogramVec,
     /// Labels `route`, `model`, `turn`.
-    pub(super) requests: IntCounterVec,
-    pub(super) prompt_tokens: IntCounterVec,
-    pub(super) cached_prompt_tokens: IntCounterVec,
+    requests: IntCounterVec,
+    prompt_tokens: IntCounterVec,
+    cached_prompt_tokens: IntCounterVec,
+    /// By `route`, `model`, `slo`, `turn`.
+    series: Found<TurnSeries, 4>,
+}
+
+/// The series of one label set of the families by kind of turn, each made
+/// on its first use (a figure the upstream never reports has no series).
+pub(super) struct TurnSeries {
+    labels: [Box<str>; 4],
+    ttft: OnceLock<Histogram>,
+    requests: OnceLock<IntCounter>,
+    prompt_tokens: OnceLock<IntCounter>,
+    cached_prompt_tokens: OnceLock<IntCounter>,
+}
+
+impl TurnFamilies {
+    /// The series of a request of `route`, `model`, `slo` and `turn`.
+    pub(super) fn series(&self, labels: [&str; 4]) -> Arc<TurnSeries> {
+        self.series.get(labels, || TurnSeries {
+            labels: labels.map(Box::from),
+            ttft: OnceLock::new(),
+            requests: OnceLock::new(),
+            prompt_tokens: OnceLock::new(),
+            cached_prompt_tokens: OnceLock::new(),
+        })
+    }
+}
+
+impl TurnSeries {
+    /// Its `route`, `model` and `turn`.
+    fn by_turn(&self) -> [&str; 3] {
+        let [route, model, _, turn] = &self.labels;
+        [route, model, turn]
+    }
+
+    pub(super) fn ttft(&self, f: &TurnFamilies) -> &Histogram {
+        let l = &self.labels;
+        self.ttft
+            .get_or_init(|| f.ttft.with_label_values(&[&*l[0], &l[1], &l[2], &l[3]]))
+    }
+
+    pub(super) fn requests(&self, f: &TurnFamilies) -> &IntCounter {
+        self.requests
+            .get_or_init(|| f.requests.with_label_values(&self.by_turn()))
+    }
+
+    pub(super) fn prompt_tokens(&self, f: &TurnFamilies) -> &IntCounter {
+        self.prompt_tokens
+            .get_or_init(|| f.prompt_tokens.with_label_values(&self.by_turn()))
+    }
+
+    pub(super) fn cached_prompt_tokens(&self, f: &TurnFamilies) -> &IntCounter {
+        self.cached_prompt_tokens
+            .get_or_init(|| f.cached_prompt_tokens.with_label_values(&self.by_turn()))
+    }
 }
 
 /// The histograms of a request (labels `route`, `model`, `slo`, `tenant`,
@@ -165,6 +220,7 @@ impl Families {
                 requests: r.counters(names::TURNS)?,
                 prompt_tokens: r.counters(names::TURN_PROMPT_TOKENS)?,
                 cached_prompt_tokens: r.counters(names::TURN_CACHED_PROMPT_TOKENS)?,
+                series: Found::default(),
             },
         })
     }

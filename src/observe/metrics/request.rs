@@ -306,20 +306,17 @@ impl RequestRecorder {
 /// Counts the finished request under its kind of turn: its TTFT, and its
 /// input and cached input tokens as the upstream reported them.
 fn count_turn(f: &Families, finished: &Finished<'_>) {
-    let (s, l, t) = (finished.summary, finished.labels, &f.turns);
-    let turn = finished.turn.as_str();
-    let labels = [l.route(), l.model(), turn];
-    t.requests.with_label_values(&labels).inc();
+    let (s, l, f) = (finished.summary, finished.labels, &f.turns);
+    let t = f.series([l.route(), l.model(), l.slo(), finished.turn.as_str()]);
+    t.requests(f).inc();
     if let Some(d) = s.ttft {
-        t.ttft
-            .with_label_values(&[l.route(), l.model(), l.slo(), turn])
-            .observe(secs(d));
+        t.ttft(f).observe(secs(d));
     }
     if let Some(n) = s.usage.input {
-        t.prompt_tokens.with_label_values(&labels).inc_by(n);
+        t.prompt_tokens(f).inc_by(n);
     }
     if let Some(n) = s.usage.cached_input {
-        t.cached_prompt_tokens.with_label_values(&labels).inc_by(n);
+        t.cached_prompt_tokens(f).inc_by(n);
     }
 }
 

@@ -14,7 +14,9 @@
 //! candidate never followed is never counted as a session.
 //!
 //! Every operation is O(log n) in the sessions held, which are at most
-//! `max` (candidates included).
+//! `max` (candidates included). A full table evicts a candidate first (the
+//! one idle the longest), so that one-off Responses requests never push
+//! out a session; then the session idle the longest.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -179,6 +181,8 @@ pub struct Table {
     sessions: HashMap<Arc<str>, Session>,
     /// The sessions by their last activity (a request's start or end).
     order: BTreeMap<(Instant, u64), Arc<str>>,
+    /// The candidates among them, in the same order.
+    candidates: BTreeMap<(Instant, u64), Arc<str>>,
     /// Response id → its session's key.
     responses: HashMap<Arc<str>, Arc<str>>,
     seq: u64,
@@ -191,6 +195,7 @@ impl Table {
         Self {
             sessions: HashMap::new(),
             order: BTreeMap::new(),
+            candidates: BTreeMap::new(),
             responses: HashMap::new(),
             seq: 0,
             idle_timeout,
@@ -238,7 +243,11 @@ impl Table {
         let mut evicted = Vec::new();
         if !self.sessions.contains_key(&key) {
             while self.sessions.len() >= self.max {
-                match self.order.first_key_value().map(|(_, k)| k.clone()) {
+                let first = self.candidates.first_key_value();
+                match first
+                    .or(self.order.first_key_value())
+                    .map(|(_, k)| k.clone())
+                {
                     Some(oldest) => evicted.extend(self.end(&oldest, Reason::Evicted)),
                     None => break,
                 }
@@ -259,7 +268,10 @@ impl Table {
         };
         // A candidate named by a later request is a session from its own
         // first request.
-        session.candidate = session.candidate && key.starts_with('\u{0}');
+        if session.candidate && !key.starts_with('\u{0}') {
+            session.candidate = false;
+            self.candidates.remove(&session.active);
+        }
         let s = &mut session.figures;
         let gap = match (session.in_flight, s.last_end) {
             (0, Some(end)) => {
@@ -277,9 +289,7 @@ impl Table {
         s.turns += 1;
         let turn = s.turns;
         let session_id = session.id;
-        let previous = std::mem::replace(&mut session.active, (at, seq));
-        self.order.remove(&previous);
-        self.order.insert((at, seq), key.clone());
+        self.set_active(&key, (at, seq));
         let place = Place {
             key,
             turn,
@@ -294,6 +304,7 @@ impl Table {
     pub fn end(&mut self, key: &Arc<str>, reason: Reason) -> Option<Ended> {
         let session = self.sessions.remove(key)?;
         self.order.remove(&session.active);
+        self.candidates.remove(&session.active);
         for id in &session.responses {
             if self.responses.get(id) == Some(key) {
                 self.responses.remove(id);
@@ -362,9 +373,7 @@ impl Table {
         let unnamed = session.candidate && session.responses.is_empty();
         let idle = session.in_flight == 0;
         let active = (at.max(session.active.0), seq);
-        let previous = std::mem::replace(&mut session.active, active);
-        self.order.remove(&previous);
-        self.order.insert(active, place.key.clone());
+        self.set_active(&place.key, active);
         if unnamed && idle {
             self.end(&place.key, Reason::Idle);
         }
@@ -373,7 +382,7 @@ impl Table {
     /// Ends every session idle for the idle timeout at `now`.
     pub fn sweep(&mut self, now: Instant) -> Vec<Ended> {
         let mut ended = Vec::new();
-        while let Some((&(at, seq), key)) = self.order.first_key_value() {
+        while let Some((&(at, _), key)) = self.order.first_key_value() {
             if now.saturating_duration_since(at) < self.idle_timeout {
                 break;
             }
@@ -382,11 +391,7 @@ impl Table {
             if in_flight {
                 // Busy, not idle: active as of now.
                 let seq2 = self.next();
-                self.order.remove(&(at, seq));
-                self.order.insert((now, seq2), key.clone());
-                if let Some(s) = self.sessions.get_mut(&key) {
-                    s.active = (now, seq2);
-                }
+                self.set_active(&key, (now, seq2));
                 continue;
             }
             ended.extend(self.end(&key, Reason::Idle));
@@ -420,6 +425,9 @@ impl Table {
             tally: Tally::default(),
         };
         self.order.insert((at, seq), key.clone());
+        if candidate {
+            self.candidates.insert((at, seq), key.clone());
+        }
         let session = Session {
             figures,
             in_flight: 0,
@@ -442,11 +450,30 @@ impl Table {
             return to;
         };
         self.order.remove(&s.active);
+        self.candidates.remove(&s.active);
         if !self.sessions.contains_key(&to) {
             self.order.insert(s.active, to.clone());
+            if s.candidate {
+                self.candidates.insert(s.active, to.clone());
+            }
             self.sessions.insert(to.clone(), s);
         }
         to
+    }
+
+    /// The session held as `key` was active at `active`: its place in the
+    /// order (and the candidates') moves there.
+    fn set_active(&mut self, key: &Arc<str>, active: (Instant, u64)) {
+        let Some(session) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let previous = std::mem::replace(&mut session.active, active);
+        self.order.remove(&previous);
+        self.order.insert(active, key.clone());
+        if session.candidate {
+            self.candidates.remove(&previous);
+            self.candidates.insert(active, key.clone());
+        }
     }
 }
 

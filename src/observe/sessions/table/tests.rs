@@ -235,3 +235,34 @@ fn a_request_whose_session_was_evicted_leaves_the_next_session_of_its_key_alone(
     let f = &ended[0].figures;
     assert_eq!((f.turns, f.tally.input_tokens, f.model), (1, 5, ms(20)));
 }
+
+#[test]
+fn a_full_table_evicts_candidates_before_sessions() {
+    let mut r = Rig::new(Duration::from_secs(300), 3);
+    let (a, _) = r.start(key("a"), 0);
+    r.finish(&a, 10, added(1, 0));
+    // Two one-off Responses requests, newer than the session.
+    for (at, id) in [(20, "resp_1"), (30, "resp_2")] {
+        let (mut one, _) = r.start(Named::Candidate, at);
+        r.table.respond(&mut one, id);
+        r.finish(&one, at + 5, added(1, 0));
+    }
+    assert_eq!(r.table.len(), 3);
+    // A new session: the older candidate goes, uncounted, not `a`.
+    let (b, evicted) = r.start(key("b"), 40);
+    assert!(
+        evicted.is_empty(),
+        "a candidate is never a session that ended"
+    );
+    r.finish(&b, 45, added(1, 0));
+    assert!(r.table.sessions.contains_key("a"));
+    assert!(!r.table.sessions.contains_key("resp_1"));
+    // The other candidate, followed, is a session: no longer first to go.
+    let (c, _) = r.start(Named::Previous("resp_2".into()), 50);
+    r.finish(&c, 55, added(1, 0));
+    let (_, evicted) = r.start(key("d"), 60);
+    assert_eq!(evicted.len(), 1);
+    assert_eq!(&*evicted[0].key, "a", "then the session idle the longest");
+    assert_eq!(r.table.order.len(), r.table.sessions.len());
+    assert!(r.table.candidates.is_empty());
+}
