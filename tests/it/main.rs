@@ -60,6 +60,7 @@ mod prometheus;
 mod protocols;
 mod reload;
 mod sessions;
+mod sessions_flood;
 mod sim;
 mod slo;
 mod slo_tools;
