@@ -4,8 +4,8 @@
 //! program runs on (every value checked and defaulted), and, section by
 //! section, they are also the schema of the file: a section's struct
 //! derives `Deserialize` with its defaults (`#[serde(default)]` and its
-//! `Default` impl), its `///` field comments are the user documentation of
-//! its keys, and it derives `Serialize` for `/config` (`show.rs`).
+//! `Default` impl) and `Serialize` for `/config` (`show.rs`); each of its
+//! keys is declared once in `keys/`, with the user documentation of it.
 //! `proxy`, `trace_context`, `metrics`, `scrape`, `admin`, `otlp` and each
 //! route (`Route`, with its `match`, `timeouts` and `gpu_select`) are read
 //! so; the one other key of the main file, `listen`, is typed where `raw`
