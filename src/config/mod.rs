@@ -72,8 +72,9 @@
 //! of `Config`, as an `Option` in `raw::RawConfig`, and its default where
 //! `load/document.rs` builds the `Config`
 //! (`raw.section.clone().unwrap_or_default()`), three lines the compiler
-//! and the declarations' test ask for. The page gets a `### ` heading
-//! with a sentence or two for the table to be written under.
+//! and the declarations' test ask for. `TOKENMETER_BLESS=1` writes its
+//! table into the page under a heading of its own, where a sentence or
+//! two of prose may follow.
 
 mod error;
 mod gpu_set;
