@@ -312,11 +312,12 @@ where
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // Tests panic on purpose.
 mod tests {
+    use super::super::keys::known;
     use super::super::raw::read;
     use crate::config::ProxySettings;
 
     fn bad_values(text: &str) -> Vec<(u64, String, String)> {
-        read(text)
+        read(text, known)
             .unwrap()
             .bad_values
             .into_iter()
@@ -356,7 +357,11 @@ mod tests {
             ["proxy.trusted_proxies", "metrics.buckets.proxy_time"],
             "{found:?}"
         );
-        let doc = read("proxy: {max_connections: ~}\nmetrics: {models: {allow: ~}}\n").unwrap();
+        let doc = read(
+            "proxy: {max_connections: ~}\nmetrics: {models: {allow: ~}}\n",
+            known,
+        )
+        .unwrap();
         assert_eq!(doc.config.proxy.unwrap().max_connections, None);
         assert_eq!(doc.config.metrics.unwrap().models.allow, None);
     }

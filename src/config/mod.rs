@@ -4,8 +4,8 @@
 //! program runs on (every value checked and defaulted), and, section by
 //! section, they are also the schema of the file: a section's struct
 //! derives `Deserialize` with its defaults (`#[serde(default)]` and its
-//! `Default` impl), its `///` field comments are the user documentation of
-//! its keys, and it derives `Serialize` for `/config` (`show.rs`).
+//! `Default` impl) and `Serialize` for `/config` (`show.rs`); each of its
+//! keys is declared once in `keys/`, with the user documentation of it.
 //! `proxy`, `trace_context`, `metrics`, `scrape`, `admin`, `otlp` and each
 //! route (`Route`, with its `match`, `timeouts` and `gpu_select`) are read
 //! so; the one other key of the main file, `listen`, is typed where `raw`
@@ -37,33 +37,48 @@
 //!
 //! # Adding a key
 //!
-//! To a section read as its runtime type (`ProxySettings`,
-//! `TraceSettings`, `Route`...), a key is one field with its doc line, and
-//! a `deserialize_with` naming its kind when it is not a plain string:
+//! A key is one field of its section's type, with its default in the
+//! section's `Default` impl (a route's are on its fields,
+//! `#[serde(default)]`), the one place a default is held, and a
+//! `deserialize_with` naming its kind when it is not a plain string:
 //!
 //! ```text
-//! /// How long ... A duration.
 //! #[serde(with = "kind::duration")]
 //! pub some_timeout: Duration,
 //! ```
 //!
-//! plus its default in the section's `Default` impl (a route's are on its
-//! fields, `#[serde(default)]`), the one place a default is written, and
-//! its row in `docs/configuration.md` (`reference.rs` checks that the
-//! reference names every key and writes each default the types hold). A rule that relates it to
-//! other keys is one more function in `load/validate.rs`.
-//! `/config` shows it, unknown-key messages offer it, and a bad value is
-//! reported with its line, column and key, with nothing else to write. A
-//! key that only a restart applies is also one line in [`RESTART_ONLY`]. A
-//! new section is a struct like `ProxySettings` (with `Serialize`,
-//! `Deserialize`, `#[serde(default)]` and a `Default` impl), a field of
-//! `Config`, the same field as an `Option` in `raw::RawConfig`, its line in
-//! `raw/read.rs`'s `known_keys` (so an unknown key in it is named and a
-//! near one offered), and its default where `load/document.rs` builds the
-//! `Config` (`raw.section.clone().unwrap_or_default()`).
+//! and one declaration in its section's table in `keys/` (ripgrep's way
+//! with a flag: everything said of it, said once):
+//!
+//! ```text
+//! key("some_timeout", "duration", "`30s`", "How long ... (the user's text)."),
+//! ```
+//!
+//! with `.restart("s")` when only a restart applies it. From the
+//! declaration come its row in `docs/configuration.md` (`reference.rs`
+//! writes the key tables, `TOKENMETER_BLESS=1`), the keys the reader
+//! accepts and offers for a near miss (`keys::known`, serde's field list
+//! of each declared mapping's type, checked against the declarations
+//! both ways), and the restart-needed warning (`restart.rs`). The tests
+//! also ask for it in the example file, `config/tokenmeter.yaml`. A rule
+//! that relates it to other keys is one more function in
+//! `load/validate.rs`. `/config` shows it, and a bad value is reported
+//! with its line, column and key, with nothing else to write.
+//!
+//! A new section is its type (a struct like `ProxySettings`, with
+//! `Serialize`, `Deserialize`, `#[serde(default)]` and a `Default` impl)
+//! and its declarations (its table, a file of `keys/`, and its row in
+//! `keys::TOP`, which points at the table); then the same type as a field
+//! of `Config`, as an `Option` in `raw::RawConfig`, and its default where
+//! `load/document.rs` builds the `Config`
+//! (`raw.section.clone().unwrap_or_default()`), three lines the compiler
+//! and the declarations' test ask for. `TOKENMETER_BLESS=1` writes its
+//! table into the page under a heading of its own, where a sentence or
+//! two of prose may follow.
 
 mod error;
 mod gpu_set;
+mod keys;
 mod kind;
 mod load;
 mod located;
@@ -82,7 +97,7 @@ mod web;
 
 pub use gpu_set::{GpuSet, GpuSetId, gpu_sets};
 pub use metrics::{Buckets, LabelBounds, MetricsSettings, NativeHistograms, TenantLabels};
-pub use restart::{RESTART_ONLY, RestartOnly};
+pub use restart::{RestartOnly, restart_only};
 pub use server_tls::{ClientAuth, ServerTls, ServerTlsFiles, TlsFileError, TlsVersion};
 pub use sessions::{SessionBody, SessionKeySpec, SessionSettings};
 pub use web::WebConfig;

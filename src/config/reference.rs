@@ -1,17 +1,26 @@
-//! `docs/configuration.md` against the schema: its key tables name every
-//! key the types accept and no other, `/config` shows each of them, and
-//! each default the reference writes is the one the types hold, so that a
-//! default is written once, in the code, and the page cannot drift from it.
-//! And `config/tokenmeter.yaml`, the example with every key, names each
-//! key the types accept, set or commented out.
+//! `docs/configuration.md` against the schema: its key tables are written
+//! from the keys' declarations (`keys/`; `TOKENMETER_BLESS=1` rewrites
+//! them, the prose between them is the page's own), so they name every key
+//! the types accept and no other (the declarations are checked against the
+//! types' fields); `/config` shows each of them, and each default the
+//! reference writes is the one the types hold, so that a default is held
+//! once, in the code, and the page cannot drift from it. And
+//! `config/tokenmeter.yaml`, the example with every key, names each key
+//! the types accept, set or commented out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::raw::{Segment, known_keys};
+use super::keys::{self, Declared};
+use super::raw::{Segment, keys_of};
 use super::values::{parse_duration, parse_percentage, parse_size};
 use super::{Config, Overrides};
+
+/// The keys the types accept in the mapping at `path`.
+fn known_keys(path: &[Segment]) -> &'static [&'static str] {
+    keys::known(&keys_of(path))
+}
 
 /// Every key of the config file, dotted (`routes` entries as
 /// `routes.name`), with whether it holds a mapping of keys of its own.
@@ -520,4 +529,163 @@ routes:
     // `#` with no space after it is a comment, not a key commented out.
     assert!(named_keys("a:\n  # b: 1\n").contains("a.b"));
     assert!(!named_keys("a: 1\n#b: 2\n").contains("b"));
+}
+
+/// The page, and where its key tables are: each `### ` heading of its
+/// `## Keys` part with the range of lines of the table under it.
+fn key_tables(text: &str) -> Vec<(String, std::ops::Range<usize>)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| *l == "## Keys")
+        .unwrap_or(lines.len());
+    let end = lines
+        .iter()
+        .position(|l| *l == "### Protocols")
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    let mut i = start;
+    while i < end {
+        if let Some(heading) = lines[i].strip_prefix("### ") {
+            let first = (i + 1..end).find(|&j| lines[j].starts_with('|'));
+            if let Some(first) =
+                first.filter(|&j| !lines[i + 1..j].iter().any(|l| l.starts_with("### ")))
+            {
+                let last = (first..end)
+                    .find(|&j| !lines[j].starts_with('|'))
+                    .unwrap_or(end);
+                out.push((heading.to_owned(), first..last));
+                i = last;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The declared keys a table of the page holds, as it names them: those
+/// of the top under "Top level"; under `` `X` ``, those below `X`, dotted
+/// from the top; under `` `routes[i]` ``, a route's, dotted from the route.
+fn table_keys<'k>(heading: &str, every: &'k [Declared]) -> Vec<(String, &'k Declared)> {
+    let section = heading.trim_matches('`');
+    every
+        .iter()
+        .filter(|d| !d.key.doc.is_empty())
+        .filter_map(|d| match (heading, d.path.as_slice()) {
+            ("Top level", [_]) => Some((d.dotted(), d)),
+            ("`routes[i]`", ["routes", rest @ ..]) if !rest.is_empty() => Some((rest.join("."), d)),
+            (_, [first, rest @ ..]) if *first == section && !rest.is_empty() => {
+                Some((d.dotted(), d))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A table of the page written from the declarations: a row per key,
+/// its name, kind, default, what a reload does with it, and its meaning.
+fn render(keys: &[(String, &Declared)], every: &[Declared]) -> Vec<String> {
+    let cell = |text: &str| text.replace('|', "\\|");
+    let mut out = vec![
+        "| key | type | default | on reload | meaning |".to_owned(),
+        "|---|---|---|---|---|".to_owned(),
+    ];
+    for (name, declared) in keys {
+        // A mapping's keys below it, each: whether only a restart applies it.
+        let below: Vec<bool> = every
+            .iter()
+            .filter(|d| d.key.table.is_none())
+            .filter(|d| d.path.len() > declared.path.len() && d.path.starts_with(&declared.path))
+            .map(|d| d.restart)
+            .collect();
+        let reload = if declared.restart || (!below.is_empty() && below.iter().all(|r| *r)) {
+            "restart"
+        } else if below.iter().any(|r| *r) {
+            "in part"
+        } else {
+            "applied"
+        };
+        let key = declared.key;
+        out.push(
+            format!(
+                "| `{name}` | {} | {} | {reload} | {} |",
+                cell(key.kind),
+                cell(key.default),
+                cell(key.doc)
+            )
+            .replace("|  |", "| |"),
+        );
+    }
+    out
+}
+
+/// The page's key tables are the declarations' rows, every row of them is
+/// in a table, and a key table is under a heading the declarations know.
+/// `TOKENMETER_BLESS=1` writes them into the page.
+#[test]
+fn the_reference_tables_are_written_from_the_declarations() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let every = keys::every_key();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let mut placed = BTreeSet::new();
+    let mut stale = Vec::new();
+    // From the last table up, so that a rewritten table moves no other.
+    for (heading, range) in key_tables(&text).into_iter().rev() {
+        let keys = table_keys(&heading, &every);
+        assert!(
+            !keys.is_empty(),
+            "`### {heading}`: no declared key is written there"
+        );
+        placed.extend(keys.iter().map(|(_, d)| d.dotted()));
+        let rows = render(&keys, &every);
+        if lines[range.clone()] != rows[..] {
+            let differs = lines[range.clone()]
+                .iter()
+                .zip(&rows)
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| format!("\n  page: {a}\n  keys: {b}"))
+                .unwrap_or_default();
+            stale.push(format!("### {heading}{differs}"));
+            lines.splice(range, rows);
+        }
+    }
+    // A section without a table of its own yet: written, under its heading,
+    // before the routes' table.
+    let bless = std::env::var_os("TOKENMETER_BLESS").is_some();
+    let unplaced: Vec<&Declared> = every
+        .iter()
+        .filter(|d| !d.key.doc.is_empty() && !placed.contains(&d.dotted()))
+        .collect();
+    let mut sections: Vec<&str> = unplaced.iter().map(|d| d.path[0]).collect();
+    sections.dedup();
+    for section in sections.iter().filter(|_| bless) {
+        let heading = format!("`{section}`");
+        let at = lines
+            .iter()
+            .position(|l| l == "### `routes[i]`")
+            .unwrap_or(lines.len());
+        let mut table = vec![format!("### {heading}"), String::new()];
+        table.extend(render(&table_keys(&heading, &every), &every));
+        table.push(String::new());
+        lines.splice(at..at, table);
+        stale.push(format!("### {heading} (new)"));
+    }
+    assert!(
+        bless || unplaced.is_empty(),
+        "declared keys with no table in docs/configuration.md (TOKENMETER_BLESS=1 writes one under a heading of its own): {:?}",
+        unplaced.iter().map(|d| d.dotted()).collect::<Vec<_>>()
+    );
+    if bless {
+        if !stale.is_empty() {
+            std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{e}"));
+        }
+        return;
+    }
+    assert!(
+        stale.is_empty(),
+        "docs/configuration.md's key tables differ from the declarations (TOKENMETER_BLESS=1 rewrites them):\n{}",
+        stale.join("\n")
+    );
 }

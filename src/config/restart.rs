@@ -6,59 +6,54 @@
 //! currency the cost counters are labelled with. A reload still applies
 //! the rest; these take effect at the next start.
 //!
-//! They are declared once, in [`RESTART_ONLY`], by their key in the file,
-//! and compared as `/config` shows them ([`Config::to_json`]): a setting is
-//! changed when its shown value is. So a new restart-only key is one line
-//! here, and its comparison and message follow from its type. (The OTLP
+//! Each is declared so with its key (`Reload::Restart` in `keys/`), the
+//! one place that says it, and compared as `/config` shows it
+//! ([`Config::to_json`]): a setting is changed when its shown value is. So
+//! a restart-only key is one word in its declaration, and its comparison
+//! and message follow from its type. (The OTLP
 //! headers are shown by name only, but their values come from the
 //! environment, which a reload does not read again.)
 
 use serde_json::Value;
 
 use super::Config;
+use super::keys::{self, Reload};
 
 /// One setting only a restart applies.
 pub struct RestartOnly {
     /// Its dotted key, as in the file and in `/config`.
-    pub key: &'static str,
+    pub key: String,
     /// For a single value, its unit as written after it in the message
     /// (`s`, ` bytes`, or nothing); for a section, what it is, in words.
     pub note: &'static str,
 }
 
-const fn key(key: &'static str, note: &'static str) -> RestartOnly {
-    RestartOnly { key, note }
+/// Every setting a reload cannot change, in the order a change is
+/// reported: the keys declared [`Reload::Restart`], in declaration order
+/// (`keys/`). A key under one of them is part of it.
+pub fn restart_only() -> Vec<RestartOnly> {
+    keys::every_key()
+        .into_iter()
+        .filter_map(|declared| match declared.key.reload {
+            Reload::Restart(note) => Some(RestartOnly {
+                key: declared.dotted(),
+                note,
+            }),
+            Reload::Live => None,
+        })
+        .collect()
 }
-
-/// Every setting a reload cannot change, in the order a change is reported.
-pub const RESTART_ONLY: &[RestartOnly] = &[
-    key("listen", ""),
-    key("admin.listen", ""),
-    key("proxy.max_request_head", " bytes"),
-    key("proxy.request_head_timeout", "s"),
-    key("proxy.max_connections", ""),
-    key("proxy.overload_threshold", ""),
-    key("proxy.overload_timeout", "s"),
-    key("admin.max_connections", ""),
-    key("otlp", "OpenTelemetry export"),
-    key("metrics.namespace", ""),
-    key("metrics.models", "model label bounds"),
-    key("metrics.tenants", "tenant label bounds"),
-    key("metrics.buckets", "histogram bucket bounds"),
-    key("metrics.native_histograms", "native histograms"),
-    key("cost.currency", ""),
-];
 
 impl Config {
     /// What differs between this (running) config and `new` among the
-    /// [`RESTART_ONLY`] settings, one sentence each:
+    /// [`restart_only`] settings, one sentence each:
     /// `proxy.max_request_head changed (8192 bytes -> 16384 bytes)`.
     pub fn restart_only_changes(&self, new: &Config) -> Vec<String> {
         let (old, now) = (self.to_json(), new.to_json());
-        RESTART_ONLY
+        restart_only()
             .iter()
             .filter_map(|setting| {
-                let (was, is) = (at(&old, setting.key), at(&now, setting.key));
+                let (was, is) = (at(&old, &setting.key), at(&now, &setting.key));
                 (was != is).then(|| describe(setting, was, is))
             })
             .collect()
@@ -116,8 +111,10 @@ mod tests {
         let shown =
             parse("proxy: {max_connections: 10}\notlp: {endpoint: 'http://127.0.0.1:4318'}\n")
                 .to_json();
-        for setting in RESTART_ONLY {
-            assert!(!at(&shown, setting.key).is_null(), "{}", setting.key);
+        let settings = restart_only();
+        assert!(settings.len() > 10, "{}", settings.len());
+        for setting in settings {
+            assert!(!at(&shown, &setting.key).is_null(), "{}", setting.key);
         }
     }
 
@@ -137,9 +134,9 @@ mod tests {
                 "proxy.request_head_timeout changed (30s -> 2.5s)",
                 "proxy.max_connections changed (unset -> 10)",
                 "proxy.overload_threshold changed (0.9 -> 0.5)",
-                "otlp (OpenTelemetry export) changed",
                 "metrics.namespace changed (llm -> other)",
                 "metrics.models (model label bounds) changed",
+                "otlp (OpenTelemetry export) changed",
             ]
         );
     }

@@ -1,7 +1,7 @@
 //! A route: which requests it takes, where they go, and what is read
 //! beside them (its SLO classes, tenants, engine and GPU pages). [`Route`]
 //! is both what the proxy runs on and the schema of `routes[i]` in the
-//! file: its `///` field comments are the user documentation of the keys.
+//! file (its keys' user documentation is their declaration, `keys/routes.rs`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,8 +45,8 @@ impl std::fmt::Debug for ApiKeys {
     }
 }
 
-/// `routes[i]`: one route, which requests it takes and where they go. The
-/// `///` comments of its fields are the user documentation of its keys.
+/// `routes[i]`: one route, which requests it takes and where they go (its
+/// keys declared in `keys/routes.rs`).
 /// Read as written (each key's kind checked), then completed when the
 /// configuration is loaded: `--upstream` applied, the CA file read,
 /// `slo_request_max` kept only with `slo_request_headers`.

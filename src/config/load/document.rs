@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::super::error::{ConfigError, ConfigErrors, FLAGS_FILE};
+use super::super::keys;
 use super::super::raw::{self, RawConfig};
 use super::super::{Config, DEFAULT_LISTEN, WebConfig};
 use super::checker::{Checker, Origin, Overrides};
@@ -47,7 +48,7 @@ impl Config {
     /// applied after it.
     fn check(file: Option<(&str, &str)>, overrides: &Overrides) -> Result<Config, ConfigErrors> {
         let (text, name) = file.unwrap_or(("", FLAGS_FILE));
-        let document = match raw::read(text) {
+        let document = match raw::read(text, keys::known) {
             Ok(document) => document,
             Err(error) => {
                 return Err(ConfigErrors(vec![ConfigError {

@@ -25,24 +25,33 @@
 //! know the YAML crate. It must not apply defaults, or be visible outside
 //! `config`.
 //!
-//! The `///` comments on the fields below are the user documentation of each
-//! key (`docs/configuration.md` is written from them).
+//! The keys the reader accepts where an unknown one stands are its
+//! caller's to say (`read`'s `known`: the declarations of
+//! `super::keys`, which name the types of their mappings), so the reader
+//! knows no section by name.
 
 mod read;
 mod schema;
 
 #[cfg(test)]
-pub(super) use read::known_keys;
-pub(super) use read::{Document, Locator, Segment, UnknownKey, dotted, read, read_slo, segments};
+pub(super) use read::keys_of;
+pub(super) use read::{
+    Document, Locator, Segment, UnknownKey, dotted, fields_of, read, read_slo, segments,
+};
 pub(super) use schema::*;
 
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)] // Tests panic on purpose.
 mod tests {
+    use super::super::keys::known;
     use super::*;
 
+    fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
+        known(&keys_of(parent))
+    }
+
     fn unknown(text: &str) -> Vec<(String, Option<(u64, u64)>)> {
-        let doc = read(text).expect("reads");
+        let doc = read(text, known).expect("reads");
         doc.unknown
             .iter()
             .map(|key| (dotted(&key.path), key.pos.map(|pos| (pos.line, pos.column))))
@@ -85,7 +94,7 @@ mod tests {
 
     #[test]
     fn unknown_key_with_a_complex_key_inside_is_still_reported() {
-        let doc = read("extra: {[a, b]: 1}\n").expect("reads");
+        let doc = read("extra: {[a, b]: 1}\n", known).expect("reads");
         assert_eq!(doc.unknown.len(), 1);
         assert_eq!(dotted(&doc.unknown[0].path), "extra");
     }
@@ -112,8 +121,11 @@ mod tests {
 
     #[test]
     fn wrong_shape_names_the_key() {
-        let error =
-            read("listen: 0.0.0.0:1\nroutes:\n  - name: a\n    match: [1]\n").expect_err("fails");
+        let error = read(
+            "listen: 0.0.0.0:1\nroutes:\n  - name: a\n    match: [1]\n",
+            known,
+        )
+        .expect_err("fails");
         assert_eq!(error.pos.map(|p| p.line), Some(4));
         assert_eq!(error.key, "routes[0].match");
         assert!(!error.message.contains('\n'), "{}", error.message);
@@ -121,7 +133,7 @@ mod tests {
 
     #[test]
     fn syntax_error_has_a_line() {
-        let error = read("listen: 0.0.0.0:1\nroutes: [\n").expect_err("fails");
+        let error = read("listen: 0.0.0.0:1\nroutes: [\n", known).expect_err("fails");
         assert!(error.pos.is_some());
         assert_eq!(error.key, "");
     }

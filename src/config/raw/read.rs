@@ -6,7 +6,6 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::super::kind;
 use super::schema::*;
 
 /// One step of a key path.
@@ -77,9 +76,14 @@ pub(crate) struct SyntaxError {
     pub message: String,
 }
 
-/// Reads a main config file into raw types, collecting every unknown key.
-pub(crate) fn read(text: &str) -> Result<Document<RawConfig>, SyntaxError> {
-    read_as(text, known_keys)
+/// Reads a main config file into raw types, collecting every unknown key,
+/// each with the keys `known` says are allowed where it stands (given the
+/// key names of the mapping it is in, from the top).
+pub(crate) fn read(
+    text: &str,
+    known: fn(&[&str]) -> &'static [&'static str],
+) -> Result<Document<RawConfig>, SyntaxError> {
+    read_as(text, known)
 }
 
 /// Reads an SLO file into raw types, collecting every unknown key.
@@ -89,7 +93,7 @@ pub(crate) fn read_slo(text: &str) -> Result<Document<RawSloFile>, SyntaxError> 
 
 fn read_as<T: de::DeserializeOwned>(
     text: &str,
-    known_keys: fn(&[Segment]) -> &'static [&'static str],
+    known_keys: fn(&[&str]) -> &'static [&'static str],
 ) -> Result<Document<T>, SyntaxError> {
     // A document with nothing in it (the one of a configuration from flags
     // alone, or an empty file) is an empty mapping: every key left out.
@@ -143,7 +147,7 @@ fn read_as<T: de::DeserializeOwned>(
                 let parent = &path[..path.len().saturating_sub(1)];
                 UnknownKey {
                     pos,
-                    expected: known_keys(parent),
+                    expected: known_keys(&keys_of(parent)),
                     path,
                 }
             })
@@ -204,7 +208,7 @@ fn key_path(path: &serde_ignored::Path<'_>) -> Option<Vec<Segment>> {
 }
 
 /// The keys of `path`, without list indices.
-fn keys_of(path: &[Segment]) -> Vec<&str> {
+pub(crate) fn keys_of(path: &[Segment]) -> Vec<&str> {
     path.iter()
         .filter_map(|segment| match segment {
             Segment::Key(key) => Some(key.as_str()),
@@ -214,8 +218,8 @@ fn keys_of(path: &[Segment]) -> Vec<&str> {
 }
 
 /// The keys allowed in the mapping at `parent` of an SLO file.
-fn known_slo_keys(parent: &[Segment]) -> &'static [&'static str] {
-    match keys_of(parent).as_slice() {
+fn known_slo_keys(parent: &[&str]) -> &'static [&'static str] {
+    match parent {
         [] => fields_of::<RawSloFile>(),
         ["classes"] => probed(SloClassKeys::deserialize(FieldsProbe)),
         ["classes", "objectives"] => fields_of::<ObjectivesKeys>(),
@@ -224,39 +228,9 @@ fn known_slo_keys(parent: &[Segment]) -> &'static [&'static str] {
     }
 }
 
-/// The keys allowed in the mapping at `parent`, read from the serde derive
-/// itself so the list cannot drift from the types.
-pub(crate) fn known_keys(parent: &[Segment]) -> &'static [&'static str] {
-    match keys_of(parent).as_slice() {
-        [] => fields_of::<RawConfig>(),
-        ["admin"] => fields_of::<AdminSettings>(),
-        ["proxy"] => fields_of::<ProxySettings>(),
-        ["metrics"] => fields_of::<MetricsSettings>(),
-        ["trace_context"] => fields_of::<TraceSettings>(),
-        ["otlp"] => fields_of::<OtlpSettings>(),
-        ["tls"] => fields_of::<crate::config::server_tls::RawServerTls>(),
-        ["scrape"] => fields_of::<ScrapeSettings>(),
-        ["cost"] => fields_of::<CostSettings>(),
-        ["sessions"] => fields_of::<crate::config::SessionSettings>(),
-        ["sessions", "keys"] => fields_of::<crate::config::SessionKeySpec>(),
-        ["metrics", "models"] => fields_of::<LabelBounds>(),
-        ["metrics", "tenants"] => fields_of::<TenantLabels>(),
-        ["metrics", "buckets"] => fields_of::<Buckets>(),
-        ["metrics", "native_histograms"] => fields_of::<NativeHistograms>(),
-        ["routes"] => fields_of::<Route>(),
-        ["routes", "match"] => fields_of::<RouteMatch>(),
-        ["routes", "timeouts"] => fields_of::<Timeouts>(),
-        ["routes", "tls"] => fields_of::<kind::TlsFile>(),
-        ["routes", "gpu_select"] => fields_of::<GpuSelect>(),
-        ["routes", "slo_request_max"] => fields_of::<kind::DeclaredMax>(),
-        ["routes", "tenant"] => fields_of::<kind::TenantFile>(),
-        ["routes", "tenant", "api_keys"] => fields_of::<kind::ApiKeysFile>(),
-        _ => &[],
-    }
-}
-
-/// The field names a derived `Deserialize` struct asks for.
-fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+/// The field names a derived `Deserialize` struct asks for: the keys of
+/// a mapping read into it.
+pub(crate) fn fields_of<T: de::DeserializeOwned>() -> &'static [&'static str] {
     probed(T::deserialize(FieldsProbe))
 }
 

@@ -1,18 +1,17 @@
 //! The serde types of the file's top and of the SLO files. The main
 //! file's sections are runtime types (`ProxySettings`, `Route`...) and its
 //! few other keys typed here; an SLO file's classes are read into
-//! `slo::SloClass` (`super::super::slo_class`). The `///` comments on the fields are the
-//! user documentation of each key (`docs/configuration.md` is written from
-//! them).
+//! `slo::SloClass` (`super::super::slo_class`). The user documentation of
+//! each key of the main file is its declaration (`super::super::keys`),
+//! which is checked against the fields here.
 
 use serde::Deserialize;
 
 use super::super::kind;
 
 pub(crate) use super::super::{
-    AdminSettings, Buckets, CostSettings, GpuSelect, LabelBounds, MetricsSettings,
-    NativeHistograms, OtlpSettings, ProxySettings, Route, RouteMatch, ScrapeSettings, TenantLabels,
-    Timeouts, TraceSettings,
+    AdminSettings, CostSettings, MetricsSettings, OtlpSettings, ProxySettings, Route,
+    ScrapeSettings, TraceSettings,
 };
 
 pub(crate) use super::super::located::{List, Pos, Spanned, location_pos, pos};
@@ -53,6 +52,7 @@ pub(crate) struct RawConfig {
     pub scrape: Option<ScrapeSettings>,
     /// How the routes' GPU time is priced.
     pub cost: Option<CostSettings>,
+    /// How the requests of one session are told.
     pub sessions: Option<crate::config::SessionSettings>,
 }
 
