@@ -15,6 +15,7 @@
 mod builder;
 mod cost;
 mod panels;
+mod sessions;
 mod tradeoff;
 
 use serde_json::{Value, json};
@@ -37,6 +38,7 @@ pub fn render(namespace: &str, classes: &[ClassView], histograms: Histograms) ->
     b.outcomes();
     b.engine();
     b.cost();
+    b.sessions();
     json!({
         "uid": UID,
         "title": "tokenmeter: LLM latency and goodput",
