@@ -599,6 +599,21 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
         assert!(total["cost"].as_f64().unwrap() > 0.0, "{route}");
         assert!(billed(route, tenants), "{route}");
     }
+    // The agents' sessions on `chat`: open, their turns told apart.
+    let chat = demo_sessions(admin).await;
+    assert!(chat["active"].as_u64().unwrap() >= 1, "{chat}");
+    let hour = &chat["windows"][2];
+    for turn in ["first", "tool_result"] {
+        let t = hour["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["turn"] == turn);
+        assert!(
+            t.is_some_and(|t| t["requests"].as_u64() >= Some(1)),
+            "{hour}"
+        );
+    }
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -612,6 +627,34 @@ async fn demo_runs_out_of_the_box_with_goodput_and_stops_on_sigint() {
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
     assert!(rest.iter().any(|l| l.starts_with("load: ")), "{rest:?}");
     assert!(rest.iter().any(|l| l.starts_with("ramp: ")), "{rest:?}");
+    assert!(rest.iter().any(|l| l.starts_with("agents: ")), "{rest:?}");
+}
+
+/// `/slo`'s sessions of route `chat` once a session is open there and a
+/// tool's result has come back, or after 20 s.
+async fn demo_sessions(admin: std::net::SocketAddr) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let slo = admin_json(admin, "/slo").await;
+        let routes = slo["sessions"]["routes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let chat = routes.into_iter().find(|r| r["route"] == "chat");
+        if let Some(chat) = chat {
+            let tool = chat["windows"][2]["turns"]
+                .as_array()
+                .and_then(|t| t.iter().find(|t| t["turn"] == "tool_result"))
+                .and_then(|t| t["requests"].as_u64());
+            let done = chat["active"].as_u64() >= Some(1) && tool >= Some(1);
+            if done || tokio::time::Instant::now() > deadline {
+                return chat;
+            }
+        } else if tokio::time::Instant::now() > deadline {
+            return serde_json::Value::Null;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The demo's routes with a GPU and the tenants each charges soon: the

@@ -59,7 +59,10 @@ pub async fn run_agents(
         let summary = summary.clone();
         running.spawn(async move {
             let tenant = tenant(&agents.tenants, agent);
-            for task in 0u64.. {
+            // The agents start apart and run tasks of other shapes.
+            tokio::time::sleep(Duration::from_millis(700 * agent as u64)).await;
+            let n = agents.agents as u64;
+            for task in (0u64..).map(|t| t * n + agent as u64) {
                 let session = session_id(agent as u64, task);
                 let t = Task {
                     client: &client,

@@ -1,5 +1,6 @@
 // The admin page's "Sessions" section: the picked route's entry of /slo's
-// `sessions` over the chosen live window. The sessions open now, those
+// `sessions` (the busiest route's where the picked one has no session)
+// over the chosen live window. The sessions open now, those
 // that ended in the window and their time in the model against outside it
 // (tools, client, people), the follow-up cache-hit ratio, TTFT p50 and p90
 // by kind of turn, and the costliest sessions with their keys as /slo
@@ -20,7 +21,14 @@ function tokenmeterDrawSessions(section, sessions, route, windowName, h) {
     b.setAttribute('aria-pressed', String(b.dataset.sessionsWindow === windowName));
   }
   const routes = sessions ? sessions.routes : [];
-  const entry = routes.find((r) => r.route === route) || null;
+  // The picked route's; where it has no session, the route with the most.
+  const many = (r) => r.active + r.windows.reduce((n, w) => Math.max(n, w.ended.sessions), 0);
+  let entry = routes.find((r) => r.route === route) || null;
+  if (!entry || !many(entry)) {
+    const busiest = routes.filter((r) => many(r) > 0).sort((a, b) => many(b) - many(a))[0];
+    entry = busiest || entry;
+  }
+  section.querySelector('h2').textContent = entry ? `Sessions on ${entry.route}` : 'Sessions';
   const win = entry ? entry.windows.find((w) => w.window === windowName) || null : null;
   const body = section.querySelector('#sessions-body');
   section.dataset.route = entry ? entry.route : '';
@@ -75,9 +83,7 @@ function tokenmeterDrawSessions(section, sessions, route, windowName, h) {
     );
     return tr;
   }));
-  if (!turns.children.length) {
-    turns.append(node('tr', {}, '')).firstChild.append(node('td', { colspan: '6' }, 'No request finished in this window.'));
-  }
+  if (!turns.children.length) turns.append(emptyRow(node, 6, 'No request finished in this window.'));
 
   const costliest = section.querySelector('#sessions-costliest');
   costliest.replaceChildren(...win.costliest.map((s) => {
@@ -102,7 +108,12 @@ function tokenmeterDrawSessions(section, sessions, route, windowName, h) {
     );
     return tr;
   }));
-  if (!costliest.children.length) {
-    costliest.append(node('tr', {}, '')).firstChild.append(node('td', { colspan: '9' }, 'No session ended in this window.'));
-  }
+  if (!costliest.children.length) costliest.append(emptyRow(node, 9, 'No session ended in this window.'));
+}
+
+// A table's one row when it has nothing to list.
+function emptyRow(node, columns, text) {
+  const tr = node('tr');
+  tr.append(node('td', { colspan: String(columns) }, text));
+  return tr;
 }
