@@ -79,8 +79,7 @@ pub async fn run_agents(
     }
     shutdown.await;
     running.abort_all();
-    let summary = *summary.lock().unwrap_or_else(PoisonError::into_inner);
-    summary
+    *summary.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn tenant(tenants: &[String], agent: usize) -> Option<&str> {
