@@ -3,7 +3,8 @@
 //! (the process is up), `/readyz` (it accepts traffic; 503 while
 //! draining) and `/slo` (live SLO status per route and class over 1m, 5m
 //! and 1h, and each route, model and class's latency–load curve, knee and
-//! headroom: JSON, or a text table with `?format=text` or `Accept:
+//! headroom, each GPU set's bill, each route's sessions and turns: JSON,
+//! or a text table with `?format=text` or `Accept:
 //! text/plain`/`text/html`), `/slo/history` (the last hour of 10 s points
 //! per series, for the page's charts) and `/config` (the configuration in
 //! force, as JSON). It runs on its own socket, never the proxy's,
@@ -27,6 +28,7 @@ use tower_http::timeout::TimeoutLayer;
 
 pub mod auth;
 mod page;
+mod sessions;
 
 use arc_swap::ArcSwap;
 
@@ -35,6 +37,7 @@ use crate::observe::metrics::{ChargebackReport, Format, Metrics, render_chargeba
 use slo::aggregate::Quantiles;
 use slo::capacity::CurveReport;
 use slo::live::Report;
+use slo::live::sessions::SessionsReport;
 
 /// What the admin endpoints read.
 pub struct AdminState {
@@ -53,6 +56,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/assets/page.js", get(page::script))
         .route("/assets/load.js", get(page::load_script))
         .route("/assets/bill.js", get(page::bill_script))
+        .route("/assets/sessions.js", get(page::sessions_script))
         .route("/assets/page.css", get(page::style))
         .route("/assets/icon.svg", get(page::icon))
         .route("/metrics", get(metrics))
@@ -132,11 +136,18 @@ async fn slo(
     } else {
         ChargebackReport { routes: Vec::new() }
     };
+    // Sessions and turns: every tenant's, so none in a tenant's view.
+    let sessions = if tenant.is_empty() {
+        state.metrics.sessions_report()
+    } else {
+        SessionsReport::default()
+    };
     let report = SloReport {
         report,
         capacity,
         telemetry,
         chargeback,
+        sessions,
     };
     let accept = headers
         .get(header::ACCEPT)
@@ -160,7 +171,8 @@ async fn slo(
     }
     let table = render_text(&report.report)
         + &render_capacity(&report.capacity)
-        + &render_chargeback(&report.chargeback);
+        + &render_chargeback(&report.chargeback)
+        + &sessions::render_text(&report.sessions);
     if accept.contains("text/html") && query.format.is_none() {
         let escaped = table
             .replace('&', "&amp;")
@@ -178,7 +190,9 @@ async fn slo(
 /// latency–load curves (`capacity`), one per route, model and class, and
 /// the engine and GPU figures of each route whose pages are scraped
 /// (`telemetry`), and each route's GPU time, energy and money over the
-/// windows with who was charged them (`chargeback`).
+/// windows with who was charged them (`chargeback`), and each route's
+/// sessions open now with its turns and ended sessions over the windows
+/// (`sessions`).
 #[derive(serde::Serialize)]
 struct SloReport {
     #[serde(flatten)]
@@ -186,6 +200,7 @@ struct SloReport {
     capacity: Vec<CurveReport>,
     telemetry: crate::observe::metrics::TelemetryReport,
     chargeback: ChargebackReport,
+    sessions: SessionsReport,
 }
 
 #[derive(Debug, serde::Deserialize)]

@@ -10,6 +10,7 @@ const INDEX: &str = include_str!("page/index.html");
 const SCRIPT: &str = include_str!("page/page.js");
 const LOAD_SCRIPT: &str = include_str!("page/load.js");
 const BILL_SCRIPT: &str = include_str!("page/bill.js");
+const SESSIONS_SCRIPT: &str = include_str!("page/sessions.js");
 const STYLE: &str = include_str!("page/page.css");
 const ICON: &str = include_str!("page/icon.svg");
 
@@ -47,6 +48,10 @@ pub(super) async fn load_script() -> impl IntoResponse {
 
 pub(super) async fn bill_script() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", BILL_SCRIPT)
+}
+
+pub(super) async fn sessions_script() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", SESSIONS_SCRIPT)
 }
 
 pub(super) async fn style() -> impl IntoResponse {

@@ -1,7 +1,7 @@
 //! `tokenmeter sim` and `tokenmeter demo`: the simulator on its own, and the
 //! embedded default that works out of the box (simulator, proxy in front of
-//! it, a small steady load from a few tenants, and a bill for their GPU
-//! time).
+//! it, a small steady load from a few tenants, agent-like sessions, and a
+//! bill for their GPU time).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -60,6 +60,10 @@ pub(crate) struct DemoArgs {
     /// batch-limited engine), whose latency-vs-load curve shows a knee.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub ramp: bool,
+    /// Coding agents running tasks on route `chat`, each task one session
+    /// (`x-session-id`): tool calls, sub-agents at once, follow-ups.
+    #[arg(long, default_value_t = 3)]
+    pub agents: usize,
     /// Write an access line per request to standard error, as `serve`
     /// does. Off by default: several lines a second would scroll the
     /// banner, which says where to look, out of the terminal.
@@ -192,6 +196,23 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
             stop.clone().cancelled_owned(),
         ))
     });
+    if args.agents > 0 {
+        println!(
+            "  sessions: {} coding agents run tasks on route `chat`, one session each (x-session-id), ending {}s after their last turn: the page's \"Sessions\"",
+            args.agents,
+            SESSION_IDLE.as_secs()
+        );
+    }
+    let agents = tokio::spawn(sim::agent::run_agents(
+        format!("http://{proxy}"),
+        sim::agent::Agents {
+            agents: args.agents,
+            tenants: tenants(),
+            max_tokens: AGENT_TOKENS,
+            between_tasks: Duration::from_secs(2),
+        },
+        stop.clone().cancelled_owned(),
+    ));
     let load = tokio::spawn(sim::load::run_load(
         format!("http://{proxy}"),
         args.rate,
@@ -206,6 +227,13 @@ pub(crate) async fn run_demo(args: DemoArgs, access: AccessLog) -> Result<(), Co
         "load: {} sent, {} ok, {} failed (some failures are simulated on purpose)",
         summary.sent, summary.ok, summary.failed
     );
+    let summary = agents.await.unwrap_or_default();
+    if summary.sent > 0 {
+        println!(
+            "agents: {} sent, {} ok, {} failed",
+            summary.sent, summary.ok, summary.failed
+        );
+    }
     if let Some(ramp) = ramp {
         let summary = ramp.await.unwrap_or_default();
         println!(
@@ -237,6 +265,12 @@ fn tenants() -> Vec<String> {
 /// What each simulated GPU costs an hour, in USD: a plausible cloud price
 /// for one data-centre GPU.
 const GPU_HOURLY_COST: f64 = 2.5;
+
+/// How long a session lasts after its last turn: short, so that the
+/// agents' sessions end while one watches.
+const SESSION_IDLE: Duration = Duration::from_secs(20);
+/// Output tokens of an agent's request.
+const AGENT_TOKENS: u32 = 24;
 
 /// Slots of the ramp's engine: where its knee is.
 const BATCHED_SLOTS: u32 = 4;
@@ -287,14 +321,18 @@ const PRESETS: [(&str, &str); 4] = [
 /// The demo's config, for the simulators at `sim` and `batched`.
 fn demo_config(sim: SocketAddr, batched: SocketAddr) -> String {
     let tenant = sim::load::TENANT_HEADER;
+    let idle = SESSION_IDLE.as_secs();
     format!(
         "\
 # tokenmeter demo: the simulator behind one route per kind of traffic, and
 # a batch-limited engine whose capacity a ramp of clients explores. Each
 # simulator stands for one GPU, counted on the route its clients use, and
 # priced, so that the tenants' bill shows who used it; `completions` shares
-# `chat`'s simulator, whose GPU `chat` counts.
+# `chat`'s simulator, whose GPU `chat` counts. The agents' sessions end
+# {idle}s after their last turn.
 slo_files: [slo/*.yaml]
+sessions:
+  idle_timeout: {idle}s
 routes:
   - name: batched
     match: {{path_prefix: /batched/}}

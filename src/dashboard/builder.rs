@@ -53,6 +53,11 @@ impl Builder {
         self.next_id
     }
 
+    /// The dashboard's namespace.
+    pub(super) fn ns(&self) -> &str {
+        &self.ns
+    }
+
     /// A family's name under the dashboard's namespace.
     pub(super) fn m(&self, family: Family) -> String {
         family.name(&self.ns)

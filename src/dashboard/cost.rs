@@ -145,7 +145,7 @@ impl Builder {
     }
 
     /// A time series panel whose series are stacked, filled.
-    fn stacked(mut panel: Value) -> Value {
+    pub(super) fn stacked(mut panel: Value) -> Value {
         let custom = &mut panel["fieldConfig"]["defaults"]["custom"];
         custom["stacking"] = json!({"mode": "normal", "group": "A"});
         custom["fillOpacity"] = json!(40);

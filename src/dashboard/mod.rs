@@ -15,6 +15,7 @@
 mod builder;
 mod cost;
 mod panels;
+mod sessions;
 mod tradeoff;
 
 use serde_json::{Value, json};
@@ -37,6 +38,7 @@ pub fn render(namespace: &str, classes: &[ClassView], histograms: Histograms) ->
     b.outcomes();
     b.engine();
     b.cost();
+    b.sessions();
     json!({
         "uid": UID,
         "title": "tokenmeter: LLM latency and goodput",
@@ -97,6 +99,41 @@ mod tests {
                 window: Duration::from_secs(7 * 86_400),
             },
         ]
+    }
+
+    /// The sessions row: sessions open and ending by reason, TTFT p50 and
+    /// p90 by turn, the follow-up cache-hit ratio with its rule, model
+    /// against outside time, the mean session, the good ratio and cost.
+    #[test]
+    fn the_sessions_row_shows_turns_and_sessions() {
+        let d = render("llm", &classes(), Histograms::Native);
+        let panels = d["panels"].as_array().unwrap();
+        let row = panels
+            .iter()
+            .position(|p| p["type"] == "row" && p["title"] == "Sessions")
+            .expect("a Sessions row");
+        let row: Vec<&Value> = panels[row + 1..]
+            .iter()
+            .take_while(|p| p["type"] != "row")
+            .collect();
+        let all: Vec<String> = row.iter().flat_map(|p| expressions(p)).collect();
+        for wanted in [
+            "sum by (route) (llm_sessions_active{",
+            "sum by (reason) (rate(tokenmeter_sessions_ended_total[",
+            "histogram_quantile(0.5, sum by (turn, le) (rate(llm_turn_time_to_first_token_seconds_bucket{",
+            "histogram_quantile(0.9, sum by (turn, le) (rate(llm_turn_time_to_first_token_seconds_bucket{",
+            "rate(llm_turn_cached_prompt_tokens_total{route=~\"$route\", model=~\"$model\", turn=~\"follow_up|tool_result\"}",
+            "turns:llm_turn_cached_prompt_tokens:ratio_rate1h{",
+            "rate(llm_session_model_seconds_sum{",
+            "rate(llm_session_gap_seconds_sum{",
+            "rate(llm_session_duration_seconds_sum{",
+            "rate(llm_session_turns_sum{",
+            "rate(llm_sessions_total{route=~\"$route\", tenant=~\"$tenant\", good=\"true\"}",
+            "rate(llm_session_cost_sum{",
+            "rate(llm_session_gpu_seconds_sum{",
+        ] {
+            assert!(all.iter().any(|e| e.contains(wanted)), "{wanted}: {all:#?}");
+        }
     }
 
     /// The TTFT, TPOT, ITL and E2EL panels, and only they, show the
@@ -260,7 +297,19 @@ mod tests {
         let classic = expressions(&render("llm", &classes(), Histograms::Classic));
         let native = expressions(&render("llm", &classes(), Histograms::Native));
         assert_eq!(classic.len(), native.len());
-        for e in &native {
+        // The histograms by turn and of sessions keep classic buckets only
+        // (docs/metrics.md): their queries read those either way.
+        let classic_families: Vec<String> = names::SESSIONS
+            .iter()
+            .filter(|f| f.kind == names::Kind::Histogram)
+            .map(|f| f.name("llm"))
+            .collect();
+        let of_classic = |e: &String| classic_families.iter().any(|n| e.contains(n.as_str()));
+        assert_eq!(
+            classic.iter().filter(|e| of_classic(e)).collect::<Vec<_>>(),
+            native.iter().filter(|e| of_classic(e)).collect::<Vec<_>>()
+        );
+        for e in native.iter().filter(|e| !of_classic(e)) {
             for classic_only in [
                 "_bucket",
                 "_seconds_count",

@@ -144,15 +144,16 @@ impl Observers {
         let tenant: Arc<str> = labels.tenant().into();
         let (place, evicted) = sessions.start(named, hashed, &route, &tenant, r.at);
         for ended in &evicted {
-            self.session_ended(ended);
+            self.session_ended(ended, r.at);
         }
         Some((sessions.clone(), place))
     }
 
-    /// Observes a session that ended: its families and its line.
-    pub fn session_ended(&self, ended: &Ended) {
+    /// Observes a session that ended at `at`: its families, its windows
+    /// and its line.
+    pub fn session_ended(&self, ended: &Ended, at: Instant) {
         let currency = self.charges.currency();
-        self.metrics.sessions().ended(ended, currency);
+        self.metrics.sessions().ended(ended, currency, at);
         if let Some(access) = &self.access {
             access.session(ended, currency);
         }
@@ -161,7 +162,7 @@ impl Observers {
     /// Ends the sessions idle past their timeout at `now`.
     pub fn sweep_sessions(&self, now: Instant) {
         for ended in self.metrics.sessions().sweep(now) {
-            self.session_ended(&ended);
+            self.session_ended(&ended, now);
         }
     }
 

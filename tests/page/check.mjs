@@ -97,7 +97,41 @@ try {
     for (const s of document.querySelectorAll('[data-stat]')) {
       stats[s.dataset.stat] = s.querySelector('.value').textContent;
     }
+    // The Sessions section: its figures as drawn, each with its raw value.
+    const section = document.getElementById('sessions');
+    const sessionStats = {};
+    for (const s of section.querySelectorAll('[data-session-stat]')) {
+      sessionStats[s.dataset.sessionStat] = {
+        text: s.querySelector('.value').textContent,
+        value: s.dataset.value === '' ? null : Number(s.dataset.value),
+      };
+    }
+    const num = (v) => (v == null || v === '' ? null : Number(v));
+    const sessions = {
+      hidden: document.getElementById('sessions-body').hidden,
+      route: section.dataset.route ?? null,
+      window: section.dataset.window ?? null,
+      text: section.textContent,
+      split: document.getElementById('sessions-split').textContent,
+      stats: sessionStats,
+      turns: [...section.querySelectorAll('tr[data-turn]')].map((r) => ({
+        turn: r.dataset.turn,
+        requests: num(r.dataset.requests),
+        p50: num(r.dataset.p50),
+        p90: num(r.dataset.p90),
+        text: r.textContent,
+      })),
+      costliest: [...section.querySelectorAll('tr[data-session]')].map((r) => ({
+        key: r.dataset.session,
+        tenant: r.dataset.tenant,
+        turns: num(r.dataset.turns),
+        cost: num(r.dataset.cost),
+        gpu_seconds: num(r.dataset.gpuSeconds),
+        text: r.textContent,
+      })),
+    };
     return {
+      sessions,
       series: document.getElementById('series').value,
       no_gpus_note: !document.getElementById('bill-none').hidden,
       options: [...document.getElementById('series').options].map((o) => o.textContent),

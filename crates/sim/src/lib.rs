@@ -88,6 +88,7 @@
 //!
 //! The simulator must not measure anything, and knows nothing of the proxy.
 
+pub mod agent;
 mod batch;
 mod body;
 mod config;

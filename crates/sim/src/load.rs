@@ -39,7 +39,7 @@ pub struct LoadSummary {
     pub failed: u64,
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+pub(crate) type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 /// The request header that names a request's tenant, for a proxy whose
 /// route attributes requests by it (`tenant: {header: x-tenant}`).
@@ -222,7 +222,7 @@ fn with_headers(mut request: Request<Full<Bytes>>, headers: &[Header]) -> Reques
 }
 
 /// Sends one request and reads its body to the end.
-async fn send(
+pub(crate) async fn send(
     client: &HttpClient,
     request: Result<Request<Full<Bytes>>, String>,
 ) -> Result<(), String> {

@@ -38,6 +38,8 @@
     engine: [], // this route's engine and GPU figures, one sample a refresh
     chargeback: null, // /slo's who used the GPUs, every route's
     bill: '5m', // the window of the chargeback charts
+    sessions: null, // /slo's sessions and turns, every route's
+    sessionsWindow: '5m', // the window of the Sessions section
   };
 
   // ---------- formatting ----------
@@ -495,6 +497,13 @@
     });
   }
 
+  function drawSessions() {
+    const route = view.key ? view.key.split('\u0000')[0] : null;
+    tokenmeterDrawSessions(document.getElementById('sessions'), view.sessions, route, view.sessionsWindow, {
+      node, count, percent, seconds,
+    });
+  }
+
   // The phases chart splits completed streams by the server's own timings
   // where it reports them, else at the response head and the first token.
   function phaseLines(points) {
@@ -722,6 +731,7 @@
     view.series = report.series.find((s) => keyOf(s) === view.key) || null;
     view.capacity = report.capacity || [];
     view.chargeback = report.chargeback || null;
+    view.sessions = report.sessions || null;
     const sample = engineSample(report);
     if (sample) view.engine = view.engine.filter((p) => p.t >= sample.t - 3600).concat([sample]);
     if (view.key) {
@@ -746,6 +756,7 @@
     drawObjectives();
     drawTradeOff();
     drawBill();
+    drawSessions();
     drawCharts();
   }
 
@@ -790,6 +801,12 @@
         view.bill = b.dataset.billWindow;
         toHash();
         drawBill();
+      });
+    }
+    for (const b of document.querySelectorAll('[data-sessions-window]')) {
+      b.addEventListener('click', () => {
+        view.sessionsWindow = b.dataset.sessionsWindow;
+        drawSessions();
       });
     }
     let pending = false;

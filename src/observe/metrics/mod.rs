@@ -190,6 +190,12 @@ impl Metrics {
         &self.sessions
     }
 
+    /// Every route's sessions open now and its turns and sessions over
+    /// the live windows, for `/slo` and the live page.
+    pub fn sessions_report(&self) -> slo::live::sessions::SessionsReport {
+        self.sessions.report(Instant::now())
+    }
+
     /// The live windows behind `/slo`.
     pub fn live(&self) -> &Arc<Live> {
         &self.windows.live
@@ -301,7 +307,8 @@ impl Metrics {
     /// finishes). `class_window` is the compliance window of its class,
     /// when it has a defined one.
     pub fn live_request(&self, labels: &Labels, class_window: Option<Duration>) -> LiveRequest {
-        self.windows.request(labels, class_window)
+        let turns = self.sessions.route_windows(labels.route());
+        self.windows.request(labels, class_window, turns)
     }
 
     /// Counts what the proxy reports of itself.

@@ -14,6 +14,7 @@ use crate::observe::request::Finished;
 use meter::{ParseError, Summary};
 use slo::aggregate::Aggregate;
 use slo::capacity::{Capacity, LoadSample, knee};
+use slo::live::sessions::RouteSessions;
 use slo::live::{Live, Series};
 use slo::sketch::Sketch;
 use slo::{SloClass, Verdict};
@@ -29,6 +30,8 @@ pub struct LiveRequest {
     /// The latency–load curves, which a judged request is folded into by
     /// its load at arrival.
     pub(super) capacity: Arc<Capacity>,
+    /// Its route's turns over the live windows.
+    pub(super) turns: Arc<RouteSessions>,
 }
 
 impl LiveRequest {
@@ -56,6 +59,9 @@ impl LiveRequest {
         for series in std::iter::once(&self.series).chain(&self.tenant) {
             series.record(f.at, &request, self.class_window, input_ttft);
         }
+        let usage = &s.usage;
+        self.turns
+            .turn(f.at, f.turn, s.ttft, usage.input, usage.cached_input);
         if let Some((class, verdict)) = f.judged
             && on_curve(f.labels, class)
             && let Some(sample) = LoadSample::new(class, s, verdict)

@@ -2,12 +2,16 @@
 //! "Sessions and turns"): the table (`observe::sessions`) behind one lock,
 //! which a request takes when it starts, when its response names its id,
 //! and when it ends; a session's figures observed when it ends; the gaps
-//! as they close; the open sessions counted at each exposition.
+//! as they close; the open sessions counted at each exposition; and the
+//! routes' sessions and turns over the live windows, for `/slo`
+//! (`slo::live::sessions`: each request's turn as it ends, each session
+//! as it ends).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use prometheus::{HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
+use slo::live::sessions::{RouteSessions, SessionEnd, SessionWindows, SessionsReport};
 use tokio::time::Instant;
 
 use super::register::Register;
@@ -47,6 +51,8 @@ pub struct Sessions {
     active: IntGaugeVec,
     ended: IntCounterVec,
     hashed: IntCounter,
+    /// The routes' sessions and turns over the live windows.
+    windows: SessionWindows,
 }
 
 impl Sessions {
@@ -68,6 +74,7 @@ impl Sessions {
             active: r.gauges(names::SESSIONS_ACTIVE)?,
             ended,
             hashed: r.counter(names::SESSION_KEYS_HASHED)?,
+            windows: SessionWindows::new(Instant::now()),
         }))
     }
 
@@ -121,11 +128,28 @@ impl Sessions {
         self.table().sweep(now)
     }
 
-    /// Observes the figures of a session that ended; `currency` is the
-    /// cost's.
-    pub fn ended(&self, e: &Ended, currency: &str) {
+    /// Observes the figures of a session that ended at `at`; `currency`
+    /// is the cost's.
+    pub fn ended(&self, e: &Ended, currency: &str, at: Instant) {
         let f = &e.figures;
         let route: &str = &f.route;
+        self.windows.route(route).ended(
+            at,
+            &SessionEnd {
+                key: &e.key,
+                tenant: &f.tenant,
+                turns: f.turns,
+                duration: f.duration(),
+                model: f.model,
+                gaps: f.gaps,
+                gap_count: f.gap_count,
+                tokens: f.tally.input_tokens + f.tally.output_tokens,
+                gpu_seconds: f.tally.gpu_seconds,
+                cost: f.tally.cost,
+                currency,
+                good: f.tally.good,
+            },
+        );
         self.ended.with_label_values(&[e.reason.as_str()]).inc();
         self.duration
             .with_label_values(&[route])
@@ -150,6 +174,19 @@ impl Sessions {
         self.total
             .with_label_values(&[route, &f.tenant, good])
             .inc();
+    }
+
+    /// The windows of `route`'s turns and sessions, which each of its
+    /// requests is told into when it ends.
+    pub fn route_windows(&self, route: &str) -> Arc<RouteSessions> {
+        self.windows.route(route)
+    }
+
+    /// Every route's sessions open now and its turns and sessions over
+    /// the live windows at `now`.
+    pub fn report(&self, now: Instant) -> SessionsReport {
+        let active: Vec<(Arc<str>, u64)> = self.table().active().into_iter().collect();
+        self.windows.report(now, &active)
     }
 
     /// The open sessions by route, for the exposition that follows.

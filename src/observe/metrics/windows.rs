@@ -234,6 +234,7 @@ impl Windows {
         &self,
         labels: &Labels,
         class_window: Option<Duration>,
+        turns: Arc<slo::live::sessions::RouteSessions>,
     ) -> super::LiveRequest {
         let series = self.live.series(labels.route(), labels.slo(), "");
         series.start(Instant::now());
@@ -242,6 +243,7 @@ impl Windows {
             class_window,
             tenant: None,
             capacity: self.capacity.clone(),
+            turns,
         }
     }
 }

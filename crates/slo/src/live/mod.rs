@@ -37,6 +37,7 @@ use crate::history::{History, POINT};
 mod budget;
 mod report;
 mod ring;
+pub mod sessions;
 #[cfg(test)]
 mod tests;
 

@@ -72,21 +72,28 @@ impl<T> Default for Ring<T> {
 
 impl<T: Merge> Ring<T> {
     pub(crate) fn add(&mut self, index: u64, item: &T) {
+        if let Some(slot) = self.slot(index) {
+            slot.merge_from(item);
+        }
+    }
+
+    /// The slot of time slot `index`, emptied first when it held an
+    /// earlier one, to add to in place; `None` when `index` is a whole
+    /// ring behind the slot's time (outside the window anyway).
+    pub(crate) fn slot(&mut self, index: u64) -> Option<&mut T> {
         if self.slots.is_empty() {
             self.slots = vec![(0, T::default()); SLOTS as usize];
         }
         let (tag, slot) = &mut self.slots[(index % SLOTS) as usize];
         let want = index + 1;
         if *tag > want {
-            // Later than a whole ring behind the slot's time: outside the
-            // window anyway.
-            return;
+            return None;
         }
         if *tag < want {
             *tag = want;
             *slot = T::default();
         }
-        slot.merge_from(item);
+        Some(slot)
     }
 
     /// Merges the slots with indexes in `(now - SLOTS, now]`.

@@ -14,6 +14,8 @@
 //!   GPU and two tenants, one of which misses the objective it declares,
 //!   has its "Who used the GPUs" chart: a bar per tenant, good and wasted,
 //!   with `/slo`'s amounts.
+//! - Agent-like sessions through the binary, ended by their idle timeout,
+//!   have their "Sessions" section (`sessions.rs`).
 //!
 //! Thresholds are far from the simulated schedules (TTFT 10 ms and 2.5 s
 //! against 600 ms), so a slow machine does not flip a verdict.
@@ -32,6 +34,8 @@ use std::time::Duration;
 use crate::common::*;
 use serde_json::Value;
 use tokenmeter::config::Config;
+
+mod sessions;
 
 const SLO_FILE: &str = "\
 classes:
