@@ -36,7 +36,8 @@ pub(super) static SESSIONS: Table = Table {
             "max_sessions",
             "count",
             "`100000`",
-            "Most sessions held at once; past it the one idle the longest ends, as `evicted`.",
+            "Most sessions held at once, candidates included; past it a candidate is dropped \
+            first, else the session idle the longest ends, as `evicted`.",
         ),
     ],
 };
