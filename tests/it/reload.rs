@@ -545,3 +545,72 @@ async fn a_reload_swaps_configuration_proxy_and_scrapes_together() {
     assert_eq!(sum(&s, "llm_requests_total", &[]), 2.0);
     proxy.stop().await;
 }
+
+/// A reload changes how sessions are told and bounded, never the sessions
+/// open: one that spans it is one session of all its turns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_sessions_open() {
+    let sim = start_sim(schedule(0, 0, 2)).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("slo")).unwrap();
+    std::fs::write(dir.path().join("slo/classes.yaml"), slo_file("10s")).unwrap();
+    let write = |sessions: &str| {
+        std::fs::write(
+            dir.path().join("main.yaml"),
+            main_file(sim, &format!("sessions: {sessions}\n")),
+        )
+        .unwrap();
+    };
+    write("{idle_timeout: 1s}");
+    let path: PathBuf = dir.path().join("main.yaml");
+    let config = Config::load(&path, &overrides()).unwrap();
+    let source = ConfigSource {
+        path,
+        overrides: overrides(),
+        watch: false,
+    };
+    let proxy = tokenmeter::app::start_with(config, Some(source), None)
+        .await
+        .unwrap();
+    let turn = || async {
+        let (head, body) = chat_request("m1", false, &[("x-session-id", "task-1")]);
+        assert_eq!(
+            raw_exchange(proxy.proxy_addr, &head, &body).await.status,
+            200
+        );
+    };
+    turn().await;
+    let s = scrape_now(proxy.admin_addr).await;
+    assert_eq!(sum(&s, "llm_sessions_active", &[]), 1.0);
+
+    // Other bounds and another key first: the open session stays.
+    write(
+        "{idle_timeout: 2s, max_sessions: 500, keys: [{header: x-task}, {header: x-session-id}]}",
+    );
+    proxy.reload().await.unwrap();
+    let s = scrape_now(proxy.admin_addr).await;
+    assert_eq!(sum(&s, "llm_sessions_active", &[]), 1.0);
+    assert_eq!(sum(&s, "tokenmeter_sessions_ended_total", &[]), 0.0);
+    turn().await;
+
+    let s = scrape_until(proxy.admin_addr, |s| {
+        sum(s, "tokenmeter_sessions_ended_total", &[("reason", "idle")]) == 1.0
+    })
+    .await;
+    assert_eq!(sum(&s, "llm_sessions_active", &[]), 0.0);
+    assert_eq!(sum(&s, "llm_session_turns_count", &[]), 1.0);
+    assert_eq!(
+        sum(&s, "llm_session_turns_sum", &[]),
+        2.0,
+        "one session of both turns"
+    );
+    assert_eq!(
+        sum(
+            &s,
+            "tokenmeter_sessions_ended_total",
+            &[("reason", "evicted")]
+        ),
+        0.0
+    );
+    proxy.stop().await;
+}
