@@ -85,3 +85,58 @@ pub fn vllm_page(model: &str, running: u32, waiting: u32, kv: f64) -> String {
          # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{{labels}}} {kv}\n"
     )
 }
+
+/// When a reader asked for a page and when it had the answer.
+pub type Reads = Arc<Mutex<Vec<(tokio::time::Instant, tokio::time::Instant)>>>;
+
+/// Serves to every GET the `/metrics` page of `target` as it is at that
+/// moment, and keeps when each GET was asked and answered: how stale a
+/// reader's view of the page could get is measured, not assumed. Its
+/// address and the reads.
+pub async fn serve_recorded(target: SocketAddr) -> (SocketAddr, Reads) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reads = Reads::default();
+    let kept = reads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                if !read_head(&mut stream).await {
+                    return;
+                }
+                let asked = tokio::time::Instant::now();
+                let page = super::get(target, "/metrics").await.body();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    page.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&page).await;
+                let _ = stream.shutdown().await;
+                kept.lock()
+                    .unwrap()
+                    .push((asked, tokio::time::Instant::now()));
+            });
+        }
+    });
+    (addr, reads)
+}
+
+/// The longest a reader of `reads` went, while `from..to` overlapped, from
+/// a page's moment (its GET asked) to having the next one (answered): how
+/// late it could have seen a change in that stretch.
+pub fn longest_stale(
+    reads: &Reads,
+    from: tokio::time::Instant,
+    to: tokio::time::Instant,
+) -> std::time::Duration {
+    let mut reads = reads.lock().unwrap().clone();
+    reads.sort();
+    reads
+        .windows(2)
+        .filter(|w| w[0].0 <= to && w[1].1 >= from)
+        .map(|w| w[1].1 - w[0].0)
+        .max()
+        .unwrap_or_default()
+}
