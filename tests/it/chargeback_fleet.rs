@@ -209,10 +209,20 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     // How late a replica could learn that the other's requests started or
     // ended: the longest stretch, during the load, from a reading of the
     // engine's page to having the next.
-    let stale = pages
-        .iter()
-        .map(|(_, reads)| longest_stale(reads, load_started, load_ended).as_secs_f64())
-        .fold(0.0, f64::max);
+    let (mut stale, mut expired) = (0.0, 0.0);
+    for (_, reads) in &pages {
+        // A reading counts when it came within half the replica's 80 ms
+        // timeout as the recorder saw it; it is fresh for three intervals.
+        let (longest, gone) = staleness(
+            reads,
+            load_started,
+            load_ended,
+            Duration::from_millis(40),
+            Duration::from_millis(300),
+        );
+        stale = f64::max(stale, longest.as_secs_f64());
+        expired += gone.as_secs_f64();
+    }
     let after = read_pages(&admins).await;
     let ended = unix_now();
 
@@ -241,7 +251,7 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let (gpu, idle) = (mean(&gpu), mean(&idle));
     eprintln!(
-        "busy {busy:.4} s of {gpu:.4}: tenants {tenants:.4} ({:+.4} s), idle {idle:.4} against {:.4} ({:+.4} s); pages at most {stale:.4} s stale",
+        "busy {busy:.4} s of {gpu:.4}: tenants {tenants:.4} ({:+.4} s), idle {idle:.4} against {:.4} ({:+.4} s); pages at most {stale:.4} s stale, none fresh for {expired:.4} s",
         tenants - busy,
         gpu - busy,
         idle - (gpu - busy),
@@ -249,14 +259,18 @@ async fn two_replicas_charge_one_engine_and_the_fleet_adds_up_needs_tool_prometh
     // Where the load starts and where it ends, a replica charges as if the
     // other's requests had not yet started (or had not yet ended) until
     // its next reading of the engine's page: each end can be off by as
-    // long as a reading was stale.
+    // long as a reading was stale. While a replica has no fresh reading,
+    // the engine's load is unknown to it, and it charges its own requests
+    // the whole GPU and leaves nothing to the others (docs/metrics.md):
+    // the fleet's tenants, and its idle time, may then count more.
+    let (low, high) = (-2.0 * stale, 2.0 * stale + expired);
     assert!(
-        (tenants - busy).abs() <= 2.0 * stale,
-        "the tenants' {tenants} GPU-seconds against the load's {busy} s (pages at most {stale} s stale)"
+        (low..=high).contains(&(tenants - busy)),
+        "the tenants' {tenants} GPU-seconds against the load's {busy} s (pages at most {stale} s stale, none fresh for {expired} s)"
     );
     assert!(
-        (idle - (gpu - busy)).abs() <= 2.0 * stale,
-        "idle {idle} s against {} s of {gpu} s without a request (pages at most {stale} s stale)",
+        (low..=high).contains(&(idle - (gpu - busy))),
+        "idle {idle} s against {} s of {gpu} s without a request (pages at most {stale} s stale, none fresh for {expired} s)",
         gpu - busy
     );
 

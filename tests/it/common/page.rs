@@ -123,20 +123,35 @@ pub async fn serve_recorded(target: SocketAddr) -> (SocketAddr, Reads) {
     (addr, reads)
 }
 
-/// The longest a reader of `reads` went, while `from..to` overlapped, from
-/// a page's moment (its GET asked) to having the next one (answered): how
-/// late it could have seen a change in that stretch.
-pub fn longest_stale(
+/// What a reader of `reads` had of the page while `from..to` overlapped,
+/// counting only the GETs answered within `in_time` (a reader that gave up
+/// on a slower one did not have it): the longest it went from a page's
+/// moment (its GET asked) to having the next (answered), and how long in
+/// all it had no reading younger than `fresh_for`.
+pub fn staleness(
     reads: &Reads,
     from: tokio::time::Instant,
     to: tokio::time::Instant,
-) -> std::time::Duration {
-    let mut reads = reads.lock().unwrap().clone();
+    in_time: std::time::Duration,
+    fresh_for: std::time::Duration,
+) -> (std::time::Duration, std::time::Duration) {
+    let mut reads: Vec<_> = reads
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|(asked, answered)| *answered - *asked <= in_time)
+        .collect();
     reads.sort();
-    reads
-        .windows(2)
-        .filter(|w| w[0].0 <= to && w[1].1 >= from)
-        .map(|w| w[1].1 - w[0].0)
-        .max()
-        .unwrap_or_default()
+    let mut longest = std::time::Duration::ZERO;
+    let mut expired = std::time::Duration::ZERO;
+    for w in reads.windows(2) {
+        if w[0].0 > to || w[1].1 < from {
+            continue;
+        }
+        longest = longest.max(w[1].1 - w[0].0);
+        let (gone, next) = ((w[0].1 + fresh_for).max(from), w[1].1.min(to));
+        expired += next.saturating_duration_since(gone);
+    }
+    (longest, expired)
 }
