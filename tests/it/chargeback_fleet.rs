@@ -138,7 +138,9 @@ async fn replica(page: SocketAddr, sim: SocketAddr, dir: &Path) -> tokenmeter::a
 /// load: each counts one GPU (its GPU time between the reads lies between
 /// the instants around them); the tenants of both together were charged
 /// the time the engine was busy (the union of the clients' request
-/// spans), and each replica's idle time is the rest. Without the engine's
+/// spans), and each replica's idle time is the rest, as near as the
+/// replicas' readings of the engine's page were fresh (each reads it
+/// through a recorder that keeps when it asked and had it). Without the engine's
 /// load in each replica's share, both would charge the whole GPU while
 /// they have requests in flight, and the tenants would count the busy
 /// time twice.
