@@ -27,7 +27,7 @@ pub mod promrate;
 mod spans;
 
 pub use bill::{assert_near, parts_and_total};
-pub use page::{Page, Reads, read_head, serve_made, serve_recorded, staleness, vllm_page};
+pub use page::{Page, read_head, serve_made, serve_recorded, staleness, vllm_page};
 pub use process::{BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped};
 pub use spans::{Bracketed, union};
 
