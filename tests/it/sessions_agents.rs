@@ -102,16 +102,21 @@ fn conversation(tools: usize, follow: bool) -> Value {
 }
 
 /// One Messages request of session `key` with `body`, reporting `hit`
-/// cached tokens.
-async fn message(proxy: SocketAddr, key: &str, body: Value, kind: &'static str, hit: u64) -> Turn {
+/// cached tokens; a `slow` one has its first token after 300 ms.
+async fn message(
+    proxy: SocketAddr,
+    key: &str,
+    body: Value,
+    kind: &'static str,
+    hit: u64,
+    slow: bool,
+) -> Turn {
     let c = cached(hit);
-    let sent = send(
-        proxy,
-        "/v1/messages",
-        &body,
-        &[("x-session-id", key), ("x-sim-cached-tokens", &c)],
-    )
-    .await;
+    let mut headers = vec![("x-session-id", key), ("x-sim-cached-tokens", &c)];
+    if slow {
+        headers.push(("x-sim-ttft-ms", "300"));
+    }
+    let sent = send(proxy, "/v1/messages", &body, &headers).await;
     Turn {
         sent,
         kind,
@@ -148,26 +153,58 @@ fn tool_output() -> Value {
 }
 
 /// The Messages agent: a first turn, a 200 ms tool, two sub-agents' tool
-/// results 40 ms apart (overlapping), a person's 150 ms, a follow-up.
+/// results 40 ms apart (the first slow, so that they overlap by far), a
+/// person's 150 ms, a follow-up.
 async fn messages_agent(proxies: [SocketAddr; 2], key: &str) -> Vec<Turn> {
-    let mut turns = vec![message(proxies[0], key, conversation(0, false), "first", 0).await];
+    let mut turns = vec![message(proxies[0], key, conversation(0, false), "first", 0, false).await];
     outside(200).await;
     let sub = tokio::spawn({
         let key = key.to_owned();
-        async move { message(proxies[1], &key, conversation(1, false), "tool_result", 8).await }
+        async move {
+            message(
+                proxies[1],
+                &key,
+                conversation(1, false),
+                "tool_result",
+                8,
+                true,
+            )
+            .await
+        }
     });
     outside(40).await;
-    turns.push(message(proxies[0], key, conversation(1, false), "tool_result", 8).await);
+    turns.push(
+        message(
+            proxies[0],
+            key,
+            conversation(1, false),
+            "tool_result",
+            8,
+            false,
+        )
+        .await,
+    );
     turns.push(sub.await.unwrap());
     outside(150).await;
-    turns.push(message(proxies[1], key, conversation(1, true), "follow_up", 12).await);
+    turns.push(
+        message(
+            proxies[1],
+            key,
+            conversation(1, true),
+            "follow_up",
+            12,
+            false,
+        )
+        .await,
+    );
     turns
 }
 
 /// The Responses agent on its `previous_response_id` chain (with
 /// `headers` besides): a first request, a 200 ms tool, its output, then a
-/// 100 ms tool, a follow-up and a tool output on the same response 40 ms apart
-/// (overlapping), a person's 150 ms, a follow-up on the first branch.
+/// 100 ms tool, a follow-up and a tool output on the same response 40 ms
+/// apart (the first slow, so that they overlap by far), a person's 150 ms,
+/// a follow-up on the first branch.
 async fn responses_agent(proxies: [SocketAddr; 2], headers: &[(&str, &str)]) -> Vec<Turn> {
     let chain = |id: String| json!({"previous_response_id": id});
     let h: Vec<(String, String)> = headers
@@ -203,7 +240,9 @@ async fn responses_agent(proxies: [SocketAddr; 2], headers: &[(&str, &str)]) -> 
     let branch = tokio::spawn({
         let (fields, h) = (chain(r2.clone()), h.clone());
         async move {
-            let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let mut h: Vec<(&str, &str)> =
+                h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            h.push(("x-sim-ttft-ms", "300"));
             respond(
                 proxies[0],
                 fields,

@@ -6,8 +6,8 @@
 //! The upstream answers every `POST` to a path ending in `/messages` with
 //! a Messages stream, and every other with a Responses stream whose
 //! `response.created` and `response.completed` carry a fresh id
-//! (`resp_up<N>`). Its first token comes 20 ms after the request and four
-//! more 5 ms apart; its usage reports 10 input tokens besides
+//! (`resp_up<N>`). Its first token comes 20 ms after the request (or
+//! `x-sim-ttft-ms`) and four more 5 ms apart; its usage reports 10 input tokens besides
 //! `x-sim-cached-tokens` read from the prefix cache (Anthropic's
 //! `cache_read_input_tokens`, Responses' `input_tokens_details`).
 
@@ -53,19 +53,20 @@ async fn answer(mut stream: TcpStream, ids: Arc<AtomicU64>) {
         .and_then(|l| l.split(' ').nth(1))
         .unwrap_or("")
         .to_owned();
-    let cached: u64 = head
-        .lines()
-        .find_map(|l| {
+    let header = |name: &str| -> Option<u64> {
+        head.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("x-sim-cached-tokens")
+            k.eq_ignore_ascii_case(name)
                 .then(|| v.trim().parse().ok())?
         })
-        .unwrap_or(0);
+    };
+    let cached = header("x-sim-cached-tokens").unwrap_or(0);
+    let ttft = Duration::from_millis(header("x-sim-ttft-ms").unwrap_or(20));
     let n = ids.fetch_add(1, Ordering::Relaxed);
     let events = if path.ends_with("/messages") {
-        messages(n, cached)
+        messages(n, cached, ttft)
     } else {
-        responses(n, cached)
+        responses(n, cached, ttft)
     };
     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
     if stream.write_all(head.as_bytes()).await.is_err() {
@@ -82,9 +83,9 @@ async fn answer(mut stream: TcpStream, ids: Arc<AtomicU64>) {
     let _ = stream.shutdown().await;
 }
 
-/// When each token is due: the first at 20 ms, then every 5 ms.
-fn token_at(k: u64) -> Duration {
-    Duration::from_millis(20 + 5 * k)
+/// When each token is due: the first at `ttft`, then every 5 ms.
+fn token_at(ttft: Duration, k: u64) -> Duration {
+    ttft + Duration::from_millis(5 * k)
 }
 
 fn sse(name: &str, data: Value) -> String {
@@ -92,7 +93,7 @@ fn sse(name: &str, data: Value) -> String {
 }
 
 /// An Anthropic Messages stream.
-fn messages(n: u64, cached: u64) -> Vec<(Duration, String)> {
+fn messages(n: u64, cached: u64, ttft: Duration) -> Vec<(Duration, String)> {
     use serde_json::json;
     let mut events = vec![(
         Duration::ZERO,
@@ -114,7 +115,7 @@ fn messages(n: u64, cached: u64) -> Vec<(Duration, String)> {
     ));
     for k in 0..AGENT_TOKENS {
         events.push((
-            token_at(k),
+            token_at(ttft, k),
             sse(
                 "content_block_delta",
                 json!({"type": "content_block_delta", "index": 0,
@@ -122,7 +123,7 @@ fn messages(n: u64, cached: u64) -> Vec<(Duration, String)> {
             ),
         ));
     }
-    let end = token_at(AGENT_TOKENS - 1);
+    let end = token_at(ttft, AGENT_TOKENS - 1);
     events.extend([
         (
             end,
@@ -145,7 +146,7 @@ fn messages(n: u64, cached: u64) -> Vec<(Duration, String)> {
 }
 
 /// A Responses API stream of response `resp_up<n>`.
-fn responses(n: u64, cached: u64) -> Vec<(Duration, String)> {
+fn responses(n: u64, cached: u64, ttft: Duration) -> Vec<(Duration, String)> {
     use serde_json::json;
     let id = format!("resp_up{n}");
     let mut events = vec![(
@@ -158,7 +159,7 @@ fn responses(n: u64, cached: u64) -> Vec<(Duration, String)> {
     )];
     for k in 0..AGENT_TOKENS {
         events.push((
-            token_at(k),
+            token_at(ttft, k),
             sse(
                 "response.output_text.delta",
                 json!({"type": "response.output_text.delta", "item_id": format!("msg_up{n}"),
@@ -167,7 +168,7 @@ fn responses(n: u64, cached: u64) -> Vec<(Duration, String)> {
         ));
     }
     events.push((
-        token_at(AGENT_TOKENS - 1),
+        token_at(ttft, AGENT_TOKENS - 1),
         sse(
             "response.completed",
             json!({"type": "response.completed", "response": {"id": id,
