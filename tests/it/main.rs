@@ -10,9 +10,10 @@
 //! `otlp_receiver` (Python with `opentelemetry-proto` and `grpcio`),
 //! `grpc_tools` (Python's `grpcio-tools`, whose protoc compiles the
 //! client model's `metrics.proto` for the protobuf exposition's test),
-//! `hadolint`, `yamllint`, `kubernetes_validate`, `docker_compose`, and
+//! `hadolint`, `yamllint`, `kubernetes_validate`, `docker_compose`,
 //! `llama_server` (llama.cpp's server, built by `tests/llamacpp/build.sh`,
-//! with Python's `gguf` for its tiny model).
+//! with Python's `gguf` for its tiny model), and `duckdb` (Python's `duckdb`,
+//! which runs docs/operations.md's join over access-log files).
 //! `.ci/run` installs them all (the Python ones into the virtual
 //! environment `target/venv`, whose `bin` it puts first on `PATH`, where
 //! every test finds its tool) and the README's test command runs every
@@ -60,6 +61,7 @@ mod prometheus;
 mod protocols;
 mod reload;
 mod sessions;
+mod sessions_agents;
 mod sessions_flood;
 mod sim;
 mod slo;

@@ -85,3 +85,73 @@ pub fn vllm_page(model: &str, running: u32, waiting: u32, kv: f64) -> String {
          # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{{labels}}} {kv}\n"
     )
 }
+
+/// When a reader asked for a page and when it had the answer.
+pub type Reads = Arc<Mutex<Vec<(tokio::time::Instant, tokio::time::Instant)>>>;
+
+/// Serves to every GET the `/metrics` page of `target` as it is at that
+/// moment, and keeps when each GET was asked and answered: how stale a
+/// reader's view of the page could get is measured, not assumed. Its
+/// address and the reads.
+pub async fn serve_recorded(target: SocketAddr) -> (SocketAddr, Reads) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let reads = Reads::default();
+    let kept = reads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                if !read_head(&mut stream).await {
+                    return;
+                }
+                let asked = tokio::time::Instant::now();
+                let page = super::get(target, "/metrics").await.body();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    page.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(&page).await;
+                let _ = stream.shutdown().await;
+                kept.lock()
+                    .unwrap()
+                    .push((asked, tokio::time::Instant::now()));
+            });
+        }
+    });
+    (addr, reads)
+}
+
+/// What a reader of `reads` had of the page while `from..to` overlapped,
+/// counting only the GETs answered within `in_time` (a reader that gave up
+/// on a slower one did not have it): the longest it went from a page's
+/// moment (its GET asked) to having the next (answered), and how long in
+/// all it had no reading younger than `fresh_for`.
+pub fn staleness(
+    reads: &Reads,
+    from: tokio::time::Instant,
+    to: tokio::time::Instant,
+    in_time: std::time::Duration,
+    fresh_for: std::time::Duration,
+) -> (std::time::Duration, std::time::Duration) {
+    let mut reads: Vec<_> = reads
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|(asked, answered)| *answered - *asked <= in_time)
+        .collect();
+    reads.sort();
+    let mut longest = std::time::Duration::ZERO;
+    let mut expired = std::time::Duration::ZERO;
+    for w in reads.windows(2) {
+        if w[0].0 > to || w[1].1 < from {
+            continue;
+        }
+        longest = longest.max(w[1].1 - w[0].0);
+        let (gone, next) = ((w[0].1 + fresh_for).max(from), w[1].1.min(to));
+        expired += next.saturating_duration_since(gone);
+    }
+    (longest, expired)
+}
