@@ -24,6 +24,10 @@
 //! in-flight share, the other replicas' and idle add up to the set's
 //! total. The cost families carry the currency of the first plan: a
 //! change of `cost.currency` applies at the next start.
+//!
+//! The windows of `/slo` (`charges/report.rs`) start at points of the
+//! ledgers taken on the process's own clock ([`Charges::tick`]), so that
+//! neither a scrape nor a report changes what they show.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -300,11 +304,21 @@ impl Charges {
 
     /// Every route of `plan` (the snapshot in force's): its GPU time,
     /// energy and money over the live windows, and who was charged them.
+    /// Reading it changes nothing: the windows start at the points
+    /// [`tick`](Self::tick) takes.
     pub(super) fn report(&self, plan: Option<&ChargePlan>, now: Instant) -> ChargebackReport {
+        let books = plan.map(ChargePlan::books).unwrap_or_default();
+        let history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        history.report(&books, now)
+    }
+
+    /// Takes a point of `plan`'s ledgers (the snapshot in force's) for the
+    /// windows when the last is `report::EVERY` old: called on the
+    /// process's own clock, every second or so.
+    pub(super) fn tick(&self, plan: Option<&ChargePlan>, now: Instant) {
         let books = plan.map(ChargePlan::books).unwrap_or_default();
         let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
         history.tick(&books, now);
-        history.report(&books, now)
     }
 }
 
