@@ -50,6 +50,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::ops::{Add, AddAssign, Sub};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -331,7 +332,14 @@ impl<K: Eq + Hash + Clone> State<K> {
 /// One GPU set's ledger, shared by its routes' requests and scrapes; `K`
 /// is what the requests that ended are charged under.
 #[derive(Debug)]
-pub struct Ledger<K>(Mutex<State<K>>);
+pub struct Ledger<K> {
+    state: Mutex<State<K>>,
+    /// Which ledger of the process it is.
+    serial: u64,
+}
+
+/// The serial of the next ledger.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     /// A ledger that starts counting at `now`, with `gpus` and a price per
@@ -355,7 +363,10 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
             points: VecDeque::new(),
             next_point: 0,
         };
-        let ledger = Self(Mutex::new(state));
+        let ledger = Self {
+            state: Mutex::new(state),
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+        };
         ledger.configure(now, gpus, gpu_hourly_cost);
         ledger
     }
@@ -363,7 +374,12 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     fn state(&self) -> MutexGuard<'_, State<K>> {
         // The state is consistent between statements: a panic elsewhere
         // leaves nothing half-written.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Which ledger of the process it is: its points are its own.
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Applies a configuration from `now` on: the time before is counted

@@ -21,13 +21,13 @@
 //! up to its total.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use serde::Serialize;
-use slo::ledger::{BeforePoint, Charge, Ledger, Totals};
+use slo::ledger::{BeforePoint, Charge, Totals};
 use slo::live::WINDOWS;
 
 use super::book::{Book, ChargeKey, Shown};
@@ -40,8 +40,8 @@ const FINE_FOR: Duration = Duration::from_secs(5 * 60);
 /// One set's counts at a point.
 #[derive(Debug, Clone, Default)]
 struct SetCounts {
-    /// The ledger's point, and the ledger.
-    point: Option<(u64, Weak<Ledger<ChargeKey>>)>,
+    /// The ledger's point, and the ledger's serial.
+    point: Option<(u64, u64)>,
     totals: Totals,
     /// By tenant: its good, then its wasted charge.
     tenants: BTreeMap<Arc<str>, [Charge; 2]>,
@@ -135,7 +135,7 @@ fn by_tenant(by_key: Vec<(ChargeKey, Charge)>) -> BTreeMap<Arc<str>, [Charge; 2]
 fn point(book: &Book, now: Instant) -> SetCounts {
     let (id, totals, by_key) = book.ledger.point(now);
     SetCounts {
-        point: Some((id, Arc::downgrade(&book.ledger))),
+        point: Some((id, book.ledger.serial())),
         totals,
         tenants: by_tenant(by_key),
     }
@@ -266,8 +266,8 @@ impl History {
 impl SetCounts {
     /// Its point's id, when it is a point of `book`'s ledger.
     fn point_of(&self, book: &Book) -> Option<u64> {
-        let (id, ledger) = self.point.as_ref()?;
-        std::ptr::eq(ledger.as_ptr(), Arc::as_ptr(&book.ledger)).then_some(*id)
+        let (id, serial) = self.point?;
+        (serial == book.ledger.serial()).then_some(id)
     }
 }
 
