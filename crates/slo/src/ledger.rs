@@ -229,6 +229,9 @@ impl<K> Point<K> {
     }
 }
 
+/// What requests were charged, by key.
+pub type ByKey<K> = Vec<(K, Charge)>;
+
 /// A point's part in a window that starts there: what the requests in
 /// flight there had accrued before it, of those that ended since (by
 /// key) and of those still in flight.
@@ -526,7 +529,7 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
         &self,
         now: Instant,
         points: &[u64],
-    ) -> (Totals, Vec<(K, Charge)>, Vec<Option<BeforePoint<K>>>) {
+    ) -> (Totals, ByKey<K>, Vec<Option<BeforePoint<K>>>) {
         let mut s = self.state();
         s.advance(now);
         let (totals, by_key) = s.snapshot();
