@@ -187,7 +187,7 @@ struct State<K> {
     /// What the requests that ended were charged, by key.
     by_key: HashMap<K, Charge>,
     /// The points a window may start at, oldest first.
-    points: VecDeque<Point<K>>,
+    points: VecDeque<LedgerPoint<K>>,
     /// The id of the next point.
     next_point: u64,
 }
@@ -199,7 +199,7 @@ const MAX_POINTS: usize = 512;
 /// window): the running integrals there, and what the requests in flight
 /// then had accrued before it, of those that ended since.
 #[derive(Debug)]
-struct Point<K> {
+struct LedgerPoint<K> {
     id: u64,
     /// `share` there.
     share: Charge,
@@ -216,7 +216,7 @@ struct Point<K> {
     ended_sum: Charge,
 }
 
-impl<K> Point<K> {
+impl<K> LedgerPoint<K> {
     /// What a request in flight here, opened with `mark` in `cell`, had
     /// accrued before it (its share, and the counter joules of its
     /// epochs that had ended).
@@ -500,7 +500,7 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
         let (totals, by_key) = s.snapshot();
         let id = s.next_point;
         s.next_point += 1;
-        let point = Point {
+        let point = LedgerPoint {
             id,
             share: s.share,
             jr: s.finished.per_request(),

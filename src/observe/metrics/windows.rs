@@ -130,7 +130,11 @@ impl Windows {
     /// against `readings` (the configuration in force's) at `now`; the
     /// guard holds the knees as set until the exposition that asked has
     /// read them.
-    pub(super) fn refresh(&self, readings: Option<&Readings>, now: Instant) -> knees::Shown<'_> {
+    pub(super) fn refresh(
+        &self,
+        readings: Option<&Readings>,
+        now: Instant,
+    ) -> knees::KneesShown<'_> {
         for (labels, count) in self.concurrency.by_class.entries() {
             let labels = labels.each_ref().map(|l| &**l);
             let now = i64::try_from(count.now()).unwrap_or(i64::MAX);

@@ -5,7 +5,7 @@
 //! The points are the ledgers' counts by GPU set and tenant (the labels
 //! the page shows: a tenant's good and wasted charge), each with the
 //! ledger's own point there ([`Ledger::point`]), taken every [`EVERY`] on
-//! the process's clock ([`History::tick`], from the app's tick: never when
+//! the process's clock ([`BillHistory::tick`], from the app's tick: never when
 //! `/metrics` or `/slo` is read, nor on a request's path), kept every
 //! [`EVERY`] for the shortest windows and every minute beyond, up to the
 //! longest window: at most about a hundred points, each of sets × tenants
@@ -30,7 +30,7 @@ use serde::Serialize;
 use slo::ledger::{BeforePoint, Charge, Totals};
 use slo::live::WINDOWS;
 
-use super::book::{Book, ChargeKey, Shown};
+use super::book::{BillShown, Book, ChargeKey};
 
 /// How often a point is taken, at most.
 pub(super) const EVERY: Duration = Duration::from_secs(10);
@@ -48,16 +48,16 @@ struct SetCounts {
 }
 
 #[derive(Debug)]
-struct Point {
+struct BillPoint {
     at: Instant,
     sets: BTreeMap<Arc<str>, SetCounts>,
 }
 
 /// The points, oldest first, and when the ledgers started.
 #[derive(Debug)]
-pub(super) struct History {
+pub(super) struct BillHistory {
     since: Instant,
-    points: VecDeque<Point>,
+    points: VecDeque<BillPoint>,
 }
 
 /// Every GPU set's figures over each window (under `routes`, the name
@@ -113,7 +113,7 @@ pub struct Amount {
 }
 
 impl Amount {
-    fn of(c: Charge, shown: &Shown) -> Self {
+    fn of(c: Charge, shown: &BillShown) -> Self {
         Self {
             gpu_seconds: c.gpu_seconds.max(0.0),
             joules: shown.energy.then_some(c.joules.max(0.0)),
@@ -141,7 +141,7 @@ fn point(book: &Book, now: Instant) -> SetCounts {
     }
 }
 
-impl History {
+impl BillHistory {
     pub(super) fn new(since: Instant) -> Self {
         Self {
             since,
@@ -163,16 +163,16 @@ impl History {
             .iter()
             .map(|b| (b.set.clone(), point(b, now)))
             .collect();
-        self.points.push_back(Point { at: now, sets });
+        self.points.push_back(BillPoint { at: now, sets });
         let longest = WINDOWS[WINDOWS.len() - 1].span();
         // One point older than the longest window stays: the start of it.
         while self.points.len() > 1 && now.saturating_duration_since(self.points[1].at) >= longest {
             self.points.pop_front();
         }
-        let mut kept: VecDeque<Point> = VecDeque::with_capacity(self.points.len());
+        let mut kept: VecDeque<BillPoint> = VecDeque::with_capacity(self.points.len());
         for point in self.points.drain(..) {
             let coarse = now.saturating_duration_since(point.at) > FINE_FOR;
-            let close = kept.back().is_some_and(|k: &Point| {
+            let close = kept.back().is_some_and(|k: &BillPoint| {
                 point.at.saturating_duration_since(k.at) < Duration::from_secs(60)
             });
             if !(coarse && close) {
@@ -202,7 +202,7 @@ impl History {
     ) -> Option<(Instant, &'a SetCounts)> {
         let set = &book.set;
         // A point of another ledger of the same name is no start.
-        let of = |p: &'a Point| {
+        let of = |p: &'a BillPoint| {
             let c = p.sets.get(set)?;
             c.point_of(book).map(|_| (p.at, c))
         };
@@ -285,7 +285,7 @@ fn window(
     span: Duration,
     start: &Start,
     now: &SetCounts,
-    shown: &Shown,
+    shown: &BillShown,
 ) -> WindowBill {
     let before = &start.counts;
     let (b, n) = (&before.totals, &now.totals);
