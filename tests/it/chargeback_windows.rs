@@ -141,8 +141,13 @@ async fn thirty_second_requests_across_a_minute_window_add_up() {
             spans,
         )));
     }
-    // Mid-request for both: a's requests run 0–30, 30–60…; b's 15–45….
-    tokio::time::sleep(Duration::from_secs(127)).await;
+    // `/slo` read every 10 s, as the live page does; then, mid-request for
+    // both (a's requests run 0–30, 30–60…; b's 15–45…), the window.
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        chargeback(proxy.admin_addr).await;
+    }
+    tokio::time::sleep(Duration::from_secs(7)).await;
     let now = Instant::now();
     let bill = chargeback(proxy.admin_addr).await;
     assert_eq!(
