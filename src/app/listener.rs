@@ -387,7 +387,7 @@ pub(super) async fn serve_proxy(
             }
             let (stream, arrival) = arrival::stamped(stream);
             // The TLS in force when the connection opens; the handshake is
-            // before the request's t0, and is charged to no request.
+            // before the request's t0, and is counted in no request's time.
             let tls = in_force
                 .load()
                 .config()

@@ -245,7 +245,7 @@ pub async fn start_with(
     for r in &config.routes {
         tracing::info!(route = %r.name, prefix = %r.matcher.path_prefix, upstream = %r.upstream.url(), "route");
     }
-    spawn_session_sweeper(in_force.clone(), shutdown.clone());
+    spawn_session_sweeper(in_force.clone(), metrics.clone(), shutdown.clone());
     let watch = source.as_ref().is_some_and(|s| s.watch);
     let sources = config.sources.clone();
     let reloader = Arc::new(reload::Reloader::new(
@@ -293,11 +293,17 @@ pub async fn start_with(
 
 /// How often the sessions idle past their timeout are ended: the
 /// `llm_sessions_active` gauge and the session lines follow within it.
+/// The chargeback's windows are sampled on the same tick.
 const SESSION_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Ends, every [`SESSION_SWEEP`] until shutdown, the sessions idle past
-/// their timeout, observed by the observers of the configuration in force.
-fn spawn_session_sweeper(in_force: Arc<ArcSwap<InForce>>, shutdown: CancellationToken) {
+/// their timeout, observed by the observers of the configuration in force,
+/// and samples the chargeback's windows (`Metrics::tick_chargeback`).
+fn spawn_session_sweeper(
+    in_force: Arc<ArcSwap<InForce>>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(SESSION_SWEEP);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -306,8 +312,11 @@ fn spawn_session_sweeper(in_force: Arc<ArcSwap<InForce>>, shutdown: Cancellation
                 () = shutdown.cancelled() => return,
                 _ = ticks.tick() => {}
             }
-            let observers = in_force.load().proxy().observers().clone();
-            observers.sweep_sessions(tokio::time::Instant::now());
+            let now = tokio::time::Instant::now();
+            let snapshot = in_force.load();
+            let observers = snapshot.proxy().observers().clone();
+            observers.sweep_sessions(now);
+            metrics.tick_chargeback(snapshot.engines(), now);
         }
     });
 }

@@ -1,5 +1,5 @@
 //! Whose a failure is: the one mapping from what went wrong, before the
-//! response head or in the body after it, to the side it is charged to,
+//! response head or in the body after it, to the side it is blamed on,
 //! and so to the request's outcome (docs/metrics.md, `outcome`).
 //!
 //! The client's own request body comes first, wherever it broke: read
@@ -19,7 +19,7 @@ use meter::Outcome;
 use super::client_body::{BodyTimeout, ClientBodyError};
 use super::upstream::{BodyError, Error};
 
-/// The side a failure is charged to.
+/// The side a failure is blamed on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// The client's request was unusable: a malformed head, or a body
@@ -64,7 +64,7 @@ pub const DROPPED_REASON: HeaderName = HeaderName::from_static("x-llm-d-request-
 
 /// The reason a gateway gave for shedding the request whose response head
 /// has `status` and `headers`, when it shed it: an error status (4xx or
-/// 5xx) with the header. The request is then charged to
+/// 5xx) with the header. The request is then blamed on
 /// [`Fault::Gateway`]. A successful answer that carries the header was
 /// served, and is metered as any other.
 pub fn shed_by_gateway(status: StatusCode, headers: &HeaderMap) -> Option<&HeaderValue> {
@@ -132,7 +132,7 @@ mod tests {
     const IDLE: BodyTimeout = BodyTimeout::Idle(Duration::from_millis(300));
 
     #[test]
-    fn the_clients_body_is_charged_to_the_client_before_and_after_the_head() {
+    fn the_clients_body_is_blamed_on_the_client_before_and_after_the_head() {
         let sent = h1::Error::RequestBody(ClientBodyError::Timeout(IDLE));
         assert_eq!(sent.fault(), Fault::ClientTimeout(IDLE));
         let before = Error::H1(h1::Error::RequestBody(ClientBodyError::Timeout(IDLE)));

@@ -22,7 +22,7 @@ use tokio::time::{Instant, Sleep};
 use super::overload::Overload;
 
 /// The client's request body failed: the client's doing, so it is never
-/// charged to the upstream, however far the request had gone. Both
+/// blamed on the upstream, however far the request had gone. Both
 /// upstream protocols report it with this error (`upstream::Error`).
 #[derive(Debug, thiserror::Error)]
 pub enum ClientBodyError {

@@ -1,5 +1,5 @@
 //! Why the proxy answered a request itself, and the one place failures
-//! are turned into responses; the side each is charged to is
+//! are turned into responses; the side each is blamed on is
 //! [`Blame`]'s, the same before the response head and after it.
 //!
 //! Every failure keeps its cause as a typed source: the message a client
@@ -73,7 +73,7 @@ impl ProxyError {
         }
     }
 
-    /// The side the failure is charged to.
+    /// The side the failure is blamed on.
     pub(super) fn fault(&self) -> Fault {
         match self {
             ProxyError::NoRoute | ProxyError::Overloaded(_) => Fault::Refused,
@@ -160,7 +160,7 @@ impl From<ClientBodyError> for ProxyError {
 
 impl From<upstream::Error> for ProxyError {
     /// The proxy's answer for an upstream exchange that got no response
-    /// head, by the side it is charged to ([`Blame`]).
+    /// head, by the side it is blamed on ([`Blame`]).
     fn from(e: upstream::Error) -> Self {
         if let upstream::Error::HeadTimeout(limit) = e {
             return ProxyError::HeadersTimeout(limit);
@@ -184,7 +184,7 @@ mod tests {
     const IDLE: BodyTimeout = BodyTimeout::Idle(Duration::from_millis(300));
 
     #[test]
-    fn the_clients_body_is_charged_to_the_client_wherever_it_broke() {
+    fn the_clients_body_is_blamed_on_the_client_wherever_it_broke() {
         // As hyper's HTTP/2 client reports it.
         let h2 = upstream::Error::ClientBody(ClientBodyError::Timeout(IDLE));
         assert!(matches!(

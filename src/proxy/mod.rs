@@ -425,7 +425,7 @@ impl Proxy {
     /// when the request was all there, if its body was held whole.
     ///
     /// A response by which a gateway says it shed the request is counted by
-    /// its reason and ends the request there, charged to the gateway
+    /// its reason and ends the request there, blamed on the gateway
     /// ([`blame::shed_by_gateway`]); it is forwarded as it came.
     fn respond(
         &self,

@@ -1,8 +1,8 @@
 //! TLS on both listeners, on real sockets.
 //!
 //! - The proxy listener (`tls`): a streamed chat completion over `https`
-//!   is forwarded byte for byte and metered, and the handshake is charged
-//!   to no request (its TTFT starts when the request arrives).
+//!   is forwarded byte for byte and metered, and the handshake is counted
+//!   in no request's time (its TTFT starts when the request arrives).
 //! - The admin listener behind a Prometheus exporter-toolkit web config
 //!   (`admin.web_config_file`): credentials asked for everywhere but the
 //!   probes, the configured headers on every answer, a certificate
@@ -455,7 +455,7 @@ async fn a_stream_over_https_to_the_proxy_is_forwarded_whole_and_metered() {
         .connect(server, tcp)
         .await
         .unwrap();
-    // Connected and idle: a wait no request is charged with.
+    // Connected and idle: a wait counted in no request's time.
     tokio::time::sleep(Duration::from_millis(600)).await;
     tls.write_all(head.as_bytes()).await.unwrap();
     tls.write_all(b"{}").await.unwrap();

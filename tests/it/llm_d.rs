@@ -4,7 +4,7 @@
 //! names the tenant through the generic `tenant: {header: ...}`; and a
 //! response by which its gateway says it shed a request
 //! (`x-llm-d-request-dropped-reason`) reaches the client as it came, is
-//! counted by its bounded reason and charged to the gateway
+//! counted by its bounded reason and blamed on the gateway
 //! (`proxy_error`), never to the engine (`upstream_error`).
 
 use std::net::SocketAddr;
@@ -165,7 +165,7 @@ async fn read_head_into(stream: &mut tokio::net::TcpStream, head: &mut Vec<u8>) 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_the_gateway_shed_is_forwarded_counted_and_charged_to_the_gateway() {
+async fn a_request_the_gateway_shed_is_forwarded_counted_and_blamed_on_the_gateway() {
     let dir = tempfile::tempdir().unwrap();
     let gateway = shedding_gateway().await;
     let proxy = start(config_from_files(dir.path(), ROUTE, &[], gateway)).await;

@@ -38,6 +38,7 @@ mod chaos;
 mod chargeback;
 mod chargeback_fleet;
 mod chargeback_sets;
+mod chargeback_windows;
 mod cli;
 mod commands;
 mod compat;

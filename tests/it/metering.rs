@@ -490,12 +490,12 @@ const ROUTE_TENANT: [(&str, &str); 4] = [ROUTE[0], ROUTE[1], ROUTE[2], ("tenant"
 
 /// A client that stops reading holds the proxy up: its socket full, the
 /// proxy stops reading the upstream, whose tokens wait in the proxy's
-/// socket and are read late. The time is charged to the client (its wait,
+/// socket and are read late. The time is the client's (its wait,
 /// the slow reader mark), not to the server: no 1 s gap between tokens, no
 /// stall, and an E2EL without it. Its class leaves slow readers out, so it
 /// is neither good nor bad.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_stops_reading_for_1s_is_charged_1s_of_wait_not_a_1s_gap() {
+async fn a_client_that_stops_reading_for_1s_is_counted_1s_of_wait_not_a_1s_gap() {
     use bytes::Bytes;
     use http_body::Frame;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

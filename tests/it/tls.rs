@@ -678,7 +678,7 @@ async fn an_untrusted_http1_upstream_is_a_502_naming_the_certificate() {
 }
 
 /// A client body that stalls past the read-ahead, while it streams to an
-/// HTTPS upstream: a 408 charged to the client, whether the upstream
+/// HTTPS upstream: a 408 blamed on the client, whether the upstream
 /// speaks HTTP/1.1 or HTTP/2.
 #[tokio::test]
 async fn a_client_body_stalling_on_its_way_to_an_https_upstream_is_the_clients_408() {

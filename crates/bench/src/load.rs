@@ -10,7 +10,7 @@
 //! - **open loop**: arrivals at a constant or Poisson rate, each timed from
 //!   its *intended* send time. A stall in the target delays responses, not
 //!   the schedule, and the time the request waited for a late scheduler
-//!   is charged to it, so coordinated omission cannot hide stalls.
+//!   counts in its latency, so coordinated omission cannot hide stalls.
 //!
 //! Every clock reading is `CLOCK_MONOTONIC` ([`mono_ns`]), the clock the
 //! simulator stamps each chunk with (`"sim_sent_ns"`), so the one-way latency
@@ -369,7 +369,7 @@ struct Stream {
     /// The number in the request's `x-request-id`.
     id: u64,
     /// When it was meant to be sent (`CLOCK_MONOTONIC`, ns): its TTFT and
-    /// end-to-end latency count from there, so a late scheduler is charged.
+    /// end-to-end latency count from there, so a late scheduler shows in them.
     intended: u64,
     /// When it was handed to the HTTP client: the TTFT compared with the
     /// proxy's own counts from there.

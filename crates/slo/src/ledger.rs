@@ -30,6 +30,14 @@
 //! ([`Totals::awaiting_energy`]); a request that ended in it gets its last
 //! joules then.
 //!
+//! A window that starts at a [`Ledger::point`] counts only what accrued
+//! inside it: each point keeps the integrals there, and a request that ends
+//! adds what it had accrued before each point taken while it was in flight
+//! to that point's sum under its key (a few points: one per point spacing
+//! it lasted), so that the window's requests and in flight leave out what
+//! the requests in flight at its start had accrued before
+//! ([`Ledger::snapshot_since`]). Its joules are those attributed inside it.
+//!
 //! Readings end when they go stale (three scrape intervals by the
 //! scraper's rule, passed in as `fresh_for`): the integration stops
 //! counting a rate at its reading's end without being told, so a page that
@@ -39,9 +47,10 @@
 //! is taken as the last one, so readings and requests on different threads
 //! never integrate backwards.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::ops::{Add, AddAssign, Sub};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -177,6 +186,59 @@ struct State<K> {
     totals: Totals,
     /// What the requests that ended were charged, by key.
     by_key: HashMap<K, Charge>,
+    /// The points a window may start at, oldest first.
+    points: VecDeque<LedgerPoint<K>>,
+    /// The id of the next point.
+    next_point: u64,
+}
+
+/// At most this many points are kept, whatever the caller forgets.
+const MAX_POINTS: usize = 512;
+
+/// A moment a window may start at (docs/metrics.md, "Chargeback", Over a
+/// window): the running integrals there, and what the requests in flight
+/// then had accrued before it, of those that ended since.
+#[derive(Debug)]
+struct LedgerPoint<K> {
+    id: u64,
+    /// `share` there.
+    share: Charge,
+    /// `Jr` there: one request in flight's counter joules over the epochs
+    /// that had ended.
+    jr: f64,
+    /// The epoch running there.
+    epoch: Arc<epoch::Cell>,
+    /// What the requests in flight there held.
+    in_flight: Charge,
+    /// What those that ended since had accrued before it, by key.
+    ended: HashMap<K, Charge>,
+    /// Their sum.
+    ended_sum: Charge,
+}
+
+impl<K> LedgerPoint<K> {
+    /// What a request in flight here, opened with `mark` in `cell`, had
+    /// accrued before it (its share, and the counter joules of its
+    /// epochs that had ended).
+    fn held(&self, mark: Charge, cell: &Arc<epoch::Cell>) -> Charge {
+        let mut held = self.share - mark;
+        if !Arc::ptr_eq(cell, &self.epoch) {
+            held.joules += self.jr - cell.mark(mark.gpu_seconds);
+        }
+        held
+    }
+}
+
+/// What requests were charged, by key.
+pub type ByKey<K> = Vec<(K, Charge)>;
+
+/// A point's part in a window that starts there: what the requests in
+/// flight there had accrued before it, of those that ended since (by
+/// key) and of those still in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BeforePoint<K> {
+    pub ended: Vec<(K, Charge)>,
+    pub still_in_flight: Charge,
 }
 
 impl<K: Eq + Hash + Clone> State<K> {
@@ -238,6 +300,23 @@ impl<K: Eq + Hash + Clone> State<K> {
         held
     }
 
+    /// What has been counted up to where it is integrated, with what the
+    /// requests that ended were charged by key.
+    fn snapshot(&self) -> (Totals, Vec<(K, Charge)>) {
+        let awaiting = if self.counters.counting() {
+            self.epoch.gpu_seconds()
+        } else {
+            0.0
+        };
+        let totals = Totals {
+            in_flight: self.in_flight(),
+            awaiting_energy: awaiting,
+            ..self.totals
+        };
+        let by_key = self.by_key.iter().map(|(k, c)| (k.clone(), *c)).collect();
+        (totals, by_key)
+    }
+
     /// Ends the span since the counters last moved, `joules` its energy:
     /// divided among the parties by the GPU-seconds each accrued over it.
     fn end_epoch(&mut self, joules: f64) {
@@ -256,7 +335,14 @@ impl<K: Eq + Hash + Clone> State<K> {
 /// One GPU set's ledger, shared by its routes' requests and scrapes; `K`
 /// is what the requests that ended are charged under.
 #[derive(Debug)]
-pub struct Ledger<K>(Mutex<State<K>>);
+pub struct Ledger<K> {
+    state: Mutex<State<K>>,
+    /// Which ledger of the process it is.
+    serial: u64,
+}
+
+/// The serial of the next ledger.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     /// A ledger that starts counting at `now`, with `gpus` and a price per
@@ -277,8 +363,13 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
             finished: Finished::default(),
             totals: Totals::default(),
             by_key: HashMap::new(),
+            points: VecDeque::new(),
+            next_point: 0,
         };
-        let ledger = Self(Mutex::new(state));
+        let ledger = Self {
+            state: Mutex::new(state),
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+        };
         ledger.configure(now, gpus, gpu_hourly_cost);
         ledger
     }
@@ -286,7 +377,12 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     fn state(&self) -> MutexGuard<'_, State<K>> {
         // The state is consistent between statements: a panic elsewhere
         // leaves nothing half-written.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Which ledger of the process it is: its points are its own.
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Applies a configuration from `now` on: the time before is counted
@@ -379,6 +475,7 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
             ledger: Some(self.clone()),
             mark,
             epoch,
+            first_point: s.next_point,
         }
     }
 
@@ -392,23 +489,77 @@ impl<K: Eq + Hash + Clone + Default> Ledger<K> {
     pub fn snapshot(&self, now: Instant) -> (Totals, Vec<(K, Charge)>) {
         let mut s = self.state();
         s.advance(now);
-        let awaiting = if s.counters.counting() {
-            s.epoch.gpu_seconds()
-        } else {
-            0.0
-        };
-        let totals = Totals {
-            in_flight: s.in_flight(),
-            awaiting_energy: awaiting,
-            ..s.totals
-        };
-        let by_key = s.by_key.iter().map(|(k, c)| (k.clone(), *c)).collect();
-        (totals, by_key)
+        s.snapshot()
     }
 
-    fn close(&self, now: Instant, mark: Charge, epoch: &Arc<epoch::Cell>, key: K) -> Charge {
+    /// Takes a point at `now`, a window's possible start: its id, with
+    /// what has been counted up to it (as [`snapshot`](Self::snapshot)).
+    pub fn point(&self, now: Instant) -> (u64, Totals, Vec<(K, Charge)>) {
         let mut s = self.state();
         s.advance(now);
+        let (totals, by_key) = s.snapshot();
+        let id = s.next_point;
+        s.next_point += 1;
+        let point = LedgerPoint {
+            id,
+            share: s.share,
+            jr: s.finished.per_request(),
+            epoch: s.epoch.cell(),
+            in_flight: totals.in_flight,
+            ended: HashMap::new(),
+            ended_sum: Charge::default(),
+        };
+        s.points.push_back(point);
+        while s.points.len() > MAX_POINTS {
+            s.points.pop_front();
+        }
+        (id, totals, by_key)
+    }
+
+    /// Forgets the points `keep` refuses (no window starts there again).
+    pub fn keep_points(&self, keep: impl Fn(u64) -> bool) {
+        self.state().points.retain(|p| keep(p.id));
+    }
+
+    /// What has been counted up to `now` (as [`snapshot`](Self::snapshot)),
+    /// with, for each of `points`, its part in a window that starts there
+    /// (`None` for a point forgotten), read in one lock so that they add
+    /// up.
+    pub fn snapshot_since(
+        &self,
+        now: Instant,
+        points: &[u64],
+    ) -> (Totals, ByKey<K>, Vec<Option<BeforePoint<K>>>) {
+        let mut s = self.state();
+        s.advance(now);
+        let (totals, by_key) = s.snapshot();
+        let before = points
+            .iter()
+            .map(|&id| {
+                let p = s.points.iter().find(|p| p.id == id)?;
+                Some(BeforePoint {
+                    ended: p.ended.iter().map(|(k, c)| (k.clone(), *c)).collect(),
+                    still_in_flight: p.in_flight - p.ended_sum,
+                })
+            })
+            .collect();
+        (totals, by_key, before)
+    }
+
+    fn close(&self, now: Instant, tab: &Tab<K>, key: K) -> Charge {
+        let (mark, epoch) = (tab.mark, &tab.epoch);
+        let mut s = self.state();
+        s.advance(now);
+        // What it had accrued before each point taken while it was in
+        // flight: at most the history's points, one per 10 s it lasted.
+        for p in s.points.iter_mut().rev() {
+            if p.id < tab.first_point {
+                break;
+            }
+            let held = p.held(mark, epoch);
+            *p.ended.entry(key.clone()).or_default() += held;
+            p.ended_sum += held;
+        }
         let mut charge = s.share - mark;
         s.n = s.n.saturating_sub(1);
         s.marks = s.marks - mark;
@@ -455,6 +606,8 @@ pub struct Tab<K: Eq + Hash + Clone + Default> {
     mark: Charge,
     /// The span of the energy counters it opened in.
     epoch: Arc<epoch::Cell>,
+    /// The id of the first point taken after it opened.
+    first_point: u64,
 }
 
 impl<K: Eq + Hash + Clone + Default> Tab<K> {
@@ -463,7 +616,7 @@ impl<K: Eq + Hash + Clone + Default> Tab<K> {
     /// to its key when they next move).
     pub fn close(mut self, now: Instant, key: K) -> Charge {
         match self.ledger.take() {
-            Some(ledger) => ledger.close(now, self.mark, &self.epoch, key),
+            Some(ledger) => ledger.close(now, &self, key),
             None => Charge::default(),
         }
     }
@@ -474,7 +627,7 @@ impl<K: Eq + Hash + Clone + Default> Tab<K> {
 impl<K: Eq + Hash + Clone + Default> Drop for Tab<K> {
     fn drop(&mut self) {
         if let Some(ledger) = self.ledger.take() {
-            ledger.close(Instant::now(), self.mark, &self.epoch, K::default());
+            ledger.close(Instant::now(), self, K::default());
         }
     }
 }

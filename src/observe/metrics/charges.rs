@@ -24,6 +24,10 @@
 //! in-flight share, the other replicas' and idle add up to the set's
 //! total. The cost families carry the currency of the first plan: a
 //! change of `cost.currency` applies at the next start.
+//!
+//! The windows of `/slo` (`charges/report.rs`) start at points of the
+//! ledgers taken on the process's own clock ([`Charges::tick`]), so that
+//! neither a scrape nor a report changes what they show.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,7 +42,7 @@ use super::register::Register;
 mod book;
 mod report;
 
-use book::{Book, ChargeKey, Shown};
+use book::{BillShown, Book, ChargeKey};
 
 use crate::config::{Config, GpuSelect, GpuSetId, Route, gpu_sets};
 use crate::observe::labels::Labels;
@@ -53,15 +57,15 @@ pub type FixedGpus = (Arc<str>, u32);
 
 /// The chargeback's families and the points of its windows.
 pub(super) struct Charges {
-    families: Families,
+    families: ChargeFamilies,
     /// The families as the last exposition filled them.
     filled: Mutex<Vec<MetricFamily>>,
     /// Points of the ledgers' counts, for the windows of `/slo`.
-    history: Mutex<report::History>,
+    history: Mutex<report::BillHistory>,
 }
 
 /// The families' descriptions, made once.
-struct Families {
+struct ChargeFamilies {
     namespace: String,
     template: Vec<Vec<Desc>>,
 }
@@ -142,7 +146,7 @@ impl ChargePlan {
                 set: set.name.as_str().into(),
                 routes: names.clone(),
                 ledger,
-                shown: Shown {
+                shown: BillShown {
                     energy: first.gpu_metrics.is_some(),
                     currency: first.gpu_hourly_cost.map(|_| currency.clone()),
                     price: first.gpu_hourly_cost,
@@ -269,13 +273,14 @@ impl Bill {
 
 impl Charges {
     pub(super) fn register(r: Register<'_>) -> Result<Arc<Self>, prometheus::Error> {
-        let families = Families::new(r.namespace)?;
+        let families = ChargeFamilies::new(r.namespace)?;
         let charges = Arc::new(Self {
             families,
             filled: Mutex::default(),
-            history: Mutex::new(report::History::new(Instant::now())),
+            history: Mutex::new(report::BillHistory::new(Instant::now())),
         });
-        r.registry.register(Box::new(Registered(charges.clone())))?;
+        r.registry
+            .register(Box::new(ChargesCollector(charges.clone())))?;
         Ok(charges)
     }
 
@@ -300,18 +305,28 @@ impl Charges {
 
     /// Every route of `plan` (the snapshot in force's): its GPU time,
     /// energy and money over the live windows, and who was charged them.
+    /// Reading it changes nothing: the windows start at the points
+    /// [`tick`](Self::tick) takes.
     pub(super) fn report(&self, plan: Option<&ChargePlan>, now: Instant) -> ChargebackReport {
+        let books = plan.map(ChargePlan::books).unwrap_or_default();
+        let history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        history.report(&books, now)
+    }
+
+    /// Takes a point of `plan`'s ledgers (the snapshot in force's) for the
+    /// windows when the last is `report::EVERY` old: called on the
+    /// process's own clock, every second or so.
+    pub(super) fn tick(&self, plan: Option<&ChargePlan>, now: Instant) {
         let books = plan.map(ChargePlan::books).unwrap_or_default();
         let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
         history.tick(&books, now);
-        history.report(&books, now)
     }
 }
 
-/// The families' order in [`Families::template`] and at each collection.
+/// The families' order in [`ChargeFamilies::template`] and at each collection.
 const FAMILIES: [Family; 19] = names::CHARGEBACK;
 
-impl Families {
+impl ChargeFamilies {
     fn new(namespace: &str) -> Result<Self, prometheus::Error> {
         let made = Made::new(namespace)?;
         let template = made
@@ -388,7 +403,7 @@ impl Made {
 
     /// The three families of a quantity (`seconds`, `joules`, `cost`) of
     /// one part, for a GPU set shown as `shown`.
-    fn part(&self, fams: [Family; 3], set: &str, part: Charge, shown: &Shown) {
+    fn part(&self, fams: [Family; 3], set: &str, part: Charge, shown: &BillShown) {
         self.set(fams[0], &[set], part.gpu_seconds);
         if shown.energy {
             self.set(fams[1], &[set], part.joules);
@@ -449,9 +464,9 @@ impl Made {
 }
 
 /// The owner as the registry holds it: the families as last filled.
-struct Registered(Arc<Charges>);
+struct ChargesCollector(Arc<Charges>);
 
-impl Collector for Registered {
+impl Collector for ChargesCollector {
     fn desc(&self) -> Vec<&Desc> {
         self.0.families.template.iter().flatten().collect()
     }

@@ -110,7 +110,7 @@ impl Engines {
     ) -> Result<Arc<Self>, prometheus::Error> {
         let telemetry = Arc::new(Self::new(r.namespace, live)?);
         r.registry
-            .register(Box::new(Registered(telemetry.clone())))?;
+            .register(Box::new(EnginesCollector(telemetry.clone())))?;
         Ok(telemetry)
     }
 
@@ -433,9 +433,9 @@ impl GpuView {
 }
 
 /// The exporter as the registry holds it.
-pub(super) struct Registered(pub(super) Arc<Engines>);
+pub(super) struct EnginesCollector(pub(super) Arc<Engines>);
 
-impl Collector for Registered {
+impl Collector for EnginesCollector {
     fn desc(&self) -> Vec<&Desc> {
         let t = &self.0;
         t.gauges()

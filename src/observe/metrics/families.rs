@@ -4,7 +4,7 @@
 //! series from, made the first time any request of that label set touches
 //! it: a series appears when a request first observes it, as it would
 //! with `with_label_values` at that moment. Each series of a histogram
-//! ([`Series`]) keeps its native buckets beside its classic ones when
+//! ([`HistogramSeries`]) keeps its native buckets beside its classic ones when
 //! native histograms are on (`native.rs`).
 
 use std::sync::{Arc, OnceLock};
@@ -277,26 +277,26 @@ pub fn merged_buckets(configured: &[f64], classes: &[SloClass], kind: ObjectiveK
 /// `tenant` or empty, `operation`).
 pub(super) struct Histograms {
     labels: [Box<str>; 5],
-    pub(super) ttft: Series,
-    pub(super) headers: Series,
-    pub(super) itl: Series,
-    pub(super) tpot: Series,
-    pub(super) e2el: Series,
+    pub(super) ttft: HistogramSeries,
+    pub(super) headers: HistogramSeries,
+    pub(super) itl: HistogramSeries,
+    pub(super) tpot: HistogramSeries,
+    pub(super) e2el: HistogramSeries,
     /// Indexed by [`Later`].
-    later: [OnceLock<Series>; Later::ALL.len()],
+    later: [OnceLock<HistogramSeries>; Later::ALL.len()],
     exemplars: OnceLock<Arc<SeriesExemplars>>,
 }
 
 /// One series of a histogram: its classic buckets and, when native
 /// histograms are on, its native buckets beside them.
-pub(super) struct Series {
+pub(super) struct HistogramSeries {
     classic: Histogram,
     native: Option<Native>,
 }
 
-impl Series {
+impl HistogramSeries {
     fn new(classic: Histogram, native: Option<Shape>) -> Self {
-        Series {
+        HistogramSeries {
             classic,
             native: native.map(Native::new),
         }
@@ -396,8 +396,9 @@ impl Histograms {
     /// (every request observes them), the rest on first use.
     pub(super) fn new(f: &Families, labels: [&str; 5]) -> Histograms {
         let h = &f.histograms;
-        let series =
-            |family: &HistogramVec| Series::new(family.with_label_values(&labels), f.native);
+        let series = |family: &HistogramVec| {
+            HistogramSeries::new(family.with_label_values(&labels), f.native)
+        };
         Histograms {
             ttft: series(&h.ttft),
             headers: series(&h.headers),
@@ -410,15 +411,15 @@ impl Histograms {
         }
     }
 
-    pub(super) fn later(&self, f: &Families, which: Later) -> &Series {
+    pub(super) fn later(&self, f: &Families, which: Later) -> &HistogramSeries {
         self.later[which as usize].get_or_init(|| {
             let classic = made(&f.histograms.later[which as usize], &self.labels);
-            Series::new(classic, f.native)
+            HistogramSeries::new(classic, f.native)
         })
     }
 
     /// The series of `kind`, if it was made.
-    fn series(&self, kind: HistogramKind) -> Option<&Series> {
+    fn series(&self, kind: HistogramKind) -> Option<&HistogramSeries> {
         match kind {
             HistogramKind::Ttft => Some(&self.ttft),
             HistogramKind::Headers => Some(&self.headers),

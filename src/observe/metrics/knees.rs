@@ -22,18 +22,18 @@ use slo::in_flight::InFlight;
 use slo::live::Live;
 
 /// The label values of one series: route, model, slo, window, bound.
-type Series = [String; 5];
+type KneeSeries = [String; 5];
 
 /// The series of each family set at the last scrape (knee, headroom),
 /// held as set until the exposition that set them has read them.
-pub(super) type Shown<'a> = MutexGuard<'a, (Vec<Series>, Vec<Series>)>;
+pub(super) type KneesShown<'a> = MutexGuard<'a, (Vec<KneeSeries>, Vec<KneeSeries>)>;
 
 /// `llm_slo_capacity_concurrency` and `llm_slo_headroom_concurrency`.
 pub(super) struct Gauges {
     pub(super) knee: IntGaugeVec,
     pub(super) headroom: IntGaugeVec,
     /// The series of each family set at the last scrape (knee, headroom).
-    pub(super) shown: Mutex<(Vec<Series>, Vec<Series>)>,
+    pub(super) shown: Mutex<(Vec<KneeSeries>, Vec<KneeSeries>)>,
 }
 
 impl Gauges {
@@ -49,7 +49,7 @@ impl Gauges {
         in_flight: &Found<InFlight, 2>,
         readings: Option<&Readings>,
         now: Instant,
-    ) -> Shown<'_> {
+    ) -> KneesShown<'_> {
         let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
         let (mut knees, mut headrooms) = (Vec::new(), Vec::new());
         for curve in capacity.curves() {

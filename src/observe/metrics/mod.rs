@@ -164,6 +164,14 @@ impl Metrics {
         self.charges.report(engines.charges, Instant::now())
     }
 
+    /// Takes a point of the ledgers of `engines.charges` (the snapshot in
+    /// force's) for the chargeback's windows, when the last is 10 s old:
+    /// the app calls it every second, so that the windows of `/slo` are
+    /// sampled on their own clock, whoever reads them.
+    pub fn tick_chargeback(&self, engines: EngineSources<'_>, now: Instant) {
+        self.charges.tick(engines.charges, now);
+    }
+
     /// The routes' engine and GPU figures of `engines` (those of the
     /// snapshot in force) now, as the exposition has them, for `/slo` and
     /// the live page.

@@ -15,18 +15,18 @@ use meter::{ParseError, Summary};
 use slo::aggregate::Aggregate;
 use slo::capacity::{Capacity, LoadSample, knee};
 use slo::live::sessions::RouteSessions;
-use slo::live::{Live, Series};
+use slo::live::{Live, LiveSeries};
 use slo::sketch::Sketch;
 use slo::{SloClass, Verdict};
 
 /// A request's live series, told when it starts and fed once when it
 /// finishes (`/slo`, the error budget, the history).
 pub struct LiveRequest {
-    pub(super) series: Arc<Series>,
+    pub(super) series: Arc<LiveSeries>,
     /// The compliance window of the request's class, when it has one.
     pub(super) class_window: Option<Duration>,
     /// The series of its tenant's requests, once its tenant label is final.
-    pub(super) tenant: Option<Arc<Series>>,
+    pub(super) tenant: Option<Arc<LiveSeries>>,
     /// The latency–load curves, which a judged request is folded into by
     /// its load at arrival.
     pub(super) capacity: Arc<Capacity>,

@@ -13,8 +13,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus::core::{Collector, Desc};
-use prometheus::proto::MetricFamily;
 use prometheus::{GaugeVec, IntGaugeVec};
 use tokio::time::Instant;
 
@@ -35,6 +33,9 @@ pub(super) struct Windows {
     /// The latency–load curves, over the same windows.
     pub(super) capacity: Arc<Capacity>,
     concurrency: Arc<Concurrency>,
+    /// `llm_requests_in_flight`, set from `concurrency` at each scrape (a
+    /// label set has a series from its first request on).
+    in_flight: IntGaugeVec,
     /// The knee and headroom gauges, set from the curves at each scrape.
     knees: knees::Gauges,
     targets: Objectives,
@@ -75,29 +76,6 @@ impl Concurrency {
     }
 }
 
-/// `llm_requests_in_flight`, as the registry holds it: each label set's
-/// count, read when the exposition asks. A label set has a series from
-/// its first request on.
-struct Gauge {
-    concurrency: Arc<Concurrency>,
-    gauge: IntGaugeVec,
-}
-
-impl Collector for Gauge {
-    fn desc(&self) -> Vec<&Desc> {
-        self.gauge.desc()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        for (labels, count) in self.concurrency.by_class.entries() {
-            let labels = labels.each_ref().map(|l| &**l);
-            let now = i64::try_from(count.now()).unwrap_or(i64::MAX);
-            self.gauge.with_label_values(&labels).set(now);
-        }
-        self.gauge.collect()
-    }
-}
-
 /// `llm_slo_objective_target` and `llm_slo_threshold_seconds`.
 struct Objectives {
     target: GaugeVec,
@@ -120,15 +98,14 @@ impl Windows {
             .map_or(0.0, |d| d.as_secs_f64());
         let concurrency = Arc::new(Concurrency::default());
         let f = names::IN_FLIGHT;
-        let gauge = IntGaugeVec::new(prometheus::Opts::new(f.name(r.namespace), f.help), f.labels)?;
-        r.registry.register(Box::new(Gauge {
-            concurrency: concurrency.clone(),
-            gauge,
-        }))?;
+        let in_flight =
+            IntGaugeVec::new(prometheus::Opts::new(f.name(r.namespace), f.help), f.labels)?;
+        r.registry.register(Box::new(in_flight.clone()))?;
         let windows = Windows {
             live: Arc::new(Live::new(origin, unix)),
             capacity: Arc::new(Capacity::new(origin)),
             concurrency,
+            in_flight,
             knees: knees::Gauges {
                 knee: r.gauges(names::SLO_CAPACITY)?,
                 headroom: r.gauges(names::SLO_HEADROOM)?,
@@ -149,10 +126,20 @@ impl Windows {
         &self.concurrency
     }
 
-    /// Sets the knee and headroom gauges against `readings` (the
-    /// configuration in force's) at `now`; the guard holds them as set
-    /// until the exposition that asked has read them.
-    pub(super) fn refresh(&self, readings: Option<&Readings>, now: Instant) -> knees::Shown<'_> {
+    /// Sets the requests in flight, and the knee and headroom gauges
+    /// against `readings` (the configuration in force's) at `now`; the
+    /// guard holds the knees as set until the exposition that asked has
+    /// read them.
+    pub(super) fn refresh(
+        &self,
+        readings: Option<&Readings>,
+        now: Instant,
+    ) -> knees::KneesShown<'_> {
+        for (labels, count) in self.concurrency.by_class.entries() {
+            let labels = labels.each_ref().map(|l| &**l);
+            let now = i64::try_from(count.now()).unwrap_or(i64::MAX);
+            self.in_flight.with_label_values(&labels).set(now);
+        }
         self.knees.update(
             &self.capacity,
             &self.live,

@@ -26,7 +26,7 @@ use meter::{Recorder, StreamMeter};
 ///
 /// It finishes the meter at the body's end (hyper stops polling once the
 /// body says it has ended, so the end is recorded with the frame that says
-/// so) or error (charged as [`Blame`] says: the upstream's, or the client's
+/// so) or error (blamed as [`Blame`] says: the upstream's, or the client's
 /// own request body still being sent), or when told it timed out
 /// ([`Activity::timed_out`]: `timeout`). Dropped unfinished, the meter
 /// finishes itself as `client_abort`. `inner` is dropped first, which

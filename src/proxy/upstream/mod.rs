@@ -16,7 +16,7 @@
 //! and closes.
 //!
 //! Every failure before a response head, on either protocol, is an
-//! [`Error`], which `crate::proxy::error` charges to a side: the client's
+//! [`Error`], which `crate::proxy::error` blames on a side: the client's
 //! own body first, wherever it broke, then the connection (refused, timed
 //! out, TLS), then the upstream's exchange.
 

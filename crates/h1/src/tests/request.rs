@@ -142,7 +142,7 @@ async fn an_early_final_answer_is_forwarded_without_a_hang() {
 /// The client's body fails (here: silent past its timeout) after
 /// the response head: that is not the upstream's error, so the
 /// response is not failed with it (the response body's errors are
-/// charged to the upstream). The rest of the request is not sent,
+/// blamed on the upstream). The rest of the request is not sent,
 /// the response goes on to its end, and the connection is not
 /// kept.
 #[tokio::test(start_paused = true)]

@@ -36,7 +36,7 @@ pub struct Cell {
 
 impl Cell {
     /// A mark of `S` taken in this epoch, in `Jr`: known once it ended.
-    fn mark(&self, s: f64) -> f64 {
+    pub(super) fn mark(&self, s: f64) -> f64 {
         let f = self.factor.get().copied().unwrap_or(0.0);
         self.j0 + f * (s - self.s0)
     }
@@ -54,6 +54,11 @@ pub(super) struct Finished {
 }
 
 impl Finished {
+    /// `Jr` now.
+    pub(super) fn per_request(&self) -> f64 {
+        self.per_request
+    }
+
     /// The counter joules the requests in flight hold.
     pub(super) fn held(&self) -> f64 {
         self.n as f64 * self.per_request - self.marks
@@ -100,6 +105,11 @@ impl<K: Eq + Hash + Clone> Epoch<K> {
             opened: 0,
             opened_marks: 0.0,
         }
+    }
+
+    /// Where it started.
+    pub(super) fn cell(&self) -> Arc<Cell> {
+        self.cell.clone()
     }
 
     /// Every party's GPU-seconds over it so far.

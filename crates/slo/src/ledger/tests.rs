@@ -1,6 +1,7 @@
 //! The ledger on a told clock: shares by hand, and the sum that closes.
 
 use super::*;
+use std::collections::HashMap;
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
@@ -380,4 +381,137 @@ fn the_sum_closes_at_every_step_of_a_random_day() {
         "{t:?} {charged:?}"
     );
     assert!(t.total.gpu_seconds > 0.0 && t.total.joules > 0.0);
+}
+
+/// The parts of a window from the point `(id, totals, by_key)` to `now`:
+/// the requests that ended in it by key, in flight, other replicas and
+/// idle; and its total.
+fn window(
+    ledger: &Ledger<u8>,
+    now: Instant,
+    (id, before, keyed_before): &(u64, Totals, Vec<(u8, Charge)>),
+) -> (HashMap<u8, Charge>, Charge, Charge, Charge) {
+    let (t, keyed, since) = ledger.snapshot_since(now, &[*id]);
+    let since = since[0].clone().expect("the point is kept");
+    let mut ended: HashMap<u8, Charge> = keyed.into_iter().collect();
+    for (k, c) in keyed_before {
+        *ended.get_mut(k).unwrap() = ended[k] - *c;
+    }
+    for (k, c) in since.ended {
+        *ended.get_mut(&k).unwrap() = ended[&k] - c;
+    }
+    let in_flight = t.in_flight - since.still_in_flight;
+    let rest = t.other_replicas - before.other_replicas + t.idle - before.idle;
+    (ended, in_flight, rest, t.total - before.total)
+}
+
+#[track_caller]
+fn assert_window_closes(parts: &(HashMap<u8, Charge>, Charge, Charge, Charge)) {
+    let (ended, in_flight, rest, total) = parts;
+    let sum = ended.values().fold(*in_flight + *rest, |s, c| s + *c);
+    for (what, got, want) in [
+        ("gpu_seconds", sum.gpu_seconds, total.gpu_seconds),
+        ("joules", sum.joules, total.joules),
+        ("cost", sum.cost, total.cost),
+    ] {
+        let err = (got - want).abs();
+        assert!(
+            err <= 1e-6 * want.abs().max(1.0),
+            "{what}: parts {got} against total {want} in {parts:?}"
+        );
+    }
+    for c in ended.values().chain([in_flight, rest]) {
+        assert!(
+            c.gpu_seconds >= -1e-6 && c.joules >= -1e-6 && c.cost >= -1e-6,
+            "{parts:?}"
+        );
+    }
+}
+
+#[test]
+fn a_window_counts_only_what_accrued_inside_it() {
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Fixed(2), Some(3.6)));
+    // a from 0 to 30 s, across the point at 10; b from 15 on.
+    let a = ledger.open(t0);
+    let point = ledger.point(t0 + secs(10.0));
+    let b = ledger.open(t0 + secs(15.0));
+    let whole = a.close(t0 + secs(30.0), 1);
+    // a: 15 s alone on 2 GPUs, 15 shared: 45 GPU-seconds in all.
+    assert!(close(whole.gpu_seconds, 45.0), "{whole:?}");
+    let parts = window(&ledger, t0 + secs(40.0), &point);
+    assert_window_closes(&parts);
+    let (ended, in_flight, rest, total) = parts;
+    assert!(close(total.gpu_seconds, 60.0), "{total:?}");
+    // a, in the window: 5 s alone, then 15 s shared.
+    assert!(close(ended[&1].gpu_seconds, 25.0), "{ended:?}");
+    assert!(close(ended[&1].cost, 0.025), "{ended:?}");
+    // b: 15 s shared, then 10 alone.
+    assert!(close(in_flight.gpu_seconds, 35.0), "{in_flight:?}");
+    assert_eq!(rest.gpu_seconds, 0.0);
+    // A point forgotten starts no window.
+    ledger.keep_points(|id| id != point.0);
+    let (_, _, since) = ledger.snapshot_since(t0 + secs(40.0), &[point.0]);
+    assert_eq!(since, vec![None]);
+    drop(b);
+}
+
+#[test]
+fn every_window_closes_through_a_random_day_with_energy() {
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (seed >> 33) % n
+    };
+    let t0 = Instant::now();
+    let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, Some(2.5)));
+    let fresh = secs(3.0);
+    let mut open = Vec::new();
+    let mut points = Vec::new();
+    let mut now = t0;
+    let mut energy = 0.0;
+    for step in 0..4_000 {
+        now += Duration::from_millis(next(400));
+        match next(7) {
+            0 | 1 => open.push(ledger.open(now)),
+            2 if !open.is_empty() => {
+                let i = next(open.len() as u64) as usize;
+                open.swap_remove(i).close(now, (i % 3) as u8);
+            }
+            // The counters move on some readings only (a page refreshed
+            // less often than read).
+            3 => {
+                if next(3) == 0 {
+                    energy += next(1000) as f64 * 1000.0;
+                }
+                let list: Vec<GpuSample> = ["a", "b"]
+                    .iter()
+                    .map(|id| GpuSample {
+                        id: (*id).into(),
+                        energy_millijoules: Some(energy),
+                        power_watts: None,
+                    })
+                    .collect();
+                ledger.read_gpus(now, &list, fresh);
+            }
+            4 => ledger.read_engine(now, Some(next(8) as f64), fresh),
+            5 if step % 5 == 0 => {
+                points.push(ledger.point(now));
+                // Forget some, as the history thins its points.
+                if points.len() > 6 {
+                    let gone = points.remove(next(3) as usize).0;
+                    ledger.keep_points(|id| id != gone);
+                }
+            }
+            _ => {}
+        }
+        if step % 50 == 0 {
+            for p in &points {
+                assert_window_closes(&window(&ledger, now, p));
+            }
+        }
+    }
+    assert!(points.len() > 3);
+    let (t, _) = ledger.snapshot(now);
+    assert!(t.total.joules > 0.0 && t.charged.joules > 0.0, "{t:?}");
 }

@@ -1,6 +1,6 @@
 //! Live SLO windows: what `/slo` shows a person who was just paged.
 //!
-//! Per (route, `slo` label) a [`Series`] keeps three rings of time slots:
+//! Per (route, `slo` label) a [`LiveSeries`] keeps three rings of time slots:
 //! 60 × 1 s (the 1m window), 60 × 5 s (5m) and 60 × 60 s (1h). A slot holds
 //! an [`Aggregate`]: counts (requests, outcomes, tokens, verdicts,
 //! violations per objective) and one [`Sketch`] per latency (TTFT, TPOT,
@@ -51,7 +51,7 @@ pub use ring::{WINDOWS, Window};
 /// The windows of one (route, `slo`) pair, or of one tenant's requests
 /// of it.
 #[derive(Debug)]
-pub struct Series {
+pub struct LiveSeries {
     route: String,
     slo: String,
     /// Empty for the series of all the pair's requests.
@@ -96,13 +96,13 @@ fn point_index(origin: Instant, now: Instant) -> u64 {
     slot_index(origin, now, POINT)
 }
 
-impl Series {
+impl LiveSeries {
     fn state(&self) -> std::sync::MutexGuard<'_, SeriesState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A request of the series started at `now` (it is in flight until
-    /// [`Series::record`]).
+    /// [`LiveSeries::record`]).
     pub fn start(&self, now: Instant) {
         let mut guard = self.state();
         let state = &mut *guard;
@@ -166,7 +166,7 @@ pub struct Live {
     /// history's timestamps).
     unix: f64,
     /// By (route, `slo`, tenant).
-    series: Found<Series, 3>,
+    series: Found<LiveSeries, 3>,
     /// The classes in force, by name, for the report's thresholds and
     /// targets. After a reload that changes a class, its windows mix
     /// verdicts against the old and the new class until the old age out.
@@ -201,8 +201,8 @@ impl Live {
     /// The series of (route, slo) and `tenant` (empty: all the pair's
     /// requests), created on first use. Called once per request, when its
     /// labels are resolved (for a tenant, once its label is final).
-    pub fn series(&self, route: &str, slo: &str, tenant: &str) -> Arc<Series> {
-        self.series.get([route, slo, tenant], || Series {
+    pub fn series(&self, route: &str, slo: &str, tenant: &str) -> Arc<LiveSeries> {
+        self.series.get([route, slo, tenant], || LiveSeries {
             route: route.to_owned(),
             slo: slo.to_owned(),
             tenant: tenant.to_owned(),
@@ -212,12 +212,12 @@ impl Live {
     }
 
     /// The series of `tenant`'s requests of the pair `of` is the series of.
-    pub fn tenant_series(&self, of: &Series, tenant: &str) -> Arc<Series> {
+    pub fn tenant_series(&self, of: &LiveSeries, tenant: &str) -> Arc<LiveSeries> {
         self.series(&of.route, &of.slo, tenant)
     }
 
     /// Every series, by (route, `slo`, tenant).
-    fn all_series(&self) -> Vec<Arc<Series>> {
+    fn all_series(&self) -> Vec<Arc<LiveSeries>> {
         let mut all = self.series.values();
         all.sort_by(|a, b| (&a.route, &a.slo, &a.tenant).cmp(&(&b.route, &b.slo, &b.tenant)));
         all
@@ -295,7 +295,7 @@ impl Live {
     }
 }
 
-fn series_report(series: &Series, class: Option<&Arc<SloClass>>, now: Instant) -> SeriesReport {
+fn series_report(series: &LiveSeries, class: Option<&Arc<SloClass>>, now: Instant) -> SeriesReport {
     let windows: Vec<WindowReport> = WINDOWS
         .iter()
         .enumerate()

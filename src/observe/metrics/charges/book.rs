@@ -18,7 +18,7 @@ pub struct ChargeKey {
 
 /// How a GPU set's figures are shown, as its routes' configuration says.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Shown {
+pub(super) struct BillShown {
     /// It has a GPU page, whose energy is read.
     pub(super) energy: bool,
     /// Its price's currency, when it is priced.
@@ -36,5 +36,5 @@ pub(super) struct Book {
     /// Its routes, in the configuration's order.
     pub(super) routes: Arc<[Arc<str>]>,
     pub(super) ledger: Arc<Ledger<ChargeKey>>,
-    pub(super) shown: Shown,
+    pub(super) shown: BillShown,
 }

@@ -190,7 +190,7 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
     assert_eq!(w.idle.joules, None, "no GPU page");
 
     // Later, a minute with nothing in flight: all idle, no tenant.
-    charges.report(Some(&plan), t0 + secs(100));
+    charges.tick(Some(&plan), t0 + secs(100));
     let report = charges.report(Some(&plan), t0 + secs(200));
     let w = &report.routes[0].windows[0];
     assert!(
@@ -205,10 +205,61 @@ fn the_windows_hold_each_tenants_good_and_wasted_share_and_idle() {
         "{text}"
     );
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("1h     team-b") && l.ends_with("100.0%")),
+        text.lines().any(|l| l.starts_with("1h     ")
+            && l.contains(" 200s team-b")
+            && l.ends_with("100.0%")),
         "{text}"
     );
+}
+
+#[test]
+fn a_window_leaves_out_what_was_in_flight_at_its_start() {
+    let (registry, charges) = owner();
+    let t0 = Instant::now();
+    let secs = Duration::from_secs;
+    let plan = in_force(&config(PRICED), None, t0);
+    let tick = |at| charges.tick(Some(&plan), t0 + secs(at));
+    // Points every 10 s; a from 5 s to 35 s, across the point at 10 s; b
+    // from 20 s to 50 s; c from 40 s on, still in flight; on 2 GPUs.
+    tick(0);
+    let a = plan.open("chat", t0 + secs(5)).unwrap();
+    tick(10);
+    tick(20);
+    let b = plan.open("chat", t0 + secs(20)).unwrap();
+    tick(30);
+    a.close(t0 + secs(35), &labels("chat", Some("team-a")), true);
+    tick(40);
+    let c = plan.open("chat", t0 + secs(40)).unwrap();
+    b.close(t0 + secs(50), &labels("chat", Some("team-b")), true);
+    for at in [50, 60, 70] {
+        tick(at);
+    }
+    let now = t0 + secs(75);
+    let report = charges.report(Some(&plan), now);
+    // Reading changes nothing: neither a scrape nor another report.
+    for _ in 0..5 {
+        charges.refresh(Some(&plan), now);
+        let _ = exposition(&registry);
+        assert_eq!(charges.report(Some(&plan), now), report);
+    }
+    let w = &report.routes[0].windows[0];
+    // The 1m window starts at the point of 10 s.
+    assert!((w.seconds - 65.0).abs() < 1e-9, "{w:?}");
+    assert!((w.total.gpu_seconds - 130.0).abs() < 1e-9, "{w:?}");
+    let tenant = |name: &str| w.tenants.iter().find(|t| t.tenant == name).unwrap();
+    // a, after 10 s: 10 s alone, 15 s shared (not its 5 s before).
+    let a = tenant("team-a").good;
+    assert!((a.gpu_seconds - 35.0).abs() < 1e-9, "{w:?}");
+    assert!((a.cost.unwrap() - 0.035).abs() < 1e-12, "{w:?}");
+    // b: 15 s shared, 5 s alone, 10 s shared.
+    let b = tenant("team-b").good;
+    assert!((b.gpu_seconds - 35.0).abs() < 1e-9, "{w:?}");
+    // c: 10 s shared, then 25 s alone.
+    assert!((w.in_flight.gpu_seconds - 60.0).abs() < 1e-9, "{w:?}");
+    assert_eq!(w.idle.gpu_seconds, 0.0, "{w:?}");
+    let parts = a.gpu_seconds + b.gpu_seconds + w.in_flight.gpu_seconds;
+    assert!((parts - w.total.gpu_seconds).abs() < 1e-9, "{w:?}");
+    drop(c);
 }
 
 #[test]

@@ -240,7 +240,7 @@ fn the_families_are_the_catalogue_s() {
     t.fill(&mut Counted::default(), Some(&r), &[], at);
     let registry = prometheus::Registry::new();
     registry
-        .register(Box::new(Registered(Arc::new(telemetry()))))
+        .register(Box::new(EnginesCollector(Arc::new(telemetry()))))
         .unwrap();
     for f in names::TELEMETRY {
         let again = prometheus::IntGauge::new(f.name("llm"), "again").unwrap();
