@@ -169,14 +169,14 @@ function drawRouteBill(fig, route, windowName, h) {
   // of the tenants' charge spent on requests that were not good.
   const charged = tenants.reduce((s, r) => s + sumOf(r), 0);
   const waste = tenants.reduce((s, r) => s + of(r.parts[1].a), 0);
-  // A window covers less while the process is younger than it, and more
-  // when nothing read the counts for a while (/slo's `seconds`: they are
-  // kept as they are read, a point every 10 s at most, one a minute past
-  // 5 minutes, so a little more is the rule).
+  // A window covers less while the process is younger than it, and a
+  // little more than its name as a rule (/slo's `seconds`: its start is a
+  // point of the counts, sampled every 10 s, kept one a minute past 5
+  // minutes).
   const covers = parseSpan(windowName);
   let span = `the last ${BILL_WINDOWS[windowName] || windowName}`;
   if (win && win.seconds < covers - 1) span = `the ${h.duration(win.seconds)} counted so far`;
-  if (win && win.seconds > covers * 1.25) span = `the last ${h.duration(win.seconds)} (nothing read the counts for a while)`;
+  if (win && win.seconds > covers * 1.25) span = `the last ${h.duration(win.seconds)}`;
   let note = 'This window is not reported.';
   if (win && !counted) note = 'Each tenant\'s share of the GPUs shows here once its requests end.';
   if (counted) {
