@@ -170,9 +170,12 @@ async fn knee_is_4(admin: SocketAddr, load_now: i64, curves: &str) {
 
     let text = String::from_utf8(get(admin, "/slo?format=text").await.body()).unwrap();
     // The live windows come first, with latencies the test does not
-    // control; the curves are counts only.
+    // control, and the sessions' after; the curves are counts only.
     let at = text.find("capacity  ").unwrap_or_else(|| panic!("{text}"));
-    assert_eq!(&text[at..], curves);
+    let end = text[at..]
+        .find("\nsessions  ")
+        .map_or(text.len(), |e| at + e + 1);
+    assert_eq!(&text[at..end], curves);
 }
 
 /// One proxy, counting the requests in flight to the route and model: a
