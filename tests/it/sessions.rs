@@ -29,14 +29,7 @@ fn assert_close(got: f64, want: f64, within: f64, what: &str) {
 async fn an_agents_task_is_one_session_with_its_model_time_and_gaps() {
     let sim = start_sim(schedule(30, 10, 10)).await;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tokenmeter.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "sessions: {{idle_timeout: 300ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    tenant: {{header: x-tenant}}\n    gpus: 1\n    gpu_hourly_cost: 3.6\n"
-        ),
-    )
-    .unwrap();
+    let path = sessions_config(dir.path(), sim);
     let mut child = serve(&[OsStr::new("--config"), path.as_os_str()]);
     let proxy = child.proxy;
     let task = [("x-session-id", "task-1"), ("x-tenant", "team-a")];

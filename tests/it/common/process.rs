@@ -100,3 +100,21 @@ pub fn serve_env(
         early,
     }
 }
+
+/// A configuration file in `dir` for the sessions tests: sessions that end
+/// 300 ms idle, and one route `chat` to `upstream` with its tenant in
+/// `x-tenant` and a GPU at 3.6 an hour (a millionth a millisecond).
+pub fn sessions_config(
+    dir: &std::path::Path,
+    upstream: std::net::SocketAddr,
+) -> std::path::PathBuf {
+    let path = dir.join("tokenmeter.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "sessions: {{idle_timeout: 300ms}}\nroutes:\n  - name: chat\n    upstream: http://{upstream}\n    tenant: {{header: x-tenant}}\n    gpus: 1\n    gpu_hourly_cost: 3.6\n"
+        ),
+    )
+    .unwrap();
+    path
+}

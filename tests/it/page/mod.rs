@@ -311,14 +311,7 @@ async fn page_draws_latency_against_load_and_the_engine_and_gpus_needs_tools_chr
     .await;
 
     let url = format!("http://{admin}/#route=chat&slo=chat");
-    let loaded = tokio::task::spawn_blocking(move || {
-        let mut b = Browser::open(&url, None);
-        let loaded = b.next();
-        b.say("done");
-        loaded
-    })
-    .await
-    .unwrap();
+    let loaded = Browser::loaded_once(url, None).await;
     assert_eq!(loaded["event"], "loaded", "{loaded}");
     let load = &loaded["charts"]["load"];
     assert_eq!(load["hidden"], false, "{load}");
@@ -402,16 +395,7 @@ async fn page_draws_who_used_the_gpus_good_and_wasted_per_tenant_needs_tools_chr
 
     let shot = dir.path().join("page.png");
     let url = format!("http://{admin}/#route=chat&slo=interactive");
-    let open = shot.clone();
-    let loaded = tokio::task::spawn_blocking(move || {
-        let mut b = Browser::open(&url, Some(&open));
-        let loaded = b.next();
-        b.say("done");
-        drop(b);
-        loaded
-    })
-    .await
-    .unwrap();
+    let loaded = Browser::loaded_once(url, Some(shot.clone())).await;
     assert_eq!(loaded["event"], "loaded", "{loaded}");
     assert_eq!(loaded["no_gpus_note"], false, "{loaded}");
     let chart = &loaded["charts"]["bill:chat"];
@@ -495,6 +479,19 @@ struct Browser {
 }
 
 impl Browser {
+    /// Loads `url` (saving a screenshot as [`Browser::open`] does), reads
+    /// what the page reported once loaded, and closes the browser.
+    async fn loaded_once(url: String, screenshot: Option<PathBuf>) -> Value {
+        tokio::task::spawn_blocking(move || {
+            let mut b = Browser::open(&url, screenshot.as_deref());
+            let loaded = b.next();
+            b.say("done");
+            loaded
+        })
+        .await
+        .unwrap()
+    }
+
     /// Loads `url`; with `screenshot` (or `TOKENMETER_PAGE_SCREENSHOT`,
     /// which wins), the driver saves the page there before it quits.
     fn open(url: &str, screenshot: Option<&Path>) -> Self {

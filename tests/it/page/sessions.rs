@@ -43,14 +43,7 @@ async fn page_draws_the_sessions_that_ended_with_ttft_by_turn_and_the_costliest_
  {
     let sim = start_sim(schedule(30, 5, 5)).await;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tokenmeter.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "sessions: {{idle_timeout: 300ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    tenant: {{header: x-tenant}}\n    gpus: 1\n    gpu_hourly_cost: 3.6\n"
-        ),
-    )
-    .unwrap();
+    let path = sessions_config(dir.path(), sim);
     let child = serve(&[OsStr::new("--config"), path.as_os_str()]);
     let (proxy, admin) = (child.proxy, child.admin);
 
@@ -125,15 +118,7 @@ async fn page_draws_the_sessions_that_ended_with_ttft_by_turn_and_the_costliest_
     assert!(tool_p90 < first_p50, "{tool_p90} {first_p50}");
 
     let url = format!("http://{admin}/#route=chat&slo=");
-    let loaded = tokio::task::spawn_blocking(move || {
-        let mut b = Browser::open(&url, None);
-        let loaded = b.next();
-        b.say("done");
-        drop(b);
-        loaded
-    })
-    .await
-    .unwrap();
+    let loaded = Browser::loaded_once(url, None).await;
     assert_eq!(loaded["event"], "loaded", "{loaded}");
     let drawn = &loaded["sessions"];
     assert_eq!(drawn["hidden"], false, "{drawn}");
