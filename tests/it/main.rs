@@ -37,6 +37,7 @@ mod capacity;
 mod chaos;
 mod chargeback;
 mod chargeback_fleet;
+mod chargeback_reload;
 mod chargeback_sets;
 mod chargeback_windows;
 mod cli;
