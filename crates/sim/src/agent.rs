@@ -154,7 +154,7 @@ impl Task<'_> {
             cached = Some(words(&messages));
             messages.push(json!({"role": "tool", "tool_call_id": id,
                 "content": format!("{tool} returned 12 lines: the error path drops the span of token {step}")}));
-            if step == 0 && mix(n) % 3 == 0 {
+            if step == 0 && mix(n).is_multiple_of(3) {
                 // Two sub-agents read the result at once, the second 150 ms
                 // later.
                 let first = self.turn_owned(&messages, 150, cached);
