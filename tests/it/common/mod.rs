@@ -29,7 +29,7 @@ mod spans;
 pub use bill::{assert_near, parts_and_total};
 pub use page::{Page, read_head, serve_made, serve_recorded, staleness, vllm_page};
 pub use process::{BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped};
-pub use spans::{Bracketed, union};
+pub use spans::{Bracketed, access_lines, union, widening};
 
 /// The SLO file of class `chat`, TTFT p95 within 500 ms
 /// (`tests/data/slo/chat.yaml`): the class the latency–load tests judge by.
