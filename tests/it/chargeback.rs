@@ -16,10 +16,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
+use crate::common::dcgm::Dcgm;
 use crate::common::*;
-use dcgm::Dcgm;
-
-mod dcgm;
 use tokenmeter::app::{ConfigSource, Running};
 use tokenmeter::config::{Config, Overrides};
 
@@ -287,7 +285,7 @@ async fn energy_of_a_dcgm_page_follows_the_same_shares() {
         ),
     )
     .unwrap();
-    let (timeout, fresh_for) = (Duration::from_millis(180), Duration::from_millis(600));
+    let fresh_for = Duration::from_millis(600);
     let mut child = serve(&[OsStr::new("--config"), path.as_os_str()]);
     let set = [("gpu_set", "chat")];
     // Two readings give the first average power.
@@ -340,7 +338,7 @@ async fn energy_of_a_dcgm_page_follows_the_same_shares() {
         "tokenmeter_scrape_failures_total",
         &[("route", "chat"), ("target", "gpu")],
     );
-    let truth = dcgm.truth(timeout, fresh_for, failures as usize);
+    let truth = dcgm.truth(fresh_for, failures as usize);
     let joules = total(&s, "llm_gpu_energy_joules_total", &set);
     let rounding = 1e-9 * truth.high;
     assert!(
@@ -486,7 +484,7 @@ async fn energy_is_counted_per_gpu_as_the_set_grows_and_shrinks() {
             "scrape: {{interval: 100ms, timeout: 90ms}}\nroutes:\n  - name: chat\n    upstream: http://{sim}\n    gpu_metrics: http://{page}/metrics\n"
         ),
     );
-    let (timeout, fresh_for) = (Duration::from_millis(90), Duration::from_millis(300));
+    let fresh_for = Duration::from_millis(300);
     let proxy = start(config).await;
     let phase = Duration::from_millis(1200);
     tokio::time::sleep(phase).await;
@@ -513,7 +511,7 @@ async fn energy_is_counted_per_gpu_as_the_set_grows_and_shrinks() {
         "tokenmeter_scrape_failures_total",
         &[("route", "chat"), ("target", "gpu")],
     );
-    let truth = dcgm.truth(timeout, fresh_for, failures as usize);
+    let truth = dcgm.truth(fresh_for, failures as usize);
     // 200 W on 2 GPUs for about 4 s and on 2 more for about 1.2 s.
     assert!(truth.high > 1_500.0 && truth.high < 2_500.0, "{truth:?}");
     let joules = total(&s, "llm_gpu_energy_joules_total", &set);

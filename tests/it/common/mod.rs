@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub mod agent;
 mod bill;
+pub mod dcgm;
 mod page;
 mod process;
 pub mod promrate;

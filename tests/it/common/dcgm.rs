@@ -1,5 +1,5 @@
 //! A DCGM-shaped page the chargeback tests drive and record: what it
-//! served, and when.
+//! served, and when (each page is made as its GET is accepted).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -81,30 +81,31 @@ impl Dcgm {
         text
     }
 
-    /// The joules the pages served say, as a reader that scraped them with
-    /// `timeout`, kept a GPU's baseline for `fresh_for` and failed
-    /// `failures` scrapes could have counted them: each GPU's growth
-    /// between two pages in a row that both show it (a spiked sample
-    /// skipped, its baseline kept). A growth is surely counted when the
-    /// reader's readings around it cannot be more than `fresh_for` apart
-    /// (each reading lands within `timeout` of the page's making, and the
-    /// failed scrapes, wherever they fell, stretch the gap), and surely
-    /// lost when the pages were that far apart already; the failed pages
-    /// could also be a GPU's first or last, so with failures its first and
-    /// last growths are not sure.
-    pub fn truth(&self, timeout: Duration, fresh_for: Duration, failures: usize) -> Truth {
+    /// The joules the pages served say, as a reader that kept a GPU's
+    /// baseline for `fresh_for` and failed `failures` scrapes could have
+    /// counted them: each GPU's growth between two pages in a row that both
+    /// show it (a spiked sample skipped, its baseline kept). The reader
+    /// stamps a page once it has it, and asks for the next only after
+    /// that, so its readings of pages `k - 1` and `k` came between the
+    /// makings of pages `k - 1` and `k + 1`: a growth is surely counted
+    /// when those are at most `fresh_for` apart, even with the failed
+    /// scrapes falling where they stretch it most (and, with failures, not
+    /// on a GPU's first or last page, which a failed scrape may have
+    /// missed). At most, every growth is counted.
+    pub fn truth(&self, fresh_for: Duration, failures: usize) -> Truth {
         let served = self.served.lock().unwrap();
         let at: Vec<tokio::time::Instant> = served.iter().map(|(t, _)| *t).collect();
         // The longest the reader's gap around the step into page `i` can
-        // have been: over up to `failures` pages on either side missed.
-        let widest = |i: usize| -> Duration {
+        // have been, with up to `failures` pages on either side missed;
+        // `None` when no page has been made after it to bound it.
+        let widest = |i: usize| -> Option<Duration> {
             let mut widest = Duration::ZERO;
             for a in i.saturating_sub(failures + 1)..i {
-                for b in i..at.len().min(a + failures + 2) {
-                    widest = widest.max(at[b] - at[a]);
+                for b in i..i + failures + 1 {
+                    widest = widest.max(*at.get(b + 1)? - at[a]);
                 }
             }
-            widest + timeout
+            Some(widest)
         };
         let mut last: BTreeMap<&str, f64> = BTreeMap::new();
         let shown_on = |page: usize, uuid: &str| {
@@ -120,14 +121,11 @@ impl Dcgm {
                     Some(mj) => {
                         if let Some(before) = last.get(uuid) {
                             let joules = (mj - before) / 1000.0;
-                            let gap = at[i] - at[i - 1];
                             let edge = failures > 0
                                 && (!shown_on(i.wrapping_sub(2), uuid) || !shown_on(i + 1, uuid));
-                            if gap.saturating_sub(timeout) <= fresh_for {
-                                high += joules;
-                                if widest(i) <= fresh_for && !edge {
-                                    low += joules;
-                                }
+                            high += joules;
+                            if widest(i).is_some_and(|w| w <= fresh_for) && !edge {
+                                low += joules;
                             }
                         }
                         now.insert(*uuid, *mj);
