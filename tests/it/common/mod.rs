@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub mod agent;
 mod bill;
+pub mod dcgm;
 mod page;
 mod process;
 pub mod promrate;
@@ -31,7 +32,7 @@ pub use page::{Page, read_head, serve_made, serve_recorded, staleness, vllm_page
 pub use process::{
     BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped, sessions_config,
 };
-pub use spans::{Bracketed, union};
+pub use spans::{Bracketed, access_lines, union, widening};
 
 /// The SLO file of class `chat`, TTFT p95 within 500 ms
 /// (`tests/data/slo/chat.yaml`): the class the latency–load tests judge by.

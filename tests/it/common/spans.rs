@@ -57,3 +57,40 @@ impl<T> Bracketed<T> {
         )
     }
 }
+
+/// The access lines a `tokenmeter serve` child wrote to `lines`, each
+/// line's fields as JSON, until `n` of them have come.
+pub fn access_lines(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    n: usize,
+) -> Vec<serde_json::Value> {
+    let mut access = Vec::new();
+    while access.len() < n {
+        let line = lines.next().expect("serve exited").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["target"] == "tokenmeter::access" {
+            access.push(v["fields"].clone());
+        }
+    }
+    access
+}
+
+/// How much longer a client's span of `client` was than the proxy's own
+/// of the same request (its access line's `elapsed_ms`, found by its
+/// `request_id` `id` in `lines`), in seconds: the time on the wire and in
+/// the client's and the proxy's scheduling. A request's share of a batch
+/// reckoned from the clients' spans differs from the proxy's by at most
+/// the GPUs times the sum of these over the requests.
+pub fn widening(lines: &[serde_json::Value], id: &str, client: Duration) -> f64 {
+    let line = lines
+        .iter()
+        .find(|l| l["request_id"] == id)
+        .unwrap_or_else(|| panic!("no access line of {id}"));
+    let own = line["elapsed_ms"].as_f64().unwrap() / 1e3;
+    let client = client.as_secs_f64();
+    assert!(
+        client >= own - 1e-4,
+        "{id}: client {client} s, proxy {own} s"
+    );
+    (client - own).max(0.0)
+}
