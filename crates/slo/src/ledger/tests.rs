@@ -321,14 +321,18 @@ fn a_time_told_late_never_integrates_backwards() {
     assert_closes(&t);
 }
 
-#[test]
-fn the_sum_closes_at_every_step_of_a_random_day() {
-    // A small linear congruential generator: the same day every run.
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = move |n: u64| {
+/// A small linear congruential generator from `seed`: the same day every
+/// run. Each call gives a number below its argument.
+fn day(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n: u64| {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         (seed >> 33) % n
-    };
+    }
+}
+
+#[test]
+fn the_sum_closes_at_every_step_of_a_random_day() {
+    let mut next = day(0x2545_f491_4f6c_dd1d);
     let t0 = Instant::now();
     let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, Some(2.5)));
     let fresh = secs(3.0);
@@ -458,11 +462,7 @@ fn a_window_counts_only_what_accrued_inside_it() {
 
 #[test]
 fn every_window_closes_through_a_random_day_with_energy() {
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move |n: u64| {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        (seed >> 33) % n
-    };
+    let mut next = day(0x9e37_79b9_7f4a_7c15);
     let t0 = Instant::now();
     let ledger = Arc::new(Ledger::<u8>::new(t0, Gpus::Scraped, Some(2.5)));
     let fresh = secs(3.0);
