@@ -13,8 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
 
 use crate::common::dcgm::Dcgm;
 use crate::common::*;
@@ -49,16 +47,13 @@ async fn request(proxy: SocketAddr, tenant: &str, extra: &[(&str, &str)]) -> Spa
     headers.extend_from_slice(extra);
     let (head, body) = chat_request("m1", true, &headers);
     let start = Instant::now();
-    let mut stream = TcpStream::connect(proxy).await.unwrap();
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&body).await.unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = raw_exchange(proxy, &head, &body).await;
     let end = Instant::now();
-    assert!(
-        answer.starts_with(b"HTTP/1.1 200"),
+    assert_eq!(
+        answer.status,
+        200,
         "{}",
-        String::from_utf8_lossy(&answer)
+        String::from_utf8_lossy(&answer.body())
     );
     Span {
         id,

@@ -11,9 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
-
 use crate::common::dcgm::Dcgm;
 use crate::common::*;
 
@@ -35,16 +32,13 @@ async fn request(proxy: SocketAddr, route: &'static str) -> Span {
     let (head, body) = chat_request("m1", true, &[("x-tenant", route), ("x-request-id", &id)]);
     let head = head.replacen("POST /", &format!("POST /{route}/"), 1);
     let start = Instant::now();
-    let mut stream = TcpStream::connect(proxy).await.unwrap();
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&body).await.unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = raw_exchange(proxy, &head, &body).await;
     let end = Instant::now();
-    assert!(
-        answer.starts_with(b"HTTP/1.1 200"),
+    assert_eq!(
+        answer.status,
+        200,
         "{}",
-        String::from_utf8_lossy(&answer)
+        String::from_utf8_lossy(&answer.body())
     );
     Span {
         id,
