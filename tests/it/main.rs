@@ -50,6 +50,7 @@ mod forwarding;
 mod hardening;
 mod layout;
 mod listeners_tls;
+mod live_itl;
 mod llamacpp;
 mod llm_d;
 mod metering;

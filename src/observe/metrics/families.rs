@@ -290,8 +290,8 @@ pub(super) struct Histograms {
 /// One series of a histogram: its classic buckets and, when native
 /// histograms are on, its native buckets beside them.
 pub(super) struct HistogramSeries {
-    classic: Histogram,
-    native: Option<Native>,
+    pub(super) classic: Histogram,
+    pub(super) native: Option<Native>,
 }
 
 impl HistogramSeries {

@@ -46,6 +46,7 @@ use slo::live::Live;
 
 mod charges;
 mod deferred;
+mod held;
 mod engines;
 mod exemplars;
 mod families;
@@ -285,6 +286,7 @@ impl Metrics {
             families: self.families.clone(),
             handles: None,
             deferred: None,
+            itl: held::HeldItl::new(self.families.native),
             exemplar,
             max_gap: None,
         };

@@ -51,6 +51,30 @@ pub struct Native {
     state: Mutex<State>,
 }
 
+/// Native buckets that one request fills alone, without a lock, and hands
+/// to its series at once ([`Native::publish`]): the same window, schema
+/// and bound as a series', its own.
+#[derive(Debug)]
+pub struct Held {
+    max_buckets: usize,
+    state: State,
+}
+
+impl Held {
+    /// Nothing held, in buckets of the series' starting `shape`.
+    pub fn new(shape: Shape) -> Self {
+        Held {
+            max_buckets: shape.max_buckets.max(1),
+            state: State::new(shape),
+        }
+    }
+
+    /// Counts `v` in its bucket (or the zero bucket).
+    pub fn observe(&mut self, v: f64) {
+        self.state.observe(v, self.max_buckets);
+    }
+}
+
 #[derive(Debug)]
 struct State {
     schema: i8,
@@ -101,35 +125,45 @@ impl Native {
     pub fn new(shape: Shape) -> Self {
         Native {
             max_buckets: shape.max_buckets.max(1),
-            state: Mutex::new(State {
-                schema: shape.schema.clamp(MIN_SCHEMA, MAX_SCHEMA),
-                count: 0,
-                sum: 0.0,
-                zero_count: 0,
-                offset: 0,
-                counts: Vec::new(),
-            }),
+            state: Mutex::new(State::new(shape)),
         }
     }
 
     /// Counts `v` in its bucket (or the zero bucket).
     pub fn observe(&self, v: f64) {
-        if !(v >= 0.0 && v.is_finite()) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.observe(v, self.max_buckets);
+    }
+
+    /// Adds what `held` holds, which is left empty: the count, sum and zero
+    /// bucket, and each bucket at the lower of the two schemas.
+    pub fn publish(&self, held: &mut Held) {
+        let p = &mut held.state;
+        if p.count == 0 {
             return;
         }
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.count += 1;
-        s.sum += v;
-        if v <= ZERO_THRESHOLD {
-            s.zero_count += 1;
-            return;
+        while p.schema > s.schema {
+            p.halve();
         }
-        let i = bucket_index(v, s.schema);
-        let slot = usize::try_from(i64::from(i) - i64::from(s.offset)).ok();
-        match slot.and_then(|k| s.counts.get_mut(k)) {
-            Some(c) => *c += 1,
-            None => s.widen(i, self.max_buckets),
+        while s.schema > p.schema {
+            s.halve();
         }
+        s.count += p.count;
+        s.sum += p.sum;
+        s.zero_count += p.zero_count;
+        for (k, &n) in p.counts.iter().enumerate() {
+            if n > 0 {
+                // The series' schema may drop as its window widens: the
+                // bucket is found again at the schema it stands at.
+                let i = (s.schema..p.schema).fold(p.offset + k as i32, |i, _| halved(i));
+                s.add(i, n, self.max_buckets);
+            }
+        }
+        p.count = 0;
+        p.sum = 0.0;
+        p.zero_count = 0;
+        p.counts.clear();
     }
 
     /// The series as it stands.
@@ -148,12 +182,48 @@ impl Native {
 }
 
 impl State {
-    /// Counts one value in bucket `i`, outside the window: the window grows
-    /// to hold it, at a lower schema if it would pass `max` buckets.
-    fn widen(&mut self, mut i: i32, max: usize) {
+    fn new(shape: Shape) -> Self {
+        State {
+            schema: shape.schema.clamp(MIN_SCHEMA, MAX_SCHEMA),
+            count: 0,
+            sum: 0.0,
+            zero_count: 0,
+            offset: 0,
+            counts: Vec::new(),
+        }
+    }
+
+    /// Counts `v` in its bucket (or the zero bucket), with a window of at
+    /// most `max` buckets.
+    fn observe(&mut self, v: f64, max: usize) {
+        if !(v >= 0.0 && v.is_finite()) {
+            return;
+        }
+        self.count += 1;
+        self.sum += v;
+        if v <= ZERO_THRESHOLD {
+            self.zero_count += 1;
+            return;
+        }
+        let i = bucket_index(v, self.schema);
+        self.add(i, 1, max);
+    }
+
+    /// Counts `n` values in bucket `i` (at this schema).
+    fn add(&mut self, i: i32, n: u64, max: usize) {
+        let slot = usize::try_from(i64::from(i) - i64::from(self.offset)).ok();
+        match slot.and_then(|k| self.counts.get_mut(k)) {
+            Some(c) => *c += n,
+            None => self.widen(i, n, max),
+        }
+    }
+
+    /// Counts `n` values in bucket `i`, outside the window: the window
+    /// grows to hold it, at a lower schema if it would pass `max` buckets.
+    fn widen(&mut self, mut i: i32, n: u64, max: usize) {
         if self.counts.is_empty() {
             self.offset = i;
-            self.counts.push(1);
+            self.counts.push(n);
             return;
         }
         loop {
@@ -171,7 +241,7 @@ impl State {
                     self.counts.reserve_exact(width - self.counts.len());
                     self.counts.resize(width, 0);
                 }
-                self.counts[(i - lo) as usize] += 1;
+                self.counts[(i - lo) as usize] += n;
                 return;
             }
             self.halve();
@@ -501,5 +571,52 @@ mod tests {
         let s = n.state.lock().unwrap();
         assert_eq!(s.counts.as_ptr(), before);
         assert!(s.counts.capacity() <= 160);
+    }
+
+    /// Values published from a request's held buckets, in several batches
+    /// and with the series' schema lowered in between, leave the series as
+    /// observing each value on it would.
+    #[test]
+    fn held_buckets_publish_as_the_values_observed_one_by_one() {
+        let shape = Shape {
+            schema: 3,
+            max_buckets: 40,
+        };
+        let values: Vec<f64> = (0..400)
+            .map(|k| match k % 7 {
+                0 => 0.0,
+                1 => 1e-40,
+                _ => 0.0007 * f64::from(k).powf(1.7),
+            })
+            .collect();
+        let (one_by_one, published) = (Native::new(shape), Native::new(shape));
+        let mut held = Held::new(shape);
+        for (k, &v) in values.iter().enumerate() {
+            one_by_one.observe(v);
+            held.observe(v);
+            if k % 53 == 0 {
+                published.publish(&mut held);
+                assert_eq!(held.state.count, 0);
+            }
+        }
+        published.publish(&mut held);
+        let (a, b) = (one_by_one.snapshot(), published.snapshot());
+        assert!(a.schema < 3, "the window was narrowed: {a:?}");
+        assert_eq!((a.schema, a.count, a.zero_count), (b.schema, b.count, b.zero_count));
+        assert_eq!((a.spans, a.deltas), (b.spans, b.deltas));
+        assert!((a.sum - b.sum).abs() < 1e-9 * a.sum);
+        // Held buckets narrowed further than the series' are brought to one
+        // schema too.
+        let wide = Native::new(Shape {
+            schema: 3,
+            max_buckets: 1000,
+        });
+        let mut narrow = Held::new(shape);
+        for &v in &values {
+            narrow.observe(v);
+        }
+        wide.publish(&mut narrow);
+        assert_eq!(wide.snapshot().count, 400);
+        assert!(wide.snapshot().schema < 3);
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::deferred::Deferred;
+use super::held::HeldItl;
 use super::exemplars::{ExemplarId, Exemplified};
 use super::families::{Count, Counters, Families, Histograms, Later, STATUS_CLASS_LABELS};
 use crate::observe::labels::Labels;
@@ -89,6 +90,8 @@ pub struct RequestRecorder {
     /// What it observed after its response head while `handles` waited
     /// for the model its response names.
     pub(super) deferred: Option<Box<Deferred>>,
+    /// Its ITL gaps not yet on its series.
+    pub(super) itl: HeldItl,
     /// What its exemplars name, when it can be found again.
     pub(super) exemplar: Option<ExemplarId>,
     /// Its largest ITL gap so far (seconds): the ITL exemplar.
@@ -150,9 +153,10 @@ impl RequestRecorder {
         match &self.handles {
             Some(h) => h.headers.observe(secs(elapsed)),
             None => {
-                let mut deferred = Deferred::new(self.families.histograms.itl_buckets.clone());
-                deferred.headers = Some(secs(elapsed));
-                self.deferred = Some(Box::new(deferred));
+                self.deferred = Some(Box::new(Deferred {
+                    headers: Some(secs(elapsed)),
+                    ..Deferred::default()
+                }));
             }
         }
     }
@@ -167,18 +171,19 @@ impl RequestRecorder {
         }
     }
 
-    /// Observes on the resolved series what was deferred.
+    /// Observes on the resolved series what was deferred, and the ITL
+    /// gaps held while they waited.
     fn replay(&mut self) {
-        let (Some(h), Some(d)) = (&self.handles, self.deferred.take()) else {
+        let Some(h) = &self.handles else {
+            return;
+        };
+        self.itl
+            .publish(&self.families.histograms.itl_buckets, &h.itl);
+        let Some(d) = self.deferred.take() else {
             return;
         };
         if let Some(v) = d.headers {
             h.headers.observe(v);
-        }
-        for (gap, n) in d.itl_observations() {
-            for _ in 0..n {
-                h.itl.observe(gap);
-            }
         }
         if let Some(v) = d.ttft_visible {
             h.later(&self.families, Later::TtftVisible).observe(v);
@@ -215,14 +220,16 @@ impl RequestRecorder {
         }
     }
 
+    /// A gap between token events: held in the request's own state, and
+    /// published on its series once the gaps held span a second
+    /// (`held.rs`).
     pub fn inter_token(&mut self, gap: Duration) {
         let gap = secs(gap);
-        if let Some(h) = &self.handles {
-            h.itl.observe(gap);
-        } else if let Some(d) = &mut self.deferred {
-            d.itl(gap);
-        } else {
-            return;
+        let bounds = &self.families.histograms.itl_buckets;
+        if self.itl.hold(bounds, gap)
+            && let Some(h) = &self.handles
+        {
+            self.itl.publish(bounds, &h.itl);
         }
         if self.exemplar.is_some() && self.max_gap.is_none_or(|max| gap > max) {
             self.max_gap = Some(gap);
@@ -246,10 +253,10 @@ impl RequestRecorder {
             None => {
                 let h = self.resolve_handles(l);
                 self.handles = Some(h.clone());
-                self.replay();
                 h
             }
         };
+        self.replay();
         if let Some(gap) = self.max_gap {
             self.exemplify(Exemplified::Itl, gap);
         }
