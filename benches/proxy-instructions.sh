@@ -25,6 +25,10 @@
 # from the cost per request (a figure is per chunk + per request / chunks
 # per request).
 #
+# Beside the instructions it prints the allocations per chunk (calls to
+# jemalloc's allocating entry points, benches/callgrind-calls.py), by the
+# same difference.
+#
 # KEEP=DIR keeps the callgrind profile of each binary's long run in DIR
 # (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 # `callgrind_annotate --inclusive=yes DIR/1.cg.*` (where the instructions go).
@@ -70,28 +74,29 @@ run() {
     counts=$(cat "$out"/cg.* | awk '/^summary:/ { ir += $2; d1 += $6 + $7; ll += $9 + $10 }
         END { printf "%d %d %d", ir, d1, ll }')
     grep -q 'identical=true' "$out/report" || { echo "fidelity check failed" >&2; exit 1; }
-    echo "$counts $chunks"
+    echo "$counts $(python3 benches/callgrind-calls.py "$out"/cg.*) $chunks"
 }
 
 if [ -n "$sim" ]; then
-    printf '%-50s %14s %10s %10s %12s\n' binary instructions/chunk D1/chunk LL/chunk chunks
+    printf '%-50s %14s %12s %10s %10s %12s\n' binary instructions/chunk allocs/chunk D1/chunk LL/chunk chunks
 else
-    printf '%-50s %14s %12s\n' binary instructions/chunk chunks
+    printf '%-50s %14s %12s %12s\n' binary instructions/chunk allocs/chunk chunks
 fi
 for bin in "$@"; do
-    read -r i1 d1 l1 c1 < <(run "$bin" 3s)
-    read -r i2 d2 l2 c2 < <(run "$bin" 9s)
+    read -r i1 d1 l1 a1 c1 < <(run "$bin" 3s)
+    read -r i2 d2 l2 a2 c2 < <(run "$bin" 9s)
     if [ -n "${KEEP:-}" ]; then
         mkdir -p "$KEEP"
         n=$(( ${n:-0} + 1 ))
         for f in "$out"/cg.*; do cp "$f" "$KEEP/$n.$(basename "$f")"; done
     fi
     c=$((c2 - c1))
+    allocs=$(awk -v a="$a1" -v b="$a2" -v c="$c" 'BEGIN { printf "%.2f", (b - a) / c }')
     if [ -n "$sim" ]; then
-        printf '%-50s %14s %10s %10s %12s\n' "$bin" "$(( (i2 - i1) / c ))" \
+        printf '%-50s %14s %12s %10s %10s %12s\n' "$bin" "$(( (i2 - i1) / c ))" "$allocs" \
             "$(awk -v a="$d1" -v b="$d2" -v c="$c" 'BEGIN { printf "%.1f", (b - a) / c }')" \
             "$(awk -v a="$l1" -v b="$l2" -v c="$c" 'BEGIN { printf "%.2f", (b - a) / c }')" "$c"
     else
-        printf '%-50s %14s %12s\n' "$bin" "$(( (i2 - i1) / c ))" "$c"
+        printf '%-50s %14s %12s %12s\n' "$bin" "$(( (i2 - i1) / c ))" "$allocs" "$c"
     fi
 done

@@ -35,8 +35,15 @@ it is what chargeback costs a request (a binary without those keys
 refuses the config);
 KEEP=DIR keeps the callgrind profile of each binary's N2 run in DIR
 (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
-`callgrind_annotate DIR/1.cg.*`."""
-import glob, hashlib, http.client, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+`callgrind_annotate DIR/1.cg.*`.
+Beside the instructions it prints the allocations per request (calls to
+jemalloc's allocating entry points, benches/callgrind-calls.py), by the
+same difference."""
+import glob, hashlib, http.client, importlib.util, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+
+_spec = importlib.util.spec_from_file_location('callgrind_calls', os.path.join(os.path.dirname(os.path.abspath(__file__)), 'callgrind-calls.py'))
+callgrind_calls = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(callgrind_calls)
 
 SIM_BIN = os.environ.get('SIM_BIN') or os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'target', 'release', 'tokenmeter')
 def free_port():
@@ -114,18 +121,19 @@ def run(binary, n, stream, keep_as=None):
     for f in glob.glob(f'{d}/cg.*'):
         for line in open(f):
             if line.startswith('summary:'): total += int(line.split()[1])
+    allocations = callgrind_calls.calls(glob.glob(f'{d}/cg.*'))
     keep = os.environ.get('KEEP')
     if keep and keep_as:
         os.makedirs(keep, exist_ok=True)
         for f in glob.glob(f'{d}/cg.*'):
             shutil.copy(f, os.path.join(keep, f'{keep_as}.{os.path.basename(f)}'))
     shutil.rmtree(d, ignore_errors=True)
-    return total, per * 4
+    return total, allocations, per * 4
 
 stream = os.environ.get('STREAM', '0') == '1'
 n1, n2 = int(os.environ.get('N1', '200')), int(os.environ.get('N2', '1000'))
-print(f"{'binary':30} {'instr/request':>14} {'requests':>9}")
+print(f"{'binary':30} {'instr/request':>14} {'allocs/request':>15} {'requests':>9}")
 for k, b in enumerate(sys.argv[1:], 1):
-    i1, c1 = run(b, n1, stream)
-    i2, c2 = run(b, n2, stream, keep_as=str(k))
-    print(f"{b:30} {(i2 - i1) // (c2 - c1):>14} {c2 - c1:>9}", flush=True)
+    i1, a1, c1 = run(b, n1, stream)
+    i2, a2, c2 = run(b, n2, stream, keep_as=str(k))
+    print(f"{b:30} {(i2 - i1) // (c2 - c1):>14} {(a2 - a1) / (c2 - c1):>15.2f} {c2 - c1:>9}", flush=True)

@@ -91,17 +91,20 @@ where
         }
         let handed = this.handed.take();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if polled.is_pending() {
+            return Poll::Pending;
+        }
+        // One clock reading stamps what came and ends the client's wait.
+        let now = Instant::now();
         // The wait held something back only if what came next was already
         // there when the client's connection asked for it.
         if let Some(handed) = handed
-            && polled.is_ready()
             && let Some(m) = this.meter.as_mut()
         {
-            m.client_waited(Instant::now().saturating_duration_since(handed));
+            m.client_waited(now.saturating_duration_since(handed));
         }
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
-                let now = Instant::now();
                 this.last_activity = now;
                 if let Some(m) = this.meter.as_mut() {
                     if let Some(data) = frame.data_ref() {
@@ -117,7 +120,7 @@ where
             }
             Poll::Ready(Some(Err(e))) => {
                 if let Some(m) = this.meter.as_mut() {
-                    m.fail(Instant::now(), e.fault().outcome(), None);
+                    m.fail(now, e.fault().outcome(), None);
                 }
                 this.failed = Some(e);
                 cx.waker().wake_by_ref();
@@ -125,7 +128,7 @@ where
             }
             Poll::Ready(None) => {
                 if let Some(m) = this.meter.as_mut() {
-                    m.end(Instant::now());
+                    m.end(now);
                 }
                 Poll::Ready(None)
             }
