@@ -12,11 +12,15 @@
 //! series wait for the model its response names (`deferred.rs`) holds its
 //! gaps until they are known.
 //!
-//! The classic buckets are published through a local histogram of the
-//! prometheus crate, one atomic add per bucket touched: each bucket's gaps
-//! are observed there as their mean (or their largest, when rounding would
-//! carry the mean out of the bucket), so the histogram's buckets, count
-//! and sum come out as if each gap had been observed when it came.
+//! The classic buckets are held in a local histogram of the prometheus
+//! crate, which publishes with one atomic add per bucket touched. While
+//! the series are not known, each bucket's gaps are kept as a count, a sum
+//! and the largest, and observed on the local histogram once they are, as
+//! their mean (or their largest, when rounding would carry the mean out of
+//! the bucket): the histogram's buckets, count and sum come out as if each
+//! gap had been observed when it came.
+
+use prometheus::local::LocalHistogram;
 
 use super::families::HistogramSeries;
 use super::native::{Held, Shape};
@@ -27,13 +31,21 @@ pub(super) const PUBLISH_EVERY: f64 = 1.0;
 
 /// The ITL gaps of one request not yet on its series.
 pub(super) struct HeldItl {
-    /// Per bucket of the ITL histogram (its bounds, then `+Inf`); empty
-    /// until the first gap.
-    tallies: Vec<Tally>,
+    classic: Classic,
     native: Option<Held>,
     /// How many gaps it holds, and the seconds they add up to.
     count: u64,
     span: f64,
+}
+
+/// Where a request holds its gaps' classic buckets.
+enum Classic {
+    /// Per bucket of the ITL histogram (its bounds, then `+Inf`): while its
+    /// series are not known. Empty until the first gap.
+    Tallies(Vec<Tally>),
+    /// Its series' local histogram, once they are known: published by
+    /// flushing it, and kept for the next time.
+    Local(LocalHistogram),
 }
 
 #[derive(Clone, Copy, Default)]
@@ -48,25 +60,41 @@ impl HeldItl {
     /// series keep them.
     pub(super) fn new(native: Option<Shape>) -> Self {
         HeldItl {
-            tallies: Vec::new(),
+            classic: Classic::Tallies(Vec::new()),
             native: native.map(Held::new),
             count: 0,
             span: 0.0,
         }
     }
 
-    /// Holds a gap of `gap` seconds in the bucket of `bounds` (the ITL
+    /// Holds a gap of `gap` seconds, in the local histogram of `series`
+    /// when they are known, else in the bucket of `bounds` (the ITL
     /// histogram's upper bounds, ascending) it falls in; whether the gaps
     /// held now span [`PUBLISH_EVERY`].
-    pub(super) fn hold(&mut self, bounds: &[f64], gap: f64) -> bool {
-        if self.tallies.is_empty() {
-            self.tallies = vec![Tally::default(); bounds.len() + 1];
-        }
-        let bucket = bounds.partition_point(|&le| le < gap);
-        if let Some(t) = self.tallies.get_mut(bucket) {
-            t.count += 1;
-            t.sum += gap;
-            t.max = t.max.max(gap);
+    pub(super) fn hold(
+        &mut self,
+        bounds: &[f64],
+        series: Option<&HistogramSeries>,
+        gap: f64,
+    ) -> bool {
+        match (&mut self.classic, series) {
+            (Classic::Local(local), _) => local.observe(gap),
+            (Classic::Tallies(tallies), Some(series)) if tallies.is_empty() => {
+                let local = series.classic.local();
+                local.observe(gap);
+                self.classic = Classic::Local(local);
+            }
+            (Classic::Tallies(tallies), _) => {
+                if tallies.is_empty() {
+                    *tallies = vec![Tally::default(); bounds.len() + 1];
+                }
+                let bucket = bounds.partition_point(|&le| le < gap);
+                if let Some(t) = tallies.get_mut(bucket) {
+                    t.count += 1;
+                    t.sum += gap;
+                    t.max = t.max.max(gap);
+                }
+            }
         }
         if let Some(native) = &mut self.native {
             native.observe(gap);
@@ -86,38 +114,45 @@ impl HeldItl {
         if let (Some(held), Some(native)) = (&mut self.native, &series.native) {
             native.publish(held);
         }
-        let local = series.classic.local();
-        for (value, n) in self.observations(bounds) {
-            for _ in 0..n {
-                local.observe(value);
+        if let Classic::Tallies(tallies) = &self.classic {
+            let local = series.classic.local();
+            for (value, n) in observations(tallies, bounds) {
+                for _ in 0..n {
+                    local.observe(value);
+                }
             }
+            self.classic = Classic::Local(local);
         }
-        local.flush();
-        self.tallies.fill(Tally::default());
+        if let Classic::Local(local) = &self.classic {
+            local.flush();
+        }
         self.count = 0;
         self.span = 0.0;
     }
+}
 
-    /// The observations to make: per bucket, a value in it (the mean of its
-    /// gaps, so the sum is theirs) and how many times.
-    fn observations<'a>(&'a self, bounds: &'a [f64]) -> impl Iterator<Item = (f64, u64)> + 'a {
-        self.tallies
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.count > 0)
-            .map(|(i, t)| {
-                let mean = t.sum / t.count as f64;
-                let upper = bounds.get(i).copied().unwrap_or(f64::INFINITY);
-                let lower = i.checked_sub(1).map_or(f64::NEG_INFINITY, |j| bounds[j]);
-                // Rounding must not carry the mean out of its bucket.
-                let value = if mean > lower && mean <= upper {
-                    mean
-                } else {
-                    t.max
-                };
-                (value, t.count)
-            })
-    }
+/// The observations that stand for `tallies`: per bucket, a value in it
+/// (the mean of its gaps, so the sum is theirs) and how many times.
+fn observations<'a>(
+    tallies: &'a [Tally],
+    bounds: &'a [f64],
+) -> impl Iterator<Item = (f64, u64)> + 'a {
+    tallies
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.count > 0)
+        .map(|(i, t)| {
+            let mean = t.sum / t.count as f64;
+            let upper = bounds.get(i).copied().unwrap_or(f64::INFINITY);
+            let lower = i.checked_sub(1).map_or(f64::NEG_INFINITY, |j| bounds[j]);
+            // Rounding must not carry the mean out of its bucket.
+            let value = if mean > lower && mean <= upper {
+                mean
+            } else {
+                t.max
+            };
+            (value, t.count)
+        })
 }
 
 #[cfg(test)]
@@ -130,9 +165,12 @@ mod tests {
     fn gaps_are_observed_in_their_buckets_with_their_sum() {
         let mut held = HeldItl::new(None);
         for gap in [0.005, 0.02, 0.03, 0.1, 5.0] {
-            held.hold(&BOUNDS, gap);
+            held.hold(&BOUNDS, None, gap);
         }
-        let observed: Vec<(f64, u64)> = held.observations(&BOUNDS).collect();
+        let Classic::Tallies(tallies) = &held.classic else {
+            panic!("no series: tallies");
+        };
+        let observed: Vec<(f64, u64)> = observations(tallies, &BOUNDS).collect();
         assert_eq!(observed.len(), 3);
         assert_eq!(observed[0], (0.005, 1));
         assert_eq!(observed[2], (5.0, 1));
@@ -146,7 +184,7 @@ mod tests {
         let mut held = HeldItl::new(None);
         let due: Vec<bool> = [0.3, 0.3, 0.3, 0.2, 0.05]
             .iter()
-            .map(|&gap| held.hold(&BOUNDS, gap))
+            .map(|&gap| held.hold(&BOUNDS, None, gap))
             .collect();
         assert_eq!(due, [false, false, false, true, true]);
     }

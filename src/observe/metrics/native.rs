@@ -51,6 +51,9 @@ pub struct Native {
     state: Mutex<State>,
 }
 
+/// The buckets a [`Held`] window has room for from its first value.
+const HELD_BUCKETS: usize = 32;
+
 /// Native buckets that one request fills alone, without a lock, and hands
 /// to its series at once ([`Native::publish`]): the same window, schema
 /// and bound as a series', its own.
@@ -71,6 +74,11 @@ impl Held {
 
     /// Counts `v` in its bucket (or the zero bucket).
     pub fn observe(&mut self, v: f64) {
+        // Room for the buckets a stream's gaps fall in, at once: a window
+        // grown one bucket at a time would reallocate as it widens.
+        if self.state.counts.capacity() == 0 {
+            self.state.counts.reserve(HELD_BUCKETS.min(self.max_buckets));
+        }
         self.state.observe(v, self.max_buckets);
     }
 }

@@ -226,10 +226,11 @@ impl RequestRecorder {
     pub fn inter_token(&mut self, gap: Duration) {
         let gap = secs(gap);
         let bounds = &self.families.histograms.itl_buckets;
-        if self.itl.hold(bounds, gap)
-            && let Some(h) = &self.handles
+        let series = self.handles.as_ref().map(|h| &h.itl);
+        if self.itl.hold(bounds, series, gap)
+            && let Some(series) = series
         {
-            self.itl.publish(bounds, &h.itl);
+            self.itl.publish(bounds, series);
         }
         if self.exemplar.is_some() && self.max_gap.is_none_or(|max| gap > max) {
             self.max_gap = Some(gap);
