@@ -36,6 +36,9 @@ refuses the config);
 KEEP=DIR keeps the callgrind profile of each binary's N2 run in DIR
 (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 `callgrind_annotate DIR/1.cg.*`.
+CALLGRIND_ARGS adds options to callgrind's (say
+`--separate-callers8=_rjem_malloc`, so that KEEP's profile tells which
+calls allocate).
 Beside the instructions it prints the allocations per request (calls to
 jemalloc's allocating entry points, benches/callgrind-calls.py), by the
 same difference."""
@@ -97,7 +100,8 @@ def run(binary, n, stream, keep_as=None):
     access = os.environ.get('ACCESS')
     env = dict(os.environ, TOKENMETER_LOG='warn,tokenmeter::access=info' if access else 'warn')
     log = ['--log-format', access] if access else []
-    prox = subprocess.Popen(['valgrind', '--tool=callgrind', f'--callgrind-out-file={d}/cg.%p', binary, 'serve', *log, '--config', cfg],
+    extra = os.environ.get('CALLGRIND_ARGS', '').split()
+    prox = subprocess.Popen(['valgrind', '--tool=callgrind', f'--callgrind-out-file={d}/cg.%p', *extra, binary, 'serve', *log, '--config', cfg],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wait_port(simp); wait_port(px)
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream})

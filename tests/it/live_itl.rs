@@ -54,7 +54,10 @@ async fn a_long_streams_gaps_reach_metrics_within_a_second_before_it_ends() {
     let published = sum(&s, "llm_inter_token_latency_seconds_count", &[]) as usize;
     let published_sum = sum(&s, "llm_inter_token_latency_seconds_sum", &[]);
     let last = times.len() - 1;
-    assert!((1..=last).contains(&published), "{published} of {last} gaps");
+    assert!(
+        (1..=last).contains(&published),
+        "{published} of {last} gaps"
+    );
     // The gaps still held span less than a second of the proxy's time,
     // which is at least the time from the client's receipt of the first
     // held token to the sending of the last.
@@ -93,6 +96,9 @@ async fn a_long_streams_gaps_reach_metrics_within_a_second_before_it_ends() {
         (times[last].0 - times[0].1).as_secs_f64(),
         (times[last].1 - times[0].0).as_secs_f64(),
     );
-    assert!(all >= shortest - 1e-6 && all <= longest + 1e-6, "{all:.4} s");
+    assert!(
+        all >= shortest - 1e-6 && all <= longest + 1e-6,
+        "{all:.4} s"
+    );
     proxy.stop().await;
 }

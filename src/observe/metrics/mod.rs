@@ -46,12 +46,12 @@ use slo::live::Live;
 
 mod charges;
 mod deferred;
-mod held;
 mod engines;
 mod exemplars;
 mod families;
 mod format;
 mod health;
+mod held;
 mod knees;
 mod native;
 mod openmetrics;

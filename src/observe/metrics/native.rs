@@ -77,7 +77,9 @@ impl Held {
         // Room for the buckets a stream's gaps fall in, at once: a window
         // grown one bucket at a time would reallocate as it widens.
         if self.state.counts.capacity() == 0 {
-            self.state.counts.reserve(HELD_BUCKETS.min(self.max_buckets));
+            self.state
+                .counts
+                .reserve(HELD_BUCKETS.min(self.max_buckets));
         }
         self.state.observe(v, self.max_buckets);
     }
@@ -239,15 +241,16 @@ impl State {
             let (lo, hi) = (self.offset.min(i), last.max(i));
             let width = (hi - lo) as usize + 1;
             if width <= max || self.schema == MIN_SCHEMA {
+                // Widened in place when there is room (a request's held
+                // window has some from the start).
+                let len = self.counts.len();
+                self.counts.reserve_exact(width - len);
+                self.counts.resize(width, 0);
                 if lo < self.offset {
-                    let mut grown = Vec::with_capacity(width);
-                    grown.resize((self.offset - lo) as usize, 0);
-                    grown.extend_from_slice(&self.counts);
-                    self.counts = grown;
+                    let shift = (self.offset - lo) as usize;
+                    self.counts.copy_within(0..len, shift);
+                    self.counts[..shift].fill(0);
                     self.offset = lo;
-                } else {
-                    self.counts.reserve_exact(width - self.counts.len());
-                    self.counts.resize(width, 0);
                 }
                 self.counts[(i - lo) as usize] += n;
                 return;
@@ -568,6 +571,29 @@ mod tests {
     }
 
     #[test]
+    fn a_held_window_widens_in_place_either_way() {
+        let mut held = Held::new(Shape {
+            schema: 3,
+            max_buckets: 160,
+        });
+        held.observe(0.01);
+        let before = held.state.counts.as_ptr();
+        for v in [0.005, 0.02, 0.004, 0.03] {
+            held.observe(v);
+        }
+        assert_eq!(held.state.counts.as_ptr(), before);
+        let one_by_one = native(3, 160);
+        for v in [0.01, 0.005, 0.02, 0.004, 0.03] {
+            one_by_one.observe(v);
+        }
+        let s = one_by_one.state.lock().unwrap();
+        assert_eq!(
+            (held.state.offset, &held.state.counts),
+            (s.offset, &s.counts)
+        );
+    }
+
+    #[test]
     fn an_observation_in_the_window_does_not_allocate() {
         let n = native(3, 160);
         n.observe(0.01);
@@ -610,7 +636,10 @@ mod tests {
         published.publish(&mut held);
         let (a, b) = (one_by_one.snapshot(), published.snapshot());
         assert!(a.schema < 3, "the window was narrowed: {a:?}");
-        assert_eq!((a.schema, a.count, a.zero_count), (b.schema, b.count, b.zero_count));
+        assert_eq!(
+            (a.schema, a.count, a.zero_count),
+            (b.schema, b.count, b.zero_count)
+        );
         assert_eq!((a.spans, a.deltas), (b.spans, b.deltas));
         assert!((a.sum - b.sum).abs() < 1e-9 * a.sum);
         // Held buckets narrowed further than the series' are brought to one

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::deferred::Deferred;
-use super::held::HeldItl;
 use super::exemplars::{ExemplarId, Exemplified};
 use super::families::{Count, Counters, Families, Histograms, Later, STATUS_CLASS_LABELS};
+use super::held::HeldItl;
 use crate::observe::labels::Labels;
 use crate::observe::request::Finished;
 use meter::{ParseError, Summary};
