@@ -186,6 +186,7 @@ impl<T: Transport, B: SendBody> http_body::Body for Body<T, B> {
 /// place, once every frame split off it is gone; else, while a frame still
 /// waits to be written, the room left after it, if that is at least
 /// `READ_LEFT`; else a new buffer.
+#[inline]
 fn make_room(buf: &mut BytesMut, size: usize) {
     if buf.capacity() - buf.len() < size
         && !buf.try_reclaim(size)

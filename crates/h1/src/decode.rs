@@ -2,23 +2,27 @@
 //! framing: a `Content-Length`, chunked (with its trailers as a last
 //! frame), or until the upstream closes.
 //!
-//! A data frame is split off the read buffer as it is ([`take`]): no copy
-//! and no allocation. The frame shares the buffer until the client's
-//! connection has written and dropped it; the body's next read then takes
-//! the buffer back whole, in place ([`crate::body`]), and while a frame
-//! still waits in the client's write queue the read goes on into the room
-//! after it. A copy of each small frame into a buffer of its own, which
-//! keeps the read buffer unshared, costs one allocation a chunk; splitting
-//! costs none once the buffer is a shared one (`benches/relay.rs` counts
-//! both patterns of the client's write queue).
+//! A data frame is split off the read buffer as it is ([`take`]): no copy,
+//! no allocation. The frame shares the buffer until the client's
+//! connection has written and dropped it. hyper's server polls the body
+//! for the next frame before it writes the one it queued, so that poll's
+//! read finds the frame still there: it goes into the room after it, and
+//! the read after the write takes the buffer back whole, in place
+//! ([`crate::body`]). Per chunk of a stream read one chunk a read
+//! (`benches/relay.rs`, a counting allocator): none, whether the frame is
+//! dropped at once or waits for that next poll. A copy of each frame into
+//! a buffer of its own, which keeps the read buffer unshared, costs one;
+//! splitting with a full-size reservation before every read costs two
+//! when the frame waits (a new buffer, then its shared header at the next
+//! split).
 //!
-//! A chunk as upstreams send it, size line and data and CRLF whole in the
-//! buffer, is read at once: the size's hex digits by a table, the data
-//! split off, the framing taken off with it. Anything else (a line cut
-//! across reads, whitespace, an extension, bad framing) goes through the
-//! byte-by-byte state machine, which keeps its place between reads, so a
-//! line cut across reads is never scanned twice; an extension is skipped
-//! by a search for its line's end.
+//! A chunk as upstreams send it, its size line, data and CRLF all in the
+//! buffer, is taken at once ([`whole_chunk`]): the size's hex digits by a
+//! table, the data split off with its framing. Anything else (a chunk cut
+//! across reads, whitespace, an extension, the last chunk, bad framing)
+//! goes through the byte-by-byte state machine, which keeps its place
+//! between reads, so that no line is scanned twice; an extension is
+//! skipped by a search for its line's end.
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -160,8 +164,15 @@ impl Decoder {
                 };
                 Some(Frame::data(take(buf, 0, n)))
             }
-            Decoder::Chunked(_) => {
-                let frame = self.chunked(buf, true)?;
+            Decoder::Chunked(at) => {
+                let whole = match at {
+                    Chunk::START => whole_chunk(buf).map(Frame::data),
+                    _ => None,
+                };
+                let frame = match whole {
+                    Some(frame) => Some(frame),
+                    None => self.chunked(buf, true)?,
+                };
                 if !buf.is_empty() && frame.as_ref().is_some_and(Frame::is_data) {
                     // An error there leaves the state and `buf` as they
                     // were: the next call meets it, after this frame.
@@ -267,6 +278,24 @@ impl Decoder {
         *self = Decoder::Chunked(at);
         Ok(frame)
     }
+}
+
+/// The usual chunk, whole at the start of `buf`: a size line of hex digits
+/// and CRLF, the data, and the CRLF after it, taken off at once, the data
+/// split off. `None` for anything else (and `buf` as it was), which the
+/// state machine takes: a chunk cut across reads, whitespace, an
+/// extension, the last chunk, bad framing.
+fn whole_chunk(buf: &mut BytesMut) -> Option<Bytes> {
+    let (size, line) = size_line(buf)?;
+    let size = usize::try_from(size).ok().filter(|&size| size > 0)?;
+    let end = line.checked_add(size)?;
+    if buf.get(end..)?.get(..2)? != b"\r\n" {
+        return None;
+    }
+    let mut chunk = buf.split_to(end + 2);
+    chunk.advance(line);
+    chunk.truncate(size);
+    Some(chunk.freeze())
 }
 
 /// A whole chunk size line of hex digits and CRLF at the start of `bytes`:
