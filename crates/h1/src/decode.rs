@@ -17,7 +17,7 @@
 //! split).
 //!
 //! A chunk as upstreams send it, its size line, data and CRLF all in the
-//! buffer, is taken at once ([`whole_chunk`]): the size's hex digits by a
+//! buffer, is taken at once (`whole_chunk`): the size's hex digits by a
 //! table, the data split off with its framing. Anything else (a chunk cut
 //! across reads, whitespace, an extension, the last chunk, bad framing)
 //! goes through the byte-by-byte state machine, which keeps its place
@@ -166,11 +166,11 @@ impl Decoder {
             }
             Decoder::Chunked(at) => {
                 let whole = match at {
-                    Chunk::START => whole_chunk(buf).map(Frame::data),
+                    Chunk::START => self.whole_chunk(buf),
                     _ => None,
                 };
                 let frame = match whole {
-                    Some(frame) => Some(frame),
+                    Some(data) => Some(Frame::data(data)),
                     None => self.chunked(buf, true)?,
                 };
                 if !buf.is_empty() && frame.as_ref().is_some_and(Frame::is_data) {
@@ -182,6 +182,34 @@ impl Decoder {
             }
         };
         Ok(frame)
+    }
+
+    /// At the start of a chunk, a size line of hex digits and CRLF at the
+    /// start of `buf`: with the data and the CRLF after it there too (the
+    /// usual chunk), the data, split off with its framing; else the size
+    /// line taken off, for the state machine to go on after it. Anything
+    /// else (whitespace, an extension, a line cut across reads, bad
+    /// framing) is left to the state machine.
+    fn whole_chunk(&mut self, buf: &mut BytesMut) -> Option<Bytes> {
+        let (size, line) = size_line(buf)?;
+        let end = usize::try_from(size)
+            .ok()
+            .filter(|&size| size > 0)
+            .and_then(|size| line.checked_add(size));
+        if let Some(end) = end
+            && buf.get(end..).and_then(|crlf| crlf.get(..2)) == Some(&b"\r\n"[..])
+        {
+            let mut chunk = buf.split_to(end + 2);
+            chunk.advance(line);
+            chunk.truncate(end - line);
+            return Some(chunk.freeze());
+        }
+        buf.advance(line);
+        *self = Decoder::Chunked(match size {
+            0 => Chunk::Trailers,
+            size => Chunk::Data(size),
+        });
+        None
     }
 
     /// Runs the chunked decoder over `buf`: the next data frame (only when
@@ -278,24 +306,6 @@ impl Decoder {
         *self = Decoder::Chunked(at);
         Ok(frame)
     }
-}
-
-/// The usual chunk, whole at the start of `buf`: a size line of hex digits
-/// and CRLF, the data, and the CRLF after it, taken off at once, the data
-/// split off. `None` for anything else (and `buf` as it was), which the
-/// state machine takes: a chunk cut across reads, whitespace, an
-/// extension, the last chunk, bad framing.
-fn whole_chunk(buf: &mut BytesMut) -> Option<Bytes> {
-    let (size, line) = size_line(buf)?;
-    let size = usize::try_from(size).ok().filter(|&size| size > 0)?;
-    let end = line.checked_add(size)?;
-    if buf.get(end..)?.get(..2)? != b"\r\n" {
-        return None;
-    }
-    let mut chunk = buf.split_to(end + 2);
-    chunk.advance(line);
-    chunk.truncate(size);
-    Some(chunk.freeze())
 }
 
 /// A whole chunk size line of hex digits and CRLF at the start of `bytes`:
