@@ -2,20 +2,34 @@
 //! framing: a `Content-Length`, chunked (with its trailers as a last
 //! frame), or until the upstream closes.
 //!
-//! A small frame leaves in a buffer of its own size ([`take`]), so that the
-//! read buffer stays unshared and is reused in place: a buffer still shared
-//! with a frame waiting in the client connection's write queue cannot be,
-//! and the next read would take a new one and free the old one after the
-//! write, two allocations and two frees per chunk. A copy of a chunk of a
-//! few hundred bytes costs one small allocation. Larger frames (bulk
-//! bodies) are split off the read buffer as they are.
+//! A data frame is split off the read buffer as it is ([`take`]): no copy,
+//! no allocation. The frame shares the buffer until the client's
+//! connection has written and dropped it. hyper's server polls the body
+//! for the next frame before it writes the one it queued, so that poll's
+//! read finds the frame still there: it goes into the room after it, and
+//! the read after the write takes the buffer back whole, in place
+//! ([`crate::body`]). Per chunk of a stream read one chunk a read
+//! (`benches/relay.rs`, a counting allocator): none, whether the frame is
+//! dropped at once or waits for that next poll. A copy of each frame into
+//! a buffer of its own, which keeps the read buffer unshared, costs one;
+//! splitting with a full-size reservation before every read costs two
+//! when the frame waits (a new buffer, then its shared header at the next
+//! split).
+//!
+//! A chunk as upstreams send it, its size line, data and CRLF all in the
+//! buffer, is taken at once (`whole_chunk`): the size's hex digits by a
+//! table, the data split off with its framing. Anything else (a chunk cut
+//! across reads, whitespace, an extension, the last chunk, bad framing)
+//! goes through the byte-by-byte state machine, which keeps its place
+//! between reads, so that no line is scanned twice; an extension is
+//! skipped by a search for its line's end.
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body::Frame;
 
 use super::error::Error;
-use super::limits::{MAX_HEAD, MAX_HEADERS, MAX_SIZE_LINE, OWN_BUFFER_MAX};
+use super::limits::{MAX_HEAD, MAX_HEADERS, MAX_SIZE_LINE};
 
 /// Where the chunked decoder is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -132,11 +146,14 @@ impl Decoder {
     /// the next chunk's data, so that the last frame of a body whose end
     /// was read with it already says the body has ended.
     pub(super) fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame<Bytes>>, Error> {
+        // Every framing needs a byte to go further (the body reads the
+        // transport when the buffer is empty, twice a chunk or more).
+        if buf.is_empty() {
+            return Ok(None);
+        }
         let frame = match *self {
             Decoder::Done => None,
-            Decoder::Close if buf.is_empty() => None,
             Decoder::Close => Some(Frame::data(take(buf, 0, buf.len()))),
-            Decoder::Length(_) if buf.is_empty() => None,
             Decoder::Length(rest) => {
                 let n = usize::try_from(rest).unwrap_or(usize::MAX).min(buf.len());
                 let rest = rest - n as u64;
@@ -147,9 +164,16 @@ impl Decoder {
                 };
                 Some(Frame::data(take(buf, 0, n)))
             }
-            Decoder::Chunked(_) => {
-                let frame = self.chunked(buf, true)?;
-                if frame.as_ref().is_some_and(Frame::is_data) {
+            Decoder::Chunked(at) => {
+                let whole = match at {
+                    Chunk::START => self.whole_chunk(buf),
+                    _ => None,
+                };
+                let frame = match whole {
+                    Some(data) => Some(Frame::data(data)),
+                    None => self.chunked(buf, true)?,
+                };
+                if !buf.is_empty() && frame.as_ref().is_some_and(Frame::is_data) {
                     // An error there leaves the state and `buf` as they
                     // were: the next call meets it, after this frame.
                     let _ = self.chunked(buf, false);
@@ -158,6 +182,34 @@ impl Decoder {
             }
         };
         Ok(frame)
+    }
+
+    /// At the start of a chunk, a size line of hex digits and CRLF at the
+    /// start of `buf`: with the data and the CRLF after it there too (the
+    /// usual chunk), the data, split off with its framing; else the size
+    /// line taken off, for the state machine to go on after it. Anything
+    /// else (whitespace, an extension, a line cut across reads, bad
+    /// framing) is left to the state machine.
+    fn whole_chunk(&mut self, buf: &mut BytesMut) -> Option<Bytes> {
+        let (size, line) = size_line(buf)?;
+        let end = usize::try_from(size)
+            .ok()
+            .filter(|&size| size > 0)
+            .and_then(|size| line.checked_add(size));
+        if let Some(end) = end
+            && buf.get(end..).and_then(|crlf| crlf.get(..2)) == Some(&b"\r\n"[..])
+        {
+            let mut chunk = buf.split_to(end + 2);
+            chunk.advance(line);
+            chunk.truncate(end - line);
+            return Some(chunk.freeze());
+        }
+        buf.advance(line);
+        *self = Decoder::Chunked(match size {
+            0 => Chunk::Trailers,
+            size => Chunk::Data(size),
+        });
+        None
     }
 
     /// Runs the chunked decoder over `buf`: the next data frame (only when
@@ -179,12 +231,17 @@ impl Decoder {
                     let n = usize::try_from(rest)
                         .unwrap_or(usize::MAX)
                         .min(buf.len() - i);
+                    let data = take(buf, i, n);
+                    i = 0;
+                    // The CRLF after the data, when it came with it.
                     at = match rest - n as u64 {
+                        0 if buf.starts_with(b"\r\n") => {
+                            i = 2;
+                            Chunk::START
+                        }
                         0 => Chunk::DataCr,
                         rest => Chunk::Data(rest),
                     };
-                    let data = take(buf, i, n);
-                    i = 0;
                     break Some(Frame::data(data));
                 }
                 // The usual framing, whole in `buf`, read at once: the CRLF
@@ -225,6 +282,20 @@ impl Decoder {
                     *self = Decoder::Done;
                     return Ok(Some(Frame::trailers(trailers)));
                 }
+                // An extension's bytes up to its line's end (or to what
+                // `buf` holds), at once.
+                Chunk::Extension { size, len } => {
+                    let rest = &buf[i..];
+                    let skip = memchr::memchr2(b'\r', b'\n', rest).unwrap_or(rest.len());
+                    if len + skip > MAX_SIZE_LINE {
+                        return Err(Error::Chunked("chunk extension over 4 KiB"));
+                    }
+                    i += skip;
+                    at = Chunk::Extension {
+                        size,
+                        len: len + skip,
+                    };
+                }
                 _ => {}
             }
             let Some(&b) = buf.get(i) else { break None };
@@ -244,14 +315,32 @@ fn size_line(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut size = 0u64;
     let mut digits = 0;
     for &b in bytes.iter().take(16) {
-        match (b as char).to_digit(16) {
-            Some(d) => size = size << 4 | u64::from(d),
-            None => break,
+        let d = HEX[usize::from(b)];
+        if d > 0xf {
+            break;
         }
+        size = size << 4 | u64::from(d);
         digits += 1;
     }
     (digits > 0 && bytes[digits..].starts_with(b"\r\n")).then_some((size, digits + 2))
 }
+
+/// Each byte's value as a hex digit, or `NOT_HEX`.
+static HEX: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            d @ b'0'..=b'9' => d - b'0',
+            d @ b'a'..=b'f' => d - b'a' + 10,
+            d @ b'A'..=b'F' => d - b'A' + 10,
+            _ => NOT_HEX,
+        };
+        b += 1;
+    }
+    table
+};
+const NOT_HEX: u8 = 0xff;
 
 /// A trailer section (its fields and the empty line after them).
 fn trailers(section: &[u8]) -> Result<HeaderMap, Error> {
@@ -268,18 +357,11 @@ fn trailers(section: &[u8]) -> Result<HeaderMap, Error> {
     Ok(map)
 }
 
-/// The `n` bytes of `buf` after its first `skip`, taken off it with those:
-/// copied when small, so that `buf` stays unshared and is reused in place;
-/// split off when large.
+/// The `n` bytes of `buf` after its first `skip`, split off it with
+/// those (see the module's doc).
 pub(super) fn take(buf: &mut BytesMut, skip: usize, n: usize) -> Bytes {
-    if n <= OWN_BUFFER_MAX {
-        let out = Bytes::copy_from_slice(&buf[skip..skip + n]);
-        buf.advance(skip + n);
-        out
-    } else {
-        buf.advance(skip);
-        buf.split_to(n).freeze()
-    }
+    buf.advance(skip);
+    buf.split_to(n).freeze()
 }
 
 /// A header field as parsed, as `http` holds it (`None` if it cannot be).

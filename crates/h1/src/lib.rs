@@ -9,7 +9,8 @@
 //! proxy's instructions per streamed chunk (callgrind, docs/benchmarks.md).
 //! Here the response body *is* the connection: a poll of it decodes what is
 //! in the read buffer ([`body`]) and reads the transport only when that is
-//! empty, so a frame costs a scan of its size line and a copy.
+//! empty, so a frame costs a look at its size line and a split of the
+//! buffer: no copy, no allocation ([`decode`]).
 //!
 //! The parts: [`write`] writes the request (head, body, trailers), [`head`]
 //! parses the response head (interim responses skipped), [`body`] decodes

@@ -1,9 +1,11 @@
 //! The sizes that bound what a connection reads and writes, and the time
 //! that tells the keep-alive race from an upstream that took a request.
 
-/// Data frames up to this size leave in a buffer of their own, so that the
-/// connection's read buffer stays unshared and is reused in place; larger
-/// ones are passed on in the read buffer they came in (see [`crate::decode`]).
+/// Data frames up to this size are worth a buffer of their own when they
+/// come as slices of a read buffer that cannot be taken back in place
+/// until they are written (the proxy copies hyper's HTTP/2 frames up to
+/// this size). This crate's frames need none: its read buffer is taken
+/// back once its frames are gone (see [`crate::decode`]).
 pub const OWN_BUFFER_MAX: usize = 4096;
 
 /// A read takes at least this much room in the read buffer.
@@ -11,6 +13,10 @@ pub(crate) const READ_MIN: usize = 8 * 1024;
 /// ... and at most this much: a read that filled its room doubles the next
 /// one's, up to here (bulk bodies), one that used less than half halves it.
 pub(crate) const READ_MAX: usize = 64 * 1024;
+/// While a frame split off the read buffer waits to be written, a read
+/// goes into the room left after it if there is at least this much, rather
+/// than into a new buffer.
+pub(crate) const READ_LEFT: usize = 2 * 1024;
 /// Longest response head (status line and headers), and longest trailer
 /// section, read.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;

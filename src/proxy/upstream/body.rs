@@ -79,7 +79,7 @@ delegate_body!(FromUpstream: enum {
 }, Error = BodyError);
 
 /// `frame` with the same bytes, a small data frame (up to
-/// [`OWN_BUFFER_MAX`], as `h1` does for its connections) moved out of the
+/// [`OWN_BUFFER_MAX`]) moved out of the
 /// upstream connection's read buffer into one of its own size.
 ///
 /// hyper's HTTP/2 client hands each frame out as a slice of the
