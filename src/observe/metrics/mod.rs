@@ -286,7 +286,7 @@ impl Metrics {
             families: self.families.clone(),
             handles: None,
             deferred: None,
-            itl: held::HeldItl::new(self.families.native),
+            itl: None,
             exemplar,
             max_gap: None,
         };

@@ -90,8 +90,9 @@ pub struct RequestRecorder {
     /// What it observed after its response head while `handles` waited
     /// for the model its response names.
     pub(super) deferred: Option<Box<Deferred>>,
-    /// Its ITL gaps not yet on its series.
-    pub(super) itl: HeldItl,
+    /// Its ITL gaps not yet on its series, from its first gap (boxed: a
+    /// forwarded body stays in its allocation size class).
+    pub(super) itl: Option<Box<HeldItl>>,
     /// What its exemplars name, when it can be found again.
     pub(super) exemplar: Option<ExemplarId>,
     /// Its largest ITL gap so far (seconds): the ITL exemplar.
@@ -177,8 +178,9 @@ impl RequestRecorder {
         let Some(h) = &self.handles else {
             return;
         };
-        self.itl
-            .publish(&self.families.histograms.itl_buckets, &h.itl);
+        if let Some(itl) = &mut self.itl {
+            itl.publish(&self.families.histograms.itl_buckets, &h.itl);
+        }
         let Some(d) = self.deferred.take() else {
             return;
         };
@@ -227,10 +229,14 @@ impl RequestRecorder {
         let gap = secs(gap);
         let bounds = &self.families.histograms.itl_buckets;
         let series = self.handles.as_ref().map(|h| &h.itl);
-        if self.itl.hold(bounds, series, gap)
+        let native = self.families.native;
+        let itl = self
+            .itl
+            .get_or_insert_with(|| Box::new(HeldItl::new(native)));
+        if itl.hold(bounds, series, gap)
             && let Some(series) = series
         {
-            self.itl.publish(bounds, series);
+            itl.publish(bounds, series);
         }
         if self.exemplar.is_some() && self.max_gap.is_none_or(|max| gap > max) {
             self.max_gap = Some(gap);
