@@ -23,9 +23,36 @@
 
 use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::json::{self, Error, Output, Reader};
+use super::repeat::{Repeat, Strings};
 
-/// Classifies one SSE event's data (or a whole non-streamed body).
+/// Classifies one SSE event's data (or a whole non-streamed body), alone.
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+    read(name, data, None)
+}
+
+/// What consecutive events of one stream share: the last
+/// `content_block_delta` whose output was one string (a `text`, a
+/// `partial_json`, some `thinking`), as a template. A delta that is the
+/// same bytes but for that string, as most events of a response are, is
+/// not read at all; its string decides alone.
+#[derive(Debug, Default)]
+pub struct Deltas {
+    repeat: Repeat,
+}
+
+impl Deltas {
+    /// Classifies the stream's next event: [`classify`], with the deltas
+    /// before it.
+    pub fn classify(&mut self, name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+        if let Some(info) = self.repeat.info(data) {
+            return Ok(info);
+        }
+        read(name, data, Some(&mut self.repeat))
+    }
+}
+
+fn read(name: &[u8], data: &[u8], repeat: Option<&mut Repeat>) -> Result<EventInfo, ParseError> {
+    let mut strings = Strings::default();
     let mut kind = None;
     let mut delta = Output::NONE;
     // `message_delta`'s usage, or a non-streamed message's.
@@ -41,8 +68,8 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                     if r.open_object_or_null()? {
                         while let Some(key) = r.key()? {
                             let more = match key {
-                                b"text" | b"partial_json" => Output::visible(r.nonempty()?),
-                                b"thinking" => Output::reasoning(r.nonempty()?),
+                                b"text" | b"partial_json" => strings.read(r, true)?,
+                                b"thinking" => strings.read(r, false)?,
                                 _ => {
                                     r.skip()?;
                                     Output::NONE
@@ -68,19 +95,26 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
         }
         Ok(())
     })?;
+    // The event's name decides only when its data has no type.
+    let named = kind.is_none();
     let kind = kind.unwrap_or_else(|| Kind::from_name(name));
-    let out = match kind {
-        Kind::ContentBlockDelta => delta,
-        _ => Output::NONE,
-    };
-    Ok(EventInfo {
+    let info = |out: Output| EventInfo {
         token: out.token,
         visible: out.visible,
         usage: usage.or(message_usage).unwrap_or_default(),
         error: kind == Kind::Error,
         done: kind == Kind::Stop,
         timings: ServerTimings::default(),
-    })
+    };
+    if kind != Kind::ContentBlockDelta {
+        return Ok(info(Output::NONE));
+    }
+    if let Some(repeat) = repeat
+        && !named
+    {
+        repeat.keep(data, &strings, info(delta));
+    }
+    Ok(info(delta.or(strings.out)))
 }
 
 /// A usage object (`None` for `null`).
@@ -168,6 +202,112 @@ mod tests {
         );
         // The type from the event name when the data has none.
         assert!(info("content_block_delta", r#"{"delta":{"text":"x"}}"#).token);
+    }
+
+    /// Every event of the captures (name, data), in order, each capture's
+    /// `text`, `partial_json` and `thinking` strings replaced in turn by
+    /// the next of `strings` (raw: any bytes between the quotes).
+    fn restrung(strings: &[Vec<u8>]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/streams");
+        let mut strings = strings.iter().cycle();
+        let mut out = Vec::new();
+        for capture in [
+            "anthropic-messages-text.sse",
+            "anthropic-messages-thinking-refusal.sse",
+            "anthropic-messages-tools.sse",
+        ] {
+            let text = std::fs::read_to_string(dir.join(capture)).unwrap();
+            let mut name = Vec::new();
+            for line in text.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = n.as_bytes().to_vec();
+                }
+                let Some(data) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                let mut data = data.as_bytes().to_vec();
+                for key in [r#""text":""#, r#""partial_json":""#, r#""thinking":""#] {
+                    let at = data.windows(key.len()).position(|w| w == key.as_bytes());
+                    if let Some(from) = at.map(|at| at + key.len())
+                        && let Some(len) = data[from..].iter().position(|&b| b == b'"')
+                    {
+                        data.splice(from..from + len, strings.next().unwrap().clone());
+                    }
+                }
+                out.push((std::mem::take(&mut name), data));
+            }
+        }
+        out
+    }
+
+    /// Each event read through one stream's deltas gives what it gives
+    /// alone.
+    fn same_as_alone(events: &[(Vec<u8>, Vec<u8>)]) {
+        let mut deltas = Deltas::default();
+        for (name, data) in events {
+            assert_eq!(
+                deltas.classify(name, data),
+                classify(name, data),
+                "{:?}",
+                String::from_utf8_lossy(data)
+            );
+        }
+    }
+
+    #[test]
+    fn a_delta_like_the_last_but_for_its_string_is_read_from_it() {
+        same_as_alone(&restrung(&[b"x".to_vec()]));
+        let delta = |text: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{text}"}}   }}"#
+            )
+        };
+        let mut deltas = Deltas::default();
+        assert!(
+            deltas
+                .classify(b"", delta("Hi").as_bytes())
+                .unwrap()
+                .visible
+        );
+        assert!(!deltas.repeat.is_empty());
+        for (text, token) in [("", false), (r#"\"\\"#, true), ("a\\u00e9", true)] {
+            assert_eq!(
+                deltas.classify(b"", delta(text).as_bytes()).unwrap().token,
+                token
+            );
+        }
+        assert_eq!(
+            deltas.classify(b"", delta("\\x").as_bytes()),
+            Err(ParseError::InvalidJson)
+        );
+        // Without a type in the data, the name decides: no template.
+        let mut deltas = Deltas::default();
+        let untyped = br#"{"delta":{"text":"x"}}"#;
+        assert!(
+            deltas
+                .classify(b"content_block_delta", untyped)
+                .unwrap()
+                .token
+        );
+        assert!(deltas.repeat.is_empty());
+        assert!(!deltas.classify(b"ping", untyped).unwrap().token);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// Events whose strings of output are anything (quotes,
+        /// backslashes, escapes broken or not, control characters)
+        /// classify through one stream's deltas as they do alone.
+        #[test]
+        fn restrung_deltas_classify_as_they_do_alone(
+            strings in proptest::collection::vec(
+                proptest::collection::vec(proptest::sample::select(&b"ab\\\"u0e/\n\x01 }],:"[..]), 0..8),
+                1..6,
+            ),
+        ) {
+            same_as_alone(&restrung(&strings));
+        }
     }
 
     #[test]

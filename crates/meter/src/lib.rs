@@ -44,6 +44,7 @@ mod framer;
 mod model;
 mod operation;
 mod recorder;
+mod repeat;
 mod stream;
 mod summary;
 mod turn;

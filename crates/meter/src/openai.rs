@@ -13,6 +13,7 @@
 use super::event::{EventInfo, ParseError, ServerTimings, Usage, millis};
 use super::json::{self, Error, Output, Prefix, Reader};
 use super::llamacpp;
+use super::repeat::{Repeat, Strings};
 
 /// Classifies one SSE event's data (or a whole non-streamed body), alone.
 pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
@@ -26,11 +27,17 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 /// chunk that starts with the last envelope is read from where it ends,
 /// which skips about a third of a typical chunk's reading; what the
 /// envelope said (an `"object": "error"`) is kept with it.
+///
+/// And the last chunk whose output was one string (a `content`, a
+/// `refusal`, some reasoning, a legacy `text`), as a template: a chunk
+/// that is the same bytes but for that string, as most chunks of a
+/// response are, is not read at all; its string decides alone.
 #[derive(Debug, Default)]
 pub struct Envelope {
     prefix: Prefix,
     /// The prefix held `"object": "error"` or a non-null `"error"`.
     error: bool,
+    repeat: Repeat,
 }
 
 impl Envelope {
@@ -44,9 +51,17 @@ impl Envelope {
 fn read(
     name: &[u8],
     data: &[u8],
-    envelope: Option<&mut Envelope>,
+    mut envelope: Option<&mut Envelope>,
 ) -> Result<EventInfo, ParseError> {
     let trimmed = data.trim_ascii();
+    if let Some(env) = envelope.as_deref_mut()
+        && let Some(info) = env.repeat.info(trimmed)
+    {
+        return Ok(EventInfo {
+            error: info.error || name == b"error",
+            ..info
+        });
+    }
     if trimmed == b"[DONE]" {
         return Ok(EventInfo {
             done: true,
@@ -54,6 +69,7 @@ fn read(
         });
     }
     let mut out = Output::NONE;
+    let mut strings = Strings::default();
     let mut usage = Usage::default();
     let mut timings = ServerTimings::default();
     let mut error = false;
@@ -83,7 +99,7 @@ fn read(
                     in_envelope = false;
                     if r.open_list_or_null()? {
                         while r.element()? {
-                            element(r, &mut out)?;
+                            element(r, &mut out, &mut strings)?;
                         }
                     }
                 }
@@ -126,19 +142,29 @@ fn read(
         }
         Ok(())
     })?;
-    if let (Some(env), Some((at, prefix_error))) = (envelope, boundary)
-        && !(resumed && at + 1 == env.prefix.len())
-    {
-        env.prefix.set(trimmed, at);
-        env.error = prefix_error;
-    }
-    Ok(EventInfo {
+    let info = EventInfo {
         token: out.token,
         visible: out.visible,
         usage,
         timings,
-        error: error || name == b"error",
+        error,
         done: false,
+    };
+    if let Some(env) = envelope {
+        if let Some((at, prefix_error)) = boundary
+            && !(resumed && at + 1 == env.prefix.len())
+        {
+            env.prefix.set(trimmed, at);
+            env.error = prefix_error;
+        }
+        env.repeat.keep(trimmed, &strings, info);
+    }
+    let out = out.or(strings.out);
+    Ok(EventInfo {
+        token: out.token,
+        visible: out.visible,
+        error: error || name == b"error",
+        ..info
     })
 }
 
@@ -166,7 +192,7 @@ pub(crate) fn vllm_metrics(r: &mut Reader<'_>, timings: &mut ServerTimings) -> R
 /// (`delta`/`text` versus `function`). Streamed chat carries `delta`,
 /// legacy completions carry `text`; a non-streamed `message` is irrelevant
 /// to token events.
-fn element(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
+fn element(r: &mut Reader<'_>, out: &mut Output, strings: &mut Strings) -> Result<(), Error> {
     r.open_object()?;
     while let Some(key) = r.key()? {
         match key {
@@ -174,15 +200,15 @@ fn element(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
                 if r.open_object_or_null()? {
                     while let Some(key) = r.key()? {
                         let more = match key {
-                            b"content" | b"refusal" => Output::visible(r.nonempty()?),
+                            b"content" | b"refusal" => strings.read(r, true)?,
                             // `reasoning_content`: DeepSeek, vLLM and SGLang
                             // reasoning parsers; `reasoning`: OpenRouter,
                             // Ollama's `/v1` and newer vLLM.
-                            b"reasoning_content" | b"reasoning" => Output::reasoning(r.nonempty()?),
+                            b"reasoning_content" | b"reasoning" => strings.read(r, false)?,
                             b"tool_calls" => {
                                 if r.open_list_or_null()? {
                                     while r.element()? {
-                                        element(r, out)?;
+                                        element(r, out, strings)?;
                                     }
                                 }
                                 Output::NONE
@@ -198,7 +224,7 @@ fn element(r: &mut Reader<'_>, out: &mut Output) -> Result<(), Error> {
                     }
                 }
             }
-            b"text" => *out = out.or(Output::visible(r.nonempty()?)),
+            b"text" => *out = out.or(strings.read(r, true)?),
             b"function" => *out = out.or(Output::visible(function(r)?)),
             _ => r.skip()?,
         }
@@ -327,6 +353,129 @@ mod tests {
         ) {
             let events = &capture_events()[capture];
             same_as_alone(&damaged(events, start % events.len(), &damage, None))?;
+        }
+    }
+
+    /// The capture's events with the value of each string member `key`
+    /// replaced by the next of `strings` (raw: any bytes between the
+    /// quotes, escapes valid or not).
+    fn restrung(events: &[Vec<u8>], key: &str, strings: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        let open = format!(r#""{key}":""#);
+        let mut strings = strings.iter().cycle();
+        events
+            .iter()
+            .map(|data| {
+                let Some(at) = data.windows(open.len()).position(|w| w == open.as_bytes()) else {
+                    return data.clone();
+                };
+                let from = at + open.len();
+                let Some(len) = data[from..].iter().position(|&b| b == b'"') else {
+                    return data.clone();
+                };
+                let mut out = data[..from].to_vec();
+                out.extend_from_slice(strings.next().unwrap());
+                out.extend_from_slice(&data[from + len..]);
+                out
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_chunk_like_the_last_but_for_its_string_is_read_from_it() {
+        let chunk = |content: &str| {
+            format!(
+                r#"{{"id":"c1","created":17,"choices":[{{"index":0,"delta":{{"content":"{content}"}},"finish_reason":null}}],"usage":{{"completion_tokens":4}}}}"#
+            )
+        };
+        let mut envelope = Envelope::default();
+        let first = envelope.classify(b"", chunk("Hi").as_bytes()).unwrap();
+        assert!(first.token && first.visible);
+        assert_eq!(first.usage.output, Some(4));
+        assert!(!envelope.repeat.is_empty());
+        for (content, token) in [("", false), (r#"\"\\"#, true), (r#"a\"}]"#, true)] {
+            let i = envelope.classify(b"", chunk(content).as_bytes()).unwrap();
+            assert_eq!(
+                i,
+                EventInfo {
+                    token,
+                    visible: token,
+                    ..first
+                },
+                "{content}"
+            );
+        }
+        // The event's name is its own.
+        assert!(
+            envelope
+                .classify(b"error", chunk("x").as_bytes())
+                .unwrap()
+                .error
+        );
+        assert!(!envelope.classify(b"", chunk("x").as_bytes()).unwrap().error);
+        // A broken string, or another shape, is read (and fails or not as
+        // it does alone).
+        for broken in [r#"\x"#, "a\\", "a\nb"] {
+            assert_eq!(
+                envelope.classify(b"", chunk(broken).as_bytes()),
+                Err(ParseError::InvalidJson)
+            );
+        }
+        // Reasoning is not visible; a chunk with two strings keeps none.
+        let reasoning = |r: &str| {
+            format!(r#"{{"id":"c1","choices":[{{"delta":{{"reasoning_content":"{r}"}}}}]}}"#)
+        };
+        let mut envelope = Envelope::default();
+        for (r, token) in [("hmm", true), ("", false), ("x", true)] {
+            let i = envelope.classify(b"", reasoning(r).as_bytes()).unwrap();
+            assert_eq!((i.token, i.visible), (token, false));
+        }
+        let two = br#"{"choices":[{"delta":{"content":"","reasoning":"x"}}]}"#;
+        let mut envelope = Envelope::default();
+        assert!(envelope.classify(b"", two).unwrap().token);
+        assert!(envelope.repeat.is_empty());
+    }
+
+    /// Chunks that differ outside their string too (logprobs) are read,
+    /// and a template is remade only now and then; once they stop
+    /// differing, one is made and matched again.
+    #[test]
+    fn chunks_that_keep_differing_remake_the_template_now_and_then() {
+        let chunk = |content: &str, logprob: usize| {
+            format!(r#"{{"choices":[{{"delta":{{"content":"{content}"}},"logprobs":{logprob}}}]}}"#)
+        };
+        let mut envelope = Envelope::default();
+        let events: Vec<String> = (0..40)
+            .map(|i| chunk(if i % 3 == 0 { "" } else { "x" }, i))
+            .chain((0..40).map(|i| chunk(if i % 3 == 0 { "" } else { "y" }, 99)))
+            .collect();
+        let mut matched = Vec::new();
+        for data in &events {
+            let info = envelope.classify(b"", data.as_bytes());
+            assert_eq!(info, classify(b"", data.as_bytes()), "{data}");
+            matched.push(envelope.repeat.matched());
+        }
+        assert!(!matched[..40].iter().any(|&m| m));
+        // The steady chunks match within one remaking period.
+        assert!(matched[40 + 32..].iter().all(|&m| m), "{matched:?}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// Chunks of a capture whose strings of output are anything
+        /// (quotes, backslashes, escapes broken or not, control
+        /// characters) classify through one envelope as they do alone.
+        #[test]
+        fn restrung_chunks_classify_as_they_do_alone(
+            capture in 0usize..7,
+            key in prop::sample::select(&["content", "reasoning_content", "reasoning", "arguments"][..]),
+            strings in prop::collection::vec(
+                prop::collection::vec(prop::sample::select(&b"ab\\\"u0e/\n\x01 }],:"[..]), 0..8),
+                1..6,
+            ),
+        ) {
+            let events = &capture_events()[capture];
+            same_as_alone(&restrung(events, key, &strings))?;
         }
     }
 

@@ -15,7 +15,7 @@ use super::framer::{FrameResult, Framer};
 use super::model::{response_id, response_model};
 use super::recorder::Recorder;
 use super::summary::{Outcome, Summary, TokenSource};
-use super::{decompress, gemini, jsonarray, ndjson, openai, sglang, sse};
+use super::{anthropic, decompress, gemini, jsonarray, ndjson, openai, sglang, sse};
 
 /// The protocol side of one request: the API, and what it must remember
 /// between events.
@@ -25,6 +25,8 @@ struct Decoder {
     sglang: sglang::Cumulative,
     /// The OpenAI chunks' shared envelope (likewise).
     openai: openai::Envelope,
+    /// The Anthropic events' last delta (likewise).
+    anthropic: anthropic::Deltas,
     /// The Gemini chunks' shared tails, made at a stream's first Gemini
     /// event (a few hundred bytes no other stream needs).
     gemini: Option<Box<gemini::Tails>>,
@@ -42,6 +44,7 @@ impl Decoder {
         match self.api {
             Api::Sglang => self.sglang.classify(name, data),
             Api::OpenAi => self.openai.classify(name, data),
+            Api::Anthropic => self.anthropic.classify(name, data),
             Api::Gemini => self.gemini.get_or_insert_default().classify(name, data),
             api => api.classify(name, data),
         }
@@ -160,6 +163,7 @@ impl<R: Recorder> StreamMeter<R> {
                     api,
                     sglang: sglang::Cumulative::default(),
                     openai: openai::Envelope::default(),
+                    anthropic: anthropic::Deltas::default(),
                     gemini: None,
                 },
                 limits,

@@ -32,6 +32,8 @@ mod error;
 mod pull;
 mod scan;
 mod skip;
+mod template;
 
 pub use error::Error;
 pub use pull::{MAX_DEPTH, Members, NOT_A_COUNT, Prefix, Reader, Suffix, read};
+pub use template::Template;

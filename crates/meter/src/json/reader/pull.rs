@@ -434,6 +434,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// [`nonempty`](Self::nonempty), with where the value is when it is a
+    /// string: the index of its opening quote and the index after its
+    /// closing one in the input, for a [`Template`](super::Template).
+    #[inline]
+    pub fn nonempty_span(&mut self) -> Result<(bool, Option<(usize, usize)>), Error> {
+        if self.peek()? != b'"' {
+            return self.nonempty().map(|yes| (yes, None));
+        }
+        let start = self.pos;
+        let yes = self.nonempty_string()?;
+        Ok((yes, Some((start, self.pos))))
+    }
+
     /// Whether the next value is there: an object (even `{}`), a non-empty
     /// string or list, a number or `true`; not `null`, `false`, `""`, `[]`.
     #[inline]
