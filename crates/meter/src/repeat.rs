@@ -8,9 +8,14 @@ use super::json::{Error, Output, Reader, Template};
 /// A stream's last event whose output was one string, as a [`Template`],
 /// with what the event gave but for that string: an event that is the same
 /// bytes with another string in its place gives the same but for the
-/// output, which that string decides alone.
+/// output, which that string decides alone. Boxed when first kept: a
+/// stream of another API, or one whose events are never kept, holds a
+/// pointer's worth.
 #[derive(Debug, Default)]
-pub(crate) struct Repeat {
+pub(crate) struct Repeat(Option<Box<Kept>>);
+
+#[derive(Debug, Default)]
+struct Kept {
     template: Template,
     /// What the event gave without its string's output.
     info: EventInfo,
@@ -31,17 +36,18 @@ impl Repeat {
     /// What `data` gives, when it is the template with another string.
     #[inline]
     pub(crate) fn info(&mut self, data: &[u8]) -> Option<EventInfo> {
-        let nonempty = self.template.matches(data)?;
-        self.misses = 0;
+        let kept = self.0.as_deref_mut()?;
+        let nonempty = kept.template.matches(data)?;
+        kept.misses = 0;
         let out = Output {
-            token: self.info.token,
-            visible: self.info.visible,
+            token: kept.info.token,
+            visible: kept.info.visible,
         }
-        .or(string_output(self.visible, nonempty));
+        .or(string_output(kept.visible, nonempty));
         Some(EventInfo {
             token: out.token,
             visible: out.visible,
-            ..self.info
+            ..kept.info
         })
     }
 
@@ -52,29 +58,32 @@ impl Repeat {
     /// reading would.
     pub(crate) fn keep(&mut self, data: &[u8], strings: &Strings, info: EventInfo) {
         if let (1, Some((span, visible))) = (strings.count, strings.last) {
-            self.misses = self.misses.saturating_add(1);
-            if !(self.template.is_empty()
-                || self.misses <= 2
-                || self.misses.is_multiple_of(REMAKE_EVERY))
+            let kept = self.0.get_or_insert_with(Box::default);
+            kept.misses = kept.misses.saturating_add(1);
+            if !(kept.template.is_empty()
+                || kept.misses <= 2
+                || kept.misses.is_multiple_of(REMAKE_EVERY))
             {
                 return;
             }
-            self.template.set(data, span);
-            self.info = info;
-            self.visible = visible;
+            kept.template.set(data, span);
+            kept.info = info;
+            kept.visible = visible;
         }
     }
 
     /// Whether there is none.
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.template.is_empty()
+        self.0.as_ref().is_none_or(|k| k.template.is_empty())
     }
 
     /// Whether the last event matched the template.
     #[cfg(test)]
     pub(crate) fn matched(&self) -> bool {
-        self.misses == 0 && !self.template.is_empty()
+        self.0
+            .as_ref()
+            .is_some_and(|k| k.misses == 0 && !k.template.is_empty())
     }
 }
 
