@@ -8,6 +8,7 @@
 #
 #   benches/leg-syscalls.sh                           # tokenmeter,unmetered,nginx
 #   LEGS=tokenmeter,nginx benches/leg-syscalls.sh
+#   LEGS=tokenmeter,baseline BASELINE=OLD_BIN benches/leg-syscalls.sh   # two builds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=target/release/tokenmeter
@@ -16,10 +17,12 @@ legs=${LEGS:-tokenmeter,unmetered,nginx}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 calls=(epoll_wait recvfrom recvmsg writev write futex epoll_ctl accept4 close)
-events=raw_syscalls:sys_enter,context-switches
+events=raw_syscalls:sys_enter,context-switches,page-faults
 for c in "${calls[@]}"; do events+=",syscalls:sys_enter_$c"; done
+baseline=()
+[ -n "${BASELINE:-}" ] && baseline=(--baseline-bin "$BASELINE")
 "$bin" bench --rate 200 --poisson --itl-ms 20 --tokens 50 --duration 10s --warmup 2s \
-    --rounds 1 --settle 1s --legs "$legs" >"$out/report" 2>"$out/progress" &
+    --rounds 1 --settle 1s --legs "$legs" "${baseline[@]}" >"$out/report" 2>"$out/progress" &
 bench=$!
 for leg in ${legs//,/ }; do
     until grep -q "leg $leg\$" "$out/progress"; do

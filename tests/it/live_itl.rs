@@ -4,15 +4,9 @@
 //! a scrape in the middle of the stream finds every gap but those of the
 //! last second, and the end publishes the rest.
 
-use std::time::{Duration, Instant};
-
-use bytes::Bytes;
-use http_body::Frame;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::time::Duration;
 
 use crate::common::*;
-
-const TOKEN: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
 
 /// How long the proxy holds gaps before it publishes them.
 const PUBLISH_EVERY: f64 = 1.0;
@@ -24,29 +18,15 @@ const PUBLISH_EVERY: f64 = 1.0;
 async fn a_long_streams_gaps_reach_metrics_within_a_second_before_it_ends() {
     let (upstream, mut gates) = gated_upstream().await;
     let proxy = start(config_for(upstream)).await;
-    let (head, body) = chat_request("m1", true, &[]);
-    let mut client = tokio::net::TcpStream::connect(proxy.proxy_addr)
-        .await
-        .unwrap();
-    client.write_all(head.as_bytes()).await.unwrap();
-    client.write_all(&body).await.unwrap();
-    let gate = gates.recv().await.unwrap();
-    let tokens = |seen: &[u8]| seen.windows(9).filter(|w| w == br#""content""#).count();
-    let mut times: Vec<(Instant, Instant)> = Vec::new();
-    let mut answer = Vec::new();
+    let mut stream = GatedStream::open(proxy.proxy_addr, &mut gates).await;
     // 1.8 s of tokens 100 ms apart: 18 gaps.
     for n in 1..=19 {
         if n > 1 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let sent = Instant::now();
-        gate.send(Ok(Frame::data(Bytes::from_static(TOKEN.as_bytes()))))
-            .await
-            .unwrap();
-        let more = read_while(&mut client, |seen| tokens(&answer) + tokens(seen) < n).await;
-        answer.extend_from_slice(&more);
-        times.push((sent, Instant::now()));
+        stream.token().await;
     }
+    let times = stream.times.clone();
 
     // The stream is open: what the proxy published of its 18 gaps.
     let s = scrape(proxy.admin_addr).await.1;
@@ -77,12 +57,7 @@ async fn a_long_streams_gaps_reach_metrics_within_a_second_before_it_ends() {
     );
 
     // The end publishes the rest.
-    gate.send(Ok(Frame::data(Bytes::from_static(b"data: [DONE]\n\n"))))
-        .await
-        .unwrap();
-    drop(gate);
-    client.read_to_end(&mut answer).await.unwrap();
-    assert!(answer.windows(6).any(|w| w == b"[DONE]"), "no [DONE]");
+    stream.finish().await;
     let s = scrape_until(proxy.admin_addr, |s| {
         sum(s, "llm_requests_total", &[("outcome", "ok")]) == 1.0
     })

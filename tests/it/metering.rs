@@ -669,46 +669,22 @@ async fn the_proxys_own_time_is_observed_without_the_clients_upload() {
 /// the gap it measured lies between the two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_1s_pause_is_one_stall_of_1s() {
-    use bytes::Bytes;
-    use http_body::Frame;
-    use std::time::Instant;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     let (upstream, mut gates) = gated_upstream().await;
     let mut config = config_for(upstream);
     config.metrics.stall_threshold = Duration::from_millis(500);
     let proxy = start(config).await;
-    let frame = |text: &'static str| -> Result<Frame<Bytes>, std::convert::Infallible> {
-        Ok(Frame::data(Bytes::from_static(text.as_bytes())))
-    };
-    const TOKEN: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
-    let (head, body) = chat_request("m1", true, &[]);
-    let mut client = tokio::net::TcpStream::connect(proxy.proxy_addr)
-        .await
-        .unwrap();
-    client.write_all(head.as_bytes()).await.unwrap();
-    client.write_all(&body).await.unwrap();
-    let gate = gates.recv().await.unwrap();
-    let tokens = |seen: &[u8]| seen.windows(9).filter(|w| w == br#""content""#).count();
-    // Each token sent, then awaited at the client: (sent, received).
-    let mut times: Vec<(Instant, Instant)> = Vec::new();
-    let mut answer = Vec::new();
+    let mut stream = GatedStream::open(proxy.proxy_addr, &mut gates).await;
     for n in 1..=4 {
         if n == 4 {
-            tokio::time::sleep_until((times[2].1 + Duration::from_secs(1)).into()).await;
+            let third = stream.times[2].1 + Duration::from_secs(1);
+            tokio::time::sleep_until(third.into()).await;
         } else if n > 1 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let sent = Instant::now();
-        gate.send(frame(TOKEN)).await.unwrap();
-        let more = read_while(&mut client, |seen| tokens(&answer) + tokens(seen) < n).await;
-        answer.extend_from_slice(&more);
-        times.push((sent, Instant::now()));
+        stream.token().await;
     }
-    gate.send(frame("data: [DONE]\n\n")).await.unwrap();
-    drop(gate);
-    client.read_to_end(&mut answer).await.unwrap();
-    assert!(answer.windows(6).any(|w| w == b"[DONE]"), "no [DONE]");
+    let times = stream.times.clone();
+    stream.finish().await;
     // The proxy read the third token within (sent, received) of it, and
     // the fourth within its own: the stall lies between these two bounds.
     let ((sent_3, received_3), (sent_4, received_4)) = (times[2], times[3]);

@@ -22,12 +22,14 @@ use tokio::net::{TcpListener, TcpStream};
 pub mod agent;
 mod bill;
 pub mod dcgm;
+mod gated;
 mod page;
 mod process;
 pub mod promrate;
 mod spans;
 
 pub use bill::{assert_near, parts_and_total};
+pub use gated::GatedStream;
 pub use page::{Page, read_head, serve_made, serve_recorded, staleness, vllm_page};
 pub use process::{
     BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped, sessions_config,
