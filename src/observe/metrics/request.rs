@@ -142,7 +142,8 @@ pub fn status_class(status: Option<u16>) -> &'static str {
 }
 
 /// What the meter reports as the stream flows, observed on the handles
-/// resolved for this request (atomics: no lock, no allocation).
+/// resolved for this request (atomics, no lock), but for the ITL gaps,
+/// which the request holds and publishes each second (`held.rs`).
 impl RequestRecorder {
     /// The response head came `elapsed` after the request's, and the
     /// upstream's answer made `labels` final. The stream's series are
