@@ -72,6 +72,5 @@ pub use error::{Error, Failed};
 #[cfg(fuzzing)]
 pub use fuzz::fuzz_response;
 pub use head::KeepAliveHint;
-pub use limits::OWN_BUFFER_MAX;
 pub use pool::{OnRetry, Pool, Race, Reused};
 pub use write::{Prepared, SendBody};

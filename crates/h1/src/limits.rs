@@ -1,13 +1,6 @@
 //! The sizes that bound what a connection reads and writes, and the time
 //! that tells the keep-alive race from an upstream that took a request.
 
-/// Data frames up to this size are worth a buffer of their own when they
-/// come as slices of a read buffer that cannot be taken back in place
-/// until they are written (the proxy copies hyper's HTTP/2 frames up to
-/// this size). This crate's frames need none: its read buffer is taken
-/// back once its frames are gone (see [`crate::decode`]).
-pub const OWN_BUFFER_MAX: usize = 4096;
-
 /// A read takes at least this much room in the read buffer.
 pub(crate) const READ_MIN: usize = 8 * 1024;
 /// ... and at most this much: a read that filled its room doubles the next

@@ -11,7 +11,6 @@ use super::error::BodyError;
 use crate::dial::Io;
 use crate::proxy::client_body::{ClientBodyError, RequestBody};
 use crate::proxy::delegate::delegate_body;
-use h1::OWN_BUFFER_MAX;
 
 /// The response body of an HTTP/1.1 upstream.
 pub type H1Body = h1::Body<Io, RequestBody>;
@@ -78,6 +77,11 @@ delegate_body!(FromUpstream: enum {
     FromUpstream::Client => own_buffer,
 }, Error = BodyError);
 
+/// Data frames of an HTTP/2 upstream up to this size are forwarded in a
+/// buffer of their own ([`own_buffer`]). `h1`'s frames need none: its read
+/// buffer is taken back in place once its frames are gone.
+const OWN_BUFFER_MAX: usize = 4096;
+
 /// `frame` with the same bytes, a small data frame (up to
 /// [`OWN_BUFFER_MAX`]) moved out of the
 /// upstream connection's read buffer into one of its own size.
@@ -102,12 +106,14 @@ fn own_buffer(frame: Frame<Bytes>) -> Frame<Bytes> {
 mod tests {
     use bytes::Bytes;
 
+    use super::OWN_BUFFER_MAX;
+
     #[test]
     fn small_frames_leave_the_read_buffer_and_large_ones_stay_in_it() {
-        let read_buffer = Bytes::from(vec![b'x'; 3 * h1::OWN_BUFFER_MAX]);
+        let read_buffer = Bytes::from(vec![b'x'; 3 * OWN_BUFFER_MAX]);
         let data = |frame: http_body::Frame<Bytes>| frame.into_data().unwrap();
 
-        let small = read_buffer.slice(..h1::OWN_BUFFER_MAX);
+        let small = read_buffer.slice(..OWN_BUFFER_MAX);
         let out = data(super::own_buffer(http_body::Frame::data(small.clone())));
         assert_eq!(out, small);
         assert_ne!(out.as_ptr(), small.as_ptr(), "copied out");
@@ -116,7 +122,7 @@ mod tests {
         drop(small);
         assert!(read_buffer.is_unique());
 
-        let large = read_buffer.slice(..=h1::OWN_BUFFER_MAX);
+        let large = read_buffer.slice(..=OWN_BUFFER_MAX);
         let out = data(super::own_buffer(http_body::Frame::data(large.clone())));
         assert_eq!(out.as_ptr(), large.as_ptr(), "passed on as it is");
 
