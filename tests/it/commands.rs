@@ -11,21 +11,6 @@ use tokio::net::TcpListener;
 
 use crate::common::*;
 
-/// Sends `sig` (`-INT`, `-TERM`) to the child and waits for it to exit
-/// successfully.
-async fn end(mut child: Child, sig: &str) {
-    let sent = Command::new("kill")
-        .args([sig, &child.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = tokio::task::spawn_blocking(move || child.0.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "exit status {status}");
-}
-
 /// `serve` prints where to look on standard output: the proxy and the
 /// admin listener, and the live page, `/metrics` and `/slo` there, each an
 /// address that answers (the proxy, listening on every interface, at the

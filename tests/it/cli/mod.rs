@@ -86,6 +86,19 @@ fn serve_without_a_file_needs_an_upstream() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--upstream"));
 }
 
+/// `tokenmeter serve` on ephemeral ports, with no file watch and neither
+/// `TOKENMETER_CONFIG` nor `TOKENMETER_UPSTREAM` from the environment: a
+/// command for a start that is refused.
+fn serve_command() -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0", "--no-watch"])
+        .env_remove("TOKENMETER_CONFIG")
+        .env_remove("TOKENMETER_UPSTREAM");
+    command
+}
+
 /// Runs `command` (one that should refuse its config and exit) to its end,
 /// killing it if it is still running after 10 s: its exit status, standard
 /// output and standard error.
@@ -163,26 +176,11 @@ fn serve_refuses_a_secret_upstream_without_echoing_it() {
     )
     .unwrap();
     for (url, problem, shown) in SECRET_UPSTREAMS {
-        let serve = || {
-            let mut command = Command::new(BIN);
-            command
-                .args([
-                    "serve",
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--admin-listen",
-                    "127.0.0.1:0",
-                    "--no-watch",
-                ])
-                .env_remove("TOKENMETER_CONFIG")
-                .env_remove("TOKENMETER_UPSTREAM");
-            command
-        };
-        let mut by_flag = serve();
+        let mut by_flag = serve_command();
         by_flag.args(["--upstream", url]);
-        let mut by_env = serve();
+        let mut by_env = serve_command();
         by_env.env("TOKENMETER_UPSTREAM", url);
-        let mut over_a_file = serve();
+        let mut over_a_file = serve_command();
         over_a_file
             .arg("--config")
             .arg(&file)
@@ -248,20 +246,7 @@ fn check_and_serve_refuse_secret_urls_in_a_file_without_echoing_them() {
         assert!(line.contains(problem), "{line}");
     }
 
-    let (status, stdout, stderr) = run_refused(
-        Command::new(BIN)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-                "--no-watch",
-                "--config",
-            ])
-            .arg(&path)
-            .env_remove("TOKENMETER_UPSTREAM"),
-    );
+    let (status, stdout, stderr) = run_refused(serve_command().arg("--config").arg(&path));
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(!stdout.contains("s3cret"), "{stdout}");
     assert!(!stderr.contains("s3cret"), "{stderr}");
@@ -279,16 +264,6 @@ fn check_and_serve_refuse_secret_urls_in_a_file_without_echoing_them() {
 fn serve_in_front_of(upstream: std::net::SocketAddr) -> Served {
     let upstream = format!("http://{upstream}");
     serve(&["--upstream".as_ref(), upstream.as_ref()])
-}
-
-/// Sends SIGTERM and checks the child exits successfully.
-async fn stop(mut child: Child) {
-    signal(&child.0, "-TERM");
-    let status = tokio::task::spawn_blocking(move || child.0.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "exit status {status}");
 }
 
 #[tokio::test]
@@ -350,7 +325,7 @@ async fn serve_from_flags_proxies_and_stops_on_sigterm() {
     assert_eq!(config["listen"], "127.0.0.1:0");
     let health = get(admin, "/healthz").await;
     assert_eq!(health.status, 200);
-    stop(child).await;
+    end(child, "-TERM").await;
 }
 
 #[tokio::test]
@@ -370,7 +345,7 @@ async fn the_log_filter_turns_the_access_log_off() {
     let (head, body) = chat_request("m1", true, &[("x-request-id", "r1")]);
     assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
     scrape_until(admin, |s| sum(s, "llm_requests_total", &[]) == 1.0).await;
-    stop(child).await;
+    end(child, "-TERM").await;
     let rest: Vec<serde_json::Value> = lines
         .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
         .collect();
@@ -443,16 +418,7 @@ async fn text_logs_into_a_pipe_have_no_colour_codes() {
         "{access}"
     );
     assert!(access.contains(" status=200 outcome=\"ok\""), "{access}");
-    stop(child).await;
-}
-
-/// Runs `kill -SIG pid`.
-fn signal(child: &std::process::Child, sig: &str) {
-    let status = Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    end(child, "-TERM").await;
 }
 
 #[tokio::test]
@@ -499,7 +465,7 @@ async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
     };
 
     std::fs::write(&slo, class("0.7")).unwrap();
-    signal(&child.0, "-HUP");
+    signal(&child, "-HUP");
     let s = scrape_until(admin, |s| reloads(s, "success") >= 1.0).await;
     assert_eq!(reloads(&s, "success"), 1.0);
     assert_eq!(target(&s), 0.7);
@@ -507,13 +473,13 @@ async fn serve_reloads_on_sighup_and_logs_a_rejected_file() {
     assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
 
     std::fs::write(&slo, class("7")).unwrap();
-    signal(&child.0, "-HUP");
+    signal(&child, "-HUP");
     let s = scrape_until(admin, |s| reloads(s, "failure") >= 1.0).await;
     assert_eq!(reloads(&s, "failure"), 1.0);
     assert_eq!(target(&s), 0.7);
     assert_eq!(raw_exchange(proxy, &head, &body).await.status, 200);
 
-    stop(child).await;
+    end(child, "-TERM").await;
     let log = log.join().unwrap();
     let rejected: Vec<serde_json::Value> = log
         .iter()
@@ -563,7 +529,7 @@ async fn serve_keeps_forwarding_when_nobody_reads_its_log() {
     })
     .await;
     assert_eq!(sum(&s, "llm_requests_total", &[]), REQUESTS as f64);
-    stop(child).await;
+    end(child, "-TERM").await;
 }
 
 /// The product is built without the benchmark rig: no dependency of the

@@ -32,7 +32,8 @@ pub use bill::{assert_near, parts_and_total};
 pub use gated::GatedStream;
 pub use page::{Page, read_head, serve_made, serve_recorded, staleness, vllm_page};
 pub use process::{
-    BIN, Child, Served, serve, serve_env, serve_logging, serve_wrapped, sessions_config,
+    BIN, Child, Served, end, serve, serve_env, serve_logging, serve_wrapped, sessions_config,
+    signal,
 };
 pub use spans::{Bracketed, access_lines, union, widening};
 

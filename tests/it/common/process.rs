@@ -32,6 +32,27 @@ impl Drop for Child {
     }
 }
 
+/// Runs `kill -SIG` on `child`.
+pub fn signal(child: &Child, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig}");
+}
+
+/// Sends `sig` (`-INT`, `-TERM`) to `child` and waits for it to exit
+/// successfully.
+pub async fn end(child: Child, sig: &str) {
+    signal(&child, sig);
+    let mut child = child;
+    let status = tokio::task::spawn_blocking(move || child.0.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+}
+
 /// Starts `tokenmeter serve` on ephemeral ports with `args` added.
 pub fn serve(args: &[&std::ffi::OsStr]) -> Served {
     serve_logging(args, "info")
