@@ -59,7 +59,7 @@ fn read(name: &[u8], data: &[u8], repeat: Option<&mut Repeat>) -> Result<EventIn
     let mut usage = None;
     // The usage in `message_start`'s message.
     let mut message_usage = None;
-    json::read(data, |r| {
+    let skipped = json::read(data, |r| {
         r.open_object()?;
         while let Some(key) = r.key()? {
             match key {
@@ -93,7 +93,7 @@ fn read(name: &[u8], data: &[u8], repeat: Option<&mut Repeat>) -> Result<EventIn
                 _ => r.skip()?,
             }
         }
-        Ok(())
+        Ok(r.skipped().clone())
     })?;
     // The event's name decides only when its data has no type.
     let named = kind.is_none();
@@ -112,7 +112,7 @@ fn read(name: &[u8], data: &[u8], repeat: Option<&mut Repeat>) -> Result<EventIn
     if let Some(repeat) = repeat
         && !named
     {
-        repeat.keep(data, &strings, info(delta));
+        repeat.keep(data, &strings, &skipped, info(delta));
     }
     Ok(info(delta.or(strings.out)))
 }

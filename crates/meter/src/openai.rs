@@ -76,7 +76,7 @@ fn read(
     // The last member boundary before `choices` or `usage`, and `error` there.
     let mut boundary = None;
     let mut resumed = false;
-    json::read(trimmed, |r| {
+    let skipped = json::read(trimmed, |r| {
         match &envelope {
             Some(env) => {
                 resumed = r.open_object_after(&env.prefix)?;
@@ -140,7 +140,7 @@ fn read(
                 _ => r.skip()?,
             }
         }
-        Ok(())
+        Ok(r.skipped().clone())
     })?;
     let info = EventInfo {
         token: out.token,
@@ -157,7 +157,7 @@ fn read(
             env.prefix.set(trimmed, at);
             env.error = prefix_error;
         }
-        env.repeat.keep(trimmed, &strings, info);
+        env.repeat.keep(trimmed, &strings, &skipped, info);
     }
     let out = out.or(strings.out);
     Ok(EventInfo {
@@ -435,13 +435,15 @@ mod tests {
         assert!(envelope.repeat.is_empty());
     }
 
-    /// Chunks that differ outside their string too (logprobs) are read,
-    /// and a template is remade only now and then; once they stop
-    /// differing, one is made and matched again.
+    /// Chunks that differ outside their string too (logprobs, an object
+    /// skipped whole) are read, and a template is remade only now and
+    /// then; once they stop differing, one is made and matched again.
     #[test]
     fn chunks_that_keep_differing_remake_the_template_now_and_then() {
         let chunk = |content: &str, logprob: usize| {
-            format!(r#"{{"choices":[{{"delta":{{"content":"{content}"}},"logprobs":{logprob}}}]}}"#)
+            format!(
+                r#"{{"choices":[{{"delta":{{"content":"{content}"}},"logprobs":{{"content":[{{"logprob":-0.{logprob}}}]}}}}]}}"#
+            )
         };
         let mut envelope = Envelope::default();
         let events: Vec<String> = (0..40)
@@ -457,6 +459,39 @@ mod tests {
         assert!(!matched[..40].iter().any(|&m| m));
         // The steady chunks match within one remaking period.
         assert!(matched[40 + 32..].iter().all(|&m| m), "{matched:?}");
+    }
+
+    /// Chunks that differ in members nobody reads, strings and numbers
+    /// (a timestamp, an obfuscation string, a second that ticks over),
+    /// match the template and classify as they do alone.
+    #[test]
+    fn chunks_that_differ_in_skipped_values_match() {
+        let chunk = |created: u64, content: &str, pad: &str, stamp: &str| {
+            format!(
+                r#"{{"id":"c1","created":{created},"choices":[{{"index":0,"delta":{{"content":"{content}"}},"finish_reason":null}}],"obfuscation":"{pad}","sent_ns":{stamp}}}"#
+            )
+        };
+        let mut envelope = Envelope::default();
+        let events = [
+            chunk(17, "Hi", "ab", "100"),
+            chunk(17, "", "abcdef", "1000"),
+            chunk(18, " there", "", "1.5e3"),
+            chunk(18, r#"\"q\""#, r"\u00e9", "0"),
+            chunk(19, "x", "a", "-1"),
+            chunk(19, "x", "a", r#""1""#),
+            chunk(19, "x", r"a\q", "2"),
+        ];
+        let mut matched = Vec::new();
+        for data in &events {
+            let info = envelope.classify(b"", data.as_bytes());
+            assert_eq!(info, classify(b"", data.as_bytes()), "{data}");
+            matched.push(envelope.repeat.matched());
+        }
+        // The first makes the template; a number that is not a plain one
+        // (`-1`), a string where a number was, and a broken string are read
+        // (the last fails alone too).
+        assert_eq!(matched, [false, true, true, true, false, false, false]);
+        assert!(envelope.classify(b"", events[6].as_bytes()).is_err());
     }
 
     proptest! {

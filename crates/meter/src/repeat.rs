@@ -1,13 +1,15 @@
 //! What a protocol module keeps of a stream's last event so as not to read
 //! the next one when it is the same bytes but for its one string of output
-//! ([`Repeat`]), and how it finds that string while reading ([`Strings`]).
+//! and the values it skipped ([`Repeat`]), and how it finds that string
+//! while reading ([`Strings`]).
 
 use super::event::EventInfo;
-use super::json::{Error, Output, Reader, Template};
+use super::json::{Error, Output, Reader, Skipped, Template};
 
 /// A stream's last event whose output was one string, as a [`Template`],
 /// with what the event gave but for that string: an event that is the same
-/// bytes with another string in its place gives the same but for the
+/// bytes with another string in its place, and other strings or numbers in
+/// the places of those the read skipped, gives the same but for the
 /// output, which that string decides alone. Boxed when first kept: a
 /// stream of another API, or one whose events are never kept, holds a
 /// pointer's worth.
@@ -52,11 +54,17 @@ impl Repeat {
     }
 
     /// Makes `data` the template when `strings` found exactly one string
-    /// of output in it, with `info`, what it gave without that string's
-    /// output (the caller's reading depended on the string only through
-    /// it). Otherwise the last template is kept: any template gives what
-    /// reading would.
-    pub(crate) fn keep(&mut self, data: &[u8], strings: &Strings, info: EventInfo) {
+    /// of output in it, with the values the read `skipped` and `info`, what
+    /// it gave without that string's output (the caller's reading depended
+    /// on the string only through it). Otherwise the last template is kept:
+    /// any template gives what reading would.
+    pub(crate) fn keep(
+        &mut self,
+        data: &[u8],
+        strings: &Strings,
+        skipped: &Skipped,
+        info: EventInfo,
+    ) {
         if let (1, Some((span, visible))) = (strings.count, strings.last) {
             let kept = self.0.get_or_insert_with(Box::default);
             kept.misses = kept.misses.saturating_add(1);
@@ -66,7 +74,7 @@ impl Repeat {
             {
                 return;
             }
-            kept.template.set(data, span);
+            kept.template.set(data, span, skipped);
             kept.info = info;
             kept.visible = visible;
         }

@@ -7,7 +7,7 @@
 
 pub mod reader;
 
-pub use reader::{Error, Members, NOT_A_COUNT, Prefix, Reader, Suffix, Template};
+pub use reader::{Error, Members, NOT_A_COUNT, Prefix, Reader, Skipped, Suffix, Template};
 
 /// What a value (an event, a choice, a part) carries of generated output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -36,4 +36,4 @@ mod template;
 
 pub use error::Error;
 pub use pull::{MAX_DEPTH, Members, NOT_A_COUNT, Prefix, Reader, Suffix, read};
-pub use template::Template;
+pub use template::{Skipped, Template};

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use super::error::Error;
 use super::scan::{literal_end, number_end, peek, string_end, unescape};
 use super::skip::skip_value;
+use super::template::{Kind, Skipped};
 
 /// Nesting of lists and objects refused (as `serde_json`: 127 levels pass).
 pub const MAX_DEPTH: u32 = 128;
@@ -34,6 +35,7 @@ pub fn read<'a, T>(
         depth: 0,
         first: false,
         scratch: None,
+        skipped: Skipped::default(),
     };
     let out = value(&mut r);
     let end = peek(input, &mut r.pos);
@@ -212,6 +214,9 @@ pub struct Reader<'a> {
     first: bool,
     /// The thread's unescaping buffer, taken at the first escape.
     scratch: Option<Vec<u8>>,
+    /// Where the strings and numbers skipped so far are, for a
+    /// [`Template`](super::Template).
+    skipped: Skipped,
 }
 
 impl std::fmt::Debug for Reader<'_> {
@@ -232,13 +237,26 @@ impl<'a> Reader<'a> {
     /// by the skip loop.
     #[inline(always)]
     pub fn skip(&mut self) -> Result<(), Error> {
-        self.pos = match self.peek()? {
-            b'"' => string_end(self.input, self.pos)?.0,
-            b'0'..=b'9' => number_end(self.input, self.pos)?.0,
+        let (end, kind) = match self.peek()? {
+            b'"' => (string_end(self.input, self.pos)?.0, Kind::String),
+            b'0'..=b'9' => (number_end(self.input, self.pos)?.0, Kind::Number),
             b'n' => return self.null().map(drop),
-            _ => skip_value(self.input, self.pos, MAX_DEPTH - 1 - self.depth)?,
+            _ => {
+                self.pos = skip_value(self.input, self.pos, MAX_DEPTH - 1 - self.depth)?;
+                return Ok(());
+            }
         };
+        // `peek` moved past any whitespace: the value starts at `pos`.
+        self.skipped.push(self.pos, end, kind);
+        self.pos = end;
         Ok(())
+    }
+
+    /// Where the strings and numbers skipped so far are: what any other
+    /// string or number in their place would leave the same, whatever the
+    /// caller asked of the reader (it asked nothing of their content).
+    pub fn skipped(&self) -> &Skipped {
+        &self.skipped
     }
 
     /// Ends the read here: the caller needs nothing more from this input,

@@ -1,31 +1,86 @@
 //! [`Template`]: an event that the next events of a stream repeat byte for
-//! byte but for one string value, such as a chat chunk whose only change
-//! from the one before is its `content`.
+//! byte but for one string value of output and the strings and numbers the
+//! reader skipped, such as a chat chunk whose only changes from the one
+//! before are its `content` and a member nobody reads (a timestamp).
 
-use super::scan::string_end;
+use super::scan::{number_end, string_end};
 
-/// The bytes of one event around one of its string values: the event
-/// before that string (up to and with its opening quote) and after it
-/// (from its closing quote's next byte to the end).
+/// What a hole of a [`Template`] holds: any valid value of the kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// A string (its escapes checked, no control character).
+    #[default]
+    String,
+    /// A number starting with a digit (its grammar checked).
+    Number,
+}
+
+/// One value of a template's event that another event may hold another of:
+/// from its first byte to the byte after it, in the event.
+#[derive(Debug, Clone, Copy, Default)]
+struct Hole {
+    start: u32,
+    end: u32,
+    kind: Kind,
+}
+
+/// The strings and numbers that a read skipped, by where they are, in the
+/// order read (the first [`Skipped::MAX`]; past them the read has
+/// [`Skipped::overflowed`]).
+#[derive(Debug, Clone, Default)]
+pub struct Skipped {
+    holes: [Hole; Skipped::MAX],
+    len: u8,
+    overflowed: bool,
+}
+
+impl Skipped {
+    /// The most holes kept.
+    const MAX: usize = 7;
+
+    #[inline(always)]
+    pub(super) fn push(&mut self, start: usize, end: usize, kind: Kind) {
+        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(end)) else {
+            self.overflowed = true;
+            return;
+        };
+        match self.holes.get_mut(usize::from(self.len)) {
+            Some(hole) => {
+                *hole = Hole { start, end, kind };
+                self.len += 1;
+            }
+            None => self.overflowed = true,
+        }
+    }
+
+    fn holes(&self) -> &[Hole] {
+        &self.holes[..usize::from(self.len)]
+    }
+}
+
+/// The bytes of one event with holes: its one string of output, and the
+/// strings and numbers its reader skipped.
 ///
-/// An event that is the same bytes with another string in that place
+/// An event that is the same bytes with other values in those holes
 /// ([`matches`](Self::matches)) is not read again: the reader would walk
-/// the same bytes before the string from the same state, the string is one
-/// token (checked: its escapes, no control character), and after it the
-/// same bytes from the same state again, so every verdict is the same but
-/// the string's own. That holds when the caller's reading of the event
-/// depends on the string only through whether it is empty (it reads it
-/// with [`Reader::nonempty_span`](super::Reader::nonempty_span) and only
-/// adds that answer to its output): the caller keeps what it made of the
-/// rest of the event beside the template, and recomputes the string's
-/// part from the answer `matches` gives.
+/// the same bytes between the holes from the same state, each hole is one
+/// token of the same kind (checked: a string's escapes and no control
+/// character, a number's grammar), and a skipped value is checked and
+/// nothing else, so every verdict is the same but the output string's.
+/// That holds when the caller's reading of the event depends on that string
+/// only through whether it is empty (it reads it with
+/// [`Reader::nonempty_span`](super::Reader::nonempty_span) and only adds
+/// that answer to its output): the caller keeps what it made of the rest of
+/// the event beside the template, and recomputes the string's part from the
+/// answer `matches` gives.
 #[derive(Debug, Default)]
 pub struct Template {
     bytes: Vec<u8>,
-    /// The string's opening quote, in `bytes`.
-    open: usize,
-    /// Where what follows its closing quote starts, in `bytes`.
-    close: usize,
+    /// In the order of `bytes`, the output string's among them.
+    holes: [Hole; Template::HOLES],
+    len: u8,
+    /// Which of `holes` is the output string.
+    output: u8,
 }
 
 impl Template {
@@ -33,21 +88,56 @@ impl Template {
     /// longer one is not kept (its events are read whole).
     pub const MAX_LEN: usize = 1024;
 
-    /// Makes the template `input` around its string from `span.0` (its
-    /// opening quote) to `span.1` (after its closing quote), as
-    /// [`Reader::nonempty_span`](super::Reader::nonempty_span) found it
-    /// while reading `input`; none past [`MAX_LEN`](Self::MAX_LEN), or for
-    /// a span that is not a string of `input`.
-    pub fn set(&mut self, input: &[u8], span: (usize, usize)) {
+    const HOLES: usize = Skipped::MAX + 1;
+
+    /// Makes the template `input` around its string of output from
+    /// `span.0` (its opening quote) to `span.1` (after its closing quote),
+    /// as [`Reader::nonempty_span`](super::Reader::nonempty_span) found it
+    /// while reading `input`, and the values `skipped` there; none past
+    /// [`MAX_LEN`](Self::MAX_LEN), for a span that is not a string of
+    /// `input`, or when the read skipped too many values to keep.
+    pub fn set(&mut self, input: &[u8], span: (usize, usize), skipped: &Skipped) {
         self.bytes.clear();
         let (open, close) = span;
         let string = input.get(open).is_some_and(|&b| b == b'"')
             && string_end(input, open).is_ok_and(|(end, _)| end == close);
-        if string && input.len() <= Self::MAX_LEN {
-            self.bytes.extend_from_slice(input);
-            self.open = open;
-            self.close = close;
+        if !string || input.len() > Self::MAX_LEN || skipped.overflowed {
+            return;
         }
+        // Both within `MAX_LEN`.
+        let (Ok(start), Ok(end)) = (u32::try_from(open), u32::try_from(close)) else {
+            return;
+        };
+        let output = Hole {
+            start,
+            end,
+            kind: Kind::String,
+        };
+        let mut len = 0u8;
+        let mut last_end = 0;
+        let mut placed = false;
+        for hole in skipped.holes() {
+            if !placed && output.start < hole.start {
+                self.holes[usize::from(len)] = output;
+                self.output = len;
+                (len, placed, last_end) = (len + 1, true, output.end);
+            }
+            if hole.start < last_end || hole.end as usize > input.len() {
+                return;
+            }
+            self.holes[usize::from(len)] = *hole;
+            (len, last_end) = (len + 1, hole.end);
+        }
+        if !placed {
+            if output.start < last_end {
+                return;
+            }
+            self.holes[usize::from(len)] = output;
+            self.output = len;
+            len += 1;
+        }
+        self.len = len;
+        self.bytes.extend_from_slice(input);
     }
 
     /// Forgets the template.
@@ -60,47 +150,81 @@ impl Template {
         self.bytes.is_empty()
     }
 
-    /// When `input` is the template's bytes with another valid JSON string
-    /// in place of its string: whether that string is non-empty. `None`
-    /// otherwise (the event is to be read).
+    /// When `input` is the template's bytes with other valid values of the
+    /// same kinds in its holes: whether its string of output is non-empty.
+    /// `None` otherwise (the event is to be read).
     #[inline]
     pub fn matches(&self, input: &[u8]) -> Option<bool> {
-        let head = self.bytes.get(..=self.open)?;
-        let tail = self.bytes.get(self.close..)?;
-        // The closing quote, at least, is between them.
-        // The tail first: it is the shorter, and where chunks differ most.
-        if input.len() <= head.len() + tail.len()
-            || !input.ends_with(tail)
-            || !input.starts_with(head)
-        {
+        if self.bytes.is_empty() {
             return None;
         }
-        let end = string_end(input, self.open).ok()?.0;
-        // An escape never unescapes to nothing: empty is `""` exactly.
-        (end == input.len() - tail.len()).then_some(end > self.open + 2)
+        // Where the next fixed bytes start, in the template and in `input`.
+        let (mut at, mut pos) = (0, 0);
+        let mut nonempty = false;
+        for (i, hole) in self.holes[..usize::from(self.len)].iter().enumerate() {
+            let fixed = &self.bytes[at..hole.start as usize];
+            if !input.get(pos..)?.starts_with(fixed) {
+                return None;
+            }
+            pos += fixed.len();
+            let first = *input.get(pos)?;
+            let end = match hole.kind {
+                Kind::String if first == b'"' => string_end(input, pos).ok()?.0,
+                Kind::Number if first.is_ascii_digit() => number_end(input, pos).ok()?.0,
+                _ => return None,
+            };
+            if i == usize::from(self.output) {
+                // An escape never unescapes to nothing: empty is `""`
+                // exactly.
+                nonempty = end > pos + 2;
+            }
+            (at, pos) = (hole.end as usize, end);
+        }
+        (input.get(pos..)? == &self.bytes[at..]).then_some(nonempty)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::{Error, Reader, read};
     use super::*;
 
-    /// The template of `event` around its string starting at `open`.
-    fn template(event: &[u8], open: usize) -> Template {
-        let close = string_end(event, open).unwrap().0;
+    /// Reads the object `r` is at as a classifier would: the string of
+    /// output is the member `s`, objects are entered, anything else is
+    /// skipped. Where the string was.
+    fn walk(r: &mut Reader<'_>, span: &mut Option<(usize, usize)>) -> Result<(), Error> {
+        r.open_object()?;
+        while let Some(key) = r.key()? {
+            match key {
+                b"s" => *span = r.nonempty_span()?.1.or(*span),
+                b"o" => walk(r, span)?,
+                _ => r.skip()?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The template of `event` as its read leaves it.
+    fn template(event: &[u8]) -> Template {
+        let mut span = None;
+        let skipped = read(event, |r| {
+            walk(r, &mut span)?;
+            Ok(r.skipped().clone())
+        })
+        .unwrap();
         let mut t = Template::default();
-        t.set(event, (open, close));
+        t.set(event, span.unwrap(), &skipped);
         assert!(!t.is_empty());
         t
     }
 
     #[test]
     fn another_string_in_its_place_matches() {
-        let event = br#"{"a":1,"s":"abc","b":[2]}"#;
-        let t = template(event, 11);
+        let event = br#"{"a":[1],"s":"abc","b":[2]}"#;
+        let t = template(event);
         assert_eq!(t.matches(event), Some(true));
-        assert_eq!(t.matches(br#"{"a":1,"s":"","b":[2]}"#), Some(false));
-        assert_eq!(t.matches(br#"{"a":1,"s":"x","b":[2]}"#), Some(true));
+        assert_eq!(t.matches(br#"{"a":[1],"s":"","b":[2]}"#), Some(false));
+        assert_eq!(t.matches(br#"{"a":[1],"s":"x","b":[2]}"#), Some(true));
         // Escaped quotes and backslashes, and the tail's own bytes, inside
         // the string: it still ends where the tail starts.
         for s in [
@@ -111,59 +235,112 @@ mod tests {
             r#"\",\"b\":[2]}"#,
             "é 世界",
         ] {
-            let other = format!(r#"{{"a":1,"s":"{s}","b":[2]}}"#);
+            let other = format!(r#"{{"a":[1],"s":"{s}","b":[2]}}"#);
             assert_eq!(t.matches(other.as_bytes()), Some(true), "{s}");
         }
     }
 
     #[test]
     fn anything_else_does_not() {
-        let event = br#"{"a":1,"s":"abc","b":[2]}"#;
-        let t = template(event, 11);
+        let event = br#"{"a":[1],"s":"abc","b":[2]}"#;
+        let t = template(event);
         for other in [
             // The string ends before the tail: the tail is not after it.
-            r#"{"a":1,"s":"x","y","b":[2]}"#,
-            r#"{"a":1,"s":"x",1,"b":[2]}"#,
+            r#"{"a":[1],"s":"x","y","b":[2]}"#,
+            r#"{"a":[1],"s":"x",1,"b":[2]}"#,
             // Broken strings: a bad escape, an escaped closing quote, a
             // control character.
-            r#"{"a":1,"s":"\x","b":[2]}"#,
-            r#"{"a":1,"s":"\","b":[2]}"#,
-            "{\"a\":1,\"s\":\"a\nb\",\"b\":[2]}",
-            // Not a string in its place, or other bytes around it.
-            r#"{"a":1,"s":null,"b":[2]}"#,
-            r#"{"a":2,"s":"abc","b":[2]}"#,
-            r#"{"a":1,"s":"abc","b":[3]}"#,
-            r#"{"a":1,"s":"abc","b":[2]} "#,
-            r#"{"a":1,"s":"#,
-            r#"{"a":1,"s":""#,
+            r#"{"a":[1],"s":"\x","b":[2]}"#,
+            r#"{"a":[1],"s":"\","b":[2]}"#,
+            "{\"a\":[1],\"s\":\"a\nb\",\"b\":[2]}",
+            // Not a string in its place, or other bytes around it (a
+            // skipped list is fixed bytes).
+            r#"{"a":[1],"s":null,"b":[2]}"#,
+            r#"{"a":[2],"s":"abc","b":[2]}"#,
+            r#"{"a":[1],"s":"abc","b":[3]}"#,
+            r#"{"a":[1],"s":"abc","b":[2]} "#,
+            r#"{"a":[1],"s":"#,
+            r#"{"a":[1],"s":""#,
             r#""b":[2]}"#,
             "",
         ] {
             assert_eq!(t.matches(other.as_bytes()), None, "{other}");
         }
-        // The head and the tail overlap in a shorter input.
-        let t = template(br#"["x","x"]"#, 1);
-        assert_eq!(t.matches(br#"["x"]"#), None);
-        assert_eq!(t.matches(br#"["","x"]"#), Some(false));
+    }
+
+    /// A skipped string or number may be another of its kind; anything
+    /// else in its place, or a skipped `null`, list or object changed, is
+    /// read.
+    #[test]
+    fn skipped_strings_and_numbers_may_differ() {
+        let event = br#"{"n":17,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123}"#;
+        let t = template(event);
+        assert_eq!(t.matches(event), Some(true));
+        for (other, nonempty) in [
+            (
+                r#"{"n":0,"t":"","o":{"i":0,"s":"","z":null},"b":[2],"ns":9}"#,
+                false,
+            ),
+            (
+                r#"{"n":12.5e-3,"t":"\"}\\","o":{"i":7,"s":"é","z":null},"b":[2],"ns":1E9}"#,
+                true,
+            ),
+        ] {
+            assert_eq!(t.matches(other.as_bytes()), Some(nonempty), "{other}");
+        }
+        for other in [
+            // Another kind, or no valid value of the kind.
+            r#"{"n":"17","t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123}"#,
+            r#"{"n":17,"t":1,"o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123}"#,
+            r#"{"n":-1,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123}"#,
+            r#"{"n":01,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123}"#,
+            r#"{"n":1.,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123}"#,
+            r#"{"n":17,"t":"\q","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123}"#,
+            r#"{"n":17,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":123e}"#,
+            r#"{"n":17,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":true}"#,
+            r#"{"n":17,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":}"#,
+            r#"{"n":17,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[2],"ns":1"#,
+            // A skipped `null` or list is fixed bytes.
+            r#"{"n":17,"t":"x","o":{"i":0,"s":"abc","z":0},"b":[2],"ns":123}"#,
+            r#"{"n":17,"t":"x","o":{"i":0,"s":"abc","z":null},"b":[3],"ns":123}"#,
+        ] {
+            assert_eq!(t.matches(other.as_bytes()), None, "{other}");
+        }
     }
 
     #[test]
-    fn none_is_kept_past_its_limit_or_for_a_span_that_is_no_string() {
+    fn none_is_kept_past_its_limits_or_for_a_span_that_is_no_string() {
+        let none = Skipped::default();
         let mut t = Template::default();
         assert_eq!(t.matches(b"\"\""), None);
         let long = format!(r#"["{}"]"#, "x".repeat(Template::MAX_LEN));
-        t.set(long.as_bytes(), (1, long.len() - 1));
+        t.set(long.as_bytes(), (1, long.len() - 1), &none);
         assert!(t.is_empty());
-        t.set(br#"["x"]"#, (0, 5));
+        t.set(br#"["x"]"#, (0, 5), &none);
         assert!(t.is_empty());
-        t.set(br#"["x"]"#, (1, 9));
+        t.set(br#"["x"]"#, (1, 9), &none);
         assert!(t.is_empty());
         // Two strings are not one.
-        t.set(br#"["x","y"]"#, (1, 8));
+        t.set(br#"["x","y"]"#, (1, 8), &none);
         assert!(t.is_empty());
-        t.set(br#"["x"]"#, (1, 4));
+        t.set(br#"["x"]"#, (1, 4), &none);
         assert_eq!(t.matches(br#"["yy"]"#), Some(true));
         t.clear();
         assert_eq!(t.matches(br#"["yy"]"#), None);
+        // More skipped values than a template holds.
+        let many = |n: usize| {
+            let members: String = (0..n).map(|i| format!(r#""k{i}":{i},"#)).collect();
+            format!(r#"{{{members}"s":"x"}}"#)
+        };
+        assert!(!template(many(Skipped::MAX).as_bytes()).is_empty());
+        let event = many(Skipped::MAX + 1);
+        let mut span = None;
+        let skipped = read(event.as_bytes(), |r| {
+            walk(r, &mut span)?;
+            Ok(r.skipped().clone())
+        })
+        .unwrap();
+        t.set(event.as_bytes(), span.unwrap(), &skipped);
+        assert!(t.is_empty());
     }
 }
