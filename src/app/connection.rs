@@ -22,6 +22,8 @@ use crate::proxy::delegate::delegate_body;
 use crate::proxy::overload::{Overload, Shed, Signal};
 use crate::proxy::{BoxError, ResponseBody};
 
+use super::woken::Woken;
+
 /// One client connection of the proxy listener, as its task knows it.
 pub(super) struct Client {
     pub(super) addr: SocketAddr,
@@ -150,6 +152,10 @@ where
         // When a connection shed while idle is dropped if it has not
         // finished writing.
         let mut closing: Option<tokio::time::Instant> = None;
+        // The signal's future is polled only when it woke the task, not at
+        // each of the connection's wake-ups (its poll takes a lock shared
+        // by every connection).
+        let mut woken = Woken::new();
         loop {
             // Biased: the connection first, and no random draw per poll.
             tokio::select! {
@@ -164,7 +170,7 @@ where
                     }
                     return;
                 }
-                changed = client.signal.changed(), if watching => {
+                changed = woken.wrap(Box::pin(client.signal.changed())), if watching => {
                     if changed.is_err() {
                         watching = false;
                         continue;

@@ -25,6 +25,7 @@ mod listener;
 mod reload;
 mod scrapes;
 mod signals;
+mod woken;
 
 pub use reload::{ConfigSource, DEBOUNCE, ReloadError, Reloaded};
 pub use signals::{Received, SignalError, Signals};

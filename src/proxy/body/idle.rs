@@ -2,7 +2,7 @@
 //! timeout.
 
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use http_body::{Body, Frame, SizeHint};
@@ -30,11 +30,15 @@ pub struct Idle(pub Duration);
 ///
 /// The timer is armed at the first wait (a body all there at once never
 /// makes one) for the inner body's last activity plus `idle`, and re-armed
-/// from it only when it fires: a frame costs the timer nothing.
+/// from it only when it fires: a frame costs the timer nothing. Nor does a
+/// wait: the timer is polled again only when it has fired or the task's
+/// waker changed, since until then it holds the waker it would be given.
 pub struct IdleTimeout<B> {
     inner: B,
     idle: Duration,
     timer: Option<Pin<Box<Sleep>>>,
+    /// The waker the timer was last polled with.
+    waker: Option<Waker>,
 }
 
 impl<B> IdleTimeout<B> {
@@ -43,6 +47,7 @@ impl<B> IdleTimeout<B> {
             inner,
             idle,
             timer: None,
+            waker: None,
         }
     }
 }
@@ -68,6 +73,12 @@ where
         let timer = this.timer.get_or_insert_with(|| {
             Box::pin(tokio::time::sleep_until(inner.last_activity() + idle))
         });
+        match &this.waker {
+            // Registered with this task's waker and not fired: it will wake
+            // the task when it fires.
+            Some(w) if w.will_wake(cx.waker()) && !timer.is_elapsed() => return Poll::Pending,
+            _ => this.waker = Some(cx.waker().clone()),
+        }
         loop {
             ready!(timer.as_mut().poll(cx));
             let deadline = inner.last_activity() + idle;
