@@ -29,6 +29,12 @@
 # jemalloc's allocating entry points, benches/callgrind-calls.py), by the
 # same difference.
 #
+# The word `nginx` in place of a binary runs the bench's nginx leg under
+# callgrind instead (its master and worker, `--trace-children=yes`; the
+# master only waits), for the reference proxy's own figure in the same
+# units (its allocations are glibc's `malloc`, `calloc` and `realloc`,
+# under its pools); NGINX_BIN names another nginx than the one on the PATH.
+#
 # KEEP=DIR keeps the callgrind profile of each binary's long run in DIR
 # (DIR/<n>.cg.<pid>, n counting the binaries from 1), for
 # `callgrind_annotate --inclusive=yes DIR/1.cg.*` (where the instructions go).
@@ -48,8 +54,17 @@ sim=""
 # Instructions, D1 and LL misses (0 without CACHE) and chunks of one run of
 # `$1` with a measured window of `$2`.
 run() {
-    local bin wrapper
-    bin=$(realpath "$1")
+    local bin wrapper leg children="" allocs=()
+    if [ "$1" = nginx ]; then
+        # glibc's allocator, under nginx's pools.
+        allocs=(--match '^(malloc|calloc|realloc)$')
+        bin=$(command -v "${NGINX_BIN:-nginx}") || { echo "nginx is not installed" >&2; exit 1; }
+        leg=(--legs nginx --nginx)
+        children="--trace-children=yes"
+    else
+        bin=$(realpath "$1")
+        leg=(--legs baseline --baseline-bin)
+    fi
     wrapper="$out/wrapper"
     rm -f "$out"/cg.*
     {
@@ -60,12 +75,12 @@ run() {
             echo 'for last; do :; done'
             echo 'sed -i "s/protocol: auto/protocol: none/" "$last"'
         fi
-        printf 'exec valgrind --tool=callgrind %s --callgrind-out-file=%s/cg.%%p %s "$@"\n' \
-            "$sim" "$out" "$bin"
+        printf 'exec valgrind --tool=callgrind %s %s --callgrind-out-file=%s/cg.%%p %s "$@"\n' \
+            "$sim" "$children" "$out" "$bin"
     } >"$wrapper"
     chmod +x "$wrapper"
     "$rig" bench --concurrency "$streams" --itl-ms "$itl" --tokens "$tokens" --duration "$2" --warmup 2s \
-        --rounds 1 --settle 1s --legs baseline --baseline-bin "$wrapper" >"$out/report" 2>&1 ||
+        --rounds 1 --settle 1s "${leg[@]}" "$wrapper" >"$out/report" 2>&1 ||
         { cat "$out/report" >&2; exit 1; }
     local chunks counts
     chunks=$(grep -oE 'events=[0-9]+' "$out/report" | head -n 1 | cut -d= -f2)
@@ -74,7 +89,7 @@ run() {
     counts=$(cat "$out"/cg.* | awk '/^summary:/ { ir += $2; d1 += $6 + $7; ll += $9 + $10 }
         END { printf "%d %d %d", ir, d1, ll }')
     grep -q 'identical=true' "$out/report" || { echo "fidelity check failed" >&2; exit 1; }
-    echo "$counts $(python3 benches/callgrind-calls.py "$out"/cg.*) $chunks"
+    echo "$counts $(python3 benches/callgrind-calls.py "$out"/cg.* "${allocs[@]}") $chunks"
 }
 
 if [ -n "$sim" ]; then

@@ -18,26 +18,54 @@
 
 use super::event::{EventInfo, ParseError, ServerTimings, Usage};
 use super::json::{self, Output};
+use super::repeat::{Repeat, Strings};
 
 /// Classifies one NDJSON line (or a whole non-streamed body).
 pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+    read(data, None)
+}
+
+/// What a stream keeps of its last line for the next: a line that repeats
+/// it but for its one string of output and the values nobody reads (each
+/// line's `created_at`) is not read again ([`Repeat`]).
+#[derive(Debug, Default)]
+pub struct Lines {
+    repeat: Repeat,
+}
+
+impl Lines {
+    /// Classifies the stream's next line: [`classify`], with the line
+    /// before it.
+    pub fn classify(&mut self, _name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
+        if let Some(info) = self.repeat.info(data) {
+            return Ok(info);
+        }
+        read(data, Some(&mut self.repeat))
+    }
+}
+
+fn read(data: &[u8], repeat: Option<&mut Repeat>) -> Result<EventInfo, ParseError> {
+    // The output of everything but the strings of output, which `strings`
+    // holds.
     let mut out = Output::NONE;
+    let mut strings = Strings::default();
     let mut usage = Usage::default();
     let mut timings = ServerTimings::default();
     let mut error = false;
     let mut done = false;
-    json::read(data, |r| {
+    let skipped = json::read(data, |r| {
         r.open_object()?;
         while let Some(key) = r.key()? {
             match key {
-                b"response" => out = out.or(Output::visible(r.nonempty()?)),
-                b"thinking" => out = out.or(Output::reasoning(r.nonempty()?)),
+                b"response" => out = out.or(strings.read(r, true)?),
+                b"thinking" => out = out.or(strings.read(r, false)?),
                 b"message" => {
                     if r.open_object_or_null()? {
                         while let Some(key) = r.key()? {
                             let more = match key {
-                                b"content" | b"tool_calls" => Output::visible(r.nonempty()?),
-                                b"thinking" => Output::reasoning(r.nonempty()?),
+                                b"content" => strings.read(r, true)?,
+                                b"tool_calls" => Output::visible(r.nonempty()?),
+                                b"thinking" => strings.read(r, false)?,
                                 _ => {
                                     r.skip()?;
                                     Output::NONE
@@ -57,16 +85,20 @@ pub fn classify(_name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
                 _ => r.skip()?,
             }
         }
-        Ok(())
+        Ok(r.skipped().clone())
     })?;
-    Ok(EventInfo {
+    let info = |out: Output| EventInfo {
         token: out.token,
         visible: out.visible,
         usage,
         timings,
         error,
         done,
-    })
+    };
+    if let Some(repeat) = repeat {
+        repeat.keep(data, &strings, &skipped, info(out));
+    }
+    Ok(info(out.or(strings.out)))
 }
 
 fn nanos(ns: Option<f64>) -> Option<f64> {
@@ -104,5 +136,43 @@ mod tests {
         let i = info(r#"{"message":{"content":""},"done":true,"eval_count":12}"#);
         assert_eq!(i.usage.input, None);
         assert!(info(r#"{"error":"model 'x' not found"}"#).error);
+    }
+
+    /// Lines that differ in their `created_at` and their string of output
+    /// match the last line and classify as they do alone; the final line,
+    /// its counts read, does not.
+    #[test]
+    fn a_line_like_the_last_but_for_its_time_and_string_is_read_from_it() {
+        let line = |at: &str, content: &str| {
+            format!(
+                r#"{{"model":"m","created_at":"2026-12-07T21:14:{at}Z","message":{{"role":"assistant","content":"{content}"}},"done":false}}"#
+            )
+        };
+        let lines = [
+            line("01.1", "Hi"),
+            line("01.25", ""),
+            line("02.5", r#""x""#),
+            line("03", "there"),
+            r#"{"model":"m","created_at":"2026-12-07T21:14:04Z","message":{"role":"assistant","content":""},"done":true,"eval_count":4,"eval_duration":2000000}"#.to_owned(),
+        ];
+        let mut stream = Lines::default();
+        let mut matched = Vec::new();
+        for data in &lines {
+            let i = stream.classify(b"", data.as_bytes());
+            assert_eq!(i, classify(b"", data.as_bytes()), "{data}");
+            matched.push(stream.repeat.matched());
+        }
+        assert_eq!(matched, [false, true, true, true, false]);
+        let last = stream.classify(b"", lines[4].as_bytes()).unwrap();
+        assert!(last.done && !last.token);
+        assert_eq!(last.usage.output, Some(4));
+        // Tool calls are output beside the string.
+        let tools = r#"{"created_at":"a","message":{"content":"","tool_calls":[{"function":{"name":"f"}}]},"done":false}"#;
+        let mut stream = Lines::default();
+        for _ in 0..2 {
+            let i = stream.classify(b"", tools.as_bytes()).unwrap();
+            assert!(i.token && i.visible);
+        }
+        assert!(stream.repeat.matched());
     }
 }

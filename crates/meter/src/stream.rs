@@ -15,7 +15,7 @@ use super::framer::{FrameResult, Framer};
 use super::model::{response_id, response_model};
 use super::recorder::Recorder;
 use super::summary::{Outcome, Summary, TokenSource};
-use super::{anthropic, decompress, gemini, jsonarray, ndjson, openai, sglang, sse};
+use super::{anthropic, decompress, gemini, jsonarray, ndjson, ollama, openai, sglang, sse};
 
 /// The protocol side of one request: the API, and what it must remember
 /// between events.
@@ -27,6 +27,8 @@ struct Decoder {
     openai: openai::Envelope,
     /// The Anthropic events' last delta (likewise).
     anthropic: anthropic::Deltas,
+    /// Ollama's last line (likewise).
+    ollama: ollama::Lines,
     /// The Gemini chunks' shared tails, made at a stream's first Gemini
     /// event (a few hundred bytes no other stream needs).
     gemini: Option<Box<gemini::Tails>>,
@@ -45,6 +47,7 @@ impl Decoder {
             Api::Sglang => self.sglang.classify(name, data),
             Api::OpenAi => self.openai.classify(name, data),
             Api::Anthropic => self.anthropic.classify(name, data),
+            Api::Ollama => self.ollama.classify(name, data),
             Api::Gemini => self.gemini.get_or_insert_default().classify(name, data),
             api => api.classify(name, data),
         }
@@ -164,6 +167,7 @@ impl<R: Recorder> StreamMeter<R> {
                     sglang: sglang::Cumulative::default(),
                     openai: openai::Envelope::default(),
                     anthropic: anthropic::Deltas::default(),
+                    ollama: ollama::Lines::default(),
                     gemini: None,
                 },
                 limits,
