@@ -93,7 +93,7 @@ fn read(name: &[u8], data: &[u8], repeat: Option<&mut Repeat>) -> Result<EventIn
                 _ => r.skip()?,
             }
         }
-        Ok(r.skipped().clone())
+        Ok(*r.skipped())
     })?;
     // The event's name decides only when its data has no type.
     let named = kind.is_none();

@@ -85,7 +85,7 @@ fn read(data: &[u8], repeat: Option<&mut Repeat>) -> Result<EventInfo, ParseErro
                 _ => r.skip()?,
             }
         }
-        Ok(r.skipped().clone())
+        Ok(*r.skipped())
     })?;
     let info = |out: Output| EventInfo {
         token: out.token,

@@ -140,7 +140,7 @@ fn read(
                 _ => r.skip()?,
             }
         }
-        Ok(r.skipped().clone())
+        Ok(*r.skipped())
     })?;
     let info = EventInfo {
         token: out.token,

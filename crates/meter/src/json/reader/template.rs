@@ -25,11 +25,15 @@ struct Hole {
 }
 
 /// The strings and numbers that a read skipped, by where they are, in the
-/// order read (the first [`Skipped::MAX`]; past them the read has
-/// [`Skipped::overflowed`]).
-#[derive(Debug, Clone, Default)]
+/// order read: the first [`Skipped::MAX`] within the first 64 KiB of the
+/// event (past them the read has overflowed: a template holds no more).
+/// Small, as every read makes one.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Skipped {
-    holes: [Hole; Skipped::MAX],
+    starts: [u16; Skipped::MAX],
+    ends: [u16; Skipped::MAX],
+    /// Bit `i`: the `i`th is a number (a string otherwise).
+    numbers: u8,
     len: u8,
     overflowed: bool,
 }
@@ -40,21 +44,28 @@ impl Skipped {
 
     #[inline(always)]
     pub(super) fn push(&mut self, start: usize, end: usize, kind: Kind) {
-        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(end)) else {
-            self.overflowed = true;
-            return;
-        };
-        match self.holes.get_mut(usize::from(self.len)) {
-            Some(hole) => {
-                *hole = Hole { start, end, kind };
+        let i = usize::from(self.len);
+        match (u16::try_from(start), u16::try_from(end)) {
+            (Ok(start), Ok(end)) if i < Self::MAX => {
+                self.starts[i] = start;
+                self.ends[i] = end;
+                self.numbers |= u8::from(kind == Kind::Number) << i;
                 self.len += 1;
             }
-            None => self.overflowed = true,
+            _ => self.overflowed = true,
         }
     }
 
-    fn holes(&self) -> &[Hole] {
-        &self.holes[..usize::from(self.len)]
+    fn holes(&self) -> impl Iterator<Item = Hole> + '_ {
+        (0..usize::from(self.len)).map(|i| Hole {
+            start: u32::from(self.starts[i]),
+            end: u32::from(self.ends[i]),
+            kind: if self.numbers & (1 << i) != 0 {
+                Kind::Number
+            } else {
+                Kind::String
+            },
+        })
     }
 }
 
@@ -125,7 +136,7 @@ impl Template {
             if hole.start < last_end || hole.end as usize > input.len() {
                 return;
             }
-            self.holes[usize::from(len)] = *hole;
+            self.holes[usize::from(len)] = hole;
             (len, last_end) = (len + 1, hole.end);
         }
         if !placed {
@@ -157,6 +168,24 @@ impl Template {
     pub fn matches(&self, input: &[u8]) -> Option<bool> {
         if self.bytes.is_empty() {
             return None;
+        }
+        // Most streams repeat their skipped values too: the same bytes but
+        // for the output string, checked with one comparison on each side
+        // of it. A special case of the walk below, with its answer.
+        let output = self.holes[usize::from(self.output)];
+        let (head, tail) = (
+            &self.bytes[..output.start as usize],
+            &self.bytes[output.end as usize..],
+        );
+        if input.len() > head.len() + tail.len()
+            && input.ends_with(tail)
+            && input.starts_with(head)
+            && input[head.len()] == b'"'
+            && let Ok((end, _)) = string_end(input, head.len())
+            && end == input.len() - tail.len()
+        {
+            // An escape never unescapes to nothing: empty is `""` exactly.
+            return Some(end > head.len() + 2);
         }
         // Where the next fixed bytes start, in the template and in `input`.
         let (mut at, mut pos) = (0, 0);
@@ -209,7 +238,7 @@ mod tests {
         let mut span = None;
         let skipped = read(event, |r| {
             walk(r, &mut span)?;
-            Ok(r.skipped().clone())
+            Ok(*r.skipped())
         })
         .unwrap();
         let mut t = Template::default();
@@ -256,6 +285,8 @@ mod tests {
             // Not a string in its place, or other bytes around it (a
             // skipped list is fixed bytes).
             r#"{"a":[1],"s":null,"b":[2]}"#,
+            r#"{"a":[1],"s":x","b":[2]}"#,
+            r#"{"a":[1],"s":"x,"b":[2]}"#,
             r#"{"a":[2],"s":"abc","b":[2]}"#,
             r#"{"a":[1],"s":"abc","b":[3]}"#,
             r#"{"a":[1],"s":"abc","b":[2]} "#,
@@ -337,7 +368,7 @@ mod tests {
         let mut span = None;
         let skipped = read(event.as_bytes(), |r| {
             walk(r, &mut span)?;
-            Ok(r.skipped().clone())
+            Ok(*r.skipped())
         })
         .unwrap();
         t.set(event.as_bytes(), span.unwrap(), &skipped);
