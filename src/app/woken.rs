@@ -90,7 +90,9 @@ impl<F: Future + Unpin> Future for Gated<'_, F> {
             *woken.flag.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.clone());
             woken.task = Some(task);
         }
-        let was_woken = woken.flag.woken.swap(false, Ordering::Acquire);
+        // A load first: the swap, a locked instruction, only once woken.
+        let was_woken = woken.flag.woken.load(Ordering::Relaxed)
+            && woken.flag.woken.swap(false, Ordering::Acquire);
         if !(this.fresh || was_woken || !same_task) {
             return Poll::Pending;
         }
