@@ -33,8 +33,9 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 /// What consecutive events of one stream share: the last
 /// `content_block_delta` whose output was one string (a `text`, a
 /// `partial_json`, some `thinking`), as a template. A delta that is the
-/// same bytes but for that string, as most events of a response are, is
-/// not read at all; its string decides alone.
+/// same bytes but for that string and the strings and numbers nobody reads
+/// (its `index`), as most events of a response are, is not read at all;
+/// its string decides alone.
 #[derive(Debug, Default)]
 pub struct Deltas {
     repeat: Repeat,

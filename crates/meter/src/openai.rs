@@ -30,7 +30,8 @@ pub fn classify(name: &[u8], data: &[u8]) -> Result<EventInfo, ParseError> {
 ///
 /// And the last chunk whose output was one string (a `content`, a
 /// `refusal`, some reasoning, a legacy `text`), as a template: a chunk
-/// that is the same bytes but for that string, as most chunks of a
+/// that is the same bytes but for that string and the strings and numbers
+/// nobody reads (a `created` that ticks over), as most chunks of a
 /// response are, is not read at all; its string decides alone.
 #[derive(Debug, Default)]
 pub struct Envelope {
