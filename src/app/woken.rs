@@ -174,7 +174,6 @@ mod tests {
         assert_eq!(task.0.load(Ordering::Relaxed), 0);
         assert!(Pin::new(&mut gated).poll(&mut other_cx).is_ready());
         assert_eq!(probe.polls.load(Ordering::Relaxed), 3);
-        drop(gated);
         // A new future is polled at once, even with no wake-up pending.
         let next = Probe::default();
         let mut gated = woken.wrap(&next);
