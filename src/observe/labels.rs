@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use prometheus::IntCounter;
 use tokio::time::Instant;
 
@@ -307,6 +308,10 @@ struct Labeler {
     max_distinct: usize,
     /// How many of the slots go only to names answered twice.
     reserve: usize,
+    /// The names admitted, read without a lock: nearly every request names
+    /// one of them. Replaced whole, under the lock of `admissions`, when a
+    /// name is admitted (at most `max_distinct` times).
+    admitted: ArcSwap<HashSet<String>>,
     admissions: Mutex<Admissions>,
 }
 
@@ -316,11 +321,9 @@ const PROBATION: Duration = Duration::from_secs(3600);
 /// The fewest names answered once that are remembered for a reserved slot.
 const MIN_CANDIDATES: usize = 1024;
 
-/// The names admitted, and those answered once, waiting for a second 2xx
-/// for a reserved slot.
+/// The names answered once, waiting for a second 2xx for a reserved slot.
 #[derive(Default)]
 struct Admissions {
-    seen: HashSet<String>,
     /// When each candidate was first answered.
     candidates: HashMap<String, Instant>,
     /// The candidates in the order they came, oldest first, to forget the
@@ -335,6 +338,7 @@ impl Labeler {
             allow: cfg.allow.as_ref().map(|a| a.iter().cloned().collect()),
             max_distinct: cfg.max_distinct,
             reserve: 0,
+            admitted: ArcSwap::default(),
             admissions: Mutex::new(Admissions::default()),
         }
     }
@@ -356,10 +360,10 @@ impl Labeler {
             Some(allow) if allow.contains(name) => Label::Use,
             Some(_) => Label::Other,
             None => {
-                let admissions = self.admissions.lock().unwrap_or_else(|e| e.into_inner());
-                if admissions.seen.contains(name) {
+                let admitted = self.admitted.load();
+                if admitted.contains(name) {
                     Label::Use
-                } else if admissions.seen.len() < self.max_distinct {
+                } else if admitted.len() < self.max_distinct {
                     Label::Pending
                 } else {
                     Label::Other
@@ -374,11 +378,16 @@ impl Labeler {
         if let Some(allow) = &self.allow {
             return allow.contains(name);
         }
-        let mut admissions = self.admissions.lock().unwrap_or_else(|e| e.into_inner());
-        if admissions.seen.contains(name) {
+        if self.admitted.load().contains(name) {
             return true;
         }
-        let taken = admissions.seen.len();
+        let mut admissions = self.admissions.lock().unwrap_or_else(|e| e.into_inner());
+        // Read again under the lock, which every admission holds.
+        let admitted = self.admitted.load_full();
+        if admitted.contains(name) {
+            return true;
+        }
+        let taken = admitted.len();
         if taken >= self.max_distinct {
             return false;
         }
@@ -386,7 +395,9 @@ impl Labeler {
             || admissions.answered_twice(name, now, self.cap())
         {
             admissions.candidates.remove(name);
-            admissions.seen.insert(name.to_owned());
+            let mut next = HashSet::clone(&admitted);
+            next.insert(name.to_owned());
+            self.admitted.store(Arc::new(next));
             return true;
         }
         false
@@ -474,6 +485,41 @@ mod tests {
 
     /// Past three quarters of the slots, a name takes one only when
     /// answered twice within the probation; no slot is given twice.
+    /// Threads that admit more names than there are slots, at once: the
+    /// slots are taken exactly once each, and every admitted name reads
+    /// back as its own label without the lock.
+    #[test]
+    fn concurrent_admissions_take_each_slot_once() {
+        let now = Instant::now();
+        let l = Labeler::new(&LabelBounds {
+            allow: None,
+            max_distinct: 50,
+        });
+        let admitted: Vec<String> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4)
+                .map(|t| {
+                    let l = &l;
+                    scope.spawn(move || {
+                        (0..40)
+                            .map(|i| format!("m{}", (i * 4 + t) % 80))
+                            .filter(|name| l.admit(name, now))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect()
+        });
+        let distinct: HashSet<&String> = admitted.iter().collect();
+        assert_eq!(distinct.len(), 50, "{admitted:?}");
+        for name in &distinct {
+            assert_eq!(l.label(name), Label::Use, "{name}");
+        }
+        assert_eq!(l.label("m-new"), Label::Other);
+    }
+
     #[test]
     fn the_last_slots_go_to_names_answered_twice() {
         let now = Instant::now();
