@@ -5,7 +5,7 @@
 //! origin form. The response comes back with its hop-by-hop headers
 //! removed, in a header map of its own size.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Uri};
@@ -33,7 +33,7 @@ pub fn upstream_request<B>(
     forwarded: &XForwarded,
 ) -> Result<Request<B>, http::Error> {
     let (mut parts, body) = req.into_parts();
-    let original_host = request_host_parts(&parts.uri, &parts.headers).map(str::to_owned);
+    let original_host = request_host_value(&parts.uri, &parts.headers);
     let upstream = &route.upstream;
     let mut path = parts.uri.path();
     if route.strip_prefix {
@@ -60,10 +60,7 @@ pub fn upstream_request<B>(
     let headers = &mut parts.headers;
     remove_hop_by_hop(headers);
     if route.preserve_host {
-        if let Some(host) = original_host
-            .as_deref()
-            .and_then(|h| HeaderValue::from_str(h).ok())
-        {
+        if let Some(host) = original_host.clone() {
             headers.insert(header::HOST, host);
         }
     } else {
@@ -72,12 +69,7 @@ pub fn upstream_request<B>(
         headers.remove(header::HOST);
     }
     if forwarded.x_forwarded {
-        let ip = client_addr.ip().to_string();
-        let xff = match headers.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-            Some(prev) => format!("{prev}, {ip}"),
-            None => ip,
-        };
-        if let Ok(v) = HeaderValue::from_str(&xff) {
+        if let Some(v) = forwarded_for(headers.get(X_FORWARDED_FOR), client_addr.ip()) {
             headers.insert(X_FORWARDED_FOR, v);
         }
         // What a client says of the scheme and host it used is taken
@@ -90,10 +82,7 @@ pub fn upstream_request<B>(
             headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
         }
         if !trusted || !headers.contains_key(X_FORWARDED_HOST) {
-            match original_host
-                .as_deref()
-                .and_then(|h| HeaderValue::from_str(h).ok())
-            {
+            match original_host {
                 Some(host) => headers.insert(X_FORWARDED_HOST, host),
                 None => headers.remove(X_FORWARDED_HOST),
             };
@@ -192,6 +181,38 @@ fn request_host_parts<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a st
         .or_else(|| uri.authority().map(|a| a.as_str()))
 }
 
+/// [`request_host_parts`] as a header value: the `Host` header's own (no
+/// copy), or the authority's.
+fn request_host_value(uri: &Uri, headers: &HeaderMap) -> Option<HeaderValue> {
+    match headers.get(header::HOST) {
+        Some(host) if host.to_str().is_ok() => Some(host.clone()),
+        _ => HeaderValue::from_str(uri.authority()?.as_str()).ok(),
+    }
+}
+
+/// `X-Forwarded-For`: the client's address after the value a client or a
+/// proxy in front sent (when it is text), formatted without a string of its
+/// own.
+fn forwarded_for(before: Option<&HeaderValue>, ip: IpAddr) -> Option<HeaderValue> {
+    use std::io::Write as _;
+    // The longest address text is 45 bytes (IPv6 with an IPv4 tail).
+    let mut buf = [0u8; 64];
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    write!(cursor, "{ip}").ok()?;
+    let len = usize::try_from(cursor.position()).ok()?;
+    let ip = &buf[..len];
+    match before.filter(|v| v.to_str().is_ok()) {
+        Some(before) => {
+            let mut value = Vec::with_capacity(before.len() + 2 + ip.len());
+            value.extend_from_slice(before.as_bytes());
+            value.extend_from_slice(b", ");
+            value.extend_from_slice(ip);
+            HeaderValue::from_maybe_shared(bytes::Bytes::from(value)).ok()
+        }
+        None => HeaderValue::from_bytes(ip).ok(),
+    }
+}
+
 pub fn strip_port(host: &str) -> &str {
     if host.starts_with('[') {
         // IPv6 literal: "[::1]:8080".
@@ -238,6 +259,59 @@ pub fn origin_form<B>(req: Request<B>, host: Option<&HeaderValue>) -> Request<B>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forwarded_for_appends_the_clients_address_to_a_text_value() {
+        let v4: IpAddr = "127.0.0.1".parse().unwrap();
+        let v6: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255"
+            .parse()
+            .unwrap();
+        let text = |v: Option<HeaderValue>| v.unwrap().to_str().unwrap().to_owned();
+        assert_eq!(text(forwarded_for(None, v4)), "127.0.0.1");
+        assert_eq!(
+            text(forwarded_for(None, v6)),
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+        );
+        let before = HeaderValue::from_static("10.0.0.1, 10.0.0.2");
+        assert_eq!(
+            text(forwarded_for(Some(&before), v4)),
+            "10.0.0.1, 10.0.0.2, 127.0.0.1"
+        );
+        let mixed: IpAddr = "::ffff:1.2.3.4".parse().unwrap();
+        assert_eq!(
+            text(forwarded_for(Some(&before), mixed)),
+            "10.0.0.1, 10.0.0.2, ::ffff:1.2.3.4"
+        );
+        // A value that is not text is replaced, not extended.
+        let opaque = HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap();
+        assert_eq!(text(forwarded_for(Some(&opaque), v4)), "127.0.0.1");
+    }
+
+    #[test]
+    fn the_host_is_the_headers_value_or_the_authority() {
+        let mut headers = HeaderMap::new();
+        let absolute: Uri = "http://from-uri.example:8080/x".parse().unwrap();
+        let origin: Uri = "/x".parse().unwrap();
+        assert_eq!(request_host_value(&origin, &headers), None);
+        assert_eq!(
+            request_host_value(&absolute, &headers).unwrap(),
+            "from-uri.example:8080"
+        );
+        headers.insert(header::HOST, HeaderValue::from_static("public.example"));
+        assert_eq!(
+            request_host_value(&absolute, &headers).unwrap(),
+            "public.example"
+        );
+        headers.insert(
+            header::HOST,
+            HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
+        );
+        assert_eq!(
+            request_host_value(&absolute, &headers).unwrap(),
+            "from-uri.example:8080"
+        );
+        assert_eq!(request_host_value(&origin, &headers), None);
+    }
 
     #[test]
     fn hop_by_hop_headers_and_those_connection_names_are_removed_and_only_they() {
