@@ -125,10 +125,14 @@ impl Api {
         }
         let path = path.trim_end_matches('/');
         let last = path.rsplit('/').next().unwrap_or_default();
-        if last.contains(":streamGenerateContent") || last.contains(":generateContent") {
+        // The cheap tests first: a colon in the last segment, the last
+        // segment's name, before any search of a substring.
+        if last.contains(':')
+            && (last.contains(":streamGenerateContent") || last.contains(":generateContent"))
+        {
             return Some(Api::Gemini);
         }
-        if path.contains("/v2/models/") && (last == "generate" || last == "generate_stream") {
+        if (last == "generate" || last == "generate_stream") && path.contains("/v2/models/") {
             return Some(Api::Triton);
         }
         let ends = |suffix: &str| path.ends_with(suffix);
