@@ -50,8 +50,8 @@ for line in open(f"{out}/dis"):
 frames = first.get("meter::meter_frame", 0)  # its first instruction runs once per frame
 if not frames:
     sys.exit("meter_frame not found in the bench binary")
-print(f"{frames} frames; instructions per frame, exclusive, by function")
-for name, c in per_fn.most_common(top):
-    if not name.startswith("meter::frames"):  # the bench's own set-up
-        print(f"{c / frames:8.0f}  {name[:110]}")
+own = {n: c for n, c in per_fn.items() if not n.startswith("meter::frames")}  # not the bench's set-up
+print(f"{frames} frames; {sum(own.values()) / frames:.0f} instructions per frame in all; exclusive, by function:")
+for name, c in collections.Counter(own).most_common(top):
+    print(f"{c / frames:8.0f}  {name[:110]}")
 PY

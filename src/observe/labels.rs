@@ -378,11 +378,9 @@ impl Labeler {
         if let Some(allow) = &self.allow {
             return allow.contains(name);
         }
-        if self.admitted.load().contains(name) {
-            return true;
-        }
+        // Only a name that was pending comes here: under the lock, which
+        // every admission holds.
         let mut admissions = self.admissions.lock().unwrap_or_else(|e| e.into_inner());
-        // Read again under the lock, which every admission holds.
         let admitted = self.admitted.load_full();
         if admitted.contains(name) {
             return true;
