@@ -45,6 +45,7 @@ pub mod otlp;
 pub mod recorder;
 pub mod request;
 pub mod sessions;
+pub mod tab;
 pub mod tenant;
 pub mod trace;
 

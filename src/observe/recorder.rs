@@ -34,14 +34,14 @@ use super::access::{AccessLog, Entry, REQUEST_ID_HEADER};
 use super::class::Policy;
 use super::labels::Labels;
 use super::metrics::{
-    Bill, ChargePlan, Concurrency, ExemplarId, LiveRequest, Metrics, Place, ReceivingBody,
-    RequestRecorder, Sessions,
+    ChargePlan, ExemplarId, LiveRequest, Metrics, ReceivingBody, RequestRecorder, Sessions,
 };
 use super::occupancy::{EngineOccupancy, Occupancy};
 use super::occurrence::Occurrence;
 use super::otlp::{Exported, Otlp};
 use super::request::{Finished, Gaps, Started};
 use super::sessions::{self, Ended, Place as SessionPlace, Tally};
+use super::tab::Tab;
 use super::trace::Trace;
 use crate::config::Config;
 use crate::scrape::Readings;
@@ -206,12 +206,16 @@ impl Observers {
         }
         let session = self.session(&r, &labels);
         let prometheus = self.metrics.request(&labels, exemplar);
-        // Its load at arrival: counted in flight by route and model label
-        // now, itself included, and the engine's figures where it is
-        // scraped.
-        let (place, count) = self.metrics.concurrency().enter(&labels);
-        // Its share of its route's GPUs, from now on.
-        let bill = self.charges.open(route, Instant::now());
+        // Its tab: in flight from now on, and charged its share of its
+        // route's GPUs. Its load at arrival: the requests in flight by
+        // route and model label now, itself included, and the engine's
+        // figures where it is scraped.
+        let (tab, count) = Tab::open(
+            self.metrics.concurrency(),
+            &self.charges,
+            &labels,
+            Instant::now(),
+        );
         let occupancy = Occupancy {
             in_flight: count,
             engine: self
@@ -243,9 +247,7 @@ impl Observers {
             itl: Sketch::new(),
             gaps: Gaps::default(),
             occupancy,
-            in_flight: self.metrics.concurrency().clone(),
-            place: Some(place),
-            bill,
+            tab,
             turn,
             session,
             stall_threshold: self.policy.stall_threshold,
@@ -293,12 +295,9 @@ pub struct RequestObserver {
     gaps: Gaps,
     /// The requests and engine figures it met when it was sent.
     occupancy: Occupancy,
-    /// The requests in flight (by route and model label, and by route,
-    /// model and class label), and its place there until it finishes.
-    in_flight: Arc<Concurrency>,
-    place: Option<Place>,
-    /// Its tab in its route's GPU ledger, when the route has GPUs.
-    bill: Option<Bill>,
+    /// Its place among the requests in flight and its share of its
+    /// route's GPUs, until it finishes.
+    tab: Tab,
     /// Its kind of turn, from its body.
     turn: meter::Turn,
     /// Its place in its session, when it names one, and the table.
@@ -307,22 +306,12 @@ pub struct RequestObserver {
     slow_reader_share: f64,
 }
 
-impl RequestObserver {
-    /// In flight under its labels' model from now on (its `model` label
-    /// changed), unless it has finished.
-    fn move_in_flight(&mut self) {
-        if self.place.is_some() {
-            self.place = Some(self.in_flight.enter(&self.labels).0);
-        }
-    }
-}
-
 impl Recorder for RequestObserver {
     fn response_headers(&mut self, elapsed: Duration, status: u16) {
         // The labels are final now that the upstream answered.
         let moved = self.labels.admit(status);
         if moved {
-            self.move_in_flight();
+            self.tab.relabelled(&self.labels);
         }
         self.prometheus.response_headers(&self.labels, elapsed);
         self.headers = Some(elapsed);
@@ -335,7 +324,7 @@ impl Recorder for RequestObserver {
     fn response_model(&mut self, model: &str) {
         // A request that named no model is labelled with it from now on.
         if self.labels.response_model(model) {
-            self.move_in_flight();
+            self.tab.relabelled(&self.labels);
         }
         self.prometheus.labels_final(&self.labels);
     }
@@ -367,7 +356,6 @@ impl Recorder for RequestObserver {
     fn finish(&mut self, summary: &Summary) {
         // A name still waiting for an answer never got one.
         self.labels.settle();
-        self.place = None;
         let slow_reader = super::request::slow_reader(
             summary.elapsed,
             summary.client_wait,
@@ -382,11 +370,8 @@ impl Recorder for RequestObserver {
             Some((_, verdict)) => verdict.label() == Some("good"),
             None => summary.outcome == meter::Outcome::Ok,
         };
-        let charged = self
-            .bill
-            .take()
-            .map(|bill| bill.close(Instant::now(), &self.labels, good));
         let at = Instant::now();
+        let charged = self.tab.close(at, &self.labels, good);
         if let Some((sessions, place)) = &self.session {
             let tally = Tally {
                 input_tokens: summary.usage.input.unwrap_or(0),

@@ -3,7 +3,7 @@
 //! [`ResponseBody`] carries the upstream's response to the client frame for
 //! frame, never merged, split or held back (a small one in a buffer of its
 //! own, see `upstream::FromUpstream`). The upstream's body is wrapped in
-//! three small bodies, each in its own file, innermost first:
+//! two small bodies, each in its own file, innermost first:
 //!
 //! - [`Metered`] reads the clock once per frame (and once more when polled
 //!   after one, to tell the meter how long the client held it), shows the
@@ -13,14 +13,12 @@
 //!   when told of the idle timeout, or, when the client goes away and hyper
 //!   drops it, as a client abort (the meter's own `Drop`). Dropping it drops
 //!   the upstream body, which closes the upstream connection, so the
-//!   upstream sees the abort.
+//!   upstream sees the abort. It holds the request's slot among its
+//!   route's requests in flight until the request ends there.
 //! - [`IdleTimeout`] fails the body after the route's idle timeout of
 //!   silence, from the last frame [`Metered`] stamped, and has the meter
 //!   finish as `timeout` at that moment.
-//! - [`Admitted`] holds the request's slot among its route's requests in
-//!   flight until the body ends or is dropped.
 
-mod admitted;
 mod idle;
 mod metered;
 #[cfg(test)]
@@ -37,7 +35,6 @@ pub use super::upstream::{BoxError, FromUpstream};
 use crate::observe::Meter;
 use slo::in_flight::Entered;
 
-pub use admitted::Admitted;
 pub use idle::{Activity, Idle, IdleTimeout};
 pub use metered::Metered;
 
@@ -49,9 +46,9 @@ pub enum ResponseBody {
     Upstream(Box<ForwardedBody>),
 }
 
-/// The upstream's body as the client is sent it: metered, failed when idle,
-/// holding the request's slot.
-pub type ForwardedBody = Admitted<IdleTimeout<Metered<FromUpstream>>>;
+/// The upstream's body as the client is sent it: metered and holding the
+/// request's slot, failed when idle.
+pub type ForwardedBody = IdleTimeout<Metered<FromUpstream>>;
 
 impl ResponseBody {
     pub fn local(bytes: impl Into<Bytes>) -> Self {
@@ -68,11 +65,8 @@ impl ResponseBody {
         now: Instant,
         slot: Entered,
     ) -> Self {
-        let metered = Metered::new(inner, meter, now);
-        ResponseBody::Upstream(Box::new(Admitted::new(
-            IdleTimeout::new(metered, idle),
-            slot,
-        )))
+        let metered = Metered::new(inner, meter, now, Some(slot));
+        ResponseBody::Upstream(Box::new(IdleTimeout::new(metered, idle)))
     }
 }
 

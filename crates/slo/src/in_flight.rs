@@ -6,29 +6,48 @@
 //! The proxy keeps one per route, across reloads, for `max_in_flight`
 //! ([`InFlight::admit`]); the observers keep them per label set, found
 //! without a lock ([`crate::found::Found`]): per route and model for the
-//! load a request meets, per route, model and class for the exported
-//! gauge.
+//! load a request meets, and, each [`within`](InFlight::within) its route
+//! and model's, per route, model and class for the exported gauge, so that
+//! a request takes its place in both with one guard.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Requests in flight, each counted by the guard it holds.
 #[derive(Debug, Default)]
-pub struct InFlight(AtomicU64);
+pub struct InFlight {
+    count: AtomicU64,
+    /// The wider count that each request counted here is part of.
+    wider: Option<Arc<InFlight>>,
+}
 
 impl InFlight {
-    /// Counts one more request until the returned guard is dropped, and
-    /// tells how many are in flight with it.
-    pub fn enter(self: &Arc<Self>) -> (Entered, u64) {
-        let before = self.0.fetch_add(1, Ordering::Relaxed);
-        (Entered(self.clone()), before + 1)
+    /// A count whose every request is counted in `wider` too, for as long.
+    pub fn within(wider: Arc<InFlight>) -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            wider: Some(wider),
+        }
+    }
+
+    /// Counts one more request until the returned guard is dropped (in
+    /// the wider count too, when this one is within one), and tells how
+    /// many are in flight with it: in the wider count, when there is one,
+    /// else in this one.
+    pub fn enter(self: Arc<Self>) -> (Entered, u64) {
+        let own = self.count.fetch_add(1, Ordering::Relaxed) + 1;
+        let with = match &self.wider {
+            Some(wider) => wider.count.fetch_add(1, Ordering::Relaxed) + 1,
+            None => own,
+        };
+        (Entered(self), with)
     }
 
     /// Counts one more request unless `max` are already in flight: the
     /// request is counted until the returned guard is dropped; a refused
     /// one is not counted at all.
     pub fn admit(self: &Arc<Self>, max: Option<u64>) -> Option<Entered> {
-        let (entered, with) = self.enter();
+        let (entered, with) = self.clone().enter();
         match max {
             // `entered` gives the place back as it drops.
             Some(max) if with > max => None,
@@ -38,7 +57,7 @@ impl InFlight {
 
     /// Requests in flight now.
     pub fn now(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.count.load(Ordering::Relaxed)
     }
 }
 
@@ -48,7 +67,11 @@ pub struct Entered(Arc<InFlight>);
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        self.0.0.fetch_sub(1, Ordering::Relaxed);
+        let counted = &self.0;
+        counted.count.fetch_sub(1, Ordering::Relaxed);
+        if let Some(wider) = &counted.wider {
+            wider.count.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -59,9 +82,9 @@ mod tests {
     #[test]
     fn a_request_counts_itself_until_its_guard_drops() {
         let count = Arc::new(InFlight::default());
-        let (a, with) = count.enter();
+        let (a, with) = count.clone().enter();
         assert_eq!(with, 1);
-        let (b, with) = count.enter();
+        let (b, with) = count.clone().enter();
         assert_eq!((with, count.now()), (2, 2));
         drop(a);
         assert_eq!(count.now(), 1);
@@ -92,5 +115,27 @@ mod tests {
         assert!(count.admit(Some(100)).is_none());
         drop(held);
         assert!(count.admit(Some(100)).is_some());
+    }
+
+    #[test]
+    fn a_count_within_another_counts_its_requests_in_both() {
+        let wide = Arc::new(InFlight::default());
+        let a = Arc::new(InFlight::within(wide.clone()));
+        let b = Arc::new(InFlight::within(wide.clone()));
+        let (in_a, with) = a.clone().enter();
+        assert_eq!(with, 1, "the wider count, itself included");
+        let (in_b, with) = b.clone().enter();
+        assert_eq!(with, 2);
+        let (again_a, with) = a.clone().enter();
+        assert_eq!(with, 3);
+        assert_eq!((a.now(), b.now(), wide.now()), (2, 1, 3));
+        // Requests counted in the wider one alone are its own.
+        let (alone, with) = wide.clone().enter();
+        assert_eq!(with, 4);
+        assert_eq!((a.now(), wide.now()), (2, 4));
+        drop((in_a, alone));
+        assert_eq!((a.now(), b.now(), wide.now()), (1, 1, 2));
+        drop((in_b, again_a));
+        assert_eq!((a.now(), b.now(), wide.now()), (0, 0, 0));
     }
 }

@@ -47,32 +47,40 @@ pub struct Concurrency {
     /// By route and model label: a request's load at arrival, and the
     /// load now where no engine is scraped.
     pub(super) by_model: Found<InFlight, 2>,
-    /// By route, model and class label: `llm_requests_in_flight`.
+    /// By route, model and class label (`llm_requests_in_flight`), each
+    /// within its route and model's count.
     by_class: Found<InFlight, 3>,
 }
 
-/// A request's places among the requests in flight, until it is dropped.
+/// A request's place among the requests in flight (by route, model and
+/// class label, and so by route and model), until it is dropped.
 pub struct Place {
-    _by_model: Entered,
-    _by_class: Entered,
+    _entered: Entered,
 }
 
 impl Concurrency {
     /// Counts a request of `labels` in flight until the returned place is
     /// dropped, and tells how many of its route and model are in flight
-    /// with it: its load at arrival where no engine is scraped.
+    /// with it: its load at arrival where no engine is scraped. One lookup
+    /// finds its class's count, which holds its route and model's.
     pub fn enter(&self, labels: &Labels) -> (Place, u64) {
         let (route, model, slo) = (labels.route(), labels.model(), labels.slo());
-        let (by_model, with) = self.by_model.get([route, model], InFlight::default).enter();
-        let (by_class, _) = self
-            .by_class
-            .get([route, model, slo], InFlight::default)
-            .enter();
-        let place = Place {
-            _by_model: by_model,
-            _by_class: by_class,
-        };
-        (place, with)
+        let seat = self.by_class.get([route, model, slo], || {
+            InFlight::within(self.by_model.get([route, model], InFlight::default))
+        });
+        let (entered, with) = seat.enter();
+        (Place { _entered: entered }, with)
+    }
+
+    /// The requests in flight now under `[route, model, slo]`, and under
+    /// its route and model.
+    #[cfg(test)]
+    pub(crate) fn now(&self, [route, model, slo]: [&str; 3]) -> (u64, u64) {
+        let count = |c: Option<Arc<InFlight>>| c.map_or(0, |c| c.now());
+        (
+            count(self.by_class.find([route, model, slo])),
+            count(self.by_model.find([route, model])),
+        )
     }
 }
 

@@ -1,4 +1,5 @@
-//! [`Metered`]: a body whose frames are shown to the request's meter.
+//! [`Metered`]: a body whose frames are shown to the request's meter, and
+//! which holds the request's slot among its route's requests in flight.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -11,6 +12,7 @@ use super::idle::Activity;
 use crate::observe::RequestObserver;
 use crate::proxy::blame::{Blame, Fault};
 use meter::{Recorder, StreamMeter};
+use slo::in_flight::Entered;
 
 /// `inner`, each frame stamped with one clock reading and shown to the
 /// meter by shared reference, then returned as it came.
@@ -39,6 +41,12 @@ use meter::{Recorder, StreamMeter};
 /// hyper writes out the head and the frames the upstream sent before it
 /// failed; what the client's socket cannot take at that moment is still
 /// lost with the connection.
+///
+/// It holds the request's slot among its route's requests in flight
+/// (`max_in_flight`'s count), and gives it back where the request ends: at
+/// the body's end or error, when it timed out, or when dropped, whichever
+/// comes first. Metered or not, a forwarded request holds its slot in this
+/// one place, so a frame passes through no wrapper of its own for it.
 pub struct Metered<B: Body, R: Recorder = RequestObserver> {
     inner: B,
     /// An error of `inner`, held for one poll.
@@ -51,15 +59,25 @@ pub struct Metered<B: Body, R: Recorder = RequestObserver> {
     /// When the last frame was handed on, until the next poll (metered
     /// requests only).
     handed: Option<Instant>,
+    /// The request's slot among its route's requests in flight, until it
+    /// ends. Declared after `meter`, so that a drop gives it back after
+    /// the meter has finished.
+    slot: Option<Entered>,
 }
 
 impl<B: Body, R: Recorder> Metered<B, R> {
-    /// `inner`, whose response head came at `now`, metered by `meter`.
-    pub fn new(inner: B, mut meter: Option<StreamMeter<R>>, now: Instant) -> Self {
-        // hyper may never poll a body that is empty from the start.
-        if inner.is_end_stream()
-            && let Some(m) = meter.as_mut()
-        {
+    /// `inner`, whose response head came at `now`, metered by `meter`,
+    /// holding `slot` until it ends.
+    pub fn new(
+        inner: B,
+        mut meter: Option<StreamMeter<R>>,
+        now: Instant,
+        slot: Option<Entered>,
+    ) -> Self {
+        // hyper may never poll a body that is empty from the start: it ends
+        // here.
+        let ended = inner.is_end_stream();
+        if ended && let Some(m) = meter.as_mut() {
             m.end(now);
         }
         Self {
@@ -68,6 +86,7 @@ impl<B: Body, R: Recorder> Metered<B, R> {
             meter,
             last_activity: now,
             handed: None,
+            slot: slot.filter(|_| !ended),
         }
     }
 }
@@ -106,15 +125,19 @@ where
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 this.last_activity = now;
+                let ended = this.inner.is_end_stream();
                 if let Some(m) = this.meter.as_mut() {
                     if let Some(data) = frame.data_ref() {
                         m.data(now, data);
                     }
-                    if this.inner.is_end_stream() {
+                    if ended {
                         m.end(now);
                     } else {
                         this.handed = Some(now);
                     }
+                }
+                if ended {
+                    this.slot = None;
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -123,6 +146,7 @@ where
                     m.fail(now, e.fault().outcome(), None);
                 }
                 this.failed = Some(e);
+                this.slot = None;
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
@@ -130,6 +154,7 @@ where
                 if let Some(m) = this.meter.as_mut() {
                     m.end(now);
                 }
+                this.slot = None;
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
@@ -154,6 +179,7 @@ impl<B: Body, R: Recorder> Activity for Metered<B, R> {
         if let Some(m) = self.meter.as_mut() {
             m.fail(now, Fault::Timeout.outcome(), None);
         }
+        self.slot = None;
     }
 }
 
@@ -167,6 +193,7 @@ mod tests {
     use super::*;
     use crate::proxy::body::testing::{Item, TestBody, frame};
     use meter::{Api, Limits, Outcome, ParseError, Summary};
+    use slo::in_flight::InFlight;
 
     /// Keeps the summary of the request, and counts finishes.
     #[derive(Default, Clone)]
@@ -196,7 +223,7 @@ mod tests {
         let now = Instant::now();
         let mut meter = StreamMeter::new(now, Api::OpenAi, Limits::default(), kept.clone());
         meter.response_head(now, 200, Some(b"text/event-stream"), None);
-        (Metered::new(inner, Some(meter), now), kept)
+        (Metered::new(inner, Some(meter), now, None), kept)
     }
 
     /// Sends `items` to the body `ms` from now, while the test polls it.
@@ -377,9 +404,70 @@ mod tests {
         let now = Instant::now();
         let mut meter = StreamMeter::new(now, Api::OpenAi, Limits::default(), kept.clone());
         meter.response_head(now, 200, Some(b"application/json"), None);
-        let body = Metered::new(http_body_util::Empty::<Bytes>::new(), Some(meter), now);
+        let body = Metered::new(
+            http_body_util::Empty::<Bytes>::new(),
+            Some(meter),
+            now,
+            None,
+        );
         assert_eq!(kept.summaries().len(), 1);
         drop(body);
         assert_eq!(kept.summaries().len(), 1);
+    }
+
+    /// An unmetered body holding a slot of `count`.
+    fn admitted(
+        count: &Arc<InFlight>,
+    ) -> (tokio::sync::mpsc::Sender<Item>, Metered<TestBody, Kept>) {
+        let (tx, body) = TestBody::new();
+        let slot = count.admit(None);
+        (tx, Metered::new(body, None, Instant::now(), slot))
+    }
+
+    #[tokio::test]
+    async fn the_slot_is_held_while_frames_flow_and_given_back_at_the_end() {
+        let count = Arc::new(InFlight::default());
+        let (tx, mut body) = admitted(&count);
+        tx.send(Ok(frame(b"a"))).await.unwrap();
+        body.frame().await.unwrap().unwrap();
+        assert_eq!(count.now(), 1);
+        drop(tx);
+        assert!(body.frame().await.is_none());
+        assert_eq!(count.now(), 0, "given back at the end, before the drop");
+        drop(body);
+        assert_eq!(count.now(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_slot_is_given_back_at_an_error_a_timeout_or_a_drop() {
+        let count = Arc::new(InFlight::default());
+        let (tx, mut body) = admitted(&count);
+        tx.send(Err("reset".into())).await.unwrap();
+        assert!(body.frame().await.unwrap().is_err());
+        assert_eq!(count.now(), 0);
+
+        let (_tx, mut body) = admitted(&count);
+        assert_eq!(count.now(), 1);
+        body.timed_out(Instant::now());
+        assert_eq!(count.now(), 0);
+
+        let (_tx, body) = admitted(&count);
+        assert_eq!(count.now(), 1);
+        drop(body);
+        assert_eq!(count.now(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_body_ended_from_the_start_holds_no_slot() {
+        let count = Arc::new(InFlight::default());
+        let slot = count.admit(None);
+        let body = Metered::<_, Kept>::new(
+            http_body_util::Empty::<Bytes>::new(),
+            None,
+            Instant::now(),
+            slot,
+        );
+        assert_eq!(count.now(), 0);
+        drop(body);
     }
 }
