@@ -30,7 +30,7 @@ pub fn request_model(body: &[u8]) -> Option<String> {
                     model = r
                         .string_or_null(|s| {
                             let s = std::str::from_utf8(s).ok()?;
-                            Some(s.chars().take(MODEL_MAX_CHARS).collect::<String>())
+                            Some(cut(s))
                         })?
                         .flatten();
                 }
@@ -147,6 +147,19 @@ fn id_value(r: &mut json::Reader<'_>) -> Result<Option<String>, json::Error> {
     .flatten())
 }
 
+/// `name` cut to its first [`MODEL_MAX_CHARS`] characters, copied once
+/// (a name of no more bytes than that has no more characters).
+pub(crate) fn cut(name: &str) -> String {
+    if name.len() <= MODEL_MAX_CHARS {
+        return name.to_owned();
+    }
+    let end = name
+        .char_indices()
+        .nth(MODEL_MAX_CHARS)
+        .map_or(name.len(), |(at, _)| at);
+    name[..end].to_owned()
+}
+
 /// A model name: a non-empty string of valid UTF-8, cut to
 /// [`MODEL_MAX_CHARS`].
 fn model_name(r: &mut json::Reader<'_>) -> Result<Option<String>, json::Error> {
@@ -156,7 +169,7 @@ fn model_name(r: &mut json::Reader<'_>) -> Result<Option<String>, json::Error> {
     }
     Ok(r.string_or_null(|s| {
         let s = std::str::from_utf8(s).ok().filter(|s| !s.is_empty())?;
-        Some(s.chars().take(MODEL_MAX_CHARS).collect::<String>())
+        Some(cut(s))
     })?
     .flatten())
 }
@@ -272,6 +285,24 @@ mod tests {
             request_model(b"{\"messages\":[\"\xff\"],\"model\":\"m\"}").as_deref(),
             Some("m")
         );
+    }
+
+    #[test]
+    fn a_name_is_cut_at_its_characters_not_its_bytes() {
+        let by_chars = |s: &str| s.chars().take(MODEL_MAX_CHARS).collect::<String>();
+        let names = [
+            String::new(),
+            "gpt-4o".to_owned(),
+            "a".repeat(MODEL_MAX_CHARS),
+            "a".repeat(MODEL_MAX_CHARS + 1),
+            // More bytes than the limit, no more characters: kept whole.
+            "é".repeat(MODEL_MAX_CHARS),
+            "é".repeat(MODEL_MAX_CHARS + 1),
+            format!("{}日本", "a".repeat(MODEL_MAX_CHARS - 1)),
+        ];
+        for name in names {
+            assert_eq!(super::cut(&name), by_chars(&name), "{name}");
+        }
     }
 
     #[test]

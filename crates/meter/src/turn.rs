@@ -25,7 +25,7 @@
 
 use crate::api::Api;
 use crate::json::{self, Error, Reader};
-use crate::model::{ID_MAX_BYTES, MODEL_MAX_CHARS};
+use crate::model::{self, ID_MAX_BYTES};
 
 /// A request's place in its conversation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -104,7 +104,7 @@ pub fn read_request(api: Api, body: &[u8]) -> RequestFacts {
                     facts.model = r
                         .string_or_null(|s| {
                             let s = std::str::from_utf8(s).ok()?;
-                            Some(s.chars().take(MODEL_MAX_CHARS).collect::<String>())
+                            Some(model::cut(s))
                         })?
                         .flatten();
                 }
