@@ -481,8 +481,6 @@ mod tests {
         assert!(l.admit("x", now) && !l.admit("y", now));
     }
 
-    /// Past three quarters of the slots, a name takes one only when
-    /// answered twice within the probation; no slot is given twice.
     /// Threads that admit more names than there are slots, at once: the
     /// slots are taken exactly once each, and every admitted name reads
     /// back as its own label without the lock.
@@ -518,6 +516,8 @@ mod tests {
         assert_eq!(l.label("m-new"), Label::Other);
     }
 
+    /// Past three quarters of the slots, a name takes one only when
+    /// answered twice within the probation; no slot is given twice.
     #[test]
     fn the_last_slots_go_to_names_answered_twice() {
         let now = Instant::now();
