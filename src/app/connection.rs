@@ -11,16 +11,18 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use http::Request;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::sync::watch;
+use tokio_util::either::Either;
 
 use crate::in_force::InForce;
 use crate::proxy::arrival::Arrival;
 use crate::proxy::delegate::delegate_body;
 use crate::proxy::overload::{Overload, Shed, Signal};
-use crate::proxy::{BoxError, ResponseBody};
+use crate::proxy::{BoxError, Inbound, ResponseBody};
 
 use super::woken::Woken;
 
@@ -80,14 +82,30 @@ struct Tracked {
 
 delegate_body!(Tracked: struct body, Error = BoxError);
 
+/// Which HTTP a client connection speaks: told by ALPN over TLS, or by
+/// HTTP/2's connection preface over plain TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Http {
+    H1,
+    H2,
+}
+
+/// How the proxy listener serves its connections: HTTP/1.x with our own
+/// server connection (`h1::server`), HTTP/2 with hyper's.
+pub(super) struct Serving {
+    pub(super) h1: h1::server::Settings,
+    pub(super) h2: hyper::server::conn::http2::Builder<TokioExecutor>,
+}
+
 /// Serves one client connection of the proxy listener, read through
-/// `arrival`'s stamps (plain, or TLS over them): hyper's connection, boxed
-/// apart from the task ([`connection_task`]).
+/// `arrival`'s stamps (plain, or TLS over them), in `http`: the connection
+/// boxed apart from its task ([`connection_task`]).
 pub(super) fn serve_client<I>(
     stream: I,
+    http: Http,
     arrival: Arrival,
     client: Client,
-    builder: &auto::Builder<TokioExecutor>,
+    serving: &Serving,
     in_force: Arc<ArcSwap<InForce>>,
 ) -> impl Future<Output = ()>
 where
@@ -95,30 +113,55 @@ where
 {
     let requests = Arc::new(Requests::default());
     let client_addr = client.addr;
-    let service = service_fn({
+    // Each request, as the connection hands it over.
+    let handle = {
         let requests = requests.clone();
-        move |req| {
-            // t0, as hyper hands the request over (HTTP/2 runs the future
-            // below in a task of its own, later).
+        move |req: Request<Inbound>| {
+            // t0, as the head has been read (HTTP/2 runs the future below in
+            // a task of its own, later).
             let t0 = arrival.t0();
             let busy = requests.started();
             // Read once per request: a reload affects the next request, even
             // on this connection, never this one.
             let proxy = in_force.load().proxy().clone();
-            // hyper keeps this future's allocation for the connection's whole
-            // life; the request's own state (the upstream exchange, the
+            // The connection keeps this future's room for as long as it is
+            // polled; the request's own state (the upstream exchange, the
             // meter before the response head) is boxed apart so it is freed
             // as soon as the response head is out.
             async move {
                 let resp = Box::pin(proxy.handle(req, t0, client_addr)).await;
-                Ok::<_, Infallible>(resp.map(|body| Tracked { body, _busy: busy }))
+                resp.map(|body| Tracked { body, _busy: busy })
             }
         }
-    });
-    let conn = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .into_owned();
-    connection_task(conn, client, requests)
+    };
+    let served: Either<_, _> = match http {
+        Http::H1 => {
+            let closing = Arc::new(h1::server::Closing::default());
+            let conn = h1::server::serve(stream, serving.h1, closing.clone(), move |req| {
+                handle(req.map(Inbound::from))
+            });
+            Either::Left(connection_task(
+                conn,
+                move |_| closing.close(),
+                client,
+                requests,
+            ))
+        }
+        Http::H2 => {
+            let service = service_fn(move |req: Request<Incoming>| {
+                let resp = handle(req.map(Inbound::from));
+                async move { Ok::<_, Infallible>(resp.await) }
+            });
+            let conn = serving.h2.serve_connection(TokioIo::new(stream), service);
+            Either::Right(connection_task(
+                conn,
+                |conn| conn.graceful_shutdown(),
+                client,
+                requests,
+            ))
+        }
+    };
+    served
 }
 
 /// The task serving one client connection, with the connection boxed: an
@@ -135,11 +178,12 @@ where
 /// `408`).
 fn connection_task<C, E>(
     conn: C,
+    mut shut_down: impl FnMut(std::pin::Pin<&mut C>),
     client: Client,
     requests: Arc<Requests>,
 ) -> impl Future<Output = ()>
 where
-    C: Future<Output = Result<(), E>> + Shutdown,
+    C: Future<Output = Result<(), E>>,
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut conn = Box::pin(conn);
@@ -177,7 +221,7 @@ where
                     }
                     let signal = *client.signal.borrow_and_update();
                     if signal.stopping {
-                        conn.as_mut().shut_down();
+                        shut_down(conn.as_mut());
                         watching = false;
                         check = None;
                     } else {
@@ -202,7 +246,7 @@ where
                             // queued), and is written first, for up to the
                             // overload timeout.
                             client.shed(Shed::Idle);
-                            conn.as_mut().shut_down();
+                            shut_down(conn.as_mut());
                             closing = Some(now + timeout);
                             watching = false;
                             check = None;
@@ -228,47 +272,11 @@ where
     }
 }
 
-/// A connection that can be asked to finish its requests and close.
-trait Shutdown {
-    fn shut_down(self: std::pin::Pin<&mut Self>);
-}
-
-impl<I, S, E> Shutdown for auto::Connection<'_, I, S, E>
-where
-    S: hyper::service::HttpService<hyper::body::Incoming>,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    S::ResBody: http_body::Body + Send + 'static,
-    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
-    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
-{
-    fn shut_down(self: std::pin::Pin<&mut Self>) {
-        self.graceful_shutdown();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::observe::Observers;
     use crate::observe::metrics::Metrics;
-
-    /// A connection that never shuts down early, for the size test.
-    struct Held<F>(std::pin::Pin<Box<F>>);
-
-    impl<F: Future> Future for Held<F> {
-        type Output = F::Output;
-        fn poll(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<F::Output> {
-            self.0.as_mut().poll(cx)
-        }
-    }
-
-    impl<F> Shutdown for Held<F> {
-        fn shut_down(self: std::pin::Pin<&mut Self>) {}
-    }
 
     #[tokio::test]
     async fn a_connection_task_holds_its_connection_behind_one_pointer() {
@@ -293,7 +301,7 @@ mod tests {
             signal: overload.subscribe(),
             overload,
         };
-        let task = connection_task(Held(Box::pin(conn)), client, Arc::default());
+        let task = connection_task(conn, |_| {}, client, Arc::default());
         // The select over the connection, the signal and the timer, but
         // not the connection itself.
         assert!(

@@ -19,7 +19,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
-use super::connection::{Client, serve_client};
+use super::connection::{Client, Http, Serving, serve_client};
 use crate::admin::AdminState;
 use crate::config::Config;
 use crate::in_force::InForce;
@@ -212,6 +212,33 @@ async fn first_byte(
     }
 }
 
+/// HTTP/2's connection preface, which a client speaking it with prior
+/// knowledge sends first (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Which HTTP a plain connection speaks, by its first bytes (already
+/// there: [`first_byte`] has waited for one): HTTP/2 if they begin its
+/// preface. A client that has sent only part of the preface's request
+/// line is given a moment for the rest.
+async fn preface(stream: &TcpStream) -> Http {
+    let mut bytes = [0u8; H2_PREFACE.len()];
+    for _ in 0..50 {
+        let n = match stream.peek(&mut bytes).await {
+            Ok(n) => n,
+            Err(_) => return Http::H1,
+        };
+        if n == 0 || !H2_PREFACE.starts_with(&bytes[..n]) {
+            return Http::H1;
+        }
+        if n >= 4 {
+            // `PRI ` is no HTTP/1 method a proxy would be sent.
+            return Http::H2;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Http::H1
+}
+
 /// Serves the admin endpoints until `stop`.
 pub(super) async fn serve_admin(
     listener: TcpListener,
@@ -335,24 +362,18 @@ pub(super) async fn serve_proxy(
     limit: Limit,
     overload: Arc<Overload>,
 ) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // A timer enables hyper's header read timeout (slow-loris protection),
-    // which also closes a connection idle between requests.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limit.head_timeout);
-    // The request head must fit in the read buffer, and the buffer stays this
-    // size (hyper doubles a buffer that may grow when it reads ahead).
-    builder
-        .http1()
-        .max_buf_size(in_force.load().config().proxy.max_request_head_bytes);
-    builder.http2().timer(TokioTimer::new());
+    let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    h2.timer(TokioTimer::new());
+    // The request head must fit in the read buffer.
+    let h1 = h1::server::Settings {
+        head_timeout: limit.head_timeout,
+        max_head: in_force.load().config().proxy.max_request_head_bytes,
+    };
     if let Err(e) = arrival::enable(&listener) {
         tracing::warn!(error = %e, "no kernel receive timestamps: t0 is read when a request head is parsed, so the time a request waits for the proxy is not in its latencies");
     }
     // Shared by the connections' tasks, which hold it until they start.
-    let builder = Arc::new(builder);
+    let serving = Arc::new(Serving { h1, h2 });
     while let Some((stream, client_addr, slot)) = accept(&listener, &limit, &shutdown).await {
         let accepted = tokio::time::Instant::now();
         if let Err(e) = stream.set_nodelay(true) {
@@ -364,7 +385,7 @@ pub(super) async fn serve_proxy(
             signal: overload.subscribe(),
             overload: overload.clone(),
         };
-        let builder = builder.clone();
+        let serving = serving.clone();
         let (head_timeout, stop) = (limit.head_timeout, shutdown.clone());
         let in_force = in_force.clone();
         tokio::spawn(async move {
@@ -385,6 +406,7 @@ pub(super) async fn serve_proxy(
             if !first {
                 return;
             }
+            let plain = preface(&stream).await;
             let (stream, arrival) = arrival::stamped(stream);
             // The TLS in force when the connection opens; the handshake is
             // before the request's t0, and is counted in no request's time.
@@ -395,14 +417,18 @@ pub(super) async fn serve_proxy(
                 .as_ref()
                 .map(|t| t.config.clone());
             match tls {
-                None => serve_client(stream, arrival, client, &builder, in_force).await,
+                None => serve_client(stream, plain, arrival, client, &serving, in_force).await,
                 Some(tls) => {
                     let addr = client.addr;
                     let listener = (Listener::Proxy, &*in_force);
                     if let Some(stream) =
                         accept_tls(stream, tls, head_timeout, addr, listener).await
                     {
-                        serve_client(stream, arrival, client, &builder, in_force).await;
+                        let http = match stream.get_ref().1.alpn_protocol() {
+                            Some(b"h2") => Http::H2,
+                            _ => Http::H1,
+                        };
+                        serve_client(stream, http, arrival, client, &serving, in_force).await;
                     }
                 }
             }

@@ -46,7 +46,8 @@ pub(super) fn size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     checked(d, 0, parse_size)
 }
 
-/// The largest request head: a size from 8 KiB (hyper's floor) to 1 MiB.
+/// The largest request head: a size from 8 KiB (the longest heads clients send
+/// commonly fit) to 1 MiB.
 pub(super) fn request_head_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     checked(d, 0, |text| match parse_size(text)? {
         n if (8 * 1024..=1024 * 1024).contains(&n) => Ok(n),

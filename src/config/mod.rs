@@ -494,9 +494,9 @@ pub struct ProxySettings {
     #[serde(rename = "max_retry_body", deserialize_with = "kind::size")]
     pub max_retry_body_bytes: usize,
     /// Largest request head (request line and headers) a client may send;
-    /// a larger one is answered `431`. A size, from `8KiB` (hyper's floor,
-    /// and the default) to `1MiB`: the read buffer each client connection
-    /// holds is this size. Applied at start only.
+    /// a larger one is answered `431`. A size, from `8KiB` (the default) to
+    /// `1MiB`: a client connection's read buffer grows to hold a head up to
+    /// this size. Applied at start only.
     #[serde(
         rename = "max_request_head",
         deserialize_with = "kind::request_head_size"

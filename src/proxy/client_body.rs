@@ -1,6 +1,8 @@
 //! The client's request body, as the proxy reads and forwards it.
 //!
-//! [`ClientBody`] is the body as it arrives, failed after the route's
+//! [`Inbound`] is the body as the client's connection hands it over (our
+//! own HTTP/1 server's, or hyper's HTTP/2's); [`ClientBody`] is it as it
+//! arrives, failed after the route's
 //! silence timeout; [`read_ahead`] reads its beginning before the request
 //! is sent (to learn `model`, or to hold a small body whole for the
 //! keep-alive retry), within a total deadline and, while the listener is
@@ -19,7 +21,31 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use super::delegate::delegate_body;
 use super::overload::Overload;
+use h1::server::BoxError;
+
+/// The client's request body as its connection hands it over.
+pub enum Inbound {
+    /// Over HTTP/1.x (`h1::server`).
+    H1(h1::server::RequestBody),
+    /// Over HTTP/2 (hyper's server).
+    H2(Incoming),
+}
+
+impl From<h1::server::RequestBody> for Inbound {
+    fn from(body: h1::server::RequestBody) -> Self {
+        Inbound::H1(body)
+    }
+}
+
+impl From<Incoming> for Inbound {
+    fn from(body: Incoming) -> Self {
+        Inbound::H2(body)
+    }
+}
+
+delegate_body!(Inbound: enum { Inbound::H1, Inbound::H2 }, Error = BoxError);
 
 /// The client's request body failed: the client's doing, so it is never
 /// blamed on the upstream, however far the request had gone. Both
@@ -28,7 +54,7 @@ use super::overload::Overload;
 pub enum ClientBodyError {
     /// A malformed chunked body, a connection cut mid-body: answered `400`.
     #[error("client request body")]
-    Failed(#[source] hyper::Error),
+    Failed(#[source] BoxError),
     /// The client's body took too long: answered `408`.
     #[error(transparent)]
     Timeout(BodyTimeout),
@@ -61,7 +87,7 @@ pub enum BodyTimeout {
 /// counted from when the proxy asks, so time the proxy spent not asking
 /// (an upstream slow to take the body) is never the client's.
 pub struct ClientBody {
-    inner: Incoming,
+    inner: Inbound,
     idle: Duration,
     /// When the proxy began waiting for the next frame, while it waits.
     waiting_since: Option<Instant>,
@@ -75,7 +101,7 @@ pub struct ClientBody {
 
 impl ClientBody {
     /// `inner`, timed out after `idle` of waiting for the client.
-    pub fn new(inner: Incoming, idle: Duration) -> Self {
+    pub fn new(inner: Inbound, idle: Duration) -> Self {
         Self {
             inner,
             idle,

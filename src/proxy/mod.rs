@@ -40,7 +40,6 @@ use std::sync::Arc;
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::{Request, Response};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::config::{Protocol, ProxySettings, Route};
@@ -53,7 +52,7 @@ use slo::in_flight::{Entered, InFlight};
 use upstream::FromUpstream;
 
 pub use body::ResponseBody;
-pub use client_body::{BodyTimeout, ClientBody, ClientBodyError, RequestBody};
+pub use client_body::{BodyTimeout, ClientBody, ClientBodyError, Inbound, RequestBody};
 pub use error::ProxyError;
 pub use overload::Overload;
 pub use upstream::BoxError;
@@ -202,7 +201,7 @@ impl Proxy {
     /// ([`arrival::Arrival::t0`]). Never fails: problems become responses.
     pub async fn handle(
         &self,
-        req: Request<Incoming>,
+        req: Request<Inbound>,
         t0: Instant,
         client_addr: SocketAddr,
     ) -> Response<ResponseBody> {
@@ -291,7 +290,7 @@ impl Proxy {
         &self,
         cx: &Context<'_>,
         parts: &http::request::Parts,
-        body: Incoming,
+        body: Inbound,
     ) -> Result<(RequestBody, Option<meter::RequestFacts>, Option<Instant>), ClientBodyError> {
         let (route, t0, metered) = (cx.route, cx.t0, cx.api.is_some());
         let content_length = parts
@@ -381,7 +380,7 @@ impl Proxy {
         Some(StreamMeter::new(cx.t0, api, self.limits, recorder))
     }
 
-    fn find_route(&self, req: &Request<Incoming>) -> Option<&RouteState> {
+    fn find_route<B>(&self, req: &Request<B>) -> Option<&RouteState> {
         let path = req.uri().path();
         let host = request_host(req).map(|h| strip_port(h).to_ascii_lowercase());
         self.routes.iter().find(|s| {

@@ -9,7 +9,6 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Uri};
-use hyper::body::Incoming;
 
 use crate::config::{IpNet, Route, Upstream};
 
@@ -168,7 +167,7 @@ pub fn host_problem<B>(req: &Request<B>) -> Option<&'static str> {
     }
 }
 
-pub fn request_host(req: &Request<Incoming>) -> Option<&str> {
+pub fn request_host<B>(req: &Request<B>) -> Option<&str> {
     request_host_parts(req.uri(), req.headers())
 }
 

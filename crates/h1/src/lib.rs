@@ -62,6 +62,7 @@ mod fuzz;
 mod head;
 mod limits;
 mod pool;
+pub mod server;
 #[cfg(test)]
 mod tests;
 mod write;

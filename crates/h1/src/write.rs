@@ -270,7 +270,7 @@ impl<B: SendBody> Sending<B> {
 /// route, authenticate or describe the message, which a recipient must
 /// have before the content (RFC 9110 §6.5.1; hyper's client leaves out the
 /// same ones).
-fn may_trail(name: &HeaderName) -> bool {
+pub(crate) fn may_trail(name: &HeaderName) -> bool {
     !matches!(
         *name,
         header::AUTHORIZATION

@@ -37,9 +37,9 @@ pub(super) static PROXY: Table = Table {
             "size",
             "`8KiB`",
             "Largest request head (request line and headers) a client may send; a larger one \
-            is answered `431 Request Header Fields Too Large`. From `8KiB` (hyper's floor) \
-            to `1MiB`. Each client connection holds a read buffer of this size, so it is \
-            also memory per connection. Applied when the listener starts: a reload that \
+            is answered `431 Request Header Fields Too Large`. From `8KiB` to `1MiB`. A client \
+            connection's read buffer grows to hold a head up to this size, so it also bounds \
+            memory per connection. Applied when the listener starts: a reload that \
             changes it logs that a restart is needed.",
         )
         .restart(" bytes"),

@@ -418,7 +418,7 @@ async fn a_streamed_request_body_is_not_sent_again(tls: bool) {
     assert!(exchange(&up.upstream, post("1")).await.1.is_ok());
     let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
     let mut req = Request::new(RequestBody::streaming(ClientBody::new(
-        incoming,
+        incoming.into(),
         Duration::from_secs(30),
     )));
     *req.method_mut() = Method::POST;
@@ -519,7 +519,7 @@ async fn an_early_answer_ends_the_request(tls: bool) {
     // The client's body never ends.
     let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
     let mut req = Request::new(RequestBody::streaming(ClientBody::new(
-        incoming,
+        incoming.into(),
         Duration::from_secs(30),
     )));
     *req.method_mut() = Method::POST;
@@ -561,7 +561,7 @@ async fn a_streamed_request_body_goes_out_chunked(tls: bool) {
     // A client connection whose body streams in two frames.
     let (mut csock, incoming) = client_body(b"5\r\nhello\r\n").await;
     let mut req = Request::new(RequestBody::streaming(ClientBody::new(
-        incoming,
+        incoming.into(),
         Duration::from_secs(30),
     )));
     *req.method_mut() = Method::POST;
@@ -619,7 +619,10 @@ async fn over_h2_the_request_body_failing_after_the_head_is_the_clients() {
     let (upstream, _) = upstream_for(addr, true);
     let (_csock, incoming) = client_body(b"5\r\nhello\r\n").await;
     let idle = Duration::from_millis(200);
-    let mut req = Request::new(RequestBody::streaming(ClientBody::new(incoming, idle)));
+    let mut req = Request::new(RequestBody::streaming(ClientBody::new(
+        incoming.into(),
+        idle,
+    )));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = format!("https://localhost:{}/up", addr.port())
         .parse()

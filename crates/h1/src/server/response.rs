@@ -1,0 +1,402 @@
+//! Writing a response: its head, with the framing of its body chosen
+//! (RFC 9112 §6), and its body's frames queued as they are, each with its
+//! chunk's framing around it, for one vectored write ([`Out`]).
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap};
+use http::{Method, StatusCode, Version};
+use http_body::SizeHint;
+use tokio::io::AsyncWrite;
+
+use super::request::has_token;
+use crate::head::content_length;
+use crate::write::may_trail;
+
+/// What the response is answering: what of the request decides how the
+/// response is framed and whether the connection is kept.
+#[derive(Debug, Clone)]
+pub(super) struct Asked {
+    pub(super) head: bool,
+    pub(super) version: Version,
+    pub(super) keep_alive: bool,
+    /// The client takes trailers (`TE: trailers`).
+    pub(super) trailers: bool,
+}
+
+impl Asked {
+    pub(super) fn of(request: &http::Request<()>, keep_alive: bool) -> Self {
+        Asked {
+            head: request.method() == Method::HEAD,
+            version: request.version(),
+            keep_alive,
+            trailers: request
+                .headers()
+                .get(header::TE)
+                .is_some_and(|te| has_token(te.as_bytes(), b"trailers")),
+        }
+    }
+}
+
+/// How the response body is framed on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Framing {
+    /// No body is written (`HEAD`, 1xx, 204, 304).
+    None,
+    /// Exactly this many bytes remain.
+    Length(u64),
+    /// Chunked; the trailer fields the response declared (`Trailer`), which
+    /// are written if the client takes trailers.
+    Chunked {
+        trailers: Option<Vec<header::HeaderName>>,
+    },
+    /// Until the connection closes (an HTTP/1.0 client, a length unknown).
+    Close,
+}
+
+/// The response head, encoded into `out`: its framing, and whether the
+/// connection can be kept after it.
+pub(super) fn head(
+    parts: &mut http::response::Parts,
+    body: SizeHint,
+    asked: &Asked,
+    keep: bool,
+    out: &mut Vec<u8>,
+) -> (Framing, bool) {
+    let mut keep = keep && asked.keep_alive;
+    if parts.status.is_informational() {
+        // A service cannot answer with an interim response.
+        tracing::warn!(status = %parts.status, "a 1xx response answered as 500");
+        parts.status = StatusCode::INTERNAL_SERVER_ERROR;
+        parts.headers.clear();
+    }
+    let status = parts.status;
+    let reason = parts.extensions.get::<hyper::ext::ReasonPhrase>();
+    if parts.version == Version::HTTP_10 {
+        out.extend_from_slice(b"HTTP/1.0 ");
+    } else {
+        out.extend_from_slice(b"HTTP/1.1 ");
+    }
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    match reason {
+        Some(reason) => out.extend_from_slice(reason.as_bytes()),
+        None => out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes()),
+    }
+    out.extend_from_slice(b"\r\n");
+
+    let has_body =
+        !(asked.head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED);
+    let can_chunk = has_body && asked.version == Version::HTTP_11;
+    let mut length = None;
+    let mut chunked = false;
+    let mut connection = false;
+    let mut date = false;
+    let mut declared: Option<Vec<header::HeaderName>> = None;
+    for (name, value) in &parts.headers {
+        match *name {
+            header::CONTENT_LENGTH => {
+                match content_length(value.as_bytes()) {
+                    Ok(n) if length.is_none() => length = Some(n),
+                    // The same length again, or one that cannot be read:
+                    // not written (the body's own length is).
+                    _ => continue,
+                }
+                if status == StatusCode::NO_CONTENT {
+                    continue;
+                }
+            }
+            header::TRANSFER_ENCODING => {
+                if !can_chunk {
+                    continue;
+                }
+                chunked = true;
+                out.extend_from_slice(b"transfer-encoding: ");
+                out.extend_from_slice(value.as_bytes());
+                if !ends_chunked(value.as_bytes()) {
+                    out.extend_from_slice(b", chunked");
+                }
+                out.extend_from_slice(b"\r\n");
+                continue;
+            }
+            header::CONNECTION => {
+                connection = true;
+                if has_token(value.as_bytes(), b"close") {
+                    keep = false;
+                }
+            }
+            header::DATE => date = true,
+            header::TRAILER => {
+                if !can_chunk {
+                    continue;
+                }
+                let names = value
+                    .to_str()
+                    .unwrap_or("")
+                    .split(',')
+                    .filter_map(|n| header::HeaderName::from_bytes(n.trim().as_bytes()).ok());
+                declared.get_or_insert_with(Vec::new).extend(names);
+            }
+            _ => {}
+        }
+        field(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+    // Trailers go only to a client that takes them.
+    let declared = declared.filter(|_| asked.trailers);
+    let framing = if !has_body {
+        Framing::None
+    } else if chunked {
+        // A length beside chunked framing is not written.
+        if length.is_some() {
+            remove_field(out, b"content-length: ");
+        }
+        Framing::Chunked { trailers: declared }
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else if let Some(n) = body.exact() {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        Framing::Length(n)
+    } else if can_chunk {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        Framing::Chunked { trailers: declared }
+    } else {
+        keep = false;
+        Framing::Close
+    };
+    if !connection {
+        if !keep && asked.version == Version::HTTP_11 {
+            out.extend_from_slice(b"connection: close\r\n");
+        } else if keep && asked.version == Version::HTTP_10 {
+            out.extend_from_slice(b"connection: keep-alive\r\n");
+        }
+    }
+    if !date {
+        out.extend_from_slice(b"date: ");
+        super::date::write(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    (framing, keep)
+}
+
+/// Whether the last transfer coding of a `Transfer-Encoding` value is
+/// `chunked`.
+fn ends_chunked(value: &[u8]) -> bool {
+    value
+        .rsplit(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .find(|c| !c.is_empty())
+        .is_some_and(|c| c.eq_ignore_ascii_case(b"chunked"))
+}
+
+fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Takes the line that starts with `prefix` out of the head in `out`.
+fn remove_field(out: &mut Vec<u8>, prefix: &[u8]) {
+    let Some(start) = memchr::memmem::find(out, &[b"\r\n", prefix].concat()).map(|i| i + 2) else {
+        return;
+    };
+    let end = memchr::memmem::find(&out[start..], b"\r\n").map_or(out.len(), |i| start + i + 2);
+    out.drain(start..end);
+}
+
+/// The trailer section ending a chunked body: the fields the response
+/// declared in `Trailer` that may be trailers, if the client takes them.
+pub(super) fn trailers(
+    fields: &HeaderMap,
+    declared: Option<&[header::HeaderName]>,
+) -> Option<Vec<u8>> {
+    let declared = declared?;
+    let mut out = Vec::new();
+    for (name, value) in fields {
+        if declared.contains(name) && may_trail(name) {
+            field(&mut out, name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// A part of what is to be written.
+enum Seg {
+    /// A response head, or a trailer section.
+    Owned(Vec<u8>),
+    Data(Bytes),
+    /// A chunk size line.
+    Line {
+        bytes: [u8; 18],
+        len: u8,
+    },
+    Static(&'static [u8]),
+}
+
+impl Seg {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Seg::Owned(v) => v,
+            Seg::Data(b) => b,
+            Seg::Line { bytes, len } => &bytes[..usize::from(*len)],
+            Seg::Static(s) => s,
+        }
+    }
+}
+
+/// What is queued to be written to the client, in order, with how much of
+/// its first part has been.
+pub(super) struct Out {
+    segs: VecDeque<Seg>,
+    /// Bytes of the first part already written.
+    at: usize,
+    /// Bytes queued and not yet written.
+    queued: usize,
+}
+
+/// Parts gathered into one write at most.
+const MAX_SLICES: usize = 32;
+
+impl Out {
+    pub(super) fn new() -> Self {
+        Out {
+            segs: VecDeque::with_capacity(8),
+            at: 0,
+            queued: 0,
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.queued == 0
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.queued
+    }
+
+    fn push(&mut self, seg: Seg) {
+        let n = seg.bytes().len();
+        if n > 0 {
+            self.queued += n;
+            self.segs.push_back(seg);
+        }
+    }
+
+    pub(super) fn owned(&mut self, bytes: Vec<u8>) {
+        self.push(Seg::Owned(bytes));
+    }
+
+    pub(super) fn fixed(&mut self, bytes: &'static [u8]) {
+        self.push(Seg::Static(bytes));
+    }
+
+    /// A data frame, framed as `framing` says (a chunk of its own when
+    /// chunked).
+    pub(super) fn data(&mut self, data: Bytes, chunked: bool) {
+        if data.is_empty() {
+            return;
+        }
+        if chunked {
+            let mut bytes = [0u8; 18];
+            let digits = hex(data.len() as u64, &mut bytes);
+            bytes[digits..digits + 2].copy_from_slice(b"\r\n");
+            self.push(Seg::Line {
+                bytes,
+                len: (digits + 2) as u8,
+            });
+            self.push(Seg::Data(data));
+            self.push(Seg::Static(b"\r\n"));
+        } else {
+            self.push(Seg::Data(data));
+        }
+    }
+
+    /// Writes as much as `io` takes now; ready once all is written.
+    pub(super) fn poll_write<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        while self.queued > 0 {
+            let n = if io.is_write_vectored() && self.segs.len() > 1 {
+                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+                let mut count = 0;
+                for (i, seg) in self.segs.iter().take(MAX_SLICES).enumerate() {
+                    let bytes = seg.bytes();
+                    slices[i] = IoSlice::new(if i == 0 { &bytes[self.at..] } else { bytes });
+                    count += 1;
+                }
+                ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices[..count]))?
+            } else {
+                let first = &self.segs[0].bytes()[self.at..];
+                ready!(Pin::new(&mut *io).poll_write(cx, first))?
+            };
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            self.advance(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        self.queued -= n;
+        while n > 0 {
+            let left = self.segs[0].bytes().len() - self.at;
+            if n < left {
+                self.at += n;
+                return;
+            }
+            n -= left;
+            self.at = 0;
+            self.segs.pop_front();
+        }
+        if self.queued == 0 {
+            self.at = 0;
+            self.segs.clear();
+        }
+    }
+}
+
+/// Writes `n` in hex at the start of `out`; the number of digits.
+fn hex(n: u64, out: &mut [u8; 18]) -> usize {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let digits = (16 - n.leading_zeros() as usize / 4).max(1);
+    for i in 0..digits {
+        out[digits - 1 - i] = DIGITS[((n >> (4 * i)) & 0xf) as usize];
+    }
+    digits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_size_is_written_in_hex() {
+        for n in [
+            1u64,
+            9,
+            10,
+            15,
+            16,
+            255,
+            256,
+            4096,
+            65_535,
+            1 << 40,
+            u64::MAX,
+        ] {
+            let mut out = [0u8; 18];
+            let digits = hex(n, &mut out);
+            assert_eq!(&out[..digits], format!("{n:x}").as_bytes(), "{n}");
+        }
+    }
+}
