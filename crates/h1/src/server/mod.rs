@@ -194,8 +194,8 @@ enum Pumped {
     Progress,
     /// Nothing can move until a wake-up.
     Idle,
-    /// The client has gone with its request complete: the request is
-    /// dropped.
+    /// The client has gone (its body's failure, if it had one unread,
+    /// handed over first): the request is dropped.
     Gone,
 }
 
