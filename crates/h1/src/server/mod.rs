@@ -376,7 +376,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         let (mut parts, body) = response.into_parts();
         // A request body abandoned unread closes the connection: say so.
         let keep = keep && !inbound.abandoned();
-        let mut head = Vec::with_capacity(256);
+        let mut head = self.out.head_buffer();
         let (framing, keep) = response::head(&mut parts, body.size_hint(), asked, keep, &mut head);
         // The head's map and extensions are not kept while the body streams.
         drop(parts);

@@ -231,23 +231,77 @@ pub(super) fn trailers(
 enum Seg {
     /// A response head, or a trailer section.
     Owned(Vec<u8>),
-    Data(Bytes),
-    /// A chunk size line.
-    Line {
-        bytes: [u8; 18],
-        len: u8,
-    },
     Static(&'static [u8]),
+    /// A data frame, with its chunk's size line before it and CRLF after
+    /// it when the body is chunked (`line` empty when it is not).
+    Data {
+        line: Line,
+        data: Bytes,
+    },
+}
+
+/// A chunk size line: up to 16 hex digits and CRLF.
+#[derive(Clone, Copy)]
+struct Line {
+    bytes: [u8; 18],
+    len: u8,
+}
+
+impl Line {
+    const NONE: Line = Line {
+        bytes: [0; 18],
+        len: 0,
+    };
+
+    fn of(size: usize) -> Line {
+        let mut bytes = [0u8; 18];
+        let digits = hex(size as u64, &mut bytes);
+        bytes[digits..digits + 2].copy_from_slice(b"\r\n");
+        Line {
+            bytes,
+            len: (digits + 2) as u8,
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
 }
 
 impl Seg {
-    fn bytes(&self) -> &[u8] {
+    fn len(&self) -> usize {
         match self {
-            Seg::Owned(v) => v,
-            Seg::Data(b) => b,
-            Seg::Line { bytes, len } => &bytes[..usize::from(*len)],
-            Seg::Static(s) => s,
+            Seg::Owned(v) => v.len(),
+            Seg::Static(s) => s.len(),
+            Seg::Data { line, data } if line.len > 0 => usize::from(line.len) + data.len() + 2,
+            Seg::Data { data, .. } => data.len(),
         }
+    }
+
+    /// Its bytes from `at` on, as up to three slices put into `out`; how
+    /// many.
+    fn slices<'a>(&'a self, at: usize, out: &mut [IoSlice<'a>]) -> usize {
+        let parts: [&'a [u8]; 3] = match self {
+            Seg::Owned(v) => [v, &[], &[]],
+            Seg::Static(s) => [s, &[], &[]],
+            Seg::Data { line, data } if line.len > 0 => [line.as_bytes(), data, b"\r\n"],
+            Seg::Data { data, .. } => [data, &[], &[]],
+        };
+        let mut skip = at;
+        let mut n = 0;
+        for part in parts {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            if n == out.len() {
+                break;
+            }
+            out[n] = IoSlice::new(&part[skip..]);
+            skip = 0;
+            n += 1;
+        }
+        n
     }
 }
 
@@ -259,10 +313,15 @@ pub(super) struct Out {
     at: usize,
     /// Bytes queued and not yet written.
     queued: usize,
+    /// The last head's buffer, written and kept for the next.
+    spare: Vec<u8>,
 }
 
-/// Parts gathered into one write at most.
-const MAX_SLICES: usize = 32;
+/// A head's buffer is kept for the next one up to this size.
+const SPARE_MAX: usize = 4 * 1024;
+
+/// Slices gathered into one write at most.
+const MAX_SLICES: usize = 16;
 
 impl Out {
     pub(super) fn new() -> Self {
@@ -270,6 +329,27 @@ impl Out {
             segs: VecDeque::with_capacity(8),
             at: 0,
             queued: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// An empty buffer for a head: the last one's, when it was kept.
+    pub(super) fn head_buffer(&mut self) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.spare);
+        buf.clear();
+        if buf.capacity() == 0 {
+            buf.reserve(256);
+        }
+        buf
+    }
+
+    /// A written part: its buffer kept for the next head if it has one.
+    fn written(&mut self, seg: Seg) {
+        if let Seg::Owned(buf) = seg
+            && buf.capacity() <= SPARE_MAX
+            && buf.capacity() > self.spare.capacity()
+        {
+            self.spare = buf;
         }
     }
 
@@ -282,7 +362,7 @@ impl Out {
     }
 
     fn push(&mut self, seg: Seg) {
-        let n = seg.bytes().len();
+        let n = seg.len();
         if n > 0 {
             self.queued += n;
             self.segs.push_back(seg);
@@ -297,25 +377,17 @@ impl Out {
         self.push(Seg::Static(bytes));
     }
 
-    /// A data frame, framed as `framing` says (a chunk of its own when
-    /// chunked).
+    /// A data frame: a chunk of its own when `chunked`.
     pub(super) fn data(&mut self, data: Bytes, chunked: bool) {
         if data.is_empty() {
             return;
         }
-        if chunked {
-            let mut bytes = [0u8; 18];
-            let digits = hex(data.len() as u64, &mut bytes);
-            bytes[digits..digits + 2].copy_from_slice(b"\r\n");
-            self.push(Seg::Line {
-                bytes,
-                len: (digits + 2) as u8,
-            });
-            self.push(Seg::Data(data));
-            self.push(Seg::Static(b"\r\n"));
+        let line = if chunked {
+            Line::of(data.len())
         } else {
-            self.push(Seg::Data(data));
-        }
+            Line::NONE
+        };
+        self.push(Seg::Data { line, data });
     }
 
     /// Writes as much as `io` takes now; ready once all is written.
@@ -325,18 +397,20 @@ impl Out {
         cx: &mut Context<'_>,
     ) -> Poll<std::io::Result<()>> {
         while self.queued > 0 {
-            let n = if io.is_write_vectored() && self.segs.len() > 1 {
-                let mut slices = [IoSlice::new(&[]); MAX_SLICES];
-                let mut count = 0;
-                for (i, seg) in self.segs.iter().take(MAX_SLICES).enumerate() {
-                    let bytes = seg.bytes();
-                    slices[i] = IoSlice::new(if i == 0 { &bytes[self.at..] } else { bytes });
-                    count += 1;
+            let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+            let mut count = 0;
+            let mut at = self.at;
+            for seg in &self.segs {
+                count += seg.slices(at, &mut slices[count..]);
+                at = 0;
+                if count == MAX_SLICES {
+                    break;
                 }
-                ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices[..count]))?
+            }
+            let n = if count == 1 || !io.is_write_vectored() {
+                ready!(Pin::new(&mut *io).poll_write(cx, &slices[0]))?
             } else {
-                let first = &self.segs[0].bytes()[self.at..];
-                ready!(Pin::new(&mut *io).poll_write(cx, first))?
+                ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices[..count]))?
             };
             if n == 0 {
                 return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
@@ -348,19 +422,24 @@ impl Out {
 
     fn advance(&mut self, mut n: usize) {
         self.queued -= n;
-        while n > 0 {
-            let left = self.segs[0].bytes().len() - self.at;
+        if self.queued == 0 {
+            self.at = 0;
+            while let Some(seg) = self.segs.pop_front() {
+                self.written(seg);
+            }
+            return;
+        }
+        while let Some(first) = self.segs.front() {
+            let left = first.len() - self.at;
             if n < left {
                 self.at += n;
                 return;
             }
             n -= left;
             self.at = 0;
-            self.segs.pop_front();
-        }
-        if self.queued == 0 {
-            self.at = 0;
-            self.segs.clear();
+            if let Some(seg) = self.segs.pop_front() {
+                self.written(seg);
+            }
         }
     }
 }
@@ -378,6 +457,82 @@ fn hex(n: u64, out: &mut [u8; 18]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A transport that takes at most `max` bytes a write.
+    struct Trickle {
+        max: usize,
+        got: Vec<u8>,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            let n = buf.len().min(self.max);
+            self.got.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<std::io::Result<usize>> {
+            let mut n = 0;
+            for buf in bufs {
+                let take = buf.len().min(self.max - n);
+                self.got.extend_from_slice(&buf[..take]);
+                n += take;
+                if n == self.max {
+                    break;
+                }
+            }
+            Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Whatever a write takes of the queue, the bytes go out whole and in
+    /// order, each frame in its chunk's framing.
+    #[test]
+    fn the_queue_goes_out_whole_however_the_writes_cut_it() {
+        let want: &[u8] =
+            b"HEAD\r\n\r\n5\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\nraw0\r\n\r\n";
+        for max in 1..=want.len() {
+            let mut out = Out::new();
+            out.owned(b"HEAD\r\n\r\n".to_vec());
+            out.data(Bytes::from_static(b"hello"), true);
+            out.data(Bytes::new(), true);
+            out.data(Bytes::from_static(b"abcdefghijklmnopqrstuvwxyz"), true);
+            out.data(Bytes::from_static(b"raw"), false);
+            out.fixed(b"0\r\n\r\n");
+            assert_eq!(out.len(), want.len());
+            let mut io = Trickle {
+                max,
+                got: Vec::new(),
+            };
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            assert!(matches!(
+                out.poll_write(&mut io, &mut cx),
+                Poll::Ready(Ok(()))
+            ));
+            assert_eq!(io.got, want, "{max} bytes a write");
+            assert!(out.is_empty());
+        }
+    }
 
     #[test]
     fn a_size_is_written_in_hex() {
