@@ -1,8 +1,9 @@
-//! The task of one client connection of the proxy listener: hyper's
-//! connection and its service, which takes `t0` and reads the `Proxy` in
-//! force for each request, and counts the connection's requests in
-//! progress; the task watches the listener's signal, to close the
-//! connection at shutdown or shed it under overload.
+//! The task of one client connection of the proxy listener: the
+//! connection (`h1::server` for HTTP/1.x, hyper's for HTTP/2) and its
+//! service, which takes `t0` and reads the `Proxy` in force for each
+//! request, and counts the connection's requests in progress; the task
+//! watches the listener's signal, to close the connection at shutdown or
+//! shed it under overload.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -43,8 +44,8 @@ impl Client {
     }
 }
 
-/// A client connection's requests in progress (from when hyper hands a
-/// request over to when its response body is dropped), and whether it has
+/// A client connection's requests in progress (from when the connection
+/// hands a request over to when its response body is dropped), and whether it has
 /// served one: what its task needs to know to shed it.
 #[derive(Default)]
 struct Requests {
@@ -74,7 +75,7 @@ impl Drop for Busy {
 }
 
 /// A response body that keeps its request counted in progress on its
-/// connection until hyper drops it.
+/// connection until the connection drops it.
 struct Tracked {
     body: ResponseBody,
     _busy: Busy,
@@ -207,8 +208,8 @@ where
                 result = conn.as_mut() => {
                     if let Err(e) = result {
                         // With its causes: hyper's own words for a failed
-                        // response body are only "error from user's Body
-                        // stream".
+                        // response body (HTTP/2) are only "error from
+                        // user's Body stream".
                         let e: Box<dyn std::error::Error + Send + Sync> = e.into();
                         tracing::debug!(client_addr = %client.addr, error = %crate::proxy::error::chain(&*e), "client connection ended with an error");
                     }
@@ -241,10 +242,10 @@ where
                     if requests.idle() {
                         if requests.served.load(Ordering::Relaxed) {
                             // Closed gracefully: the end of the last
-                            // response may still be in hyper's write buffer
-                            // (its body is dropped as its last frame is
-                            // queued), and is written first, for up to the
-                            // overload timeout.
+                            // response may still be queued on the
+                            // connection (its body is dropped as its last
+                            // frame is queued), and is written first, for
+                            // up to the overload timeout.
                             client.shed(Shed::Idle);
                             shut_down(conn.as_mut());
                             closing = Some(now + timeout);

@@ -1,7 +1,7 @@
 //! The two listeners: their connection limits (sized by the open-file
 //! limit, which is raised first), the accept loop (a slot of the limit
 //! taken before each accept, the first byte awaited within the head
-//! timeout), hyper's connection settings, and the drain at shutdown.
+//! timeout), the connections' settings, and the drain at shutdown.
 //!
 //! Each proxy connection is then served by its own task
 //! (`super::connection`).
@@ -183,8 +183,8 @@ async fn accept(
 }
 
 /// Waits for a new connection's first byte: one that sends nothing within
-/// `timeout` is closed (hyper's own head timeout starts only once it has
-/// told HTTP/1.1 from HTTP/2 by the first bytes), and so is one still
+/// `timeout` is closed (the connection's own head timeout starts once the
+/// first bytes have told HTTP/1.x from HTTP/2), and so is one still
 /// waiting at `stop`.
 async fn first_byte(
     stream: &TcpStream,

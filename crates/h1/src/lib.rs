@@ -51,6 +51,11 @@
 //! ended cleanly at their framing's end: HTTP/1.1, no `Connection: close`,
 //! a body that was not delimited by the close, the whole request sent, and
 //! nothing read past the response.
+//!
+//! [`server`] is the other side: the HTTP/1.x server connection the
+//! proxy's clients are served by, on the same body decoder and field
+//! rules. It writes each response body frame as it is polled, framed, in
+//! the connection's own task (its module doc says what a client sees).
 
 mod body;
 mod conn;

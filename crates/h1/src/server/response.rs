@@ -320,8 +320,13 @@ pub(super) struct Out {
 /// A head's buffer is kept for the next one up to this size.
 const SPARE_MAX: usize = 4 * 1024;
 
-/// Slices gathered into one write at most.
-const MAX_SLICES: usize = 16;
+/// Slices gathered into one write at most (Linux takes up to 1,024): 21
+/// chunks of a burst, each its size line, data and CRLF.
+const MAX_SLICES: usize = 64;
+/// A queue of up to this many parts is gathered into ...
+const FEW_SEGS: usize = 2;
+/// ... this many slices.
+const FEW_SLICES: usize = 6;
 
 impl Out {
     pub(super) fn new() -> Self {
@@ -397,20 +402,12 @@ impl Out {
         cx: &mut Context<'_>,
     ) -> Poll<std::io::Result<()>> {
         while self.queued > 0 {
-            let mut slices = [IoSlice::new(&[]); MAX_SLICES];
-            let mut count = 0;
-            let mut at = self.at;
-            for seg in &self.segs {
-                count += seg.slices(at, &mut slices[count..]);
-                at = 0;
-                if count == MAX_SLICES {
-                    break;
-                }
-            }
-            let n = if count == 1 || !io.is_write_vectored() {
-                ready!(Pin::new(&mut *io).poll_write(cx, &slices[0]))?
+            // A frame or two at a time (a stream's usual write) gathers
+            // into a small array; a burst, into one of `MAX_SLICES`.
+            let n = if self.segs.len() <= FEW_SEGS {
+                ready!(self.poll_gathered::<FEW_SLICES, W>(io, cx))?
             } else {
-                ready!(Pin::new(&mut *io).poll_write_vectored(cx, &slices[..count]))?
+                ready!(self.poll_gathered::<MAX_SLICES, W>(io, cx))?
             };
             if n == 0 {
                 return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
@@ -418,6 +415,29 @@ impl Out {
             self.advance(n);
         }
         Poll::Ready(Ok(()))
+    }
+
+    /// One write of up to `N` slices of the queue's front.
+    fn poll_gathered<const N: usize, W: AsyncWrite + Unpin>(
+        &self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<usize>> {
+        let mut slices = [IoSlice::new(&[]); N];
+        let mut count = 0;
+        let mut at = self.at;
+        for seg in &self.segs {
+            count += seg.slices(at, &mut slices[count..]);
+            at = 0;
+            if count == N {
+                break;
+            }
+        }
+        if count == 1 || !io.is_write_vectored() {
+            Pin::new(&mut *io).poll_write(cx, &slices[0])
+        } else {
+            Pin::new(&mut *io).poll_write_vectored(cx, &slices[..count])
+        }
     }
 
     fn advance(&mut self, mut n: usize) {
