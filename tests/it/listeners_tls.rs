@@ -489,3 +489,75 @@ async fn a_stream_over_https_to_the_proxy_is_forwarded_whole_and_metered() {
     running.shutdown();
     running.wait().await;
 }
+
+/// Over TLS, the protocol the client chose by ALPN is the one it is
+/// served: `h2` by HTTP/2, `http/1.1` by HTTP/1.1, on one listener.
+#[tokio::test]
+async fn an_https_client_is_served_the_protocol_it_chose_by_alpn() {
+    use http_body_util::{BodyExt as _, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let upstream = scripted_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new();
+    let (cert, key) = ca.server("proxy");
+    std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key).unwrap();
+    let main = dir.path().join("main.yaml");
+    std::fs::write(
+        &main,
+        format!(
+            "tls:\n  cert_file: tls.crt\n  key_file: tls.key\nroutes:\n  - name: chat\n    upstream: http://{upstream}\n"
+        ),
+    )
+    .unwrap();
+    let running = start_files(main).await;
+    let name = "deepseek-chat-text.sse";
+    let server = pki_types::ServerName::IpAddress(running.proxy_addr.ip().into());
+    for (alpn, version) in [
+        (&b"h2"[..], hyper::Version::HTTP_2),
+        (&b"http/1.1"[..], hyper::Version::HTTP_11),
+    ] {
+        let mut config = (*ca.client_config()).clone();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let tcp = TcpStream::connect(running.proxy_addr).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(server.clone(), tcp)
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
+        let io = TokioIo::new(tls);
+        // HTTP/2 names the host in the target's authority, HTTP/1.1 in
+        // `Host`.
+        let req = if version == hyper::Version::HTTP_2 {
+            hyper::Request::post("https://proxy/v1/chat/completions")
+        } else {
+            hyper::Request::post("/v1/chat/completions").header("host", "proxy")
+        };
+        let req = req
+            .header("x-fixture", name)
+            .body(Full::new(bytes::Bytes::from_static(b"{}")))
+            .unwrap();
+        let resp = if version == hyper::Version::HTTP_2 {
+            let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            send.send_request(req).await.unwrap()
+        } else {
+            let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+            tokio::spawn(conn);
+            send.send_request(req).await.unwrap()
+        };
+        assert_eq!(resp.version(), version);
+        assert_eq!(resp.status(), 200);
+        let body = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
+            .await
+            .unwrap()
+            .unwrap()
+            .to_bytes();
+        assert_eq!(&body[..], &fixture(name)[..], "{version:?}");
+    }
+    running.shutdown();
+    running.wait().await;
+}
