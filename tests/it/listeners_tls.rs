@@ -424,11 +424,10 @@ fn check_refuses_a_bad_web_config_at_its_line_and_warns_of_an_open_admin_port() 
     assert!(ok && !out.contains("warning"), "{out}");
 }
 
-/// A streamed chat completion over `https` to the proxy: the same bytes
-/// as the upstream's, metered; the client waits between the handshake
-/// and its request, and that wait is in no latency.
-#[tokio::test]
-async fn a_stream_over_https_to_the_proxy_is_forwarded_whole_and_metered() {
+/// A proxy with TLS on its listener (its certificate issued by the `Ca`
+/// returned) and one route, `chat`, to the scripted upstream; the folder
+/// holds its files.
+async fn https_proxy() -> (Running, Ca, tempfile::TempDir) {
     let upstream = scripted_upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new();
@@ -444,6 +443,15 @@ async fn a_stream_over_https_to_the_proxy_is_forwarded_whole_and_metered() {
     )
     .unwrap();
     let running = start_files(main).await;
+    (running, ca, dir)
+}
+
+/// A streamed chat completion over `https` to the proxy: the same bytes
+/// as the upstream's, metered; the client waits between the handshake
+/// and its request, and that wait is in no latency.
+#[tokio::test]
+async fn a_stream_over_https_to_the_proxy_is_forwarded_whole_and_metered() {
+    let (running, ca, _dir) = https_proxy().await;
     // Sent at once, the events fit the proxy's read buffer (a chunk that
     // straddles it is forwarded in two parts rather than held).
     let name = "deepseek-chat-text.sse";
@@ -497,21 +505,7 @@ async fn an_https_client_is_served_the_protocol_it_chose_by_alpn() {
     use http_body_util::{BodyExt as _, Full};
     use hyper_util::rt::{TokioExecutor, TokioIo};
 
-    let upstream = scripted_upstream().await;
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new();
-    let (cert, key) = ca.server("proxy");
-    std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
-    std::fs::write(dir.path().join("tls.key"), key).unwrap();
-    let main = dir.path().join("main.yaml");
-    std::fs::write(
-        &main,
-        format!(
-            "tls:\n  cert_file: tls.crt\n  key_file: tls.key\nroutes:\n  - name: chat\n    upstream: http://{upstream}\n"
-        ),
-    )
-    .unwrap();
-    let running = start_files(main).await;
+    let (running, ca, _dir) = https_proxy().await;
     let name = "deepseek-chat-text.sse";
     let server = pki_types::ServerName::IpAddress(running.proxy_addr.ip().into());
     for (alpn, version) in [
