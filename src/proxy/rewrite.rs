@@ -3,7 +3,7 @@
 //! is the upstream's (unless the route preserves the client's), the
 //! `X-Forwarded-*` headers are set, and an HTTP/1.1 connection is given the
 //! origin form. The response comes back with its hop-by-hop headers
-//! removed, in a header map of its own size.
+//! removed.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -137,20 +137,6 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(name);
         }
     }
-}
-
-/// `headers` in a map of their own size, same order.
-///
-/// hyper keeps the map of the last head it wrote on a connection, emptied
-/// but at its capacity, for the next request it reads there: for the
-/// client's connection that is the response's map, held while the body
-/// streams. The upstream's response head is parsed into the map the
-/// forwarded request used (grown by the `X-Forwarded-*` headers), so it is
-/// usually larger than the response needs.
-pub fn fitted(headers: HeaderMap) -> HeaderMap {
-    let mut fitted = HeaderMap::with_capacity(headers.len());
-    fitted.extend(headers);
-    fitted
 }
 
 /// What is wrong with a request's `Host` (RFC 9112 §3.2): an HTTP/1.1
@@ -398,27 +384,5 @@ mod tests {
         assert_eq!(host("http", "up:443"), "up:443");
         assert_eq!(host("https", "up:443"), "up");
         assert_eq!(host("https", "[::1]:8443"), "[::1]:8443");
-    }
-
-    #[test]
-    fn fitted_keeps_every_value_in_order_in_a_smaller_map() {
-        let mut headers = HeaderMap::with_capacity(64);
-        for (name, value) in [
-            ("content-type", "text/event-stream"),
-            ("set-cookie", "a=1"),
-            ("x-request-id", "7"),
-            ("set-cookie", "b=2"),
-        ] {
-            headers.append(name, HeaderValue::from_static(value));
-        }
-        let order = |h: &HeaderMap| -> Vec<(String, String)> {
-            h.iter()
-                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
-                .collect()
-        };
-        let before = order(&headers);
-        let fitted = fitted(headers);
-        assert_eq!(order(&fitted), before);
-        assert!(fitted.capacity() < 64, "{}", fitted.capacity());
     }
 }

@@ -26,7 +26,6 @@ use super::body::{BoxError, FromUpstream, H2Response, KeptError};
 use super::error::Error;
 use crate::proxy::client_body::{ClientBodyError, RequestBody};
 use crate::proxy::delegate::delegate_body;
-use crate::proxy::rewrite::fitted;
 
 /// A handle of an HTTP/2 connection, which sends requests on it.
 pub(super) type Sender = http2::SendRequest<H2Body>;
@@ -178,8 +177,7 @@ pub(super) async fn send(
     });
     match send.try_send_request(req).await {
         Ok(resp) => {
-            let (mut parts, body) = resp.into_parts();
-            parts.headers = fitted(std::mem::take(&mut parts.headers));
+            let (parts, body) = resp.into_parts();
             let body = H2Response::new(body, failed);
             Ok(Response::from_parts(parts, FromUpstream::Client(body)))
         }
