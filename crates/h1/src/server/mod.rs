@@ -142,6 +142,7 @@ where
         buf: BytesMut::new(),
         out: Out::new(),
         eof: false,
+        sent_ahead: false,
         timer: None,
         settings,
     };
@@ -167,7 +168,9 @@ where
         let keep = conn
             .respond(response, &asked, &mut inbound, !closing.is_set())
             .await?;
-        if !keep || !inbound.is_read() || conn.eof || closing.is_set() {
+        // A client that has closed its side is answered the requests it
+        // sent ahead, then the connection closes.
+        if !keep || !inbound.is_read() || (conn.eof && conn.buf.is_empty()) || closing.is_set() {
             conn.close().await;
             return Ok(());
         }
@@ -181,6 +184,9 @@ struct Conn<T> {
     out: Out,
     /// The client has closed its side.
     eof: bool,
+    /// ... after sending requests ahead: it waits for their answers, and
+    /// its close is not taken for a client gone.
+    sent_ahead: bool,
     /// The head timeout, made at the first wait for a head that was not
     /// all there, and reset for each.
     timer: Option<Pin<Box<Sleep>>>,
@@ -336,14 +342,24 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         // the buffer (up to a head's length: past it, the client waits).
         if self.eof {
             // The body's failure has been handed over, if it had one: a
-            // service still busy without the client is dropped.
-            return Pumped::Gone;
+            // service still busy without the client is dropped, unless the
+            // client sent requests ahead before it closed its side: those
+            // it waits to be answered.
+            return if self.sent_ahead {
+                Pumped::Idle
+            } else {
+                Pumped::Gone
+            };
         }
         if self.buf.len() >= self.settings.max_head {
             return Pumped::Idle;
         }
         match self.poll_fill(cx) {
-            Poll::Ready(Ok(0)) if inbound.is_read() => Pumped::Gone,
+            Poll::Ready(Ok(0)) if inbound.is_read() && self.buf.is_empty() => Pumped::Gone,
+            Poll::Ready(Ok(0)) if inbound.is_read() => {
+                self.sent_ahead = true;
+                Pumped::Idle
+            }
             Poll::Ready(Ok(0)) => {
                 inbound.fail(BodyError::Closed);
                 Pumped::Progress

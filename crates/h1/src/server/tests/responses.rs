@@ -53,6 +53,32 @@ async fn pipelined_requests_are_answered_in_order() {
     server.ended().await.unwrap();
 }
 
+/// A client that sends its requests ahead and then closes its side (as
+/// `printf ... | nc -N` does) is answered every one of them before the
+/// connection closes: its close is not taken for a client gone.
+#[tokio::test]
+async fn requests_sent_ahead_of_a_half_close_are_all_answered() {
+    // The service takes a moment, so that the connection reads the
+    // client's close while the first request is in progress.
+    let slow = |request: Request<RequestBody>| async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        path(&request)
+    };
+    let (mut c, server) = start(settings(), slow).await;
+    c.send(b"GET /one HTTP/1.1\r\nhost: x\r\n\r\nGET /two HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await;
+    c.io.shutdown().await.unwrap();
+    for path in ["/one", "/two"] {
+        assert_eq!(
+            c.head().await,
+            "HTTP/1.1 200 OK\r\ncontent-length: 4\r\ndate: <date>\r\n\r\n"
+        );
+        c.expect(path.as_bytes()).await;
+    }
+    c.closed().await;
+    server.ended().await.unwrap();
+}
+
 /// A body of unknown length is chunked, each frame its own chunk, written
 /// as it comes: the client has the first while the body still waits. An
 /// empty frame writes nothing (an empty chunk would end the body).
