@@ -33,7 +33,9 @@
 //!   keep-alive`. Requests sent ahead are answered in order.
 //! - **The client's end.** While a request is in progress, the connection
 //!   is watched for the client's close: the request is then dropped (its
-//!   service future or response body), as it is when a write fails. A body
+//!   service future or response body), as it is when a write fails. A
+//!   client that closed its side after sending requests ahead is answered
+//!   them all first. A body
 //!   that fails mid-stream ends the connection there: a chunked response
 //!   is left without its last chunk, so the client can tell.
 //! - **Closing.** [`Closing::close`] finishes the request in progress and
