@@ -406,8 +406,6 @@ pub(super) async fn serve_proxy(
             if !first {
                 return;
             }
-            let plain = preface(&stream).await;
-            let (stream, arrival) = arrival::stamped(stream);
             // The TLS in force when the connection opens; the handshake is
             // before the request's t0, and is counted in no request's time.
             let tls = in_force
@@ -416,6 +414,12 @@ pub(super) async fn serve_proxy(
                 .tls
                 .as_ref()
                 .map(|t| t.config.clone());
+            // Over TLS, ALPN tells (below); in the clear, the first bytes.
+            let plain = match tls {
+                None => preface(&stream).await,
+                Some(_) => Http::H1,
+            };
+            let (stream, arrival) = arrival::stamped(stream);
             match tls {
                 None => serve_client(stream, plain, arrival, client, &serving, in_force).await,
                 Some(tls) => {
