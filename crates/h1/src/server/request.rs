@@ -96,6 +96,7 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>,
     // The fields' names and values, as offsets into the head: its bytes are
     // then split off `buf` once, and each value shares them.
     let base = buf.as_ptr() as usize;
+    // httparse's slices all lie in `buf`, empty values too (a test below).
     let offset = |s: &[u8]| s.as_ptr() as usize - base;
     let target_at = (offset(target.as_bytes()), target.len());
     let fields: SmallVec<[(usize, usize, usize, usize); 32]> = parsed
@@ -218,5 +219,26 @@ fn refusal(e: httparse::Error, before_method: bool) -> &'static str {
         httparse::Error::HeaderValue => "invalid header value",
         httparse::Error::NewLine => "invalid line ending",
         httparse::Error::Status | httparse::Error::TooManyHeaders => "invalid request head",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Empty values, and values with only whitespace, are taken as empty
+    /// fields, each where it stood.
+    #[test]
+    fn an_empty_field_value_is_an_empty_value() {
+        let mut buf = BytesMut::from(
+            &b"GET /x HTTP/1.1\r\nhost: h\r\nx-empty:\r\nx-blank:   \r\nx-after: 1\r\n\r\n"[..],
+        );
+        let head = parse(&mut buf, 8192).unwrap().unwrap();
+        let headers = head.request.headers();
+        assert_eq!(headers["x-empty"], "");
+        assert_eq!(headers["x-blank"], "");
+        assert_eq!(headers["x-after"], "1");
+        assert_eq!(headers["host"], "h");
+        assert!(buf.is_empty());
     }
 }
