@@ -135,7 +135,7 @@ where
             }
         }
     };
-    let served: Either<_, _> = match http {
+    match http {
         Http::H1 => {
             let closing = Arc::new(h1::server::Closing::default());
             let conn = h1::server::serve(stream, serving.h1, closing.clone(), move |req| {
@@ -161,8 +161,7 @@ where
                 requests,
             ))
         }
-    };
-    served
+    }
 }
 
 /// The task serving one client connection, with the connection boxed: an

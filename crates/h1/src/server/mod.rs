@@ -161,11 +161,10 @@ where
             }
             Err(e) => return Err(e),
         };
-        let asked = Asked::of(&head.request, head.keep_alive);
+        let asked = Asked::of(&head.parts, head.keep_alive);
         let (body, mut inbound) = Inbound::new(head.framing, &mut conn.buf, head.expect_continue);
-        let (parts, ()) = head.request.into_parts();
         let response = conn
-            .drive(service(Request::from_parts(parts, body)), &mut inbound)
+            .drive(service(Request::from_parts(head.parts, body)), &mut inbound)
             .await?;
         let keep = conn
             .respond(response, &asked, &mut inbound, !closing.is_set())
@@ -299,8 +298,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     }
 
     /// While the service or its response body waits: serves the request
-    /// body, writes what is owed before a response (`100 Continue`, when
-    /// `before_response`), and watches for the client's close.
+    /// body, writes what is owed before a response (`100 Continue`; when
+    /// `before_response`: `respond` writes its own queue), and watches for
+    /// the client's close.
     fn pump(
         &mut self,
         inbound: &mut Inbound,
@@ -315,11 +315,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             }
         }
         match inbound.serve(&mut self.buf, cx) {
+            // Owed only before the response (`respond` clears it).
             Want::Read if inbound.continue_owed => {
                 inbound.continue_owed = false;
-                if before_response {
-                    self.out.fixed(b"HTTP/1.1 100 Continue\r\n\r\n");
-                }
+                self.out.fixed(b"HTTP/1.1 100 Continue\r\n\r\n");
                 return Pumped::Progress;
             }
             Want::Read => {

@@ -15,7 +15,7 @@ use crate::limits::MAX_HEADERS;
 
 /// A request head, with what the connection needs to know of it.
 pub(super) struct Head {
-    pub(super) request: Request<()>,
+    pub(super) parts: http::request::Parts,
     /// How its body is framed: `Done` when it has none.
     pub(super) framing: Decoder,
     /// Whether the client asked to keep the connection after this exchange
@@ -189,13 +189,13 @@ pub(super) fn parse(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>,
         (None, None | Some(0)) => Decoder::Done,
         (None, Some(n)) => Decoder::Length(n),
     };
-    let mut request = Request::new(());
-    *request.method_mut() = method;
-    *request.uri_mut() = uri;
-    *request.version_mut() = version;
-    *request.headers_mut() = headers;
+    let (mut parts, ()) = Request::new(()).into_parts();
+    parts.method = method;
+    parts.uri = uri;
+    parts.version = version;
+    parts.headers = headers;
     Ok(Some(Head {
-        request,
+        parts,
         framing,
         keep_alive,
         expect_continue: expect_continue && framing != Decoder::Done,
@@ -234,7 +234,7 @@ mod tests {
             &b"GET /x HTTP/1.1\r\nhost: h\r\nx-empty:\r\nx-blank:   \r\nx-after: 1\r\n\r\n"[..],
         );
         let head = parse(&mut buf, 8192).unwrap().unwrap();
-        let headers = head.request.headers();
+        let headers = &head.parts.headers;
         assert_eq!(headers["x-empty"], "");
         assert_eq!(headers["x-blank"], "");
         assert_eq!(headers["x-after"], "1");

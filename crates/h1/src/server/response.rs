@@ -29,13 +29,13 @@ pub(super) struct Asked {
 }
 
 impl Asked {
-    pub(super) fn of(request: &http::Request<()>, keep_alive: bool) -> Self {
+    pub(super) fn of(request: &http::request::Parts, keep_alive: bool) -> Self {
         Asked {
-            head: request.method() == Method::HEAD,
-            version: request.version(),
+            head: request.method == Method::HEAD,
+            version: request.version,
             keep_alive,
             trailers: request
-                .headers()
+                .headers
                 .get(header::TE)
                 .is_some_and(|te| has_token(te.as_bytes(), b"trailers")),
         }
